@@ -1,0 +1,56 @@
+"""The ``posfair`` command line.
+
+Every module in this package that defines ``register(subparsers)`` adds its
+own sub-command(s); this file only discovers and dispatches them, so
+sub-commands live in small modules named for what they do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import pkgutil
+import sys
+from typing import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the ``posfair`` parser with every discovered sub-command."""
+    parser = argparse.ArgumentParser(
+        prog="posfair",
+        description="Position-fair retrieval for LlamaIndex and Qdrant.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if callable(register):
+            register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``posfair`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(handler(args) or 0)
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

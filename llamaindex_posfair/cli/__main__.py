@@ -1,0 +1,5 @@
+import sys
+
+from llamaindex_posfair.cli import main
+
+sys.exit(main())
