@@ -1,0 +1,29 @@
+"""llamaindex-posfair: position-fair retrieval for LlamaIndex and Qdrant.
+
+Heavy modules load on first use, so ``import llamaindex_posfair`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "CalibrationConfig": "llamaindex_posfair.calibration.config",
+    "PosFairEncoder": "llamaindex_posfair.encoders.encoder",
+    "BUNDLED_MINILM": "llamaindex_posfair.encoders.encoder",
+    "bundled_model_path": "llamaindex_posfair.encoders.encoder",
+    "PosFairEmbedding": "llamaindex_posfair.integrations.embedding",
+    "PositionFairRerank": "llamaindex_posfair.integrations.rerank",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llamaindex_posfair' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

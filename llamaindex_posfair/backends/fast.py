@@ -1,0 +1,226 @@
+"""Fast calibration backend: a custom attention function for transformers.
+
+Every row of a calibrated layer is computed by the stock SDPA kernel; only the
+rows to edit (the pooling row, or every row for mean pooling) are recomputed
+from per-basket attention states ``(lse_b, o_b)`` and merged by
+:func:`~llamaindex_posfair.calibration.math.merge_basket_states`. No ``L x L``
+score tensor is formed for unedited rows; for mean pooling, scores exist one
+basket (``L x B``) at a time, and the SDPA pass is skipped entirely.
+
+The function is registered under :data:`ATTENTION_NAME` with transformers'
+``AttentionInterface`` (and SDPA's mask function with ``AttentionMaskInterface``,
+without which the mask would arrive as ``None``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from llamaindex_posfair.calibration.baskets import BasketPlan, basket_gather_index, isolated_gather_index
+from llamaindex_posfair.calibration.math import merge_basket_states
+
+ATTENTION_NAME = "posfair_sdpa"
+
+
+@dataclass
+class _ActiveCalibration:
+    plan: BasketPlan
+    layers: frozenset[int]
+    strength: float
+    calls: int = 0
+    cache: dict = field(default_factory=dict)
+
+    def indices(self, device: torch.device):
+        key = str(device)
+        if key not in self.cache:
+            content_idx, content_ok = basket_gather_index(self.plan)
+            iso_idx, iso_ok = isolated_gather_index(self.plan)
+            plan = self.plan.to(device)
+            iso_mode = plan.iso_mode.gather(1, iso_idx.to(device))
+            iso_value = plan.iso_value.gather(1, iso_idx.to(device))
+            self.cache[key] = (
+                plan,
+                content_idx.to(device),
+                content_ok.to(device),
+                iso_idx.to(device),
+                iso_ok.to(device),
+                iso_mode,
+                iso_value,
+            )
+        return self.cache[key]
+
+
+_ACTIVE: contextvars.ContextVar[_ActiveCalibration | None] = contextvars.ContextVar("posfair_active", default=None)
+
+
+@contextlib.contextmanager
+def calibration_context(plan: BasketPlan, layers: tuple[int, ...], strength: float) -> Iterator[None]:
+    """Calibrate every forward pass run inside this block (in this thread/task)."""
+    token = _ACTIVE.set(_ActiveCalibration(plan=plan, layers=frozenset(layers), strength=float(strength)))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def _allowed_keys(
+    attention_mask: torch.Tensor | None,
+    plan: BasketPlan,
+    rows: torch.Tensor | None,
+    q_len: int,
+    is_causal: bool,
+) -> torch.Tensor:
+    """``[B, 1, R, L]`` bool: which keys each edited row may attend to."""
+    batch, length = plan.basket_ids.shape
+    device = plan.basket_ids.device
+    if attention_mask is not None:
+        mask = attention_mask
+        if mask.dtype != torch.bool:
+            mask = mask > torch.finfo(mask.dtype).min / 2
+        mask = mask[..., -length:].expand(batch, 1, q_len, length)
+        if rows is None:
+            return mask
+        return mask.gather(2, rows.view(batch, 1, -1, 1).expand(batch, 1, rows.shape[-1], length))
+    valid = (plan.basket_ids != -1).view(batch, 1, 1, length)
+    positions = torch.arange(length, device=device)
+    row_pos = positions.view(1, 1, -1, 1) if rows is None else rows.view(batch, 1, -1, 1)
+    if is_causal:
+        return valid & (positions.view(1, 1, 1, -1) <= row_pos)
+    return valid.expand(batch, 1, row_pos.shape[2], length)
+
+
+def calibrated_rows(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    allowed: torch.Tensor,
+    scaling: float,
+    active: _ActiveCalibration,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Calibrated and original outputs ``[B, H, R, d]`` of the rows in ``query``."""
+    plan, content_idx, content_ok, iso_idx, iso_ok, iso_mode, iso_value = active.indices(query.device)
+    batch, heads, rows, dim = query.shape
+    q = query.float()
+    k = key.float()
+    v = value.float()
+    neg_inf = torch.tensor(float("-inf"), device=q.device)
+    num_baskets, width = content_idx.shape[1], content_idx.shape[2]
+    lse_list, out_list = [], []
+    for b in range(num_baskets):
+        idx = content_idx[:, b]  # [B, M]
+        gather = idx.view(batch, 1, width, 1).expand(batch, heads, width, k.shape[-1])
+        kb, vb = k.gather(2, gather), v.gather(2, gather.expand(batch, heads, width, v.shape[-1]))
+        ok = content_ok[:, b].view(batch, 1, 1, width) & allowed.gather(
+            -1, idx.view(batch, 1, 1, width).expand(batch, 1, rows, width)
+        )
+        scores = torch.matmul(q, kb.transpose(-1, -2)) * scaling
+        scores = torch.where(ok, scores, neg_inf)
+        lse = torch.logsumexp(scores, -1)
+        probs = torch.exp(scores - torch.where(torch.isfinite(lse), lse, 0.0).unsqueeze(-1))
+        lse_list.append(lse)
+        out_list.append(torch.matmul(probs, vb))
+    width_iso = iso_idx.shape[1]
+    gather = iso_idx.view(batch, 1, width_iso, 1).expand(batch, heads, width_iso, k.shape[-1])
+    k_iso, v_iso = k.gather(2, gather), v.gather(2, gather.expand(batch, heads, width_iso, v.shape[-1]))
+    ok_iso = iso_ok.view(batch, 1, 1, width_iso) & allowed.gather(
+        -1, iso_idx.view(batch, 1, 1, width_iso).expand(batch, 1, rows, width_iso)
+    )
+    s_iso = torch.where(ok_iso, torch.matmul(q, k_iso.transpose(-1, -2)) * scaling, neg_inf)
+    calibrated, original = merge_basket_states(
+        torch.stack(lse_list, -1),
+        torch.stack(out_list, -2),
+        s_iso,
+        v_iso,
+        iso_mode,
+        iso_value,
+        plan.active,
+        active.strength,
+    )
+    return calibrated, original
+
+
+def posfair_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """Drop-in replacement for transformers' SDPA attention that calibrates pooling rows."""
+    active = _ACTIVE.get()
+    if active is None:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    layer = getattr(module, "layer_idx", None)
+    if layer is None:
+        layer = active.calls
+    active.calls += 1
+    if layer not in active.layers:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
+    plan = active.indices(query.device)[0]
+    batch, heads, q_len, dim = query.shape
+    if plan.basket_ids.shape != (batch, key.shape[2]) or q_len != key.shape[2]:
+        raise RuntimeError(
+            "posfair calibration expects one full forward pass over the planned batch "
+            f"(plan {tuple(plan.basket_ids.shape)}, query length {q_len}, key length {key.shape[2]}); "
+            "it does not support KV caches or generation"
+        )
+    scaling = dim**-0.5 if scaling is None else scaling
+    is_causal = bool(kwargs.get("is_causal", getattr(module, "is_causal", False)))
+    n_rep = heads // key.shape[1]
+    k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)
+
+    if plan.all_rows:
+        allowed = _allowed_keys(attention_mask, plan, None, q_len, is_causal)
+        calibrated, original = calibrated_rows(query, k, v, allowed, scaling, active)
+        edit = plan.row_mask.view(batch, 1, q_len, 1)
+        out = torch.where(edit, calibrated, original).to(query.dtype)
+        return out.transpose(1, 2).contiguous(), None
+
+    out, _ = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    rows = plan.row_mask.float().argmax(-1).view(batch, 1)  # one pooling row per sequence
+    q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
+    allowed = _allowed_keys(attention_mask, plan, rows, q_len, is_causal)
+    calibrated, _ = calibrated_rows(q_rows, k, v, allowed, scaling, active)
+    out = out.clone()
+    out[torch.arange(batch, device=out.device), rows.view(-1)] = calibrated[:, :, 0, :].to(out.dtype)
+    return out, None
+
+
+def register() -> str:
+    """Register the attention and mask functions (idempotent); returns the name."""
+    AttentionInterface.register(ATTENTION_NAME, posfair_attention_forward)
+    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
+    return ATTENTION_NAME
+
+
+class FastBackend:
+    """Calibrates through :func:`posfair_attention_forward` (the default backend)."""
+
+    name = "fast"
+
+    def install(self, model: torch.nn.Module) -> None:
+        """Switch ``model`` (a transformers ``PreTrainedModel``) to the calibrated attention."""
+        register()
+        model.set_attn_implementation(ATTENTION_NAME)
+
+    def forward(self, st_model, features: dict, plan: BasketPlan | None, layers: tuple[int, ...], strength: float):
+        """Run the sentence-transformers forward, calibrated when ``plan`` is given."""
+        if plan is None:
+            return st_model(features)
+        with calibration_context(plan, layers, strength):
+            return st_model(features)

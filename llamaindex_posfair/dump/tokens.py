@@ -1,0 +1,262 @@
+"""Prefix tokens at the tokenizer level.
+
+The prefix is applied by the tokenizer itself: its ``post_processor``
+template becomes ``<leading specials> [DUMP_1..K] $A <trailing specials>``
+(BERT: ``[CLS] [DUMP_1..K] x [SEP]``; a decoder without BOS:
+``[DUMP_1..K] x <eos>``). Consequences:
+
+* every caller that tokenises through the model's tokenizer (sentence-
+  transformers' ``tokenize``/``preprocess``, ``PosFairEncoder``, LlamaIndex
+  components) gets the prefix exactly once, with no code of ours at load time;
+* truncation counts the prefix as special tokens, so a truncated text keeps
+  the prefix and the model's own trailing token;
+* the saved ``tokenizer.json`` carries the template, and
+  ``tokenizer_config.json`` names the generic ``TokenizersBackend`` class so
+  that transformers loads the template verbatim instead of rebuilding a
+  model-specific one.
+
+Only fast (``tokenizers``-backed) tokenizers are supported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Sequence
+
+from tokenizers import Tokenizer
+
+_PREFIX_TOKEN_RE = re.compile(r"^\[(DUMP|SOFT)_(\d+)\]$")
+_TEMPLATE_TYPES = {"TemplateProcessing", "BertProcessing", "RobertaProcessing"}
+
+
+def _backend(tokenizer: Any) -> Tokenizer:
+    backend = getattr(tokenizer, "_tokenizer", None)
+    if not isinstance(backend, Tokenizer):
+        raise TypeError(
+            f"tokenizer must be a fast (tokenizers-backed) Hugging Face tokenizer, got {type(tokenizer).__name__}; "
+            "load it with AutoTokenizer.from_pretrained(..., use_fast=True) or convert the model's tokenizer first"
+        )
+    return backend
+
+
+def _probe(backend: Tokenizer, *texts: str) -> Any:
+    """Encode without padding/truncation on a copy of the backend."""
+    probe = Tokenizer.from_str(backend.to_str())
+    probe.no_padding()
+    probe.no_truncation()
+    return probe.encode(*texts, add_special_tokens=True)
+
+
+def _template_from_probe(encoding: Any, backend: Tokenizer, prefix: Sequence[str]) -> list[dict[str, Any]]:
+    """Template pieces of one probe encoding, with ``prefix`` inserted before sequence A."""
+    pieces: list[dict[str, Any]] = []
+    previous_seq: object = "start"
+    inserted = False
+    for token_id, type_id, seq in zip(encoding.ids, encoding.type_ids, encoding.sequence_ids):
+        if seq is None:
+            pieces.append({"SpecialToken": {"id": backend.id_to_token(token_id), "type_id": int(type_id)}})
+            previous_seq = None
+            continue
+        if seq != previous_seq:
+            if seq == 0 and not inserted:
+                pieces.extend({"SpecialToken": {"id": tok, "type_id": int(type_id)}} for tok in prefix)
+                inserted = True
+            pieces.append({"Sequence": {"id": "A" if seq == 0 else "B", "type_id": int(type_id)}})
+        previous_seq = seq
+    if not inserted:  # pragma: no cover - a tokenizer that drops the text entirely
+        raise ValueError("could not locate the text in the tokenizer's output; cannot place the prefix")
+    return pieces
+
+
+def build_prefix_post_processor(tokenizer: Any, prefix: Sequence[str]) -> dict[str, Any]:
+    """The JSON of a post-processor that adds ``prefix`` before the text, once.
+
+    Pure with respect to ``tokenizer`` (not modified). The prefix tokens must
+    already be in the tokenizer's vocabulary.
+
+    Args:
+        tokenizer: A fast Hugging Face tokenizer (with the prefix tokens added).
+        prefix: The prefix token strings, in order.
+
+    Returns:
+        The ``post_processor`` JSON object for ``tokenizer.json``.
+    """
+    backend = _backend(tokenizer)
+    single = _template_from_probe(_probe(backend, "probe text"), backend, prefix)
+    try:
+        pair = _template_from_probe(_probe(backend, "probe text", "second text"), backend, prefix)
+    except Exception:  # pragma: no cover - tokenizers without pair support
+        pair = None
+    special_names = {p["SpecialToken"]["id"] for p in single + (pair or []) if "SpecialToken" in p}
+    special_tokens = {
+        name: {"id": name, "ids": [int(backend.token_to_id(name))], "tokens": [name]} for name in sorted(special_names)
+    }
+    for name, entry in special_tokens.items():
+        if entry["ids"][0] is None:  # pragma: no cover - defensive
+            raise ValueError(f"token {name!r} is not in the tokenizer vocabulary")
+    template = {"type": "TemplateProcessing", "single": single, "pair": pair or single, "special_tokens": special_tokens}
+
+    old = json.loads(backend.to_str()).get("post_processor")
+    if old is None or old.get("type") in _TEMPLATE_TYPES:
+        return template
+    if old.get("type") == "Sequence":
+        members = [p for p in old["processors"] if p.get("type") not in _TEMPLATE_TYPES]
+        return {"type": "Sequence", "processors": members + [template]}
+    # e.g. ByteLevel (offset trimming only): keep it, then add the template.
+    return {"type": "Sequence", "processors": [old, template]}
+
+
+def add_prefix_tokens(tokenizer: Any, token_strings: Sequence[str], *, split_special_tokens: bool = True) -> Any:
+    """Return a new tokenizer that prefixes every text with ``token_strings``.
+
+    The input tokenizer is not modified. The returned tokenizer is a
+    ``TokenizersBackend`` (transformers' generic fast tokenizer) carrying the
+    same vocabulary plus the prefix tokens, the same special-token attributes
+    and max length, and a post-processor that inserts the prefix after the
+    model's leading special token(s) and before the text.
+
+    Args:
+        tokenizer: A fast Hugging Face tokenizer without a prefix.
+        token_strings: The prefix tokens, e.g. ``("[DUMP_1]", "[DUMP_2]")``.
+        split_special_tokens: Tokenise literal special-token strings in the text
+            as plain text (so the prefix can never be applied twice).
+
+    Returns:
+        The new tokenizer.
+
+    Raises:
+        ValueError: If the tokenizer already has prefix tokens.
+        TypeError: If the tokenizer is not a fast tokenizer.
+
+    Example:
+        >>> from transformers import AutoTokenizer
+        >>> from llamaindex_posfair import bundled_model_path  # doctest: +SKIP
+        >>> tok = add_prefix_tokens(AutoTokenizer.from_pretrained(bundled_model_path()), ["[DUMP_1]"])  # doctest: +SKIP
+        >>> tok.convert_ids_to_tokens(tok("hi")["input_ids"])  # doctest: +SKIP
+        ['[CLS]', '[DUMP_1]', 'hi', '[SEP]']
+    """
+    from transformers import AddedToken
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    if not token_strings:
+        raise ValueError("token_strings must name at least one prefix token, got an empty sequence")
+    if prefix_token_ids(tokenizer):
+        raise ValueError(
+            f"tokenizer already has prefix tokens {prefix_token_ids(tokenizer)}; "
+            "a DUMP model cannot be prefixed twice — load it as it is"
+        )
+    backend = Tokenizer.from_str(_backend(tokenizer).to_str())
+    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in token_strings])
+
+    # Build the new template against a temporary wrapper that knows the new tokens.
+    template = build_prefix_post_processor(_Wrap(backend), token_strings)
+    data = json.loads(backend.to_str())
+    data["post_processor"] = template
+    new_backend = Tokenizer.from_str(json.dumps(data))
+
+    special_kwargs: dict[str, Any] = {}
+    for attr in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"):
+        value = getattr(tokenizer, attr, None)
+        if value is not None:
+            special_kwargs[attr] = str(value)
+    new = TokenizersBackend(
+        tokenizer_object=new_backend,
+        model_max_length=tokenizer.model_max_length,
+        padding_side=tokenizer.padding_side,
+        truncation_side=tokenizer.truncation_side,
+        split_special_tokens=split_special_tokens,
+        extra_special_tokens=list(token_strings),
+        model_input_names=list(tokenizer.model_input_names),
+        **special_kwargs,
+    )
+    return new
+
+
+class _Wrap:
+    """Minimal stand-in exposing ``_tokenizer`` for :func:`build_prefix_post_processor`."""
+
+    def __init__(self, backend: Tokenizer) -> None:
+        self._tokenizer = backend
+
+
+def prefix_token_ids(tokenizer: Any, kind: str | None = None) -> list[int]:
+    """Ids of the ``[DUMP_k]`` / ``[SOFT_k]`` tokens in a tokenizer, ordered by ``k``.
+
+    Args:
+        tokenizer: A Hugging Face tokenizer.
+        kind: ``"DUMP"``, ``"SOFT"`` or None (both).
+
+    Returns:
+        The ids, empty for a tokenizer without a prefix.
+    """
+    vocab = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
+    found: list[tuple[str, int, int]] = []
+    for token, token_id in vocab.items():
+        match = _PREFIX_TOKEN_RE.match(token)
+        if match and (kind is None or match.group(1) == kind):
+            found.append((match.group(1), int(match.group(2)), int(token_id)))
+    return [token_id for _, _, token_id in sorted(found)]
+
+
+def _resolve_tokenizer(model_or_tokenizer: Any) -> Any:
+    if isinstance(model_or_tokenizer, str) or hasattr(model_or_tokenizer, "__fspath__"):
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(str(model_or_tokenizer))
+    for attr in ("sentence_transformer", "tokenizer"):
+        inner = getattr(model_or_tokenizer, attr, None)
+        if inner is not None and inner is not model_or_tokenizer:
+            if attr == "sentence_transformer":
+                return inner.tokenizer
+            return inner
+    return model_or_tokenizer
+
+
+def dump_token_ids(model_or_tokenizer: Any) -> list[int]:
+    """Ids of ``[DUMP_1]..[DUMP_K]``: the positions attention calibration isolates.
+
+    Accepts a HF tokenizer, a ``SentenceTransformer``, a ``PosFairEncoder``
+    (anything with ``.sentence_transformer`` or ``.tokenizer``) or a model
+    folder. Soft-prompt tokens (``[SOFT_k]``) are content, not dump positions,
+    and are not returned. A plain model gives ``[]``.
+
+    Example:
+        >>> from llamaindex_posfair import bundled_model_path  # doctest: +SKIP
+        >>> dump_token_ids(bundled_model_path())  # doctest: +SKIP
+        []
+    """
+    return prefix_token_ids(_resolve_tokenizer(model_or_tokenizer), kind="DUMP")
+
+
+def count_prefix_runs(input_ids: Sequence[int], prefix_ids: Sequence[int]) -> int:
+    """How many times the full prefix occurs contiguously in ``input_ids`` (pure).
+
+    Example:
+        >>> count_prefix_runs([101, 7, 8, 5, 102], [7, 8])
+        1
+        >>> count_prefix_runs([7, 8, 7, 8], [7, 8])
+        2
+    """
+    k = len(prefix_ids)
+    if k == 0:
+        return 0
+    ids = list(input_ids)
+    target = list(prefix_ids)
+    return sum(1 for i in range(len(ids) - k + 1) if ids[i : i + k] == target)
+
+
+def prefix_mask(input_ids: Any, prefix_ids: Sequence[int]) -> Any:
+    """Boolean tensor marking prefix positions in a ``[batch, seq]`` id tensor (pure).
+
+    Example:
+        >>> import torch
+        >>> prefix_mask(torch.tensor([[101, 7, 8, 5, 102]]), [7, 8]).tolist()
+        [[False, True, True, False, False]]
+    """
+    import torch
+
+    ids = torch.as_tensor(input_ids)
+    if not prefix_ids:
+        return torch.zeros_like(ids, dtype=torch.bool)
+    return torch.isin(ids, torch.tensor(list(prefix_ids), device=ids.device))

@@ -1,0 +1,153 @@
+"""Read only the attention rows we need, inside transformers' attention dispatch.
+
+``output_attentions=True`` materialises every layer's ``L×L`` map per head
+and, under SDPA, silently returns nothing. Instead we register a custom
+attention function through ``transformers.AttentionInterface``: it runs the
+stock SDPA kernel for the layer output and, for the *answer position only*,
+recomputes the post-softmax row ``softmax(q_p Kᵀ·scale + mask_p)``
+(``O(L·d)`` per head), averaged over heads. The function is registered in
+``AttentionMaskInterface`` as well (with ``sdpa_mask``), otherwise
+transformers builds no mask for an unknown implementation name and the
+function receives ``None``.
+
+Usage::
+
+    name = register_capture_attention()
+    model.config.text_config._attn_implementation = name
+    with AttentionRowCapture(query_positions=[answer_pos]) as cap:
+        model(**inputs)
+    rows = cap.rows()  # [num_layers, P, K]: head-mean attention of each captured row
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Iterable
+
+import torch
+
+__all__ = ["CAPTURE_ATTENTION_NAME", "register_capture_attention", "AttentionRowCapture"]
+
+CAPTURE_ATTENTION_NAME = "posfair_row_capture"
+_ACTIVE: contextvars.ContextVar["AttentionRowCapture | None"] = contextvars.ContextVar("posfair_capture", default=None)
+_REGISTERED = False
+
+
+class AttentionRowCapture:
+    """Context manager collecting head-mean attention rows of chosen query positions.
+
+    Args:
+        query_positions: absolute positions (in the current forward's keys) of
+            the rows to keep; batch size 1 is assumed by the adapter, but any
+            batch is stored as ``[B, P, K]`` per layer.
+
+    Example:
+        >>> cap = AttentionRowCapture([5])
+        >>> with cap:
+        ...     pass  # run the model here
+        >>> cap.layers()
+        []
+    """
+
+    def __init__(self, query_positions: Iterable[int]) -> None:
+        self.query_positions = [int(p) for p in query_positions]
+        self._rows: dict[int, torch.Tensor] = {}
+        self._token: contextvars.Token | None = None
+
+    def __enter__(self) -> "AttentionRowCapture":
+        self._token = _ACTIVE.set(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._token is not None:
+            _ACTIVE.reset(self._token)
+            self._token = None
+
+    def record(self, layer_idx: int, rows: torch.Tensor) -> None:
+        self._rows[int(layer_idx)] = rows
+
+    def layers(self) -> list[int]:
+        return sorted(self._rows)
+
+    def rows(self) -> torch.Tensor:
+        """``[num_layers, B, P, K]`` float32 rows, layers in ascending order.
+
+        Raises:
+            RuntimeError: if nothing was captured (the model does not use the
+                registered attention implementation).
+        """
+        if not self._rows:
+            raise RuntimeError(
+                "no attention rows were captured; set the text model's config._attn_implementation to "
+                f"{CAPTURE_ATTENTION_NAME!r} after register_capture_attention()"
+            )
+        return torch.stack([self._rows[i] for i in self.layers()])
+
+
+def _row_probs(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None,
+    positions: list[int],
+) -> torch.Tensor:
+    """Head-mean post-softmax attention rows ``[B, P, K]`` for ``positions``."""
+    b, h, q_len, d = query.shape
+    k_len = key.shape[2]
+    offset = k_len - q_len  # > 0 only with a cache
+    local = [p - offset for p in positions]
+    if any(not 0 <= p < q_len for p in local):
+        raise ValueError(f"query positions {positions} are outside this forward's queries (length {q_len})")
+    q = query[:, :, local, :].float()
+    groups = h // key.shape[1]
+    k = key.float().repeat_interleave(groups, dim=1) if groups > 1 else key.float()
+    scale = scaling if scaling is not None else d**-0.5
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # [B, H, P, K]
+    if attention_mask is None:
+        # causal mask was skipped by transformers (no padding): keys j <= absolute position
+        allowed = torch.arange(k_len, device=q.device).unsqueeze(0) <= torch.tensor(positions, device=q.device).unsqueeze(1)
+        scores = scores.masked_fill(~allowed.view(1, 1, len(positions), k_len), float("-inf"))
+    else:
+        m = attention_mask[:, :, local, :k_len] if attention_mask.shape[2] == q_len else attention_mask[..., :k_len]
+        if m.dtype == torch.bool:
+            scores = scores.masked_fill(~m, float("-inf"))
+        else:
+            scores = scores + m.float()
+    return torch.softmax(scores, dim=-1).mean(dim=1)
+
+
+def _capture_attention_forward(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+):
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    out, _ = sdpa_attention_forward(
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+    )
+    cap = _ACTIVE.get()
+    layer_idx = getattr(module, "layer_idx", None)
+    if cap is not None and layer_idx is not None:
+        with torch.no_grad():
+            cap.record(layer_idx, _row_probs(module, query, key, attention_mask, scaling, cap.query_positions))
+    return out, None
+
+
+def register_capture_attention() -> str:
+    """Register the capture function (idempotent) and return its implementation name."""
+    global _REGISTERED
+    if not _REGISTERED:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+        AttentionInterface.register(CAPTURE_ATTENTION_NAME, _capture_attention_forward)
+        AttentionMaskInterface.register(CAPTURE_ATTENTION_NAME, sdpa_mask)
+        _REGISTERED = True
+    return CAPTURE_ATTENTION_NAME

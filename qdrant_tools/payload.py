@@ -1,0 +1,88 @@
+"""The payload stored with every chunk, and the names of its fields.
+
+The payload is also the per-document ingestion record: each point carries its
+document id, the document version, how many chunks that version has and the
+fingerprint of every stored vector, so the state of an ingestion lives in
+Qdrant itself and survives the loss of any local file. Fields are flat, so
+LlamaIndex's ``QdrantVectorStore`` can read the points (``text`` is its
+default text key; everything else becomes node metadata).
+
+Example:
+    >>> from qdrant_tools.chunking import Chunk, SourceDocument
+    >>> from qdrant_tools.payload import build_payload
+    >>> doc = SourceDocument("a.md", "hello world", "/data/a.md", "00")
+    >>> p = build_payload(doc, Chunk(0, "hello world", 0, 11, 2), n_chunks=1, version="v1",
+    ...                   fingerprints={"calibrated": "f1"}, n_tokens=4, truncated=False)
+    >>> p["text"], p["start_char"], p["end_char"]
+    ('hello world', 0, 11)
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any, Mapping
+
+from qdrant_tools.chunking import Chunk, SourceDocument
+
+PAYLOAD_FORMAT = 1
+
+TEXT = "text"
+DOC_ID = "doc_id"
+SOURCE = "source"
+FILE_NAME = "file_name"
+CHUNK_INDEX = "chunk_index"
+N_CHUNKS = "n_chunks"
+START_CHAR = "start_char"
+END_CHAR = "end_char"
+N_TOKENS = "n_tokens"
+TRUNCATED = "truncated"
+CONTENT_HASH = "content_hash"
+VERSION = "version"
+FINGERPRINTS = "encoder_fingerprints"
+CHUNKING = "chunking"
+FORMAT = "posfair_payload_format"
+
+#: Fields read back when diffing a collection against the input.
+RECORD_FIELDS = [DOC_ID, VERSION, N_CHUNKS]
+
+
+def build_payload(
+    doc: SourceDocument,
+    chunk: Chunk,
+    *,
+    n_chunks: int,
+    version: str,
+    fingerprints: Mapping[str, str],
+    n_tokens: int,
+    truncated: bool,
+    chunking_key: str = "",
+) -> dict[str, Any]:
+    """Payload of one chunk.
+
+    Args:
+        doc: the document the chunk came from.
+        chunk: the chunk (text and character offsets into ``doc.text``).
+        n_chunks: number of chunks of this document version.
+        version: :func:`qdrant_tools.ids.document_version`.
+        fingerprints: vector name -> encoder fingerprint.
+        n_tokens: encoder tokens of the chunk, special tokens included.
+        truncated: whether the encoder cut the chunk at its window.
+        chunking_key: :meth:`ChunkingConfig.key`, for the record.
+    """
+    return {
+        TEXT: chunk.text,
+        DOC_ID: doc.doc_id,
+        SOURCE: doc.source,
+        FILE_NAME: PurePath(doc.doc_id).name,
+        CHUNK_INDEX: chunk.index,
+        N_CHUNKS: n_chunks,
+        START_CHAR: chunk.start_char,
+        END_CHAR: chunk.end_char,
+        N_TOKENS: int(n_tokens),
+        TRUNCATED: bool(truncated),
+        CONTENT_HASH: doc.content_hash,
+        VERSION: version,
+        FINGERPRINTS: dict(fingerprints),
+        CHUNKING: chunking_key,
+        FORMAT: PAYLOAD_FORMAT,
+    }

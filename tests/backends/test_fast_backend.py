@@ -1,0 +1,116 @@
+"""The fast backend against an explicit post-softmax computation of the same math.
+
+The explicit path below forms every attention row, edits the planned rows with
+:func:`calibrate_weights` and multiplies by V: the method exactly as specified,
+with no basket-state merge. (The nnsight reference backend is compared in
+``test_reference_backend.py``.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import repeat_kv
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+from llamaindex_posfair import CalibrationConfig, PosFairEncoder
+from llamaindex_posfair.backends import fast
+from llamaindex_posfair.calibration.math import calibrate_weights
+
+
+def _explicit_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    active = fast._ACTIVE.get()
+    n_rep = query.shape[1] // key.shape[1]
+    k, v = repeat_kv(key, n_rep).float(), repeat_kv(value, n_rep).float()
+    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    scores = torch.matmul(query.float(), k.transpose(-1, -2)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask.float()
+    weights = torch.softmax(scores, -1)
+    if active is not None:
+        layer = module.layer_idx
+        if layer in active.layers:
+            plan = active.plan
+            edited = calibrate_weights(weights, plan, active.strength)
+            weights = torch.where(plan.row_mask.view(plan.row_mask.shape[0], 1, -1, 1), edited, weights)
+    out = torch.matmul(weights, v).to(query.dtype)
+    return out.transpose(1, 2).contiguous(), None
+
+
+class _ExplicitBackend:
+    name = "explicit"
+
+    def install(self, model):
+        AttentionInterface.register("posfair_test_explicit", _explicit_attention)
+        AttentionMaskInterface.register("posfair_test_explicit", eager_mask)
+        model.set_attn_implementation("posfair_test_explicit")
+
+    def forward(self, st_model, features, plan, layers, strength):
+        if plan is None:
+            return st_model(features)
+        with fast.calibration_context(plan, layers, strength):
+            return st_model(features)
+
+
+def _explicit_twin(path: str, config: CalibrationConfig, max_length: int | None = None) -> PosFairEncoder:
+    enc = PosFairEncoder(path, calibration=config, max_length=max_length, device="cpu")
+    enc._backend = _ExplicitBackend()
+    enc._backend.install(enc._hf_model)
+    return enc
+
+
+CASES = [
+    (strength, layers) for strength in (0.3, 0.5, 1.0) for layers in ("last", "last_half")
+]
+
+
+@pytest.mark.parametrize("strength,layers", CASES)
+def test_fast_matches_explicit_on_tiny_bert(tiny_bert_path, mixed_texts, strength, layers):
+    config = CalibrationConfig(basket_size=16, strength=strength, layers=layers)
+    fast_enc = PosFairEncoder(tiny_bert_path, calibration=config, device="cpu")
+    explicit = _explicit_twin(tiny_bert_path, config)
+    a = fast_enc.encode_documents(mixed_texts, batch_size=3)
+    b = explicit.encode_documents(mixed_texts, batch_size=3)
+    assert np.abs(a - b).max() <= 1e-5
+
+
+@pytest.mark.parametrize("strength,layers", CASES)
+def test_fast_matches_explicit_on_tiny_qwen3(tiny_qwen3_path, mixed_texts, strength, layers):
+    config = CalibrationConfig(basket_size=16, strength=strength, layers=layers)
+    fast_enc = PosFairEncoder(tiny_qwen3_path, calibration=config, device="cpu")
+    explicit = _explicit_twin(tiny_qwen3_path, config)
+    a = fast_enc.encode_documents(mixed_texts, batch_size=3)
+    b = explicit.encode_documents(mixed_texts, batch_size=3)
+    assert np.abs(a - b).max() <= 1e-5
+
+
+@pytest.mark.parametrize("strength,layers", [(0.5, "last_half"), (1.0, "last")])
+def test_fast_matches_explicit_on_minilm_mean_pooling(minilm_path, mixed_texts, strength, layers):
+    config = CalibrationConfig(basket_size=32, strength=strength, layers=layers)
+    fast_enc = PosFairEncoder(minilm_path, calibration=config, device="cpu", max_length=512)
+    explicit = _explicit_twin(minilm_path, config, max_length=512)
+    a = fast_enc.encode_documents(mixed_texts, batch_size=5)
+    b = explicit.encode_documents(mixed_texts, batch_size=5)
+    assert np.abs(a - b).max() <= 1e-5
+
+
+def test_calibration_changes_long_documents_only(minilm_path, mixed_texts):
+    enc = PosFairEncoder(minilm_path, calibration=CalibrationConfig(basket_size=32, strength=1.0), device="cpu")
+    plain = enc.encode_documents(mixed_texts, calibration=None)
+    calibrated = enc.encode_documents(mixed_texts)
+    diff = np.abs(plain - calibrated).max(axis=1)
+    assert diff[0] <= 1e-6  # "short query": one basket, left unchanged (up to float rounding)
+    assert diff[2] > 1e-3  # a long text moves
+
+
+def test_left_and_right_padding_give_the_same_embeddings(tiny_qwen3_path, mixed_texts):
+    config = CalibrationConfig(basket_size=16, strength=0.7, layers="last_half")
+    enc = PosFairEncoder(tiny_qwen3_path, calibration=config, device="cpu")
+    left = enc.encode_documents(mixed_texts, batch_size=5)
+    enc.tokenizer.padding_side = "right"
+    right = enc.encode_documents(mixed_texts, batch_size=5)
+    single = np.stack([enc.encode_documents([t])[0] for t in mixed_texts])
+    assert np.abs(left - single).max() <= 1e-5
+    assert np.abs(right - single).max() <= 1e-5

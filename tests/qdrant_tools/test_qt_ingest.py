@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import pytest
+from qdrant_client import QdrantClient
+
+from qdrant_tools.ingest import IngestConfig, ingest_path, stored_records
+from qdrant_tools.schema import SchemaMismatchError, VectorSpec, ensure_collection
+
+CFG = IngestConfig(chunk_tokens=20, overlap_tokens=4, batch_size=4, show_progress=False)
+
+
+def points(client, name="c"):
+    pts, _ = client.scroll(name, limit=10_000, with_payload=True, with_vectors=True)
+    return {str(p.id): p for p in pts}
+
+
+def test_ingest_twice_gives_identical_points(client, encoder, corpus):
+    r1 = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    first = points(client)
+    r2 = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    second = points(client)
+    assert r1.chunks_written == len(first) > 3
+    assert set(first) == set(second)
+    assert r2.chunks_written == 0 and sorted(r2.unchanged) == ["a.txt", "b.md", "sub/c.txt"]
+
+
+def test_each_chunk_payload_points_back_into_its_file(client, encoder, corpus):
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    for p in points(client).values():
+        text = (corpus / p.payload["doc_id"]).read_text()
+        assert text[p.payload["start_char"] : p.payload["end_char"]] == p.payload["text"]
+        assert p.payload["encoder_fingerprints"] == {"calibrated": encoder.fingerprint()}
+
+
+def test_changed_file_replaces_only_its_chunks(client, encoder, corpus):
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    before = points(client)
+    (corpus / "a.txt").write_text("a completely different and much shorter text.")
+    r = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    after = points(client)
+    a_before = {i for i, p in before.items() if p.payload["doc_id"] == "a.txt"}
+    a_after = [p for p in after.values() if p.payload["doc_id"] == "a.txt"]
+    assert r.changed == ["a.txt"] and r.chunks_deleted == len(a_before)
+    assert len(a_after) == 1 and a_after[0].payload["text"] == "a completely different and much shorter text."
+    assert not a_before & set(after)
+    others = {i: p for i, p in before.items() if p.payload["doc_id"] != "a.txt"}
+    assert all(after[i].payload == p.payload and after[i].vector == p.vector for i, p in others.items())
+
+
+def test_failure_mid_ingest_then_rerun_stores_every_chunk_once(client, make_encoder, corpus):
+    reference = QdrantClient(":memory:")
+    ingest_path(reference, "c", corpus, {"calibrated": make_encoder()}, CFG)
+    expected = set(points(reference))
+    with pytest.raises(RuntimeError, match="injected failure"):
+        ingest_path(client, "c", corpus, {"calibrated": make_encoder(fail_on_call=3)}, CFG)
+    assert 0 < len(points(client)) < len(expected)
+    ingest_path(client, "c", corpus, {"calibrated": make_encoder()}, CFG)
+    got = points(client)
+    assert set(got) == expected
+    keys = [(p.payload["doc_id"], p.payload["chunk_index"]) for p in got.values()]
+    assert len(keys) == len(set(keys))
+
+
+def test_crash_before_stale_delete_keeps_old_version_then_rerun_cleans(client, encoder, corpus, monkeypatch):
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    n_old = sum(1 for p in points(client).values() if p.payload["doc_id"] == "a.txt")
+    (corpus / "a.txt").write_text("new words for a. " * 30)
+
+    def boom(*a, **k):
+        raise ConnectionError("injected delete failure")
+
+    monkeypatch.setattr(client, "delete", boom)
+    with pytest.raises(ConnectionError):
+        ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    versions = stored_records(client, "c")["a.txt"]
+    assert len(versions) == 2  # old and new version both stored, both complete: nothing lost
+    assert all(count == total for count, total in versions.values())
+    monkeypatch.undo()
+    r = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    assert r.cleaned == ["a.txt"] and r.chunks_written == 0 and r.chunks_deleted == n_old
+    assert len(stored_records(client, "c")["a.txt"]) == 1
+
+
+def test_schema_mismatch_raises_before_any_write(client, encoder, corpus):
+    ensure_collection(client, "c", [VectorSpec("calibrated", 8)])
+    with pytest.raises(SchemaMismatchError, match="size 8.*size 16"):
+        ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    assert client.count("c").count == 0 and encoder.calls == 0
+
+
+def test_two_named_vectors_per_chunk(client, make_encoder, corpus):
+    van, cal = make_encoder(salt="v"), make_encoder(salt="c")
+    ingest_path(client, "c", corpus, {"vanilla": van, "calibrated": cal}, CFG)
+    p = next(iter(points(client).values()))
+    assert set(p.vector) == {"vanilla", "calibrated"} and p.vector["vanilla"] != p.vector["calibrated"]
+
+
+def test_new_encoder_fingerprint_reembeds_and_leaves_one_version(client, make_encoder, corpus):
+    ingest_path(client, "c", corpus, {"calibrated": make_encoder(salt="x")}, CFG)
+    n = client.count("c").count
+    r = ingest_path(client, "c", corpus, {"calibrated": make_encoder(salt="y")}, CFG)
+    assert len(r.changed) == 3 and client.count("c").count == n
+    assert {p.payload["encoder_fingerprints"]["calibrated"] for p in points(client).values()} == {"hash-16-y"}
+
+
+def test_bad_files_are_skipped_and_reported(client, encoder, corpus):
+    (corpus / "empty.txt").write_text("")
+    (corpus / "bin.txt").write_bytes(b"\x00\x01")
+    (corpus / "latin.md").write_bytes(b"caf\xe9")
+    r = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    assert {s.source.rsplit("/", 1)[-1] for s in r.skipped} == {"empty.txt", "bin.txt", "latin.md"}
+    assert {p.payload["doc_id"] for p in points(client).values()} == {"a.txt", "b.md", "sub/c.txt"}
+    assert "skipped" in r.summary() and "not UTF-8" in r.summary()
+
+
+def test_chunks_longer_than_window_are_counted_as_truncated(client, make_encoder, corpus):
+    enc = make_encoder(max_length=12)
+    r = ingest_path(client, "c", corpus, {"calibrated": enc}, IngestConfig(chunk_tokens=20, overlap_tokens=0, show_progress=False))
+    truncated = [p for p in points(client).values() if p.payload["truncated"]]
+    assert r.chunks_truncated == len(truncated) > 0 and "truncated" in r.summary()
+
+
+def test_default_chunking_fits_the_window(client, make_encoder, corpus):
+    enc = make_encoder(max_length=12)
+    r = ingest_path(client, "c", corpus, {"calibrated": enc}, IngestConfig(show_progress=False))
+    assert r.chunks_truncated == 0
+    assert max(p.payload["n_tokens"] for p in points(client).values()) <= 12
+
+
+def test_removed_file_is_kept_unless_prune(client, encoder, corpus):
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    (corpus / "b.md").unlink()
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    assert "b.md" in stored_records(client, "c")
+    r = ingest_path(client, "c", corpus, {"calibrated": encoder}, IngestConfig(chunk_tokens=20, overlap_tokens=4, prune=True, show_progress=False))
+    assert r.pruned == ["b.md"] and "b.md" not in stored_records(client, "c")
+
+
+def test_state_survives_reopening_embedded_storage(tmp_path, encoder, corpus):
+    c1 = QdrantClient(path=str(tmp_path / "q"))
+    ingest_path(c1, "c", corpus, {"calibrated": encoder}, CFG)
+    ids = set(points(c1))
+    c1.close()
+    c2 = QdrantClient(path=str(tmp_path / "q"))
+    r = ingest_path(c2, "c", corpus, {"calibrated": encoder}, CFG)
+    assert r.chunks_written == 0 and set(points(c2)) == ids
+    c2.close()
+
+
+def test_foreign_points_in_collection_are_never_deleted(client, encoder, corpus):
+    from qdrant_client import models
+
+    ensure_collection(client, "c", [VectorSpec("calibrated", 16)])
+    client.upsert("c", [models.PointStruct(id=1, vector={"calibrated": [1.0] + [0.0] * 15}, payload={"doc_id": "a.txt"})], wait=True)
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    (corpus / "a.txt").write_text("changed.")
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    assert client.retrieve("c", [1])[0].payload == {"doc_id": "a.txt"}
