@@ -30,11 +30,17 @@ from llamaindex_posfair.calibration.math import merge_basket_states
 ATTENTION_NAME = "posfair_sdpa"
 
 
+def layer_strength_map(layers: tuple[int, ...], strength: float | dict[int, float]) -> dict[int, float]:
+    """``{layer: lambda}`` from a single strength or an explicit per-layer map."""
+    if isinstance(strength, dict):
+        return {int(k): float(v) for k, v in strength.items() if int(k) in set(layers)}
+    return {int(layer): float(strength) for layer in layers}
+
+
 @dataclass
 class _ActiveCalibration:
     plan: BasketPlan
-    layers: frozenset[int]
-    strength: float
+    strengths: dict[int, float]
     calls: int = 0
     cache: dict = field(default_factory=dict)
 
@@ -62,9 +68,14 @@ _ACTIVE: contextvars.ContextVar[_ActiveCalibration | None] = contextvars.Context
 
 
 @contextlib.contextmanager
-def calibration_context(plan: BasketPlan, layers: tuple[int, ...], strength: float) -> Iterator[None]:
-    """Calibrate every forward pass run inside this block (in this thread/task)."""
-    token = _ACTIVE.set(_ActiveCalibration(plan=plan, layers=frozenset(layers), strength=float(strength)))
+def calibration_context(
+    plan: BasketPlan, layers: tuple[int, ...], strength: float | dict[int, float]
+) -> Iterator[None]:
+    """Calibrate every forward pass run inside this block (in this thread/task).
+
+    ``strength`` is one ``lambda`` for all ``layers`` or a ``{layer: lambda}`` map.
+    """
+    token = _ACTIVE.set(_ActiveCalibration(plan=plan, strengths=layer_strength_map(layers, strength)))
     try:
         yield
     finally:
@@ -104,6 +115,7 @@ def calibrated_rows(
     allowed: torch.Tensor,
     scaling: float,
     active: _ActiveCalibration,
+    strength: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Calibrated and original outputs ``[B, H, R, d]`` of the rows in ``query``."""
     plan, content_idx, content_ok, iso_idx, iso_ok, iso_mode, iso_value = active.indices(query.device)
@@ -142,7 +154,9 @@ def calibrated_rows(
         iso_mode,
         iso_value,
         plan.active,
-        active.strength,
+        plan.strength(strength),
+        basket_lengths=content_ok.sum(-1),
+        basket_weighting=plan.weighting,
     )
     return calibrated, original
 
@@ -167,7 +181,7 @@ def posfair_attention_forward(
     if layer is None:
         layer = active.calls
     active.calls += 1
-    if layer not in active.layers:
+    if layer not in active.strengths:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
         )
@@ -186,7 +200,7 @@ def posfair_attention_forward(
 
     if plan.all_rows:
         allowed = _allowed_keys(attention_mask, plan, None, q_len, is_causal)
-        calibrated, original = calibrated_rows(query, k, v, allowed, scaling, active)
+        calibrated, original = calibrated_rows(query, k, v, allowed, scaling, active, active.strengths[layer])
         edit = plan.row_mask.view(batch, 1, q_len, 1)
         out = torch.where(edit, calibrated, original).to(query.dtype)
         return out.transpose(1, 2).contiguous(), None
@@ -195,7 +209,7 @@ def posfair_attention_forward(
     rows = plan.row_mask.float().argmax(-1).view(batch, 1)  # one pooling row per sequence
     q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
     allowed = _allowed_keys(attention_mask, plan, rows, q_len, is_causal)
-    calibrated, _ = calibrated_rows(q_rows, k, v, allowed, scaling, active)
+    calibrated, _ = calibrated_rows(q_rows, k, v, allowed, scaling, active, active.strengths[layer])
     out = out.clone()
     out[torch.arange(batch, device=out.device), rows.view(-1)] = calibrated[:, :, 0, :].to(out.dtype)
     return out, None
@@ -218,8 +232,18 @@ class FastBackend:
         register()
         model.set_attn_implementation(ATTENTION_NAME)
 
-    def forward(self, st_model, features: dict, plan: BasketPlan | None, layers: tuple[int, ...], strength: float):
-        """Run the sentence-transformers forward, calibrated when ``plan`` is given."""
+    def forward(
+        self,
+        st_model,
+        features: dict,
+        plan: BasketPlan | None,
+        layers: tuple[int, ...],
+        strength: float | dict[int, float],
+    ):
+        """Run the sentence-transformers forward, calibrated when ``plan`` is given.
+
+        ``strength`` is one ``lambda`` or a ``{layer: lambda}`` map (strength schedules).
+        """
         if plan is None:
             return st_model(features)
         with calibration_context(plan, layers, strength):

@@ -34,6 +34,8 @@ class BasketPlan:
         active: ``[B]`` whether the sequence is calibrated at all.
         all_rows: every valid row is edited (mean pooling).
         max_basket_len: longest basket in the batch.
+        strength_scale: ``[B]`` factor on ``lambda`` per sequence (length-aware strength).
+        weighting: ``"equal"`` or ``"length"`` share per content basket.
     """
 
     basket_ids: torch.Tensor
@@ -44,6 +46,18 @@ class BasketPlan:
     active: torch.Tensor
     all_rows: bool
     max_basket_len: int
+    strength_scale: torch.Tensor | None = None
+    weighting: str = "equal"
+
+    def strength(self, base: float) -> torch.Tensor:
+        """Per-sequence ``lambda``: ``base`` times :attr:`strength_scale`."""
+        scale = self.strength_scale if self.strength_scale is not None else torch.ones_like(self.active, dtype=torch.float32)
+        return (scale.float() * float(base)).clamp(0.0, 1.0)
+
+    @property
+    def content_lengths(self) -> torch.Tensor:
+        """``[B]`` content tokens per sequence."""
+        return (self.basket_ids >= 0).sum(-1)
 
     @property
     def num_isolated(self) -> torch.Tensor:
@@ -66,6 +80,8 @@ class BasketPlan:
             active=self.active.to(device),
             all_rows=self.all_rows,
             max_basket_len=self.max_basket_len,
+            strength_scale=None if self.strength_scale is None else self.strength_scale.to(device),
+            weighting=self.weighting,
         )
 
 
@@ -102,6 +118,8 @@ def build_plan(
     layout: str = "fixed",
     skip_single_basket: bool = True,
     all_rows: bool = False,
+    weighting: str = "equal",
+    length_reference: int | None = None,
 ) -> BasketPlan:
     """Assign every key position of a padded batch to a basket.
 
@@ -114,6 +132,9 @@ def build_plan(
         layout: ``"fixed"`` or ``"equal"`` (see :func:`basket_lengths`).
         skip_single_basket: mark sequences whose content fits in one basket inactive.
         all_rows: the plan edits every valid row (mean pooling).
+        weighting: ``"equal"`` or ``"length"`` share per content basket.
+        length_reference: if set, ``lambda`` is scaled per sequence by
+            ``min(1, content_tokens / length_reference)`` (short passages get less).
 
     Returns:
         The :class:`BasketPlan`.
@@ -139,6 +160,10 @@ def build_plan(
     if skip_single_basket:
         active &= num_baskets > 1
     device = valid.device
+    scale = None
+    if length_reference is not None:
+        content_tokens = content.sum(-1).float()
+        scale = (content_tokens / float(length_reference)).clamp(max=1.0).to(device)
     return BasketPlan(
         basket_ids=basket_ids.to(device),
         iso_mode=torch.where(isolated, isolated_mode, torch.zeros_like(isolated_mode)).long(),
@@ -148,6 +173,8 @@ def build_plan(
         active=active.to(device),
         all_rows=all_rows,
         max_basket_len=max_len,
+        strength_scale=scale,
+        weighting=weighting,
     )
 
 

@@ -59,6 +59,12 @@ class CalibrationConfig(BaseModel):
             one) or ``"equal"`` (``ceil(C/B)`` baskets of near-equal length; ours).
         skip_single_basket: Leave a sequence unchanged when its content fits in one
             basket, as the reference code does.
+        basket_weighting: ``"equal"`` (published) or ``"length"`` (share proportional
+            to basket length; ours).
+        strength_schedule: per-layer factor on ``strength`` (ours): ``"constant"``,
+            ``"increasing"``, ``"decreasing"`` or one float per calibrated layer.
+        length_reference: if set, ``strength`` is scaled per text by
+            ``min(1, content_tokens / length_reference)`` (ours).
         calibrate_queries: Apply calibration when encoding queries.
         calibrate_documents: Apply calibration when encoding documents.
 
@@ -89,6 +95,17 @@ class CalibrationConfig(BaseModel):
     )
     skip_single_basket: bool = Field(
         True, description="Leave sequences whose content fits in one basket unchanged (as the reference does)."
+    )
+    basket_weighting: Literal["equal", "length"] = Field(
+        "equal", description='"equal": every content basket gets the same share (published); "length": share '
+        "proportional to basket length."
+    )
+    strength_schedule: Union[Literal["constant", "increasing", "decreasing"], tuple[float, ...]] = Field(
+        "constant", description="Per-layer factor on strength over the calibrated layers: constant, increasing "
+        "(1/n ... 1), decreasing (1 ... 1/n), or one factor per calibrated layer."
+    )
+    length_reference: int | None = Field(
+        None, description="If set, strength is scaled per text by min(1, content tokens / length_reference)."
     )
     calibrate_queries: bool = Field(True, description="Calibrate when encoding queries.")
     calibrate_documents: bool = Field(True, description="Calibrate when encoding documents.")
@@ -143,6 +160,27 @@ class CalibrationConfig(BaseModel):
             out.append((kind, policy))
         return tuple(out)
 
+    @field_validator("strength_schedule", mode="before")
+    @classmethod
+    def _check_schedule(cls, value):
+        if isinstance(value, str):
+            if value not in ("constant", "increasing", "decreasing"):
+                raise ValueError(
+                    f'strength_schedule must be "constant", "increasing", "decreasing" or a list of floats, got {value!r}'
+                )
+            return value
+        factors = tuple(float(v) for v in value)
+        if not factors or any(not 0.0 <= f <= 1.0 for f in factors):
+            raise ValueError(f"strength_schedule factors must be floats in [0, 1], got {value!r}")
+        return factors
+
+    @field_validator("length_reference")
+    @classmethod
+    def _check_length_reference(cls, value):
+        if value is not None and value < 1:
+            raise ValueError(f"length_reference must be a positive number of tokens or None, got {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _check_isolate(self) -> "CalibrationConfig":
         if self.isolate is not None and len(set(self.isolate)) != len(self.isolate):
@@ -172,6 +210,29 @@ class CalibrationConfig(BaseModel):
                 )
             resolved.add(idx % num_layers)
         return tuple(sorted(resolved))
+
+    def layer_strengths(self, num_layers: int) -> dict[int, float]:
+        """``lambda`` of every calibrated layer, after the schedule.
+
+        Raises:
+            ValueError: an explicit schedule does not have one factor per calibrated layer.
+        """
+        layers = self.resolve_layers(num_layers)
+        n = len(layers)
+        if self.strength_schedule == "constant":
+            factors = [1.0] * n
+        elif self.strength_schedule == "increasing":
+            factors = [(i + 1) / n for i in range(n)]
+        elif self.strength_schedule == "decreasing":
+            factors = [(n - i) / n for i in range(n)]
+        else:
+            factors = list(self.strength_schedule)
+            if len(factors) != n:
+                raise ValueError(
+                    f"strength_schedule has {len(factors)} factors but {n} layers are calibrated ({layers}); "
+                    "give one factor per calibrated layer"
+                )
+        return {layer: self.strength * f for layer, f in zip(layers, factors)}
 
     def isolated_kinds(self, pooling: str) -> tuple[str, ...]:
         """The isolated token kinds in force for ``pooling``."""

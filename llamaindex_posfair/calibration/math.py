@@ -39,20 +39,42 @@ def _isolated_targets(
     return out
 
 
+def _strength_tensor(strength, batch: int, device) -> torch.Tensor:
+    """``lambda`` as a ``[B, 1, 1, 1]`` tensor (a float or a per-sequence ``[B]`` tensor)."""
+    value = torch.as_tensor(strength, dtype=torch.float32, device=device)
+    if torch.any(value < 0) or torch.any(value > 1):
+        raise ValueError(f"strength must lie in [0, 1], got {strength}")
+    return value.expand(batch).reshape(batch, 1, 1, 1) if value.ndim == 0 else value.reshape(batch, 1, 1, 1)
+
+
+def _basket_shares(size: torch.Tensor, present: torch.Tensor, weighting: str) -> torch.Tensor:
+    """Fraction of the content mass each basket gets (sums to 1 over present baskets)."""
+    if weighting == "equal":
+        weights = present.float()
+    elif weighting == "length":
+        weights = torch.where(present, size.float(), torch.zeros_like(size, dtype=torch.float32))
+    else:
+        raise ValueError(f'basket_weighting must be "equal" or "length", got {weighting!r}')
+    return weights / weights.sum(-1, keepdim=True).clamp(min=1e-30)
+
+
 def calibrate_weights(
     attn: torch.Tensor,
     plan: BasketPlan,
-    strength: float,
+    strength: float | torch.Tensor,
     key_allowed: torch.Tensor | None = None,
+    basket_weighting: str = "equal",
 ) -> torch.Tensor:
     """Calibrate post-softmax attention rows.
 
     Args:
         attn: ``[B, H, R, L]`` attention rows (each sums to 1 over allowed keys).
         plan: the batch's :class:`~llamaindex_posfair.calibration.baskets.BasketPlan`.
-        strength: ``lambda`` in ``[0, 1]``.
+        strength: ``lambda`` in ``[0, 1]``, a float or a per-sequence ``[B]`` tensor.
         key_allowed: optional ``[B, 1|H, R, L]`` bool: keys each row may attend to
             (e.g. causal masks); baskets with no allowed key are dropped for that row.
+        basket_weighting: ``"equal"`` (published: every content basket gets the same
+            share) or ``"length"`` (a basket's share is proportional to its length).
 
     Returns:
         ``[B, H, R, L]``: ``lambda * a_cal + (1 - lambda) * a``; rows of inactive
@@ -68,8 +90,6 @@ def calibrate_weights(
         >>> calibrate_weights(a, plan, strength=1.0)
         tensor([[[[0.4375, 0.0625, 0.2500, 0.2500]]]])
     """
-    if not 0.0 <= strength <= 1.0:
-        raise ValueError(f"strength must lie in [0, 1], got {strength}")
     dtype = attn.dtype
     a = attn.float()
     batch, _, _, length = a.shape
@@ -94,14 +114,16 @@ def calibrate_weights(
     )
     targets = torch.where(iso, targets, torch.zeros_like(targets))
     remainder = (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0)
-    share = remainder / n_content.clamp(min=1.0)  # per content basket
+    share = remainder * _basket_shares(size, present, basket_weighting)  # [B,H,R,K]
 
     basket_mass = torch.gather(torch.cat([mass, mass.new_ones(*mass.shape[:-1], 1)], -1), -1, slot)
     basket_size = torch.gather(torch.cat([size, size.new_ones(*size.shape[:-1], 1)], -1), -1, slot)
+    basket_share = torch.gather(torch.cat([share, share.new_zeros(*share.shape[:-1], 1)], -1), -1, slot)
     within = torch.where(basket_mass > 0, a / basket_mass.clamp(min=torch.finfo(a.dtype).tiny), 1.0 / basket_size)
-    calibrated = torch.where(allowed, within * share, torch.zeros_like(a)) + targets
+    calibrated = torch.where(allowed, within * basket_share, torch.zeros_like(a)) + targets
 
-    mixed = strength * calibrated + (1.0 - strength) * a
+    lam = _strength_tensor(strength, batch, a.device)
+    mixed = lam * calibrated + (1.0 - lam) * a
     keep = (~plan.active.view(batch, 1, 1, 1)) | (n_content == 0)
     return torch.where(keep, a, mixed).to(dtype)
 
@@ -114,7 +136,9 @@ def merge_basket_states(
     iso_mode: torch.Tensor,
     iso_value: torch.Tensor,
     active: torch.Tensor,
-    strength: float,
+    strength: float | torch.Tensor,
+    basket_lengths: torch.Tensor | None = None,
+    basket_weighting: str = "equal",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Calibrated and original attention outputs from per-basket states.
 
@@ -131,7 +155,10 @@ def merge_basket_states(
         iso_values: ``[B, H, J, d]`` values of isolated keys.
         iso_mode: ``[B, J]`` policy codes; ``iso_value``: ``[B, J]`` fixed weights.
         active: ``[B]`` sequences to calibrate.
-        strength: ``lambda``.
+        strength: ``lambda``, a float or a per-sequence ``[B]`` tensor.
+        basket_lengths: ``[B, K]`` tokens per content basket (needed for
+            ``basket_weighting="length"``).
+        basket_weighting: ``"equal"`` or ``"length"`` (see :func:`calibrate_weights`).
 
     Returns:
         ``(calibrated, original)``, each ``[B, H, R, d]``.
@@ -150,14 +177,21 @@ def merge_basket_states(
     batch = lse.shape[0]
     targets = _isolated_targets(a_iso, iso_mode.view(batch, 1, 1, -1), iso_value.view(batch, 1, 1, -1), n_total)
     targets = torch.where(iso_present, targets, torch.zeros_like(targets))
-    share = (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0) / n_content.clamp(min=1.0)
-    share = torch.where(present, share.expand_as(mass), torch.zeros_like(mass))
+    if basket_lengths is None:
+        if basket_weighting != "equal":
+            raise ValueError('basket_weighting="length" needs basket_lengths')
+        sizes = torch.ones_like(mass)
+    else:
+        sizes = basket_lengths.float().view(batch, 1, 1, -1).expand_as(mass)
+    remainder = (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0)
+    share = remainder * _basket_shares(sizes, present, basket_weighting)
 
     out = content_out.float()
     values = iso_values.float().unsqueeze(2)  # [B,H,1,J,d]
     original = (mass.unsqueeze(-1) * out).sum(-2) + (a_iso.unsqueeze(-1) * values).sum(-2)
     calibrated = (share.unsqueeze(-1) * out).sum(-2) + (targets.unsqueeze(-1) * values).sum(-2)
-    mixed = strength * calibrated + (1.0 - strength) * original
+    lam = _strength_tensor(strength, batch, original.device)
+    mixed = lam * calibrated + (1.0 - lam) * original
     keep = (~active.view(batch, 1, 1, 1)) | (n_content == 0)
     mixed = torch.where(keep, original, mixed)
     return mixed.to(dtype), original.to(dtype)

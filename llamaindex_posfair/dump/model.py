@@ -185,7 +185,7 @@ def load_dump_model(path: str | os.PathLike[str], **kwargs: Any) -> Any:
             f"{path}: tokenizer prefix ids {ids} differ from posfair_dump.json {record.get('token_ids')}; "
             "the folder was edited after saving — re-save it with save_dump_model"
         )
-    probe = model.tokenize(["probe"])["input_ids"][0].tolist()
+    probe = model.preprocess(["probe"])["input_ids"][0].tolist()
     if [t for t in probe if t in ids] != ids:
         raise ValueError(
             f"{path}: the tokenizer does not prepend the prefix {ids} (got ids {probe}); "

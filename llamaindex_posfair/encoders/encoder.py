@@ -252,17 +252,18 @@ class PosFairEncoder:
         batch_size = batch_size or self.batch_size
         pooling = self._pooling_for(config) if config is not None else None
         layers = config.resolve_layers(self.num_layers) if config is not None else ()
+        strengths = config.layer_strengths(self.num_layers) if config is not None else {}
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         starts = range(0, len(texts), batch_size)
         for start in tqdm(starts, desc="Encoding", disable=not show_progress_bar, unit="batch"):
             idx = order[start : start + batch_size]
             batch = [texts[i] for i in idx]
-            out[idx] = self._encode_batch(batch, prompt, config, pooling, layers)
+            out[idx] = self._encode_batch(batch, prompt, config, pooling, layers, strengths)
         return out
 
     @torch.inference_mode()
-    def _encode_batch(self, batch, prompt, config, pooling, layers) -> np.ndarray:
+    def _encode_batch(self, batch, prompt, config, pooling, layers, strengths) -> np.ndarray:
         from sentence_transformers.util import batch_to_device
 
         features = self._st.preprocess(batch, prompt=prompt)
@@ -277,7 +278,10 @@ class PosFairEncoder:
             )
             if not bool(plan.active.any()):
                 plan = None
-        strength = config.strength if config is not None else 0.0
+        if config is not None and config.strength_schedule == "constant":
+            strength: float | dict[int, float] = config.strength
+        else:
+            strength = strengths
         result = self._backend.forward(self._st, features, plan, layers, strength)
         emb = result["sentence_embedding"].float()
         if self.normalize:

@@ -138,4 +138,6 @@ def plan_for_batch(
         layout=config.basket_layout,
         skip_single_basket=config.skip_single_basket,
         all_rows=pooling == "mean",
+        weighting=config.basket_weighting,
+        length_reference=config.length_reference,
     )

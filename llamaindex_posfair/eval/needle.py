@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import random
 import re
 from dataclasses import asdict, dataclass, field
@@ -48,6 +49,8 @@ __all__ = [
     "split_units",
     "write_needle_benchmark",
 ]
+
+logger = logging.getLogger(__name__)
 
 TokenCounter = Callable[[list[str]], list[int]]
 
@@ -146,6 +149,8 @@ def clean_gutenberg(text: str, start_marker: str | None = None) -> str:
         if len(alpha) < 0.8 * len(words):
             continue
         if "*" in para or "(202)" in para:
+            continue
+        if len(re.findall(r"[.!?;:]", para)) < len(words) / 60:  # tables of contents, lists
             continue
         paragraphs.append(para)
     return "\n\n".join(paragraphs)
@@ -349,7 +354,7 @@ def build_needle_benchmark(
         return [n - n_special for n in count_tokens(texts)] if texts else []
 
     windows: list[tuple[str, list[str], list[int]]] = []
-    needle_room = 48  # the longest evidence sentence, in tokens, plus slack
+    needle_room = 34  # a typical evidence sentence; longer ones trim the window's tail below
     budget = config.max_tokens - n_special - needle_room
     min_fill = config.min_tokens - n_special - needle_room
     for src, text in tqdm(list(sources.items()), desc="prose", disable=not show_progress_bar):
@@ -365,6 +370,7 @@ def build_needle_benchmark(
             f"{len(config.splits)} splits); add prose or lower per_group"
         )
     rng.shuffle(windows)
+    logger.info("needle builder: %d prose windows available, %d used", len(windows), needed)
     names = _names(rng)
     if len(names) < needed:  # pragma: no cover - 880 surnames
         raise ValueError(f"only {len(names)} unique names available for {needed} needles; lower per_group")
@@ -379,6 +385,8 @@ def build_needle_benchmark(
             g_i = j % n_groups
             fact = make_fact(rng, name, template=(k * 7 + s_i) % len(_TEMPLATES))
             needle_len = content([fact["statement"]])[0]
+            while len(lens) > 1 and sum(lens) + needle_len + n_special > config.max_tokens:
+                units, lens = units[:-1], lens[:-1]  # keep the prose contiguous: drop from the tail
             width = 1.0 / n_groups
             lo = g_i * width + config.edge_margin * width
             hi = (g_i + 1) * width - config.edge_margin * width

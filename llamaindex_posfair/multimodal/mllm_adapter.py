@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator, Sequence
@@ -67,7 +68,11 @@ class PreparedInputs:
 
 def _strip(d: Any) -> Any:
     if isinstance(d, dict):
-        return {k: _strip(v) for k, v in sorted(d.items()) if k not in _VOLATILE_KEYS and not k.startswith("_")}
+        return {
+            str(k): _strip(v)
+            for k, v in sorted(d.items(), key=lambda kv: str(kv[0]))
+            if str(k) not in _VOLATILE_KEYS and not str(k).startswith("_")
+        }
     if isinstance(d, (list, tuple)):
         return [_strip(v) for v in d]
     return d
@@ -107,9 +112,9 @@ class MLLMAdapter(ABC):
         self.name = name or getattr(model.config, "_name_or_path", "") or type(model).__name__
         self.max_images = max_images
         self._capture_name = register_capture_attention()
-        self._text_config.__dict__  # fail early if the family hook is wrong
         self._text_config._attn_implementation = self._capture_name
         self._label_cache: dict[int, list[list[int]]] = {}
+        self._lock = threading.Lock()  # the attention switch is per model, not per thread
 
     # ---------------------------------------------------------------- family hooks
     @property
@@ -214,9 +219,11 @@ class MLLMAdapter(ABC):
         Raises:
             ValueError: if ``N`` is outside ``[2, max_images]``.
         """
-        scores, evidence = self._run(query, images, capture=True)
+        with self._lock:
+            scores, evidence = self._run(query, images, capture=True)
         return ForwardResult(logits=scores.float(), evidence=evidence)
 
     def vanilla_logits(self, query: str, images: Sequence[Any]) -> torch.Tensor:
         """Label log-probs from a plain SDPA forward (no capture): the vanilla cost baseline."""
-        return self._run(query, images, capture=False)[0].float()
+        with self._lock:
+            return self._run(query, images, capture=False)[0].float()

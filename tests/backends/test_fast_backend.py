@@ -31,9 +31,11 @@ def _explicit_attention(module, query, key, value, attention_mask, dropout=0.0, 
     weights = torch.softmax(scores, -1)
     if active is not None:
         layer = module.layer_idx
-        if layer in active.layers:
+        if layer in active.strengths:
             plan = active.plan
-            edited = calibrate_weights(weights, plan, active.strength)
+            edited = calibrate_weights(
+                weights, plan, plan.strength(active.strengths[layer]), basket_weighting=plan.weighting
+            )
             weights = torch.where(plan.row_mask.view(plan.row_mask.shape[0], 1, -1, 1), edited, weights)
     out = torch.matmul(weights, v).to(query.dtype)
     return out.transpose(1, 2).contiguous(), None
@@ -93,6 +95,31 @@ def test_fast_matches_explicit_on_minilm_mean_pooling(minilm_path, mixed_texts, 
     explicit = _explicit_twin(minilm_path, config, max_length=512)
     a = fast_enc.encode_documents(mixed_texts, batch_size=5)
     b = explicit.encode_documents(mixed_texts, batch_size=5)
+    assert np.abs(a - b).max() <= 1e-5
+
+
+VARIANTS = [
+    {"basket_weighting": "length"},
+    {"strength_schedule": "increasing"},
+    {"length_reference": 200},
+    {"basket_layout": "equal", "layers": (0, 1), "strength_schedule": (0.5, 1.0)},
+    {"isolate": ("cls", "sep"), "isolated_policy": {"sep": 0.05}},
+]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fast_matches_explicit_for_variants(tiny_bert_path, mixed_texts, variant):
+    config = CalibrationConfig(**{"basket_size": 16, "strength": 0.8, "layers": "last_half", **variant})
+    a = PosFairEncoder(tiny_bert_path, calibration=config, device="cpu").encode_documents(mixed_texts, batch_size=3)
+    b = _explicit_twin(tiny_bert_path, config).encode_documents(mixed_texts, batch_size=3)
+    assert np.abs(a - b).max() <= 1e-5
+
+
+@pytest.mark.parametrize("variant", VARIANTS[:3])
+def test_fast_matches_explicit_for_variants_with_mean_pooling(minilm_path, mixed_texts, variant):
+    config = CalibrationConfig(basket_size=32, strength=0.8, layers="last_half", **variant)
+    a = PosFairEncoder(minilm_path, calibration=config, device="cpu", max_length=512).encode_documents(mixed_texts)
+    b = _explicit_twin(minilm_path, config, max_length=512).encode_documents(mixed_texts)
     assert np.abs(a - b).max() <= 1e-5
 
 

@@ -1,0 +1,237 @@
+"""``posfair eval``: compare vanilla, calibrated and baseline retrieval per position group.
+
+Default run (the shipped needle benchmark, bundled all-MiniLM-L6-v2)::
+
+    posfair eval --out results/minilm
+
+sweeps the calibration grid on the ``dev`` split, picks the grid point with the
+best harmonic-mean nDCG@10 there, and reports vanilla / default calibration /
+that point / Segment Embed Average / vanilla+calibrated rerank on ``test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
+
+
+def _layers(text: str) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for part in text.split(";" if ";" in text else ","):
+        part = part.strip()
+        if part in ("last", "last_half"):
+            out.append(part)
+        elif part:
+            out.append(tuple(int(v) for v in part.split("+")))
+    return tuple(out)
+
+
+def _option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"--calib-option takes KEY=VALUE, got {text!r}; e.g. basket_layout=equal")
+    if key == "isolate":
+        return key, tuple(v for v in value.split(",") if v)
+    if key == "isolated_policy":  # kind:policy,kind:policy
+        pairs = []
+        for item in value.split(","):
+            kind, _, pol = item.partition(":")
+            try:
+                pairs.append((kind, float(pol)))
+            except ValueError:
+                pairs.append((kind, pol))
+        return key, tuple(pairs)
+    if value.lower() in ("true", "false"):
+        return key, value.lower() == "true"
+    return key, value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "eval",
+        help="position-fairness evaluation: per-group nDCG@10, harmonic mean, PSI, grid sweep, plots",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--format", default="needle", choices=("needle", "beir", "fineweb-posq", "squad-posq", "posir"))
+    p.add_argument("--data", default=None, help="local path of the benchmark (default: the shipped needle-prose)")
+    p.add_argument("--split", default="test", help="split that is reported (default: test)")
+    p.add_argument(
+        "--select-split",
+        default="dev",
+        help="split on which the grid runs and the best point is chosen; 'none' = the reported split (in-sample)",
+    )
+    p.add_argument("--model", default=None, help="model path or name (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument("--max-length", type=int, default=512, help="encoder window in tokens (MiniLM's card says 256)")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--basket-sizes", type=_ints, default=(64, 128, 256))
+    p.add_argument("--strengths", type=_floats, default=(0.0, 0.3, 0.5, 0.7, 1.0))
+    p.add_argument("--layers", type=_layers, default=("last", "last_half"), help="e.g. last,last_half or 4+5")
+    p.add_argument("--no-grid", action="store_true", help="skip the sweep (vanilla, default and baselines only)")
+    p.add_argument("--default-basket-size", type=int, default=128)
+    p.add_argument("--default-strength", type=float, default=0.5)
+    p.add_argument("--default-layers", default="last_half")
+    p.add_argument(
+        "--calib-option",
+        type=_option,
+        action="append",
+        default=[],
+        help="extra CalibrationConfig field for every calibrated system, KEY=VALUE (repeatable), "
+        "e.g. basket_layout=equal, isolate=cls,sep, isolated_policy=sep:equal",
+    )
+    p.add_argument("--segment-tokens", type=int, default=128, help="segment size of Segment Embed Average")
+    p.add_argument("--rerank-k", type=int, default=100, help="vanilla candidates re-scored by the calibrated encoder")
+    p.add_argument("--dump-model", default=None, help="also evaluate a DUMP-prefixed model from this path")
+    p.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N queries (quick runs)")
+    p.add_argument("--out", default="results/eval", help="output folder for tables and plots")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.set_defaults(handler=run)
+
+
+def _load(args: argparse.Namespace, split: str):
+    from llamaindex_posfair.eval.loaders import load_benchmark
+
+    bench = load_benchmark(args.format, args.data, split=split)
+    if args.max_queries is not None:
+        bench = bench.subset(list(bench.query_ids)[: args.max_queries])
+    return bench
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``posfair eval``."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    t_start = time.perf_counter()
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from llamaindex_posfair.calibration.config import CalibrationConfig
+    from llamaindex_posfair.encoders.encoder import PosFairEncoder, bundled_model_path
+    from llamaindex_posfair.eval.report import format_markdown, plot_groups, plot_tradeoff, write_csv
+    from llamaindex_posfair.eval.runner import SweepGrid, run_eval
+    from llamaindex_posfair.eval.systems import DenseSystem, RerankSystem, SegmentAverageSystem
+
+    options = dict(args.calib_option)
+    progress = not args.no_progress
+    bench = _load(args, args.split)
+    select_split = None if args.select_split.lower() in ("none", args.split) else args.select_split
+    select_bench = _load(args, select_split) if (select_split and not args.no_grid) else bench
+    model = args.model or bundled_model_path()
+    encoder = PosFairEncoder(model, calibration=None, max_length=args.max_length, batch_size=args.batch_size)
+    lengths = encoder.count_tokens([bench.corpus[d] for d in bench.doc_ids])
+    truncated = sum(n > encoder.max_length for n in lengths)
+    if truncated:
+        logger.warning("%d of %d passages exceed max_length=%d and are truncated", truncated, len(lengths), encoder.max_length)
+    default_cfg = CalibrationConfig(
+        basket_size=args.default_basket_size,
+        strength=args.default_strength,
+        layers=_layers(args.default_layers)[0],
+        **options,
+    )
+    default_label = f"default B={default_cfg.basket_size} λ={default_cfg.strength:g} {args.default_layers}"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    group_order = bench.group_order
+
+    best_cfg, best_label, grid_results = None, None, []
+    if not args.no_grid:
+        grid = SweepGrid(tuple(args.basket_sizes), tuple(args.strengths), tuple(args.layers), options)
+        vanilla_sel = DenseSystem("vanilla", encoder, None)
+        grid_systems = [DenseSystem(label, encoder, cfg, kind="calibrated") for label, cfg in grid.points()]
+        logger.info("grid: %d points on %s (%d passages)", len(grid_systems), select_bench.name, len(select_bench.corpus))
+        sel_results = run_eval(select_bench, [vanilla_sel, *grid_systems], batch_size=args.batch_size, show_progress_bar=progress)
+        grid_results = sel_results
+        best = max(sel_results[1:], key=lambda r: r.ndcg.harmonic)
+        best_label = best.name
+        best_cfg = dict(grid.points())[best_label]
+        write_csv(sel_results, select_bench.group_order, out / "grid.csv")
+        where = f"`{select_bench.name}`" + (" (selection split)" if select_split else " (same split as reported)")
+        (out / "grid.md").write_text(
+            format_markdown(
+                sorted(sel_results, key=lambda r: -r.ndcg.harmonic),
+                select_bench.group_order,
+                caption=f"Calibration grid on {where}, sorted by harmonic mean; nDCG@10 ×100; exact retrieval "
+                f"(numpy dot products over normalised vectors).",
+            ),
+            encoding="utf-8",
+        )
+        default_in_grid = next((r for r in sel_results if r.params == DenseSystem("x", encoder, default_cfg).params), None)
+        refs = [sel_results[0]] + ([default_in_grid] if default_in_grid else [])
+        refs.append(best)
+        plot_tradeoff(
+            sel_results[1:],
+            out / "psi_vs_harmonic.png",
+            reference=refs,
+            title=f"{Path(str(model)).name}: PSI vs harmonic nDCG@10 on {select_bench.name}",
+        )
+
+    vanilla = DenseSystem("vanilla", encoder, None)
+    systems = [vanilla, DenseSystem(default_label, encoder, default_cfg, kind="calibrated")]
+    if best_cfg is not None and best_cfg != default_cfg:
+        tag = "dev-selected" if select_split else "in-sample best"
+        systems.append(DenseSystem(f"best grid ({tag}) {best_label}", encoder, best_cfg, kind="calibrated"))
+    systems.append(SegmentAverageSystem(f"Segment Embed Average ({args.segment_tokens} tok)", encoder, args.segment_tokens))
+    systems.append(RerankSystem(f"rerank: vanilla top-{args.rerank_k} → default calib", vanilla, encoder, default_cfg, k=args.rerank_k))
+    if args.dump_model:
+        dump_enc = PosFairEncoder(args.dump_model, calibration=None, max_length=args.max_length, batch_size=args.batch_size)
+        systems.append(DenseSystem("DUMP-prefixed", dump_enc, None, kind="dump"))
+    results = run_eval(bench, systems, batch_size=args.batch_size, show_progress_bar=progress)
+    wall = time.perf_counter() - t_start
+
+    command = "posfair eval " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["eval"] else "posfair eval"
+    caption = (
+        f"`{bench.name}` ({len(bench.queries)} queries, {len(bench.corpus)} passages, groups "
+        f"{', '.join(f'{g}={n}' for g, n in bench.group_counts().items())}); model `{Path(str(model)).name}`, "
+        f"max_length {encoder.max_length}; nDCG@10 ×100, PSI = 1 − min/max; exact retrieval (numpy dot products "
+        f"over normalised vectors). Rerank = vanilla top-{args.rerank_k} re-scored by the default calibrated "
+        f"encoder (implemented directly on the encoder, like PositionFairRerank)."
+    )
+    if best_cfg is not None:
+        caption += (
+            f" Best grid point chosen by harmonic mean on `{select_bench.name}`"
+            + ("." if select_split else " — the same split, so it is optimistic.")
+        )
+    write_csv(results, group_order, out / "summary.csv")
+    (out / "summary.md").write_text(format_markdown(results, group_order, caption=caption), encoding="utf-8")
+    plot_groups(results, group_order, out / "ndcg_by_group.png", title=f"{Path(str(model)).name} on {bench.name}")
+    meta = {
+        "command": command,
+        "wall_seconds": round(wall, 1),
+        "torch_threads": torch.get_num_threads(),
+        "model": str(model),
+        "max_length": encoder.max_length,
+        "benchmark": bench.name,
+        "select_benchmark": select_bench.name if grid_results else None,
+        "grid_points": len(grid_results) - 1 if grid_results else 0,
+        "calib_options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in options.items()},
+        "truncated_passages": truncated,
+    }
+    (out / "run.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(format_markdown(results, group_order, caption=caption))
+    print(f"wrote {out}/summary.md, summary.csv, ndcg_by_group.png" + (", grid.md, grid.csv, psi_vs_harmonic.png" if grid_results else ""))
+    print(f"wall time {wall:.0f} s")
+    return 0

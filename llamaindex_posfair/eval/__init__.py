@@ -1,0 +1,35 @@
+"""Position-fairness evaluation harness: loaders, needle builder, metrics, systems, reports.
+
+Math (``metrics``) is pure; ``systems`` and ``runner`` touch models; ``report``
+writes tables and plots. The ``posfair eval`` command ties them together.
+
+Example:
+    >>> from llamaindex_posfair.eval import load_shipped, metrics
+    >>> bench = load_shipped("needle-prose", "dev")
+    >>> len(bench.queries), bench.group_counts()
+    (120, {'begin': 40, 'middle': 40, 'end': 40})
+"""
+
+from . import metrics
+from .data import PositionBenchmark
+from .loaders import (
+    load_beir,
+    load_benchmark,
+    load_fineweb_posq,
+    load_needle,
+    load_posir,
+    load_shipped,
+    load_squad_posq,
+)
+
+__all__ = [
+    "PositionBenchmark",
+    "load_beir",
+    "load_benchmark",
+    "load_fineweb_posq",
+    "load_needle",
+    "load_posir",
+    "load_shipped",
+    "load_squad_posq",
+    "metrics",
+]

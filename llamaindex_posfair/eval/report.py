@@ -1,0 +1,148 @@
+"""Tables (CSV + markdown) and PNG plots of evaluation results.
+
+Example:
+    >>> from llamaindex_posfair.eval.report import format_markdown
+    >>> # md = format_markdown(results, group_order=("begin", "middle", "end"), caption="...")
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from .runner import SystemResult
+
+__all__ = ["format_markdown", "plot_groups", "plot_tradeoff", "write_csv"]
+
+
+def write_csv(results: Sequence[SystemResult], group_order: Sequence[str], path: str | Path) -> Path:
+    """One row per system; scores in [0, 1]."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [r.row(group_order) for r in results]
+    fields: list[str] = []
+    for row in rows:
+        for key in row:
+            if key not in fields:
+                fields.append(key)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
+    return path
+
+
+def _pct(v: Any) -> str:
+    if isinstance(v, float):
+        return "–" if math.isnan(v) else f"{100 * v:.1f}"
+    return str(v)
+
+
+def format_markdown(
+    results: Sequence[SystemResult],
+    group_order: Sequence[str],
+    caption: str = "",
+    recall_k: int | None = 100,
+) -> str:
+    """A markdown table: per-group nDCG@10, harmonic/arithmetic mean, PSI (×100)."""
+    head = ["system", *[f"nDCG@10 {g}" for g in group_order], "harmonic", "arithmetic", "PSI"]
+    if recall_k is not None:
+        head.append(f"R@{recall_k}")
+    head.append("vectors/passage")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in results:
+        cells = [r.name, *[_pct(r.ndcg.groups.get(g, math.nan)) for g in group_order]]
+        cells += [_pct(r.ndcg.harmonic), _pct(r.ndcg.arithmetic), f"{r.ndcg.psi:.3f}"]
+        if recall_k is not None:
+            cells.append(_pct(r.recall.get(recall_k, math.nan)))
+        cells.append(f"{r.vectors_per_passage:g}")
+        lines.append("| " + " | ".join(cells) + " |")
+    text = "\n".join(lines)
+    return f"{caption}\n\n{text}\n" if caption else text + "\n"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_groups(
+    results: Sequence[SystemResult], group_order: Sequence[str], path: str | Path, title: str = ""
+) -> Path:
+    """nDCG@10 by position group, one line per system."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    x = list(range(len(group_order)))
+    markers = "osD^vP*X"
+    for i, r in enumerate(results):
+        ys = [100 * r.ndcg.groups.get(g, math.nan) for g in group_order]
+        ax.plot(x, ys, marker=markers[i % len(markers)], label=f"{r.name} (H={100 * r.ndcg.harmonic:.1f})")
+    ax.set_xticks(x, list(group_order))
+    ax.set_xlabel("position of the evidence in the passage")
+    ax.set_ylabel("nDCG@10 (%)")
+    ax.set_title(title or "nDCG@10 by position group")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_tradeoff(
+    grid: Sequence[SystemResult],
+    path: str | Path,
+    reference: Sequence[SystemResult] = (),
+    title: str = "",
+) -> Path:
+    """PSI (x, lower is fairer) vs harmonic-mean nDCG@10 (y) across the grid.
+
+    Colour = λ, marker = layer set, size = B; ``reference`` systems are labelled.
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=100)
+    layer_markers = {"last": "o", "last_half": "s"}
+    sizes = sorted({r.params.get("B") for r in grid if r.params.get("B") is not None})
+    size_of = {b: 30 + 40 * i for i, b in enumerate(sizes)}
+    sc = None
+    for layers in sorted({str(r.params.get("layers")) for r in grid}):
+        pts = [r for r in grid if str(r.params.get("layers")) == layers]
+        sc = ax.scatter(
+            [r.ndcg.psi for r in pts],
+            [100 * r.ndcg.harmonic for r in pts],
+            c=[float(r.params.get("lambda", 0)) for r in pts],
+            s=[size_of.get(r.params.get("B"), 40) for r in pts],
+            marker=layer_markers.get(layers, "^"),
+            cmap="viridis",
+            vmin=0.0,
+            vmax=1.0,
+            edgecolors="k",
+            linewidths=0.4,
+            label=f"layers={layers}",
+        )
+    for r in reference:
+        ax.scatter([r.ndcg.psi], [100 * r.ndcg.harmonic], marker="x", color="red", s=60, zorder=5)
+        ax.annotate(r.name, (r.ndcg.psi, 100 * r.ndcg.harmonic), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    if sc is not None:
+        fig.colorbar(sc, ax=ax, label="λ (strength)")
+    ax.set_xlabel("PSI = 1 − min/max over groups (lower is fairer)")
+    ax.set_ylabel("harmonic mean nDCG@10 (%)")
+    ax.set_title(title or "fairness vs quality across the calibration grid")
+    ax.grid(alpha=0.3)
+    if sizes:
+        ax.legend(fontsize=7, loc="best", title=f"marker size: B = {', '.join(map(str, sizes))}", title_fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

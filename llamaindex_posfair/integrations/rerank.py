@@ -1,0 +1,176 @@
+"""``PositionFairRerank``: re-score first-stage results with a position-fair encoder."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, List, Literal, Optional
+
+import numpy as np
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.callbacks import CBEventType, EventPayload
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+
+from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.integrations.embedding import DEFAULT_MODEL, Backend, DType, load_encoder
+
+dispatcher = get_dispatcher(__name__)
+
+_MODES = {"none": MetadataMode.NONE, "embed": MetadataMode.EMBED, "llm": MetadataMode.LLM, "all": MetadataMode.ALL}
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    lo, hi = float(x.min()), float(x.max())
+    return np.zeros_like(x) if hi - lo <= 1e-12 else (x - lo) / (hi - lo)
+
+
+class PositionFairRerank(BaseNodePostprocessor):
+    """Re-score the nodes any retriever returned with a position-fair bi-encoder.
+
+    The query and every candidate's text are embedded with a calibrated (or
+    DUMP-prefixed) :class:`~llamaindex_posfair.PosFairEncoder`; the new score
+    is their cosine similarity. This gives position fairness to an existing
+    index (dense, BM25, hybrid) without re-indexing: retrieve a generous
+    ``similarity_top_k`` and keep ``top_n``.
+
+    With ``fusion_weight`` ``w > 0`` the score is
+    ``(1 - w) * minmax(cosine) + w * minmax(first-stage score)`` over the
+    candidates (min-max makes BM25 and cosine scales comparable); with
+    ``w = 0`` (default) it is the cosine itself.
+
+    Emits LlamaIndex's ``ReRankStartEvent``/``ReRankEndEvent`` and a
+    ``RERANKING`` callback event, as ``SentenceTransformerRerank`` does.
+    For embedding at indexing time use :class:`~llamaindex_posfair.PosFairEmbedding`.
+
+    Args:
+        top_n: nodes returned, best first.
+        model_name: sentence-transformers model name or path (default: bundled MiniLM).
+        calibration: calibration settings; ``None`` re-scores with the plain model.
+        keep_retrieval_score: copy each node's first-stage score to
+            ``node.metadata["retrieval_score"]``.
+        fusion_weight: weight of the first-stage score in ``[0, 1]``.
+        batch_size: candidates per forward pass.
+        metadata_mode: what of the node is embedded: ``"none"`` (text only,
+            default), ``"embed"``, ``"llm"`` or ``"all"``.
+        encoder: an already loaded ``PosFairEncoder`` to reuse; the model fields
+            are then read from it.
+
+    Raises:
+        ValueError: no query, or an empty query.
+
+    Example:
+        >>> from llamaindex_posfair import CalibrationConfig, PositionFairRerank
+        >>> rerank = PositionFairRerank(top_n=3, calibration=CalibrationConfig(strength=0.5))
+        >>> engine = index.as_query_engine(similarity_top_k=20, node_postprocessors=[rerank])  # doctest: +SKIP
+        >>> nodes = rerank.postprocess_nodes(retriever.retrieve("q"), query_str="q")  # doctest: +SKIP
+    """
+
+    top_n: int = Field(default=5, gt=0, description="Number of nodes returned, best first.")
+    model_name: str = Field(default=DEFAULT_MODEL, description="sentence-transformers model name or local path.")
+    calibration: Optional[CalibrationConfig] = Field(
+        default_factory=CalibrationConfig, description="Position-fair calibration settings; None = plain model."
+    )
+    keep_retrieval_score: bool = Field(
+        default=False, description="Keep the first-stage score in node.metadata['retrieval_score']."
+    )
+    fusion_weight: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="Weight of the (min-max normalised) first-stage score in [0, 1]."
+    )
+    batch_size: int = Field(default=32, gt=0, description="Candidates per forward pass.")
+    metadata_mode: Literal["none", "embed", "llm", "all"] = Field(
+        default="none", description="Which node content is embedded: text only ('none') or with metadata."
+    )
+    backend: Backend = Field(default="fast", description='Calibration backend: "fast" or "reference".')
+    query_prompt: Optional[str] = Field(default=None, description="Text prepended to the query.")
+    document_prompt: Optional[str] = Field(default=None, description="Text prepended to each candidate.")
+    max_length: Optional[int] = Field(default=None, ge=2, description="Tokens per text incl. special; None = model's.")
+    device: Optional[str] = Field(default=None, description="Torch device; None = auto.")
+    dtype: Optional[DType] = Field(default=None, description="Model dtype; None = model's.")
+
+    _encoder: Any = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default=None)
+
+    def __init__(self, top_n: int = 5, *, encoder: Any = None, **kwargs: Any) -> None:
+        if encoder is not None:
+            kwargs["model_name"] = encoder.model_id
+            kwargs["calibration"] = encoder.calibration
+            kwargs.setdefault("query_prompt", encoder.query_prompt)
+            kwargs.setdefault("document_prompt", encoder.document_prompt)
+            kwargs.setdefault("max_length", encoder.max_length)
+        super().__init__(top_n=top_n, **kwargs)
+        if encoder is None:
+            encoder = load_encoder(
+                self.model_name, self.calibration, backend=self.backend, max_length=self.max_length,
+                device=self.device, dtype=self.dtype, query_prompt=self.query_prompt,
+                document_prompt=self.document_prompt, batch_size=self.batch_size,
+            )
+        self._encoder = encoder
+        self._lock = threading.Lock()
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PositionFairRerank"
+
+    @property
+    def encoder(self) -> Any:
+        """The underlying :class:`~llamaindex_posfair.PosFairEncoder`."""
+        return self._encoder
+
+    def _scores(self, query: str, texts: List[str]) -> np.ndarray:
+        with self._lock:
+            q = self._encoder.encode_queries([query], batch_size=self.batch_size)[0]
+            d = self._encoder.encode_documents(texts, batch_size=self.batch_size)
+        q = q / max(float(np.linalg.norm(q)), 1e-12)
+        d = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
+        return d @ q
+
+    def _postprocess_nodes(
+        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> List[NodeWithScore]:
+        if query_bundle is None:
+            raise ValueError("PositionFairRerank needs the query: pass query_bundle= or query_str=")
+        query = query_bundle.query_str
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query must be a non-empty string, got {query!r}")
+        dispatcher.event(
+            ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self.model_name)
+        )
+        if not nodes:
+            dispatcher.event(ReRankEndEvent(nodes=[]))
+            return []
+        mode = _MODES[self.metadata_mode]
+        texts = [n.node.get_content(metadata_mode=mode) for n in nodes]
+        with self.callback_manager.event(
+            CBEventType.RERANKING,
+            payload={
+                EventPayload.NODES: nodes,
+                EventPayload.MODEL_NAME: self.model_name,
+                EventPayload.QUERY_STR: query,
+                EventPayload.TOP_K: self.top_n,
+            },
+        ) as event:
+            cosine = self._scores(query, texts)
+            if self.fusion_weight > 0:
+                first = np.array([n.score if n.score is not None else np.nan for n in nodes], dtype=np.float64)
+                first = np.where(np.isnan(first), np.nanmin(first) if np.isfinite(first).any() else 0.0, first)
+                scores = (1 - self.fusion_weight) * _minmax(cosine) + self.fusion_weight * _minmax(first)
+            else:
+                scores = cosine
+            out = []
+            for n, s in zip(nodes, scores):
+                if self.keep_retrieval_score:
+                    n.node.metadata["retrieval_score"] = n.score
+                out.append(NodeWithScore(node=n.node, score=float(s)))
+            out.sort(key=lambda n: -n.score)
+            out = out[: self.top_n]
+            event.on_end(payload={EventPayload.NODES: out})
+        dispatcher.event(ReRankEndEvent(nodes=out))
+        return out
+
+    async def _apostprocess_nodes(
+        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
+    ) -> List[NodeWithScore]:
+        return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)

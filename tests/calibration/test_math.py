@@ -1,0 +1,191 @@
+"""Property tests of the basket calibration math (no model)."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llamaindex_posfair.calibration.baskets import (
+    ISOLATED,
+    POLICY_EQUAL,
+    POLICY_FIXED,
+    POLICY_NONE,
+    POLICY_ORIGINAL,
+    build_plan,
+)
+from llamaindex_posfair.calibration.math import calibrate_weights, merge_basket_states
+
+
+@st.composite
+def batches(draw):
+    """A random batch: lengths with padding, isolated tokens, attention rows."""
+    batch = draw(st.integers(1, 3))
+    length = draw(st.integers(2, 24))
+    basket = draw(st.integers(1, 8))
+    layout = draw(st.sampled_from(["fixed", "equal"]))
+    seed = draw(st.integers(0, 2**16))
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, length + 1, (batch,), generator=gen)
+    valid = torch.arange(length).view(1, -1) < lengths.view(-1, 1)
+    mode = torch.zeros(batch, length, dtype=torch.long)
+    value = torch.zeros(batch, length)
+    policy = draw(st.sampled_from([POLICY_EQUAL, POLICY_ORIGINAL, POLICY_FIXED]))
+    if draw(st.booleans()):
+        mode[:, 0] = policy  # a leading special token
+        value[:, 0] = 0.1
+    scores = torch.randn(batch, 2, length, length, generator=gen) * 3
+    scores = scores.masked_fill(~valid.view(batch, 1, 1, length), float("-inf"))
+    attn = torch.softmax(scores, -1)
+    plan = build_plan(valid, mode, value, valid, basket, layout=layout, skip_single_basket=False, all_rows=True)
+    return plan, attn, scores, valid
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches(), st.floats(0.0, 1.0))
+def test_rows_sum_to_one(case, strength):
+    plan, attn, _, _ = case
+    out = calibrate_weights(attn, plan, strength)
+    assert torch.allclose(out.sum(-1), torch.ones_like(out.sum(-1)), atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches())
+def test_zero_strength_is_identity(case):
+    plan, attn, _, _ = case
+    assert torch.equal(calibrate_weights(attn, plan, 0.0), attn)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches())
+def test_full_strength_gives_content_baskets_equal_mass(case):
+    plan, attn, _, _ = case
+    out = calibrate_weights(attn, plan, 1.0)
+    for b in range(attn.shape[0]):
+        ids = plan.basket_ids[b]
+        k = int(plan.num_baskets[b])
+        if k == 0:
+            continue
+        masses = torch.stack([out[b][..., ids == i].sum(-1) for i in range(k)], -1)
+        assert torch.allclose(masses, masses[..., :1].expand_as(masses), atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches(), st.floats(0.05, 1.0))
+def test_ratios_inside_a_basket_are_kept(case, strength):
+    plan, attn, _, _ = case
+    out = calibrate_weights(attn, plan, 1.0)
+    for b in range(attn.shape[0]):
+        ids = plan.basket_ids[b]
+        for i in range(int(plan.num_baskets[b])):
+            sel = ids == i
+            before = attn[b][..., sel]
+            after = out[b][..., sel]
+            before = before / before.sum(-1, keepdim=True)
+            after = after / after.sum(-1, keepdim=True)
+            assert torch.allclose(before, after, atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches())
+def test_isolated_tokens_follow_their_policy(case):
+    plan, attn, _, _ = case
+    out = calibrate_weights(attn, plan, 1.0)
+    for b in range(attn.shape[0]):
+        iso = plan.basket_ids[b] == ISOLATED
+        if not iso.any() or int(plan.num_baskets[b]) == 0:
+            continue
+        code = int(plan.iso_mode[b][iso][0])
+        n_total = int(plan.num_baskets[b]) + int(iso.sum())
+        got = out[b][..., iso].sum(-1)
+        if code == POLICY_EQUAL:
+            expected = torch.full_like(got, 1.0 / n_total)
+        elif code == POLICY_ORIGINAL:
+            expected = attn[b][..., iso].sum(-1)
+        else:
+            expected = torch.full_like(got, 0.1)
+        assert torch.allclose(got, expected, atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches(), st.floats(0.0, 1.0))
+def test_padding_gets_no_weight(case, strength):
+    plan, attn, _, valid = case
+    out = calibrate_weights(attn, plan, strength)
+    pad = ~valid.view(valid.shape[0], 1, 1, -1).expand_as(out)
+    assert torch.all(out[pad] == 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches(), st.floats(0.0, 1.0))
+def test_basket_state_merge_equals_explicit_rows(case, strength):
+    """The fast backend's merge gives the same output as calibrating the rows, then a @ V."""
+    plan, attn, scores, _ = case
+    batch, heads, rows, length = scores.shape
+    values = torch.randn(batch, heads, length, 5, generator=torch.Generator().manual_seed(7))
+    expected = torch.matmul(calibrate_weights(attn, plan, strength), values)
+    k_max = max(plan.max_baskets, 1)
+    lse, outs = [], []
+    for k in range(k_max):
+        sel = (plan.basket_ids == k).view(batch, 1, 1, length)
+        s = scores.masked_fill(~sel, float("-inf"))
+        l = torch.logsumexp(s, -1)
+        p = torch.exp(s - torch.where(torch.isfinite(l), l, 0.0).unsqueeze(-1))
+        lse.append(l)
+        outs.append(torch.matmul(p, values))
+    iso = plan.basket_ids == ISOLATED
+    iso_scores = scores.masked_fill(~iso.view(batch, 1, 1, length), float("-inf"))
+    got, original = merge_basket_states(
+        torch.stack(lse, -1), torch.stack(outs, -2), iso_scores, values, plan.iso_mode, plan.iso_value,
+        plan.active, strength,
+    )
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert torch.allclose(original, torch.matmul(attn, values), atol=1e-5)
+
+
+def test_zero_mass_basket_shares_uniformly():
+    valid = torch.ones(1, 4, dtype=torch.bool)
+    zeros = torch.zeros(1, 4, dtype=torch.long)
+    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=2, skip_single_basket=False)
+    attn = torch.tensor([[[[0.5, 0.5, 0.0, 0.0]]]])
+    out = calibrate_weights(attn, plan, 1.0)
+    assert torch.allclose(out, torch.tensor([[[[0.25, 0.25, 0.25, 0.25]]]]))
+
+
+def test_inactive_sequence_is_unchanged():
+    valid = torch.ones(1, 4, dtype=torch.bool)
+    zeros = torch.zeros(1, 4, dtype=torch.long)
+    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=8, skip_single_basket=True)
+    attn = torch.tensor([[[[0.7, 0.1, 0.1, 0.1]]]])
+    assert not bool(plan.active[0])
+    assert torch.equal(calibrate_weights(attn, plan, 1.0), attn)
+
+
+def test_content_baskets_share_the_remainder_of_original_isolated_mass():
+    valid = torch.ones(1, 5, dtype=torch.bool)
+    mode = torch.tensor([[POLICY_ORIGINAL, POLICY_NONE, POLICY_NONE, POLICY_NONE, POLICY_NONE]])
+    plan = build_plan(valid, mode, torch.zeros(1, 5), valid, basket_size=2, skip_single_basket=False)
+    attn = torch.tensor([[[[0.6, 0.3, 0.05, 0.03, 0.02]]]])
+    out = calibrate_weights(attn, plan, 1.0)
+    # [CLS] keeps 0.6; two content baskets share 0.4 equally, ratios kept inside each.
+    expected = torch.tensor([[[[0.6, 0.2 * 0.3 / 0.35, 0.2 * 0.05 / 0.35, 0.2 * 0.6, 0.2 * 0.4]]]])
+    assert torch.allclose(out, expected, atol=1e-6)
+
+
+def test_length_weighting_gives_baskets_mass_proportional_to_length():
+    valid = torch.ones(1, 5, dtype=torch.bool)
+    zeros = torch.zeros(1, 5, dtype=torch.long)
+    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=3, skip_single_basket=False)
+    attn = torch.tensor([[[[0.1, 0.1, 0.1, 0.3, 0.4]]]])
+    out = calibrate_weights(attn, plan, 1.0, basket_weighting="length")
+    assert torch.allclose(out[..., :3].sum(-1), torch.tensor(0.6)) and torch.allclose(out[..., 3:].sum(-1), torch.tensor(0.4))
+
+
+def test_per_sequence_strength_scales_each_row():
+    valid = torch.ones(2, 4, dtype=torch.bool)
+    zeros = torch.zeros(2, 4, dtype=torch.long)
+    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=2, skip_single_basket=False)
+    attn = torch.tensor([[[[0.7, 0.1, 0.1, 0.1]]], [[[0.7, 0.1, 0.1, 0.1]]]])
+    out = calibrate_weights(attn, plan, torch.tensor([0.0, 1.0]))
+    assert torch.equal(out[0], attn[0])
+    assert torch.allclose(out[1], torch.tensor([[[0.4375, 0.0625, 0.25, 0.25]]]))

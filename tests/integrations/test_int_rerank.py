@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llamaindex_posfair import PositionFairRerank
+
+
+def nodes(texts, scores=None):
+    scores = scores or [None] * len(texts)
+    return [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=s) for i, (t, s) in enumerate(zip(texts, scores))]
+
+
+TEXTS = ["red apples and green pears", "the stock market fell today", "apples are red fruit", "bananas"]
+
+
+def cosine_order(enc, query, texts):
+    s = enc._vec(texts, enc.calibration) @ enc._vec([query], enc.calibration)[0]
+    return [f"n{i}" for i in np.argsort(-s, kind="stable")]
+
+
+def test_class_name_is_literal(fake_encoder):
+    assert PositionFairRerank(encoder=fake_encoder).class_name() == "PositionFairRerank"
+
+
+def test_reorders_by_encoder_cosine_and_keeps_top_n(fake_encoder):
+    out = PositionFairRerank(top_n=2, encoder=fake_encoder).postprocess_nodes(nodes(TEXTS), query_str="red apples")
+    assert [n.node.node_id for n in out] == cosine_order(fake_encoder, "red apples", TEXTS)[:2]
+    assert out[0].score >= out[1].score
+
+
+def test_keep_retrieval_score_copies_first_stage_score(fake_encoder):
+    out = PositionFairRerank(top_n=4, encoder=fake_encoder, keep_retrieval_score=True).postprocess_nodes(
+        nodes(TEXTS, [0.1, 0.2, 0.3, 0.4]), query_str="apples")
+    assert {n.node.node_id: n.node.metadata["retrieval_score"] for n in out} == {"n0": 0.1, "n1": 0.2, "n2": 0.3, "n3": 0.4}
+
+
+def test_full_fusion_weight_keeps_first_stage_order(fake_encoder):
+    bm25 = [3.0, 12.5, 7.1, 0.4]  # BM25-scale scores
+    out = PositionFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=1.0).postprocess_nodes(
+        nodes(TEXTS, bm25), query_str="red apples")
+    assert [n.node.node_id for n in out] == ["n1", "n2", "n0", "n3"]
+    assert out[0].score == pytest.approx(1.0) and out[-1].score == pytest.approx(0.0)
+
+
+def test_partial_fusion_mixes_normalised_scores(fake_encoder):
+    bm25 = [3.0, 12.5, 7.1, 0.4]
+    w = 0.25
+    got = PositionFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=w).postprocess_nodes(
+        nodes(TEXTS, bm25), query_str="red apples")
+    cos = fake_encoder._vec(TEXTS, fake_encoder.calibration) @ fake_encoder._vec(["red apples"], fake_encoder.calibration)[0]
+    mm = lambda x: (x - x.min()) / (x.max() - x.min())  # noqa: E731
+    expected = (1 - w) * mm(cos) + w * mm(np.array(bm25))
+    assert {n.node.node_id: round(n.score, 5) for n in got} == {f"n{i}": round(float(e), 5) for i, e in enumerate(expected)}
+
+
+def test_batches_candidates_by_batch_size(make_fake):
+    enc = make_fake()
+    PositionFairRerank(top_n=2, encoder=enc, batch_size=3).postprocess_nodes(nodes(TEXTS), query_str="apples")
+    assert [c[:2] for c in enc.calls] == [("query", 1), ("document", 4)]
+
+
+def test_invalid_fusion_weight_rejected(fake_encoder):
+    with pytest.raises(ValueError, match="fusion_weight"):
+        PositionFairRerank(encoder=fake_encoder, fusion_weight=1.5)
+
+
+def test_missing_query_raises(fake_encoder):
+    with pytest.raises(ValueError, match="needs the query"):
+        PositionFairRerank(encoder=fake_encoder).postprocess_nodes(nodes(TEXTS))
+
+
+def test_empty_candidates_return_empty(fake_encoder):
+    assert PositionFairRerank(encoder=fake_encoder).postprocess_nodes([], query_str="q") == []
+
+
+def test_rerank_events_are_emitted(fake_encoder):
+    class Collector(BaseEventHandler):
+        seen: list = []
+
+        @classmethod
+        def class_name(cls):
+            return "Collector"
+
+        def handle(self, event, **kwargs):
+            self.seen.append(type(event).__name__)
+
+    h = Collector(seen=[])
+    get_dispatcher().add_event_handler(h)
+    try:
+        PositionFairRerank(top_n=1, encoder=fake_encoder).postprocess_nodes(nodes(TEXTS), query_str="apples")
+    finally:
+        get_dispatcher().event_handlers.remove(h)
+    assert h.seen.count("ReRankStartEvent") == 1 and h.seen.count("ReRankEndEvent") == 1
+
+
+async def test_async_rerank_equals_sync(fake_encoder):
+    r = PositionFairRerank(top_n=3, encoder=fake_encoder)
+    a = await r.apostprocess_nodes(nodes(TEXTS), query_bundle=QueryBundle("red apples"))
+    s = r.postprocess_nodes(nodes(TEXTS), query_str="red apples")
+    assert [(n.node.node_id, n.score) for n in a] == [(n.node.node_id, n.score) for n in s]
+
+
+# ---------------------------------------------------------------- real MiniLM
+def _late_evidence_case():
+    data = Path(__file__).resolve().parents[2] / "examples" / "data"
+    filler = (data / "sourdough.txt").read_text().split()[:110]
+    bees = (data / "honeybees.txt").read_text().split()
+    needle = "The last resident keeper of the Gull Rock lighthouse was Ada Pennock, who kept the light for nineteen years."
+    texts = {
+        "early": needle + " " + " ".join(filler),
+        "late": " ".join(filler) + " " + needle,
+        "distractor1": "Gull Rock lighthouse stands on a granite island off the northern coast. " + " ".join(bees[:110]),
+        "distractor2": "Lighthouse keepers once trimmed wicks and wound clockwork every night. " + " ".join(bees[20:130]),
+    }
+    cands = [NodeWithScore(node=TextNode(text=t, id_=k), score=None) for k, t in texts.items()]
+    return "Who was the last keeper of the Gull Rock lighthouse?", cands
+
+
+def _ranks(rerank, query, cands):
+    out = rerank.postprocess_nodes([c.model_copy() for c in cands], query_str=query)
+    return [n.node.node_id for n in out]
+
+
+@pytest.mark.slow
+def test_calibrated_rerank_lifts_late_evidence_above_early(minilm):
+    from llamaindex_posfair.cli.ingest import CalibrationView
+
+    query, cands = _late_evidence_case()
+    plain = _ranks(PositionFairRerank(top_n=4, encoder=CalibrationView(minilm, None)), query, cands)
+    fair = _ranks(PositionFairRerank(top_n=4, encoder=minilm), query, cands)
+    assert plain.index("late") > plain.index("early")  # the plain model prefers evidence at the start
+    assert fair.index("late") < fair.index("early")  # position-fair reranking lifts the late passage
+    assert fair.index("late") < plain.index("late")
