@@ -108,6 +108,65 @@ def _allowed_keys(
     return valid.expand(batch, 1, row_pos.shape[2], length)
 
 
+def _explicit_attention_with_lse(q, k, v, ok, scaling):
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scaling
+    scores = scores.masked_fill(~ok, float("-inf"))
+    lse = torch.logsumexp(scores, -1)
+    probs = torch.exp(scores - torch.where(torch.isfinite(lse), lse, 0.0).unsqueeze(-1))
+    return torch.matmul(probs, v), lse
+
+
+def _kernel_attention_with_lse(q, k, v, ok, scaling):
+    bias = torch.zeros(ok.shape, dtype=q.dtype, device=q.device).masked_fill(~ok, float("-inf"))
+    if q.device.type == "cpu":
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, False, attn_mask=bias, scale=scaling
+        )[:2]
+    else:
+        bias = bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+        out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
+            q, k, v, bias, True, 0.0, False, scale=scaling
+        )[:2]
+        lse = lse[..., : q.shape[2]]
+    return out, lse
+
+
+_KERNEL_OK: dict[str, bool] = {}
+
+
+def attention_with_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ok: torch.Tensor, scaling: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention output and log-sum-exp of scores over the keys ``ok`` allows.
+
+    ``q``: ``[B, H, R, d]``; ``k``/``v``: ``[B, H, M, d]``; ``ok``: ``[B, 1, R, M]`` bool.
+    Rows with no allowed key get output 0 and lse ``-inf``. Uses PyTorch's fused
+    attention kernel that also returns the log-sum-exp (checked once per device
+    against the explicit computation, with the explicit path as fallback).
+    """
+    device = q.device.type
+    if device not in _KERNEL_OK:
+        try:
+            g = torch.Generator(device="cpu").manual_seed(0)
+            tq, tk, tv = (torch.randn(2, 2, 5, 8, generator=g).to(q.device) for _ in range(3))
+            tok = (torch.rand(2, 1, 5, 5, generator=g) > 0.3).to(q.device)
+            tok[..., 0] = True
+            a = _kernel_attention_with_lse(tq, tk, tv, tok, 0.3)
+            b = _explicit_attention_with_lse(tq, tk, tv, tok, 0.3)
+            _KERNEL_OK[device] = bool(
+                torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5)
+            )
+        except Exception:  # noqa: BLE001 - any failure means: use the explicit path
+            _KERNEL_OK[device] = False
+    if not _KERNEL_OK[device]:
+        return _explicit_attention_with_lse(q, k, v, ok, scaling)
+    out, lse = _kernel_attention_with_lse(q, k, v, ok, scaling)
+    empty = ~ok.any(-1).expand_as(lse)
+    lse = lse.masked_fill(empty, float("-inf"))
+    out = out.masked_fill(empty.unsqueeze(-1), 0.0)
+    return out, lse
+
+
 def calibrated_rows(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -133,12 +192,9 @@ def calibrated_rows(
         ok = content_ok[:, b].view(batch, 1, 1, width) & allowed.gather(
             -1, idx.view(batch, 1, 1, width).expand(batch, 1, rows, width)
         )
-        scores = torch.matmul(q, kb.transpose(-1, -2)) * scaling
-        scores = torch.where(ok, scores, neg_inf)
-        lse = torch.logsumexp(scores, -1)
-        probs = torch.exp(scores - torch.where(torch.isfinite(lse), lse, 0.0).unsqueeze(-1))
+        out_b, lse = attention_with_lse(q, kb.contiguous(), vb.contiguous(), ok, scaling)
         lse_list.append(lse)
-        out_list.append(torch.matmul(probs, vb))
+        out_list.append(out_b)
     width_iso = iso_idx.shape[1]
     gather = iso_idx.view(batch, 1, width_iso, 1).expand(batch, heads, width_iso, k.shape[-1])
     k_iso, v_iso = k.gather(2, gather), v.gather(2, gather.expand(batch, heads, width_iso, v.shape[-1]))

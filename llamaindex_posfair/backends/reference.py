@@ -176,7 +176,11 @@ def _softmax_op(site: SoftmaxSite, envoy: Any) -> Any:
 
 
 def _edit_weights(scores: torch.Tensor, weights: torch.Tensor, plan: BasketPlan, strength: float) -> torch.Tensor:
-    """``where(row_mask, calibrate_weights(a), a)`` for one layer's ``[B, H, L, L]`` weights."""
+    """``where(row_mask, calibrate_weights(a), a)`` for one layer's ``[B, H, L, L]`` weights.
+
+    ``strength`` is the layer's ``lambda``; the plan scales it per sequence
+    (length-aware strength) and says how content baskets share mass (``plan.weighting``).
+    """
     batch, _, q_len, length = weights.shape
     if plan.basket_ids.shape != (batch, length) or q_len != length:
         raise RuntimeError(
@@ -188,10 +192,11 @@ def _edit_weights(scores: torch.Tensor, weights: torch.Tensor, plan: BasketPlan,
         allowed = scores > torch.finfo(scores.dtype).min / 2
     else:  # pragma: no cover - softmax inputs are floating point
         allowed = torch.ones_like(weights, dtype=torch.bool)
+    lam = plan.strength(strength).to(weights.device)  # [B]
     rows = plan.row_mask
     per_sequence = rows.sum(-1)
     if plan.all_rows or int(per_sequence.max()) > 1:
-        edited = calibrate_weights(weights, plan, strength, key_allowed=allowed)
+        edited = calibrate_weights(weights, plan, lam, key_allowed=allowed, basket_weighting=plan.weighting)
         return torch.where(rows.view(batch, 1, q_len, 1), edited, weights)
     # One pooling row per sequence: calibrate_weights is row-wise, so calibrating the
     # gathered row and writing it back is the same ``where(row_mask, ...)``.
@@ -199,7 +204,7 @@ def _edit_weights(scores: torch.Tensor, weights: torch.Tensor, plan: BasketPlan,
     heads = weights.shape[1]
     row = weights.gather(2, index.expand(batch, heads, 1, length))
     row_allowed = allowed.gather(2, index.expand(batch, allowed.shape[1], 1, length))
-    edited = calibrate_weights(row, plan, strength, key_allowed=row_allowed)
+    edited = calibrate_weights(row, plan, lam, key_allowed=row_allowed, basket_weighting=plan.weighting)
     has_row = (per_sequence > 0).view(batch, 1, 1, 1)
     out = weights.clone()
     out.scatter_(2, index.expand(batch, heads, 1, length), torch.where(has_row, edited, row))
@@ -260,7 +265,14 @@ class ReferenceBackend:
         self._wrapped[st_model] = entry
         return entry
 
-    def forward(self, st_model, features: dict, plan: BasketPlan | None, layers: tuple[int, ...], strength: float):
+    def forward(
+        self,
+        st_model,
+        features: dict,
+        plan: BasketPlan | None,
+        layers: tuple[int, ...],
+        strength: float | dict[int, float],
+    ):
         """Run the sentence-transformers forward, calibrating ``layers`` when ``plan`` is given.
 
         Args:
@@ -268,7 +280,8 @@ class ReferenceBackend:
             features: tokenised batch (``input_ids``, ``attention_mask``, ...).
             plan: the batch's basket plan, or ``None`` for a plain forward.
             layers: calibrated layer indices (non-negative).
-            strength: ``lambda`` in ``[0, 1]``.
+            strength: ``lambda`` in ``[0, 1]``, or a ``{layer: lambda}`` map (strength
+                schedules; layers missing from the map are not calibrated).
 
         Returns:
             The sentence-transformers output dict (``sentence_embedding``, ...).
@@ -282,18 +295,22 @@ class ReferenceBackend:
         import nnsight
 
         root, envoys = self._tracer_for(st_model)
-        missing = sorted(set(layers) - set(envoys))
+        if isinstance(strength, dict):
+            strengths = {int(k): float(v) for k, v in strength.items() if int(k) in set(layers)}
+        else:
+            strengths = {int(layer): float(strength) for layer in layers}
+        missing = sorted(set(strengths) - set(envoys))
         if missing:
             raise ValueError(
                 f"layers {missing} have no attention module; the model's attention layers are {sorted(envoys)}"
             )
         plan = plan.to(features["input_ids"].device)
-        targets = [envoys[layer] for layer in sorted(layers)]
+        targets = [(*envoys[layer], strengths[layer]) for layer in sorted(strengths)]
         with root.trace(dict(features)):
-            for site, envoy in targets:
+            for site, envoy, lam in targets:
                 op = _softmax_op(site, envoy)
                 scores = op.input
-                op.output = _edit_weights(scores, op.output, plan, strength)
+                op.output = _edit_weights(scores, op.output, plan, lam)
             result = nnsight.save(root.output)
         return result
 

@@ -106,9 +106,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--segment-tokens", type=int, default=128, help="segment size of Segment Embed Average")
     p.add_argument("--rerank-k", type=int, default=100, help="vanilla candidates re-scored by the calibrated encoder")
     p.add_argument("--dump-model", default=None, help="also evaluate a DUMP-prefixed model from this path")
-    p.add_argument("--max-queries", type=int, default=None, help="evaluate only the first N queries (quick runs)")
+    p.add_argument("--max-queries", type=int, default=None, help="quick runs: only the first N queries and their judged passages (not comparable to full runs)")
     p.add_argument("--out", default="results/eval", help="output folder for tables and plots")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        help="keep embeddings as .npy files here so an interrupted run resumes (default: ~/.cache/llamaindex_posfair/eval)",
+    )
+    p.add_argument("--no-cache", action="store_true", help="do not keep embeddings on disk")
     p.set_defaults(handler=run)
 
 
@@ -117,7 +123,7 @@ def _load(args: argparse.Namespace, split: str):
 
     bench = load_benchmark(args.format, args.data, split=split)
     if args.max_queries is not None:
-        bench = bench.subset(list(bench.query_ids)[: args.max_queries])
+        bench = bench.subset(list(bench.query_ids)[: args.max_queries], judged_corpus_only=True)
     return bench
 
 
@@ -131,7 +137,13 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     from llamaindex_posfair.calibration.config import CalibrationConfig
     from llamaindex_posfair.encoders.encoder import PosFairEncoder, bundled_model_path
-    from llamaindex_posfair.eval.report import format_markdown, plot_groups, plot_tradeoff, write_csv
+    from llamaindex_posfair.eval.report import (
+        format_markdown,
+        plot_groups,
+        plot_tradeoff,
+        write_csv,
+        write_per_query,
+    )
     from llamaindex_posfair.eval.runner import SweepGrid, run_eval
     from llamaindex_posfair.eval.systems import DenseSystem, RerankSystem, SegmentAverageSystem
 
@@ -141,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     select_split = None if args.select_split.lower() in ("none", args.split) else args.select_split
     select_bench = _load(args, select_split) if (select_split and not args.no_grid) else bench
     model = args.model or bundled_model_path()
+    model_label = "all-MiniLM-L6-v2" if args.model is None else Path(str(model)).name
     encoder = PosFairEncoder(model, calibration=None, max_length=args.max_length, batch_size=args.batch_size)
     lengths = encoder.count_tokens([bench.corpus[d] for d in bench.doc_ids])
     truncated = sum(n > encoder.max_length for n in lengths)
@@ -155,6 +168,9 @@ def run(args: argparse.Namespace) -> int:
     default_label = f"default B={default_cfg.basket_size} λ={default_cfg.strength:g} {args.default_layers}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    cache_dir = None if args.no_cache else (
+        args.cache_dir or str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "llamaindex_posfair" / "eval")
+    )
     group_order = bench.group_order
 
     best_cfg, best_label, grid_results = None, None, []
@@ -163,7 +179,13 @@ def run(args: argparse.Namespace) -> int:
         vanilla_sel = DenseSystem("vanilla", encoder, None)
         grid_systems = [DenseSystem(label, encoder, cfg, kind="calibrated") for label, cfg in grid.points()]
         logger.info("grid: %d points on %s (%d passages)", len(grid_systems), select_bench.name, len(select_bench.corpus))
-        sel_results = run_eval(select_bench, [vanilla_sel, *grid_systems], batch_size=args.batch_size, show_progress_bar=progress)
+        sel_results = run_eval(
+            select_bench,
+            [vanilla_sel, *grid_systems],
+            batch_size=args.batch_size,
+            show_progress_bar=progress,
+            cache_dir=cache_dir,
+        )
         grid_results = sel_results
         best = max(sel_results[1:], key=lambda r: r.ndcg.harmonic)
         best_label = best.name
@@ -186,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
             sel_results[1:],
             out / "psi_vs_harmonic.png",
             reference=refs,
-            title=f"{Path(str(model)).name}: PSI vs harmonic nDCG@10 on {select_bench.name}",
+            title=f"{model_label}: PSI vs harmonic nDCG@10 on {select_bench.name}",
         )
 
     vanilla = DenseSystem("vanilla", encoder, None)
@@ -199,13 +221,13 @@ def run(args: argparse.Namespace) -> int:
     if args.dump_model:
         dump_enc = PosFairEncoder(args.dump_model, calibration=None, max_length=args.max_length, batch_size=args.batch_size)
         systems.append(DenseSystem("DUMP-prefixed", dump_enc, None, kind="dump"))
-    results = run_eval(bench, systems, batch_size=args.batch_size, show_progress_bar=progress)
+    results = run_eval(bench, systems, batch_size=args.batch_size, show_progress_bar=progress, cache_dir=cache_dir)
     wall = time.perf_counter() - t_start
 
     command = "posfair eval " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["eval"] else "posfair eval"
     caption = (
         f"`{bench.name}` ({len(bench.queries)} queries, {len(bench.corpus)} passages, groups "
-        f"{', '.join(f'{g}={n}' for g, n in bench.group_counts().items())}); model `{Path(str(model)).name}`, "
+        f"{', '.join(f'{g}={n}' for g, n in bench.group_counts().items())}); model `{model_label}`, "
         f"max_length {encoder.max_length}; nDCG@10 ×100, PSI = 1 − min/max; exact retrieval (numpy dot products "
         f"over normalised vectors). Rerank = vanilla top-{args.rerank_k} re-scored by the default calibrated "
         f"encoder (implemented directly on the encoder, like PositionFairRerank)."
@@ -216,8 +238,10 @@ def run(args: argparse.Namespace) -> int:
             + ("." if select_split else " — the same split, so it is optimistic.")
         )
     write_csv(results, group_order, out / "summary.csv")
-    (out / "summary.md").write_text(format_markdown(results, group_order, caption=caption), encoding="utf-8")
-    plot_groups(results, group_order, out / "ndcg_by_group.png", title=f"{Path(str(model)).name} on {bench.name}")
+    write_per_query(results, bench.groups, out / "per_query.csv")
+    table = format_markdown(results, group_order, caption=caption, baseline=results[0], groups=bench.groups)
+    (out / "summary.md").write_text(table, encoding="utf-8")
+    plot_groups(results, group_order, out / "ndcg_by_group.png", title=f"{model_label} on {bench.name}")
     meta = {
         "command": command,
         "wall_seconds": round(wall, 1),
@@ -231,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
         "truncated_passages": truncated,
     }
     (out / "run.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(format_markdown(results, group_order, caption=caption))
+    print(table)
     print(f"wrote {out}/summary.md, summary.csv, ndcg_by_group.png" + (", grid.md, grid.csv, psi_vs_harmonic.png" if grid_results else ""))
     print(f"wall time {wall:.0f} s")
     return 0

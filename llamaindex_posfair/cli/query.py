@@ -18,14 +18,8 @@ import logging
 import sys
 from typing import Any
 
-from llamaindex_posfair.cli.ingest import (
-    CalibrationView,
-    CliError,
-    add_model_args,
-    add_storage_args,
-    load_encoder_from_args,
-    open_client,
-)
+from llamaindex_posfair.cli import ingest as common
+from llamaindex_posfair.cli.ingest import CalibrationView, CliError, add_model_args, add_storage_args
 
 logger = logging.getLogger(__name__)
 
@@ -115,10 +109,10 @@ def run_query(args: argparse.Namespace) -> int:
             raise CliError("the query is empty; pass the text to search for")
         if args.top_k < 1 or args.candidates < 1:
             raise CliError(f"--top-k and --candidates must be positive, got {args.top_k} and {args.candidates}")
-        client = open_client(args, must_exist=not args.qdrant_url)
+        client = common.open_client(args, must_exist=not args.qdrant_url)
         try:
             vector, size = _pick_vector(client, args.collection, args.vector_name)
-            encoder = load_encoder_from_args(args)
+            encoder = common.load_encoder_from_args(args)
             if encoder.dimension != size:
                 raise CliError(
                     f"vector {vector!r} of collection {args.collection!r} has size {size}, but model "

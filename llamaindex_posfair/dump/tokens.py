@@ -41,11 +41,21 @@ def _backend(tokenizer: Any) -> Tokenizer:
 
 
 def _probe(backend: Tokenizer, *texts: str) -> Any:
-    """Encode without padding/truncation on a copy of the backend."""
-    probe = Tokenizer.from_str(backend.to_str())
-    probe.no_padding()
-    probe.no_truncation()
-    return probe.encode(*texts, add_special_tokens=True)
+    """Encode with special tokens, without padding/truncation (copies the backend only if it pads/truncates)."""
+    if backend.padding is not None or backend.truncation is not None:
+        backend = Tokenizer.from_str(backend.to_str())
+        backend.no_padding()
+        backend.no_truncation()
+    return backend.encode(*texts, add_special_tokens=True)
+
+
+def _processor_from_json(data: dict[str, Any]) -> Any:
+    """A ``tokenizers`` post-processor object from its JSON (the route pickling takes)."""
+    from tokenizers import processors
+
+    processor = processors.BertProcessing(("[SEP]", 0), ("[CLS]", 1))
+    processor.__setstate__(json.dumps(data).encode("utf-8"))
+    return processor
 
 
 def _template_from_probe(encoding: Any, backend: Tokenizer, prefix: Sequence[str]) -> list[dict[str, Any]]:
@@ -97,7 +107,7 @@ def build_prefix_post_processor(tokenizer: Any, prefix: Sequence[str]) -> dict[s
             raise ValueError(f"token {name!r} is not in the tokenizer vocabulary")
     template = {"type": "TemplateProcessing", "single": single, "pair": pair or single, "special_tokens": special_tokens}
 
-    old = json.loads(backend.to_str()).get("post_processor")
+    old = None if backend.post_processor is None else json.loads(backend.post_processor.__getstate__())
     if old is None or old.get("type") in _TEMPLATE_TYPES:
         return template
     if old.get("type") == "Sequence":
@@ -146,14 +156,11 @@ def add_prefix_tokens(tokenizer: Any, token_strings: Sequence[str], *, split_spe
             f"tokenizer already has prefix tokens {prefix_token_ids(tokenizer)}; "
             "a DUMP model cannot be prefixed twice — load it as it is"
         )
-    backend = Tokenizer.from_str(_backend(tokenizer).to_str())
-    backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in token_strings])
-
-    # Build the new template against a temporary wrapper that knows the new tokens.
-    template = build_prefix_post_processor(_Wrap(backend), token_strings)
-    data = json.loads(backend.to_str())
-    data["post_processor"] = template
-    new_backend = Tokenizer.from_str(json.dumps(data))
+    new_backend = Tokenizer.from_str(_backend(tokenizer).to_str())  # private copy; the input stays untouched
+    new_backend.no_padding()  # transformers sets padding/truncation per call
+    new_backend.no_truncation()
+    new_backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in token_strings])
+    new_backend.post_processor = _processor_from_json(build_prefix_post_processor(_Wrap(new_backend), token_strings))
 
     special_kwargs: dict[str, Any] = {}
     for attr in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"):

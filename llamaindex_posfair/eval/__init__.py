@@ -7,7 +7,7 @@ Example:
     >>> from llamaindex_posfair.eval import load_shipped, metrics
     >>> bench = load_shipped("needle-prose", "dev")
     >>> len(bench.queries), bench.group_counts()
-    (120, {'begin': 40, 'middle': 40, 'end': 40})
+    (90, {'begin': 30, 'middle': 30, 'end': 30})
 """
 
 from . import metrics

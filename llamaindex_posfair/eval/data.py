@@ -88,12 +88,25 @@ class PositionBenchmark:
             counts[g] += 1
         return counts
 
-    def subset(self, query_ids: Sequence[str], name: str | None = None) -> "PositionBenchmark":
-        """The same corpus with only ``query_ids`` kept (e.g. for a quick run)."""
+    def subset(
+        self, query_ids: Sequence[str], name: str | None = None, judged_corpus_only: bool = False
+    ) -> "PositionBenchmark":
+        """Only ``query_ids`` kept (e.g. for a quick run).
+
+        Args:
+            query_ids: Queries to keep.
+            name: New table name (default: unchanged).
+            judged_corpus_only: Also shrink the corpus to the kept queries' judged
+                documents (fewer distractors: scores are not comparable to the full run).
+        """
         keep = [q for q in query_ids if q in self.queries]
+        corpus = self.corpus
+        if judged_corpus_only:
+            judged = {d for q in keep for d in self.qrels.get(q, {})}
+            corpus = {d: t for d, t in self.corpus.items() if d in judged}
         return PositionBenchmark(
             name=name or self.name,
-            corpus=self.corpus,
+            corpus=corpus,
             queries={q: self.queries[q] for q in keep},
             qrels={q: self.qrels[q] for q in keep if q in self.qrels},
             groups={q: self.groups[q] for q in keep if q in self.groups},

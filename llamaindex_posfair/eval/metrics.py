@@ -38,6 +38,7 @@ import numpy as np
 __all__ = [
     "GroupSummary",
     "arithmetic_mean",
+    "bootstrap_harmonic_diff",
     "bucketed_psi",
     "group_scores",
     "harmonic_mean",
@@ -292,3 +293,57 @@ def bucketed_psi(
         if means:
             out[bucket] = psi(means)
     return out
+
+
+def bootstrap_harmonic_diff(
+    values_a: Mapping[str, float],
+    values_b: Mapping[str, float],
+    groups: Mapping[str, str],
+    n_resamples: int = 2000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> tuple[float, float, float]:
+    """Paired bootstrap of ``harmonic(a) - harmonic(b)`` over queries, resampled within groups.
+
+    Args:
+        values_a: Query id -> metric of system A.
+        values_b: Query id -> metric of system B (same queries).
+        groups: Query id -> position group.
+        n_resamples: Bootstrap resamples.
+        seed: RNG seed.
+        confidence: Width of the percentile interval.
+
+    Returns:
+        ``(difference, low, high)`` of the harmonic-mean difference.
+
+    Example:
+        >>> a = {"q1": 1.0, "q2": 0.5}; b = {"q1": 1.0, "q2": 0.5}
+        >>> bootstrap_harmonic_diff(a, b, {"q1": "x", "q2": "y"}, n_resamples=10)
+        (0.0, 0.0, 0.0)
+    """
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples}")
+    by_group: dict[str, list[str]] = defaultdict(list)
+    for q in values_a:
+        if q in values_b and q in groups:
+            by_group[groups[q]].append(q)
+    if not by_group:
+        raise ValueError("the two systems share no grouped query; score them on the same benchmark")
+    labels = list(by_group)
+    a = {g: np.array([values_a[q] for q in by_group[g]]) for g in labels}
+    b = {g: np.array([values_b[q] for q in by_group[g]]) for g in labels}
+    point = harmonic_mean([a[g].mean() for g in labels]) - harmonic_mean([b[g].mean() for g in labels])
+    rng = np.random.default_rng(seed)
+    diffs = np.empty(n_resamples)
+    for i in range(n_resamples):
+        ma, mb = [], []
+        for g in labels:
+            idx = rng.integers(0, len(a[g]), len(a[g]))
+            ma.append(a[g][idx].mean())
+            mb.append(b[g][idx].mean())
+        diffs[i] = harmonic_mean(ma) - harmonic_mean(mb)
+    tail = (1.0 - confidence) / 2 * 100
+    lo, hi = np.percentile(diffs, [tail, 100 - tail])
+    return float(point), float(lo), float(hi)

@@ -423,6 +423,7 @@ def build_needle_benchmark(
                     "needle_token_start": before,
                     "needle_tokens": needle_len,
                     "answer": fact["answer"],
+                    "entity": name,
                     "template": fact["template"],
                 }
             )

@@ -10,11 +10,25 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
+from .metrics import bootstrap_harmonic_diff
 from .runner import SystemResult
 
-__all__ = ["format_markdown", "plot_groups", "plot_tradeoff", "write_csv"]
+__all__ = ["format_markdown", "plot_groups", "plot_tradeoff", "write_csv", "write_per_query"]
+
+
+def write_per_query(results: Sequence[SystemResult], groups: Mapping[str, str], path: str | Path) -> Path:
+    """Per-query nDCG@10 of every system (long format: system, query, group, ndcg)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["system", "benchmark", "query", "group", "ndcg@10"])
+        for r in results:
+            for q, v in r.per_query.items():
+                w.writerow([r.name, r.benchmark, q, groups.get(q, ""), f"{v:.6f}"])
+    return path
 
 
 def write_csv(results: Sequence[SystemResult], group_order: Sequence[str], path: str | Path) -> Path:
@@ -46,9 +60,18 @@ def format_markdown(
     group_order: Sequence[str],
     caption: str = "",
     recall_k: int | None = 100,
+    baseline: SystemResult | None = None,
+    groups: Mapping[str, str] | None = None,
 ) -> str:
-    """A markdown table: per-group nDCG@10, harmonic/arithmetic mean, PSI (×100)."""
+    """A markdown table: per-group nDCG@10, harmonic/arithmetic mean, PSI (×100).
+
+    With ``baseline`` and ``groups`` a column gives each system's harmonic-mean
+    difference to the baseline with a 95% paired bootstrap interval (×100).
+    """
     head = ["system", *[f"nDCG@10 {g}" for g in group_order], "harmonic", "arithmetic", "PSI"]
+    with_ci = baseline is not None and groups is not None
+    if with_ci:
+        head.append(f"ΔH vs {baseline.name} [95% CI]")
     if recall_k is not None:
         head.append(f"R@{recall_k}")
     head.append("vectors/passage")
@@ -56,6 +79,12 @@ def format_markdown(
     for r in results:
         cells = [r.name, *[_pct(r.ndcg.groups.get(g, math.nan)) for g in group_order]]
         cells += [_pct(r.ndcg.harmonic), _pct(r.ndcg.arithmetic), f"{r.ndcg.psi:.3f}"]
+        if with_ci:
+            if r is baseline:
+                cells.append("–")
+            else:
+                d, lo, hi = bootstrap_harmonic_diff(r.per_query, baseline.per_query, groups)
+                cells.append(f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
         if recall_k is not None:
             cells.append(_pct(r.recall.get(recall_k, math.nan)))
         cells.append(f"{r.vectors_per_passage:g}")

@@ -160,6 +160,7 @@ def run_eval(
     batch_size: int = 16,
     show_progress_bar: bool = True,
     cache: EncodeCache | None = None,
+    cache_dir: str | None = None,
 ) -> list[SystemResult]:
     """Score every system on ``bench`` (exact retrieval by numpy dot products).
 
@@ -170,6 +171,7 @@ def run_eval(
         batch_size: Texts per forward pass.
         show_progress_bar: tqdm over systems and over passages being encoded.
         cache: Reuse embeddings from an earlier call on the same benchmark.
+        cache_dir: Keep embeddings on disk there too (resumable runs).
 
     Returns:
         One ``SystemResult`` per system, in order.
@@ -180,6 +182,7 @@ def run_eval(
         [bench.queries[q] for q in bench.query_ids],
         batch_size=batch_size,
         show_progress_bar=show_progress_bar,
+        cache_dir=cache_dir,
     )
     results = []
     bar = tqdm(systems, desc=f"systems on {bench.name}", unit="system", disable=not show_progress_bar)

@@ -18,7 +18,9 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -73,6 +75,9 @@ class EncodeCache:
         queries: Query texts (rows).
         batch_size: Texts per forward pass.
         show_progress_bar: One tqdm bar per (uncached) document encoding.
+        cache_dir: If set, every matrix is also saved there as ``.npy`` (keyed by
+            encoder fingerprint, role and a hash of the texts), so an interrupted
+            run resumes without re-encoding.
 
     Example:
         >>> cache = EncodeCache(["a passage"], ["a query"])
@@ -86,6 +91,7 @@ class EncodeCache:
         queries: Sequence[str],
         batch_size: int = 16,
         show_progress_bar: bool = False,
+        cache_dir: str | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
@@ -95,6 +101,7 @@ class EncodeCache:
         self.show_progress_bar = show_progress_bar
         self._store: dict[tuple[str, str], np.ndarray] = {}
         self.encoded_texts = 0  # passages + queries actually run through a model
+        self.cache_dir = None if cache_dir is None else Path(cache_dir)
 
     @property
     def n_docs(self) -> int:
@@ -111,6 +118,19 @@ class EncodeCache:
         return self._key(encoder, calibration, role) in self._store
 
     def _encode(self, encoder: EncoderLike, texts: list[str], calibration: Any, role: str, desc: str) -> np.ndarray:
+        disk = None
+        if self.cache_dir is not None:
+            h = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()[:16]
+            disk = self.cache_dir / f"{encoder.fingerprint(calibration=calibration)}-{role[:4]}-{h}.npy"
+            if disk.exists():
+                return np.load(disk)
+        out = self._encode_now(encoder, texts, calibration, role, desc)
+        if disk is not None:
+            disk.parent.mkdir(parents=True, exist_ok=True)
+            np.save(disk, out)
+        return out
+
+    def _encode_now(self, encoder: EncoderLike, texts: list[str], calibration: Any, role: str, desc: str) -> np.ndarray:
         fn = encoder.encode_documents if role.startswith("doc") else encoder.encode_queries
         chunks = []
         bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not self.show_progress_bar, leave=False)

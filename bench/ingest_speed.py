@@ -1,0 +1,141 @@
+"""Ingestion throughput: ``posfair ingest`` vs LlamaIndex's HuggingFaceEmbedding + QdrantVectorStore.
+
+Same folder, same model, same chunks, same embedded Qdrant (local mode on
+disk), same encoder batch size; model loading is excluded from every timing.
+
+* ``llamaindex``: the chunk texts produced by posfair's chunker become
+  ``TextNode``s, then ``IngestionPipeline([HuggingFaceEmbedding], vector_store=QdrantVectorStore)``.
+  Chunking is *not* timed for this path (an advantage to it).
+* ``posfair (calibration off|on)``: ``qdrant_tools.ingest.ingest_path`` from
+  the files (discovery, reading, chunking, token counting, diff, embed,
+  ``upsert(wait=True)``), i.e. what ``posfair ingest`` runs after loading the model.
+
+Each path runs ``--repeats`` times into a fresh store; the best time counts.
+Needs ``llama-index-embeddings-huggingface`` (optional dependency); without it
+a SentenceTransformer-based stand-in with the same batching is used and the
+table says so.
+
+Usage:
+    HF_HUB_OFFLINE=1 python bench/ingest_speed.py                 # examples/data x 8
+    HF_HUB_OFFLINE=1 python bench/ingest_speed.py --data DIR --copies 1 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def make_folder(data: Path, copies: int, root: Path) -> Path:
+    out = root / "data"
+    for i in range(copies):
+        shutil.copytree(data, out / f"copy{i:02d}")
+    return out
+
+
+def time_llamaindex(texts: list[str], model_path: str, batch_size: int, store: Path) -> tuple[float, int, str]:
+    from llama_index.core.ingestion import IngestionPipeline
+    from llama_index.core.schema import TextNode
+    from llama_index.vector_stores.qdrant import QdrantVectorStore
+    from qdrant_client import QdrantClient
+
+    try:
+        from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+        embed = HuggingFaceEmbedding(model_name=model_path, embed_batch_size=batch_size, device="cpu")
+        label = "HuggingFaceEmbedding"
+    except ImportError:  # optional dependency missing: same batching through SentenceTransformer
+        from llamaindex_posfair.integrations.embedding import PosFairEmbedding
+
+        embed = PosFairEmbedding(model_name=model_path, calibration=None, embed_batch_size=batch_size)
+        label = "SentenceTransformer stand-in"
+    nodes = [TextNode(text=t) for t in texts]
+    client = QdrantClient(path=str(store))
+    vs = QdrantVectorStore(client=client, collection_name="bench")
+    embed.get_text_embedding_batch(texts[:batch_size])  # warm-up, not timed
+    t0 = time.perf_counter()
+    IngestionPipeline(transformations=[embed], vector_store=vs).run(nodes=nodes)
+    dt = time.perf_counter() - t0
+    n = client.count("bench").count
+    client.close()
+    return dt, n, label
+
+
+def time_posfair(folder: Path, encoder, vectors: dict, batch_size: int, store: Path) -> tuple[float, int]:
+    from qdrant_client import QdrantClient
+
+    from qdrant_tools.ingest import IngestConfig, ingest_path
+
+    client = QdrantClient(path=str(store))
+    encoder.encode_documents(["warm up"] * batch_size)  # warm-up, not timed
+    t0 = time.perf_counter()
+    report = ingest_path(client, "bench", folder, vectors, IngestConfig(show_progress=False))
+    dt = time.perf_counter() - t0
+    client.close()
+    return dt, report.chunks_written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(Path(__file__).resolve().parents[1] / "examples" / "data"))
+    ap.add_argument("--copies", type=int, default=8, help="copies of the folder to ingest (default 8)")
+    ap.add_argument("--repeats", type=int, default=2, help="runs per path; the best counts (default 2)")
+    ap.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default 32)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+    from llamaindex_posfair import BUNDLED_MINILM, CalibrationConfig, PosFairEncoder, bundled_model_path
+    from qdrant_tools.ingest import load_folder, prepare_document, resolve_chunking, spans_for
+
+    tmp = Path(tempfile.mkdtemp(prefix="posfair-bench-"))
+    try:
+        folder = make_folder(Path(args.data), args.copies, tmp)
+        enc = PosFairEncoder(BUNDLED_MINILM, calibration=CalibrationConfig(), batch_size=args.batch_size)
+        plain = PosFairEncoder(BUNDLED_MINILM, calibration=None, batch_size=args.batch_size)
+        docs, _, _ = load_folder(folder)
+        chunking = resolve_chunking(enc)
+        spans_fn, spans_name = spans_for(enc)
+        texts = [c.text for d in docs for c in prepare_document(
+            d, chunking=chunking, chunking_key="bench", spans_fn=spans_fn, fingerprints={}, count_tokens=enc.count_tokens,
+            max_length=enc.max_length)]
+        rows = []
+        runs = {"llamaindex": [], "off": [], "on": []}
+        label = ""
+        for r in range(args.repeats):
+            dt, n, label = time_llamaindex(texts, bundled_model_path(), args.batch_size, tmp / f"li{r}")
+            runs["llamaindex"].append((dt, n))
+            runs["off"].append(time_posfair(folder, plain, {"vanilla": plain}, args.batch_size, tmp / f"off{r}"))
+            runs["on"].append(time_posfair(folder, enc, {"calibrated": enc}, args.batch_size, tmp / f"on{r}"))
+        base = len(texts) / min(d for d, _ in runs["llamaindex"])
+        print(f"folder: {args.data} x {args.copies} = {len(docs)} files, {len(texts)} chunks "
+              f"({chunking.chunk_tokens}-token chunks), model all-MiniLM-L6-v2, batch {args.batch_size}, "
+              f"torch threads {__import__('torch').get_num_threads()}, best of {args.repeats}")
+        print(f"{'path':<44} {'chunks':>6} {'best s':>7} {'chunks/s':>9} {'vs LlamaIndex':>13}")
+        for key, name in [("llamaindex", f"LlamaIndex {label} + QdrantVectorStore"),
+                          ("off", "posfair ingest, calibration off"),
+                          ("on", "posfair ingest, calibration on (B=128, 0.5)")]:
+            best, n = min(runs[key])
+            cps = n / best
+            rows.append((name, n, best, cps))
+            print(f"{name:<44} {n:>6} {best:>7.2f} {cps:>9.1f} {cps / base:>12.2f}x")
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Multimodal reranking with attention-guided position-bias calibration (method C).
+
+Layers, lowest first: pure math (:mod:`.bias`, :mod:`.posterior`,
+:mod:`.pride`, :mod:`.metrics`) ← :mod:`.calibrator` / :mod:`.simulator` /
+:mod:`.evaluate` ← adapters (:mod:`.attention_capture`, :mod:`.mllm_adapter`,
+:mod:`.qwen_adapter`) ← LlamaIndex integration (:mod:`.rerank`). Names are
+imported lazily so ``import llamaindex_posfair.multimodal`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ForwardResult": "types",
+    "Candidates": "types",
+    "MultiImageScorer": "types",
+    "CalibratorConfig": "calibrator",
+    "CalibrationState": "calibrator",
+    "CalibrationMismatchError": "calibrator",
+    "AttentionGuidedCalibrator": "calibrator",
+    "self_consistency_scores": "calibrator",
+    "SimulatedMLLM": "simulator",
+    "SimulatorConfig": "simulator",
+    "QwenVLAdapter": "qwen_adapter",
+    "PromptTemplate": "mllm_adapter",
+    "AttentionGuidedImageRerank": "rerank",
+    "ImageLoadError": "images",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

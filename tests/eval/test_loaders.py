@@ -1,0 +1,131 @@
+"""Loaders on tiny files in each published format."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import pytest
+
+from llamaindex_posfair.eval.loaders import (
+    load_beir,
+    load_benchmark,
+    load_fineweb_posq,
+    load_posir,
+    load_shipped,
+    load_squad_posq,
+    read_rows,
+)
+
+
+def test_beir_folder_with_groups_from_query_fields(fixtures):
+    b = load_beir(fixtures / "beir", "test")
+    assert b.doc_ids == ("d1", "d2", "d3")
+    assert b.corpus["d1"] == "Owls Owls hunt at night and sleep by day."
+    assert b.corpus["d2"] == "Bees make honey from the nectar of flowers."
+    assert set(b.queries) == {"q1", "q2", "q3"}  # q4 is unjudged
+    assert b.qrels["q2"] == {"d2": 2.0}
+    assert b.qrels["q3"] == {"d3": 1.0}  # d9 is not in the corpus
+    assert b.groups == {"q1": "begin", "q2": "end"}
+    assert b.group_order == ("begin", "end")
+
+
+def test_beir_groups_file_wins_and_missing_split_is_explained(fixtures, tmp_path):
+    folder = tmp_path / "beir"
+    shutil.copytree(fixtures / "beir", folder)
+    (folder / "groups.tsv").write_text("q1\tmiddle\nq3\tend\n")
+    b = load_beir(folder, "test", group_order=("middle", "end"))
+    assert b.groups == {"q1": "middle", "q3": "end"}
+    with pytest.raises(FileNotFoundError, match=r"available splits: \['dev', 'test'\]"):
+        load_beir(folder, "train")
+
+
+def test_fineweb_posq_groups_and_multi_class_policy(fixtures):
+    b = load_fineweb_posq(fixtures / "fineweb_posq.jsonl")
+    assert len(b.corpus) == 2  # one Mars content, one penguin content
+    assert [b.groups[q] for q in b.query_ids] == ["middle", "begin", "end", "begin"]
+    assert b.group_order == ("begin", "middle", "end")
+    mars = b.qrels["q0"]
+    assert list(mars) == list(b.qrels["q2"])  # same passage
+    first = load_fineweb_posq(fixtures / "fineweb_posq.jsonl", multi_class="first")
+    assert first.groups["q3"] == "begin" and len(first.queries) == 5
+    with pytest.raises(ValueError, match="multi_class"):
+        load_fineweb_posq(fixtures / "fineweb_posq.jsonl", multi_class="all")
+
+
+def test_fineweb_posq_rejects_unknown_class(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(json.dumps({"question": "q", "content": "c", "span_class": ["start"]}) + "\n")
+    with pytest.raises(ValueError, match="'start' is not one of"):
+        load_fineweb_posq(p)
+
+
+def test_squad_nested_buckets_by_answer_start(fixtures):
+    b = load_squad_posq(fixtures / "squad.json")
+    assert set(b.queries) == {"s1", "s2", "s4"}  # s3 is unanswerable
+    assert b.groups == {"s1": "0-100", "s2": "200-300", "s4": "100-200"}
+    assert b.group_order == ("0-100", "100-200", "200-300")
+    assert len(b.corpus) == 2
+
+
+def test_squad_flat_rows_and_open_last_bucket(fixtures):
+    b = load_squad_posq(fixtures / "squad_flat.jsonl")
+    assert b.groups == {"f1": "0-100", "f2": "500+"}
+    assert len(b.corpus) == 1
+    with pytest.raises(ValueError, match="edges must be increasing"):
+        load_squad_posq(fixtures / "squad_flat.jsonl", edges=(200, 100))
+
+
+def test_posir_bins_and_length_buckets(fixtures):
+    b = load_posir(fixtures / "posir", count_tokens=lambda texts: [len(t.split()) for t in texts])
+    # short doc: 100 tokens; long: 600 tokens
+    assert b.position_bins == {"a": "00", "b": "10", "c": "19"}
+    assert b.length_buckets == {"a": "0-512", "b": "0-512", "c": "512-1024"}
+    assert b.groups == b.position_bins and "d" not in b.groups
+    thirds = load_posir(fixtures / "posir", group_by="thirds")
+    assert thirds.groups == {"a": "begin", "b": "middle", "c": "end"}
+    assert thirds.meta["length_unit"] == "words"
+
+
+def test_read_rows_gzip_and_errors(tmp_path):
+    p = tmp_path / "rows.jsonl.gz"
+    with gzip.open(p, "wt") as fh:
+        fh.write('{"a": 1}\n\n{"a": 2}\n')
+    assert [r["a"] for r in read_rows(p)] == [1, 2]
+    with pytest.raises(FileNotFoundError, match="download the benchmark"):
+        list(read_rows(tmp_path / "missing.jsonl"))
+    bad = tmp_path / "x.csv"
+    bad.write_text("a")
+    with pytest.raises(ValueError, match="unsupported file type"):
+        list(read_rows(bad))
+
+
+def test_shipped_needle_benchmark_splits_are_disjoint_and_balanced():
+    dev, test = load_shipped("needle-prose", "dev"), load_shipped("needle-prose", "test")
+    for b in (dev, test):
+        assert b.group_order == ("begin", "middle", "end")
+        counts = b.group_counts()
+        assert len(set(counts.values())) == 1 and counts["begin"] >= 30
+        assert len(b.corpus) == len(b.queries)
+    assert not set(dev.corpus.values()) & set(test.corpus.values())
+    assert not set(dev.queries.values()) & set(test.queries.values())
+
+
+def test_load_benchmark_dispatch_errors():
+    with pytest.raises(ValueError, match="needs --data PATH"):
+        load_benchmark("beir", None)
+    with pytest.raises(ValueError, match="valid formats"):
+        load_benchmark("msmarco", "x")
+
+
+def test_shipped_needles_name_a_person_found_in_one_passage_only():
+    from llamaindex_posfair.eval.loaders import read_rows, shipped_path
+
+    for split in ("dev", "test"):
+        corpus = list(read_rows(shipped_path() / split / "corpus.jsonl.gz"))
+        for q in read_rows(shipped_path() / split / "queries.jsonl.gz"):
+            assert q["entity"] in q["text"]
+            owners = [d["_id"] for d in corpus if q["entity"] in d["text"]]
+            assert owners == [q["doc_id"]]
+        assert max(d["n_tokens"] for d in corpus) <= 510

@@ -1,0 +1,131 @@
+"""`posfair ingest` / `posfair query` end to end (fake encoder for logic, real MiniLM in the slow test)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from qdrant_client import QdrantClient
+
+from llamaindex_posfair.cli import main
+from qdrant_tools.schema import VectorSpec, ensure_collection
+
+
+@pytest.fixture
+def fake_cli(monkeypatch, make_fake):
+    enc = make_fake(dimension=256, max_length=128)
+    monkeypatch.setattr("llamaindex_posfair.cli.ingest.load_encoder_from_args", lambda args: enc)
+    return enc
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_ingest_then_query_json_ranks_the_right_file(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    rc, out, _ = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert rc == 0 and "5 files seen, 5 new" in out
+    rc, out, _ = run(capsys, "query", "waggle dance of honeybees", "--collection", "demo", "--path", store, "--json", "--top-k", "3")
+    res = json.loads(out)["results"]
+    assert rc == 0 and res[0]["doc_id"] == "honeybees.txt" and [r["rank"] for r in res] == [1, 2, 3]
+    assert [r["score"] for r in res] == sorted((r["score"] for r in res), reverse=True)
+
+
+def test_second_ingest_writes_nothing(tmp_path, capsys, fake_cli, example_data):
+    args = ("ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"), "--no-progress", "--json")
+    run(capsys, *args)
+    rc, out, _ = run(capsys, *args)
+    rep = json.loads(out)
+    assert rc == 0 and rep["chunks_written"] == 0 and len(rep["unchanged"]) == 5
+
+
+def test_query_on_vanilla_vector_uses_plain_encoder(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--both-vectors", "--no-progress")
+    rc, out, _ = run(capsys, "query", "tides", "--collection", "demo", "--path", store, "--vector-name", "vanilla", "--json")
+    assert rc == 0 and json.loads(out)["vector"] == "vanilla"
+    assert [c for c in fake_cli.calls if c[0] == "query"][-1][2] is None
+
+
+def test_query_rerank_keeps_retrieval_scores(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    rc, out, _ = run(capsys, "query", "sourdough starter", "--collection", "demo", "--path", store, "--rerank", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["reranked"] and all("retrieval_score" in r for r in doc["results"])
+
+
+def test_locked_embedded_storage_is_reported(tmp_path, capsys, fake_cli, example_data):
+    holder = QdrantClient(path=str(tmp_path / "q"))
+    try:
+        rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"))
+    finally:
+        holder.close()
+    assert rc == 2 and "in use by another process" in err
+
+
+def test_api_key_over_plain_http_is_refused_and_not_printed(capsys, monkeypatch, fake_cli):
+    monkeypatch.setenv("QDRANT_API_KEY", "secret-key-123")
+    rc, out, err = run(capsys, "query", "q", "--collection", "demo", "--qdrant-url", "http://localhost:6333")
+    assert rc == 2 and "refusing to send $QDRANT_API_KEY over plain http" in err
+    assert "secret-key-123" not in out + err
+
+
+def test_unreachable_server_is_reported(capsys, monkeypatch, fake_cli):
+    monkeypatch.delenv("QDRANT_API_KEY", raising=False)
+    rc, _, err = run(capsys, "query", "q", "--collection", "demo", "--qdrant-url", "http://127.0.0.1:9")
+    assert rc == 2 and "cannot reach Qdrant at http://127.0.0.1:9" in err
+
+
+def test_schema_mismatch_via_cli_writes_nothing(tmp_path, capsys, fake_cli, example_data):
+    c = QdrantClient(path=str(tmp_path / "q"))
+    ensure_collection(c, "demo", [VectorSpec("calibrated", 8)])
+    c.close()
+    rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"))
+    c = QdrantClient(path=str(tmp_path / "q"))
+    n = c.count("demo").count
+    c.close()
+    assert rc == 2 and "has size 8" in err and "produces size 256" in err and n == 0
+
+
+def test_query_without_storage_says_to_ingest_first(tmp_path, capsys, fake_cli):
+    rc, _, err = run(capsys, "query", "q", "--collection", "demo", "--path", str(tmp_path / "none"))
+    assert rc == 2 and "run `posfair ingest" in err
+
+
+def test_query_unknown_collection_lists_existing(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    rc, _, err = run(capsys, "query", "q", "--collection", "nope", "--path", store)
+    assert rc == 2 and "collection 'nope' not found (existing: ['demo'])" in err
+
+
+def test_missing_source_path_is_reported(tmp_path, capsys, fake_cli):
+    rc, _, err = run(capsys, "ingest", str(tmp_path / "missing"), "--collection", "demo", "--path", str(tmp_path / "q"))
+    assert rc == 2 and "does not exist" in err
+
+
+def test_invalid_strength_is_reported(tmp_path, capsys, example_data):
+    rc, _, err = run(capsys, "ingest", str(example_data), "--path", str(tmp_path / "q"), "--strength", "2")
+    assert rc == 2 and "strength must lie in [0, 1], got 2.0" in err
+
+
+@pytest.mark.slow
+def test_unknown_model_is_reported(tmp_path, capsys, example_data):
+    rc, _, err = run(capsys, "ingest", str(example_data), "--path", str(tmp_path / "q"), "--model", "no-such/model-xyz")
+    assert rc == 2 and "--model 'no-such/model-xyz'" in err
+
+
+@pytest.mark.slow
+def test_readme_quickstart_on_real_minilm(tmp_path, capsys, example_data):
+    store = str(tmp_path / "q")
+    rc, out, _ = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert rc == 0 and "10 written" in out
+    rc, out, err = run(capsys, "query", "Who was the last keeper of the lighthouse?", "--collection", "demo",
+                       "--path", store, "--json", "--top-k", "3")
+    assert rc == 0, err
+    res = json.loads(out)["results"]
+    assert rc == 0 and res[0]["doc_id"] == "lighthouse.md" and "Ada Pennock" in res[0]["text"]

@@ -1,0 +1,247 @@
+"""Ray ingestion: congruence with single-process ingestion, crash/resume, token-budget batching.
+
+One local Ray session (2 CPUs) is shared by the module. The encoder is a real
+``PosFairEncoder`` on the tiny random BERT from ``tests/conftest.py`` (with
+calibration), loaded in the Ray workers through :class:`EncoderRecipe`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from qdrant_client import QdrantClient
+
+from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path, token_budget_batches
+
+DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
+CHUNK = 64
+
+
+# ---------------------------------------------------------------------- fast, no Ray
+@settings(max_examples=100, deadline=None)
+@given(lengths=st.lists(st.integers(1, 600), max_size=60), budget=st.integers(1, 5000))
+def test_token_budget_batches_cover_each_row_once_within_budget(lengths, budget):
+    batches = token_budget_batches(lengths, budget)
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(len(lengths)))
+    for b in batches:
+        padded = len(b) * max(lengths[i] for i in b)
+        assert padded <= budget or len(b) == 1
+
+
+def test_token_budget_batches_fill_greedily_longest_first():
+    assert token_budget_batches([10, 40, 30, 5], 80) == [[1, 2], [0, 3]]
+    assert token_budget_batches([100, 100], 50) == [[0], [1]]
+
+
+def test_config_and_recipe_validation_name_the_parameter():
+    with pytest.raises(ValueError, match="num_workers must be a positive integer, got 0"):
+        RayIngestConfig(num_workers=0)
+    with pytest.raises(ValueError, match='write_ordering must be "weak", "medium" or "strong", got \'fast\''):
+        RayIngestConfig(write_ordering="fast")
+    with pytest.raises(ValueError, match="num_gpus_per_worker must be >= 0"):
+        RayIngestConfig(num_gpus_per_worker=-1)
+    with pytest.raises(ValueError, match="'calibrated' is \"calibrated\" but calibration is None"):
+        EncoderRecipe(calibration=None)
+
+
+# ---------------------------------------------------------------------- Ray
+@pytest.fixture(scope="module")
+def ray_session():
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def recipe(tiny_bert_path):
+    from llamaindex_posfair import CalibrationConfig
+
+    return EncoderRecipe(model=tiny_bert_path, calibration=CalibrationConfig(basket_size=16, strength=0.5),
+                         vectors=(("vanilla", "vanilla"), ("calibrated", "calibrated")))
+
+
+@pytest.fixture(scope="module")
+def reference(recipe):
+    """Single-process ingestion of the shipped examples/data folder: {id: (payload, {name: vector})}."""
+    from llamaindex_posfair.cli.ingest import CalibrationView
+    from llamaindex_posfair.integrations.embedding import load_encoder
+
+    enc = load_encoder(recipe.model, recipe.calibration, device="cpu")
+    client = QdrantClient(":memory:")
+    report = ingest_path(client, "single", DATA, {"vanilla": CalibrationView(enc, None), "calibrated": enc},
+                         IngestConfig(chunk_tokens=CHUNK, show_progress=False))
+    assert report.chunks_written > 20 and len(report.new) == 5
+    points = dump(client, "single")
+    client.close()
+    return points
+
+
+def dump(client, collection):
+    out, offset = {}, None
+    while True:
+        pts, offset = client.scroll(collection, limit=1000, offset=offset, with_vectors=True, with_payload=True)
+        for p in pts:
+            out[str(p.id)] = (p.payload, {k: np.asarray(v) for k, v in p.vector.items()})
+        if offset is None:
+            return out
+
+
+def assert_same_points(got, want):
+    assert sorted(got) == sorted(want)  # same ids, each exactly once
+    for pid, (payload, vecs) in want.items():
+        g_payload, g_vecs = got[pid]
+        assert g_payload == payload
+        assert sorted(g_vecs) == sorted(vecs) == ["calibrated", "vanilla"]
+        for name in vecs:
+            np.testing.assert_allclose(g_vecs[name], vecs[name], atol=1e-5, rtol=0)
+
+
+def config(**kw) -> RayIngestConfig:
+    base = dict(num_workers=1, chunk_tokens=CHUNK, docs_per_task=2, write_batch_size=8, token_budget=512,
+                show_progress=False)
+    base.update(kw)
+    return RayIngestConfig(**base)
+
+
+@pytest.mark.slow
+def test_ray_ingestion_equals_single_process_and_rerun_is_a_noop(ray_session, recipe, reference):
+    client = QdrantClient(":memory:")
+    report = ray_ingest_path(client, "ray", DATA, recipe, config())
+    assert report.chunks_written == len(reference) and sorted(report.new) == sorted(
+        ["honeybees.txt", "lighthouse.md", "printing.md", "sourdough.txt", "tides.md"])
+    assert_same_points(dump(client, "ray"), reference)
+    again = ray_ingest_path(client, "ray", DATA, recipe, config())
+    assert again.chunks_written == 0 and len(again.unchanged) == 5
+    client.close()
+
+
+class KillFirstWorker:
+    """Factory wrapper: the first worker to encode dies with os._exit (like an OOM kill or a lost node)."""
+
+    def __init__(self, inner, marker: str):
+        self.inner, self.marker = inner, marker
+
+    def __call__(self, device):
+        vectors = self.inner(device)
+        marker = self.marker
+
+        class Dying:
+            def __init__(self, enc):
+                self._enc = enc
+
+            def __getattr__(self, name):
+                return getattr(self._enc, name)
+
+            @property
+            def dimension(self):
+                return self._enc.dimension
+
+            @property
+            def max_length(self):
+                return self._enc.max_length
+
+            def fingerprint(self):
+                return self._enc.fingerprint()
+
+            def encode_documents(self, texts, **kw):
+                try:
+                    fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    return self._enc.encode_documents(texts, **kw)
+                os.close(fd)
+                os._exit(1)
+
+        return {name: Dying(enc) for name, enc in vectors.items()}
+
+
+@pytest.mark.slow
+def test_killed_worker_is_restarted_and_every_chunk_is_stored_once(ray_session, recipe, reference, tmp_path):
+    ray_session.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    marker = tmp_path / "killed"
+    client = QdrantClient(":memory:")
+    report = ray_ingest_path(client, "killed", DATA, KillFirstWorker(recipe, str(marker)), config())
+    assert marker.exists()  # a worker really died mid-run
+    assert report.chunks_written >= len(reference)  # the lost batch was re-run
+    assert_same_points(dump(client, "killed"), reference)
+    assert client.count("killed", exact=True).count == len(reference)
+    client.close()
+
+
+DRIVER = textwrap.dedent("""
+    import os, sys, time, pickle
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import ray
+    from qdrant_client import QdrantClient
+    from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
+    address, storage, data, recipe_file = sys.argv[1:5]
+    recipe = pickle.load(open(recipe_file, "rb"))
+    ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+
+    def on_write(n):
+        print("WROTE", n, flush=True)
+        time.sleep(60)  # the test kills -9 the driver here
+
+    config = RayIngestConfig(num_workers=1, chunk_tokens=%d, docs_per_task=2, write_batch_size=8,
+                             token_budget=512, show_progress=False, plan_on="driver")
+    ray_ingest_path(QdrantClient(path=storage), "resume", data, recipe, config, on_write=on_write)
+    print("FINISHED", flush=True)
+""" % CHUNK)
+
+
+@pytest.mark.slow
+def test_driver_killed_mid_run_then_rerun_stores_every_chunk_once(ray_session, recipe, reference, tmp_path):
+    import pickle
+
+    storage = tmp_path / "qdrant"
+    (tmp_path / "driver.py").write_text(DRIVER)
+    with open(tmp_path / "recipe.pkl", "wb") as f:
+        pickle.dump(recipe, f)
+    address = ray_session.get_runtime_context().gcs_address
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp_path / "driver.py"), address, str(storage), str(DATA), str(tmp_path / "recipe.pkl")],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+    )
+    try:
+        deadline = time.time() + 150
+        line = ""
+        while time.time() < deadline:
+            line = proc.stdout.readline()
+            if line.startswith("WROTE") or not line:
+                break
+        assert line.startswith("WROTE"), f"driver did not write (last line {line!r}, rc {proc.poll()})"
+        os.kill(proc.pid, signal.SIGKILL)  # kill -9 the driver after its first upsert
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+    client = QdrantClient(path=str(storage))
+    partial = client.count("resume", exact=True).count
+    assert 0 < partial < len(reference)
+    report = ray_ingest_path(client, "resume", DATA, recipe, config())
+    complete = sum(1 for payload, _ in reference.values() if payload["doc_id"] in report.unchanged)
+    assert report.chunks_resumed == partial - complete  # chunks of the half-written document, not re-encoded
+    assert report.chunks_written == len(reference) - partial  # only the missing chunks were encoded
+    assert_same_points(dump(client, "resume"), reference)
+    client.close()
