@@ -150,43 +150,6 @@ def open_client(args: argparse.Namespace, *, must_exist: bool = False) -> Any:
         raise
 
 
-class CalibrationView:
-    """An encoder seen through a fixed calibration setting (e.g. ``None`` = plain).
-
-    Shares the loaded model, so a collection can hold a vanilla and a calibrated
-    vector per chunk without loading the model twice. Satisfies
-    ``qdrant_tools.ingest.Encoder``.
-    """
-
-    def __init__(self, encoder: Any, calibration: Any) -> None:
-        self._encoder = encoder
-        self._calibration = calibration
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._encoder, name)
-
-    @property
-    def calibration(self) -> Any:
-        return self._calibration
-
-    @property
-    def dimension(self) -> int:
-        return self._encoder.dimension
-
-    @property
-    def max_length(self) -> int:
-        return self._encoder.max_length
-
-    def encode_documents(self, texts, **kwargs):
-        return self._encoder.encode_documents(texts, calibration=self._calibration, **kwargs)
-
-    def encode_queries(self, texts, **kwargs):
-        return self._encoder.encode_queries(texts, calibration=self._calibration, **kwargs)
-
-    def fingerprint(self) -> str:
-        return self._encoder.fingerprint(calibration=self._calibration)
-
-
 # --------------------------------------------------------------------------- ingest
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -214,6 +177,8 @@ def register(subparsers: Any) -> None:
 
 
 def _vectors(args: argparse.Namespace, encoder: Any) -> dict[str, Any]:
+    from llamaindex_posfair.integrations.view import CalibrationView
+
     if args.both_vectors:
         if encoder.calibration is None:
             raise CliError("--both-vectors needs calibration on; drop --no-calibration")

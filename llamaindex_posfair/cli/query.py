@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from llamaindex_posfair.cli import ingest as common
-from llamaindex_posfair.cli.ingest import CalibrationView, CliError, add_model_args, add_storage_args
+from llamaindex_posfair.cli.ingest import CliError, add_model_args, add_storage_args
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,8 @@ def _stored_fingerprint(client: Any, collection: str, vector: str) -> str | None
 
 def _query_encoder(encoder: Any, stored: str | None, vector: str) -> Any:
     """Encoder view whose fingerprint matches the stored vector (plain or calibrated)."""
+    from llamaindex_posfair.integrations.view import CalibrationView
+
     if stored is None or stored == encoder.fingerprint():
         return encoder
     if encoder.calibration is not None and stored == encoder.fingerprint(calibration=None):

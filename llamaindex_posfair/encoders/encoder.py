@@ -91,6 +91,9 @@ class PosFairEncoder:
         batch_size: texts per forward pass.
         trust_remote_code: allow code shipped with a hub model to run. Off unless
             you trust the model's authors.
+        pooling: load ``model_name_or_path`` as a plain transformers model and pool
+            with ``"cls"``, ``"last"`` or ``"mean"`` (ignoring any sentence-transformers
+            configuration); ``None`` loads it as a sentence-transformers model.
 
     Raises:
         ValueError: an argument is invalid (the message names it and the fix).
@@ -116,6 +119,7 @@ class PosFairEncoder:
         normalize: bool = True,
         batch_size: int = 32,
         trust_remote_code: bool = False,
+        pooling: str | None = None,
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
@@ -139,9 +143,12 @@ class PosFairEncoder:
             if torch_dtype is not None:
                 model_kwargs["dtype"] = torch_dtype
             try:
-                self._st = SentenceTransformer(
-                    path, device=device, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs
-                )
+                if pooling is None:
+                    self._st = SentenceTransformer(
+                        path, device=device, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs
+                    )
+                else:
+                    self._st = self._from_transformers(path, pooling, device, trust_remote_code, model_kwargs)
             except OSError as exc:
                 raise OSError(
                     f"could not load model {self.model_id!r}: it is not a local sentence-transformers/transformers "
@@ -322,6 +329,22 @@ class PosFairEncoder:
                 'set CalibrationConfig(pooling="cls" | "last" | "mean")'
             )
         return self._detected_pooling
+
+    @staticmethod
+    def _from_transformers(path, pooling, device, trust_remote_code, model_kwargs):
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+
+        modes = {"cls": "cls", "last": "lasttoken", "mean": "mean"}
+        if pooling not in modes:
+            raise ValueError(f'pooling must be "cls", "last", "mean" or None, got {pooling!r}')
+        transformer = Transformer(
+            path, model_kwargs={**model_kwargs, "trust_remote_code": trust_remote_code},
+            config_kwargs={"trust_remote_code": trust_remote_code},
+            processor_kwargs={"trust_remote_code": trust_remote_code},
+        )
+        pool = Pooling(transformer.get_embedding_dimension(), pooling_mode=modes[pooling])
+        return SentenceTransformer(modules=[transformer, pool], device=device)
 
     def _find_hf_model(self):
         for module in self._st.modules():

@@ -1,9 +1,28 @@
-"""LlamaIndex integrations: ``PosFairEmbedding`` (index time) and ``PositionFairRerank`` (query time).
+"""LlamaIndex integrations: ``PosFairEmbedding`` (index time), ``PositionFairRerank`` (query time)
+and ``CalibrationView`` (one loaded encoder, calibrated and plain).
 
-Qdrant ingestion lives in the top-level ``qdrant_tools`` package.
+Qdrant ingestion lives in the top-level ``qdrant_tools`` package. Names load
+lazily, so importing this package does not import LlamaIndex.
 """
 
-from llamaindex_posfair.integrations.embedding import DEFAULT_MODEL, PosFairEmbedding, load_encoder
-from llamaindex_posfair.integrations.rerank import PositionFairRerank
+from __future__ import annotations
 
-__all__ = ["DEFAULT_MODEL", "PosFairEmbedding", "PositionFairRerank", "load_encoder"]
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "DEFAULT_MODEL": "llamaindex_posfair.integrations.embedding",
+    "PosFairEmbedding": "llamaindex_posfair.integrations.embedding",
+    "load_encoder": "llamaindex_posfair.integrations.embedding",
+    "PositionFairRerank": "llamaindex_posfair.integrations.rerank",
+    "CalibrationView": "llamaindex_posfair.integrations.view",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llamaindex_posfair.integrations' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -18,7 +18,7 @@ from llamaindex_posfair.dump.training import (
 )
 
 pytestmark = pytest.mark.slow
-STEPS = DumpTrainingConfig(batch_size=8, max_steps=4, warmup_ratio=0.0, logging_steps=1, seed=0)
+STEPS = DumpTrainingConfig(batch_size=8, max_steps=3, warmup_ratio=0.0, logging_steps=1, seed=0)
 
 
 def _non_embedding_params(model):

@@ -125,3 +125,20 @@ def test_dump_tokens_are_isolated_by_default(minilm_path, tmp_path):
     plan = plan_for_batch(input_ids, torch.ones_like(input_ids), tok, CalibrationConfig(basket_size=2), "cls")
     assert plan.basket_ids[0].tolist()[:3] == [-2, -2, -2]
     assert plan.row_mask[0].tolist() == [True, False, False, False, False, False]
+
+
+def test_plain_transformers_folder_with_explicit_pooling(tiny_qwen3_path, mixed_texts):
+    from pathlib import Path
+
+    hf_path = str(Path(tiny_qwen3_path).parent / "hf")
+    cfg = CalibrationConfig(basket_size=8, strength=0.5)
+    from_hf = PosFairEncoder(hf_path, pooling="last", calibration=cfg, device="cpu")
+    from_st = PosFairEncoder(tiny_qwen3_path, calibration=cfg, device="cpu")
+    assert np.abs(from_hf.encode_documents(mixed_texts) - from_st.encode_documents(mixed_texts)).max() <= 1e-6
+
+
+def test_invalid_pooling_is_named(tiny_qwen3_path):
+    from pathlib import Path
+
+    with pytest.raises(ValueError, match='pooling must be "cls", "last", "mean" or None'):
+        PosFairEncoder(str(Path(tiny_qwen3_path).parent / "hf"), pooling="max")

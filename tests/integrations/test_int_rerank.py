@@ -129,7 +129,7 @@ def _ranks(rerank, query, cands):
 
 @pytest.mark.slow
 def test_calibrated_rerank_lifts_late_evidence_above_early(minilm):
-    from llamaindex_posfair.cli.ingest import CalibrationView
+    from llamaindex_posfair.integrations import CalibrationView
 
     query, cands = _late_evidence_case()
     plain = _ranks(PositionFairRerank(top_n=4, encoder=CalibrationView(minilm, None)), query, cands)
