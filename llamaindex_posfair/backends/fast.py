@@ -89,14 +89,20 @@ def _allowed_keys(
     q_len: int,
     is_causal: bool,
 ) -> torch.Tensor:
-    """``[B, 1, R, L]`` bool: which keys each edited row may attend to."""
+    """``[B, 1, R, L]`` bool: which keys each edited row may attend to.
+
+    Returns ``[B, 1, 1, L]`` when the mask does not depend on the row.
+    """
     batch, length = plan.basket_ids.shape
     device = plan.basket_ids.device
     if attention_mask is not None:
         mask = attention_mask
         if mask.dtype != torch.bool:
             mask = mask > torch.finfo(mask.dtype).min / 2
-        mask = mask[..., -length:].expand(batch, 1, q_len, length)
+        mask = mask[..., -length:].expand(batch, 1, mask.shape[2], length)
+        if not is_causal and mask.shape[2] > 1 and bool((mask == mask[:, :, :1, :]).all()):
+            return mask[:, :, :1, :]  # every row sees the same keys (padding-only mask)
+        mask = mask.expand(batch, 1, q_len, length)
         if rows is None:
             return mask
         return mask.gather(2, rows.view(batch, 1, -1, 1).expand(batch, 1, rows.shape[-1], length))
@@ -105,7 +111,7 @@ def _allowed_keys(
     row_pos = positions.view(1, 1, -1, 1) if rows is None else rows.view(batch, 1, -1, 1)
     if is_causal:
         return valid & (positions.view(1, 1, 1, -1) <= row_pos)
-    return valid.expand(batch, 1, row_pos.shape[2], length)
+    return valid
 
 
 def _explicit_attention_with_lse(q, k, v, ok, scaling):
@@ -176,35 +182,46 @@ def calibrated_rows(
     active: _ActiveCalibration,
     strength: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Calibrated and original outputs ``[B, H, R, d]`` of the rows in ``query``."""
+    """Calibrated and original outputs ``[B, H, R, d]`` of the rows in ``query``.
+
+    ``allowed`` is ``[B, 1, R, L]``, or ``[B, 1, 1, L]`` when every row may see the
+    same keys. All content baskets go through one fused-kernel call: keys and
+    values are gathered into ``[B*K, H, M, d]`` and the rows repeated per basket.
+    """
     plan, content_idx, content_ok, iso_idx, iso_ok, iso_mode, iso_value = active.indices(query.device)
     batch, heads, rows, dim = query.shape
-    q = query.float()
-    k = key.float()
-    v = value.float()
-    neg_inf = torch.tensor(float("-inf"), device=q.device)
+    q, k, v = query.float(), key.float(), value.float()
+    dim_v = v.shape[-1]
     num_baskets, width = content_idx.shape[1], content_idx.shape[2]
-    lse_list, out_list = [], []
-    for b in range(num_baskets):
-        idx = content_idx[:, b]  # [B, M]
-        gather = idx.view(batch, 1, width, 1).expand(batch, heads, width, k.shape[-1])
-        kb, vb = k.gather(2, gather), v.gather(2, gather.expand(batch, heads, width, v.shape[-1]))
-        ok = content_ok[:, b].view(batch, 1, 1, width) & allowed.gather(
-            -1, idx.view(batch, 1, 1, width).expand(batch, 1, rows, width)
-        )
-        out_b, lse = attention_with_lse(q, kb.contiguous(), vb.contiguous(), ok, scaling)
-        lse_list.append(lse)
-        out_list.append(out_b)
-    width_iso = iso_idx.shape[1]
-    gather = iso_idx.view(batch, 1, width_iso, 1).expand(batch, heads, width_iso, k.shape[-1])
-    k_iso, v_iso = k.gather(2, gather), v.gather(2, gather.expand(batch, heads, width_iso, v.shape[-1]))
-    ok_iso = iso_ok.view(batch, 1, 1, width_iso) & allowed.gather(
-        -1, iso_idx.view(batch, 1, 1, width_iso).expand(batch, 1, rows, width_iso)
+    allowed_rows = allowed.shape[2]
+
+    flat = content_idx.view(batch, 1, num_baskets * width, 1)
+    kb = k.gather(2, flat.expand(batch, heads, num_baskets * width, dim))
+    vb = v.gather(2, flat.expand(batch, heads, num_baskets * width, dim_v))
+    kb = kb.view(batch, heads, num_baskets, width, dim).transpose(1, 2).reshape(batch * num_baskets, heads, width, dim)
+    vb = vb.view(batch, heads, num_baskets, width, dim_v).transpose(1, 2).reshape(
+        batch * num_baskets, heads, width, dim_v
     )
-    s_iso = torch.where(ok_iso, torch.matmul(q, k_iso.transpose(-1, -2)) * scaling, neg_inf)
-    calibrated, original = merge_basket_states(
-        torch.stack(lse_list, -1),
-        torch.stack(out_list, -2),
+    qb = q.unsqueeze(1).expand(batch, num_baskets, heads, rows, dim).reshape(batch * num_baskets, heads, rows, dim)
+    ok = allowed.gather(-1, content_idx.view(batch, 1, 1, -1).expand(batch, 1, allowed_rows, num_baskets * width))
+    ok = ok.view(batch, allowed_rows, num_baskets, width).transpose(1, 2)  # [B, K, Ra, M]
+    ok = (ok & content_ok.view(batch, num_baskets, 1, width)).reshape(batch * num_baskets, 1, allowed_rows, width)
+    out_b, lse_b = attention_with_lse(qb, kb, vb, ok, scaling)
+    content_out = out_b.view(batch, num_baskets, heads, rows, dim_v).permute(0, 2, 3, 1, 4)  # [B,H,R,K,d]
+    content_lse = lse_b.view(batch, num_baskets, heads, rows).permute(0, 2, 3, 1)  # [B,H,R,K]
+
+    width_iso = iso_idx.shape[1]
+    gather = iso_idx.view(batch, 1, width_iso, 1)
+    k_iso = k.gather(2, gather.expand(batch, heads, width_iso, dim))
+    v_iso = v.gather(2, gather.expand(batch, heads, width_iso, dim_v))
+    ok_iso = iso_ok.view(batch, 1, 1, width_iso) & allowed.gather(
+        -1, iso_idx.view(batch, 1, 1, width_iso).expand(batch, 1, allowed_rows, width_iso)
+    )
+    s_iso = torch.matmul(q, k_iso.transpose(-1, -2)) * scaling
+    s_iso = s_iso.masked_fill(~ok_iso, float("-inf"))
+    return merge_basket_states(
+        content_lse,
+        content_out,
         s_iso,
         v_iso,
         iso_mode,
@@ -214,7 +231,6 @@ def calibrated_rows(
         basket_lengths=content_ok.sum(-1),
         basket_weighting=plan.weighting,
     )
-    return calibrated, original
 
 
 def posfair_attention_forward(
