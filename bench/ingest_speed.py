@@ -124,14 +124,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"folder: {args.data} x {args.copies} = {len(docs)} files, {len(texts)} chunks "
               f"({chunking.chunk_tokens}-token chunks), model all-MiniLM-L6-v2, batch {args.batch_size}, "
               f"torch threads {__import__('torch').get_num_threads()}, best of {args.repeats}")
-        print(f"{'path':<44} {'chunks':>6} {'best s':>7} {'chunks/s':>9} {'vs LlamaIndex':>13}")
+        print(f"{'path':<52} {'chunks':>6} {'best s':>7} {'chunks/s':>9} {'vs LlamaIndex':>13}")
         for key, name in [("llamaindex", f"LlamaIndex {label} + QdrantVectorStore"),
                           ("off", "posfair ingest, calibration off"),
                           ("on", "posfair ingest, calibration on (B=128, 0.5)")]:
             best, n = min(runs[key])
             cps = n / best
             rows.append((name, n, best, cps))
-            print(f"{name:<44} {n:>6} {best:>7.2f} {cps:>9.1f} {cps / base:>12.2f}x")
+            print(f"{name:<52} {n:>6} {best:>7.2f} {cps:>9.1f} {cps / base:>12.2f}x")
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

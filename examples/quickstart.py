@@ -11,6 +11,9 @@ Runs offline on CPU in well under a minute with the bundled all-MiniLM-L6-v2:
    first on the vanilla vector, then the same candidates re-scored by
    ``PositionFairRerank`` (position fairness without re-indexing), then
    directly on the calibrated vector.
+3. A constructed case where position matters (the same evidence at the start
+   or the end of a passage): the plain model ranks the late-evidence passage
+   third, the calibrated reranker first.
 """
 
 from __future__ import annotations
@@ -68,6 +71,24 @@ def main() -> int:
         show("vanilla vector + PositionFairRerank:", rerank.postprocess_nodes(candidates, query_str=QUERY))
         show("calibrated vector:", retriever("calibrated", encoder, 3).retrieve(QUERY))
         client.close()
+
+    # A constructed case where position matters: the same evidence at the start or the end of a passage.
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    filler = " ".join((DATA / "sourdough.txt").read_text().split()[:110])
+    bees = (DATA / "honeybees.txt").read_text().split()
+    needle = "The last resident keeper of the Gull Rock lighthouse was Ada Pennock, who kept the light for nineteen years."
+    passages = {
+        "evidence-first": f"{needle} {filler}",
+        "evidence-last": f"{filler} {needle}",
+        "distractor-1": "Gull Rock lighthouse stands on a granite island off the northern coast. " + " ".join(bees[:110]),
+        "distractor-2": "Lighthouse keepers once trimmed wicks and wound clockwork every night. " + " ".join(bees[20:130]),
+    }
+    question = "Who was the last keeper of the Gull Rock lighthouse?"
+    for label, enc in [("plain model", plain), ("position-fair (calibrated)", encoder)]:
+        nodes = [NodeWithScore(node=TextNode(text=t, id_=k)) for k, t in passages.items()]
+        ranked = PositionFairRerank(top_n=4, encoder=enc).postprocess_nodes(nodes, query_str=question)
+        print(f"\nrerank with {label}: " + ", ".join(f"{n.node.node_id} {n.score:.3f}" for n in ranked))
     return 0
 
 

@@ -239,6 +239,17 @@ def prepare_document(
     ]
 
 
+def create_record_indexes(client: Any, collection: str) -> None:
+    """Keyword payload indexes on ``doc_id`` and ``version`` (used by every diff and
+    delete on a server; embedded mode ignores payload indexes, so its warning is muted)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for key in (P.DOC_ID, P.VERSION):
+            client.create_payload_index(collection, field_name=key, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+
+
 def _posfair_filter(doc_id: str) -> list[Any]:
     return [
         models.FieldCondition(key=P.DOC_ID, match=models.MatchValue(value=doc_id)),
@@ -315,6 +326,8 @@ def ingest_documents(
         raise ValueError(f"document ids must be distinct, got duplicates {dup[:5]}")
     specs = [VectorSpec(name, int(enc.dimension), encoder=describe_encoder(enc)) for name, enc in vectors.items()]
     report.created_collection = ensure_collection(client, collection, specs)  # raises before any point is written
+    if report.created_collection:
+        create_record_indexes(client, collection)
 
     first = next(iter(vectors.values()))
     chunking = resolve_chunking(first, config.chunk_tokens, config.overlap_tokens)

@@ -68,33 +68,6 @@ EncoderFactory = Callable[[str], Mapping[str, Any]]
 
 
 # ---------------------------------------------------------------------- encoder recipe
-class _PlainView:
-    """An encoder seen with calibration off (shares the loaded model); same fingerprint as the CLI's view."""
-
-    def __init__(self, encoder: Any) -> None:
-        self._encoder = encoder
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._encoder, name)
-
-    @property
-    def dimension(self) -> int:
-        return self._encoder.dimension
-
-    @property
-    def max_length(self) -> int:
-        return self._encoder.max_length
-
-    def encode_documents(self, texts, **kwargs):
-        return self._encoder.encode_documents(texts, calibration=None, **kwargs)
-
-    def encode_queries(self, texts, **kwargs):
-        return self._encoder.encode_queries(texts, calibration=None, **kwargs)
-
-    def fingerprint(self) -> str:
-        return self._encoder.fingerprint(calibration=None)
-
-
 @dataclass(frozen=True)
 class EncoderRecipe:
     """How each worker builds its ``PosFairEncoder`` (picklable; the model is loaded in the worker).
@@ -143,13 +116,14 @@ class EncoderRecipe:
 
     def __call__(self, device: str) -> dict[str, Any]:
         from llamaindex_posfair.integrations.embedding import load_encoder
+        from llamaindex_posfair.integrations.view import CalibrationView
 
         enc = load_encoder(
             self.model, self.calibration, backend=self.backend, max_length=self.max_length, device=device,
             dtype=self.dtype, query_prompt=self.query_prompt, document_prompt=self.document_prompt,
             batch_size=self.batch_size, trust_remote_code=self.trust_remote_code,
         )
-        return {name: (enc if kind == "calibrated" else _PlainView(enc)) for name, kind in self.vectors}
+        return {name: (enc if kind == "calibrated" else CalibrationView(enc, None)) for name, kind in self.vectors}
 
 
 # ---------------------------------------------------------------------- config

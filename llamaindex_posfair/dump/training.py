@@ -48,8 +48,10 @@ def _pick(row: dict[str, Any], keys: Sequence[str], what: str, where: str) -> st
     for key in keys:
         if key in row:
             value = row[key]
-            if isinstance(value, list):  # e.g. {"neg": ["..."]}: take the first mined negative
-                value = value[0] if value else None
+            if not isinstance(value, str) and (isinstance(value, (list, tuple)) or hasattr(value, "tolist")):
+                # e.g. {"neg": ["...", "..."]} (a list, or a numpy array from parquet): the first mined negative
+                items = list(value.tolist() if hasattr(value, "tolist") else value)
+                value = items[0] if items else None
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"{where}: field {key!r} must be a non-empty string, got {value!r}")
             return value
@@ -254,6 +256,7 @@ def train_dump(
             data_seed=config.seed,
             disable_tqdm=not show_progress_bar,
             dataloader_num_workers=0,
+            dataloader_pin_memory=torch.cuda.is_available(),
         )
         trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
         if not show_progress_bar:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from llamaindex_posfair.dump.config import DumpConfig
-from llamaindex_posfair.dump.model import add_dump_prefix, init_prefix_rows, input_embeddings, load_dump_model, save_dump_model
+from llamaindex_posfair.dump.model import add_dump_prefix, init_prefix_rows, input_embeddings, load_dump_model
 from llamaindex_posfair.dump.tokens import count_prefix_runs, dump_token_ids, prefix_token_ids
 
 pytestmark = pytest.mark.slow
@@ -85,7 +85,7 @@ def test_mean_init_rows_sit_near_the_vocabulary_mean(reloaded, minilm_tokenizer)
     assert torch.unique(rows, dim=0).shape[0] == 4  # noise breaks the K-fold symmetry
 
 
-def test_soft_prompt_rows_copy_the_prompt_token_embeddings(minilm_tokenizer):
+def test_soft_prompt_rows_copy_the_prompt_token_embeddings():
     weight = torch.randn(50, 8)
     tok = type("Tok", (), {"__call__": lambda self, text, add_special_tokens: {"input_ids": [3, 7]}})()
     rows = init_prefix_rows(weight, 50, DumpConfig(num_tokens=3, mode="soft_prompt"), tokenizer=tok)
@@ -98,7 +98,7 @@ def test_random_prefix_rows_have_vocabulary_scale_not_mean():
     assert abs(float(rows.std()) - 3.0) < 0.5
 
 
-def test_cls_pooling_reads_position_zero_not_a_dump_position(tiny_bert_path, tmp_path):
+def test_cls_pooling_reads_position_zero_not_a_dump_position(tiny_bert_path):
     from sentence_transformers import SentenceTransformer
 
     model = add_dump_prefix(SentenceTransformer(tiny_bert_path, device="cpu"), DumpConfig(num_tokens=2))

@@ -160,3 +160,9 @@ def test_plain_embedding_matches_sentence_transformers(minilm):
 def test_unknown_model_names_the_model_and_the_fix():
     with pytest.raises(OSError, match="no-such/model-xyz.*bundled:all-MiniLM-L6-v2"):
         PosFairEmbedding(model_name="no-such/model-xyz")
+
+
+def test_empty_texts_are_embedded_with_a_counted_warning(fake_encoder, caplog):
+    with caplog.at_level(logging.WARNING):
+        out = PosFairEmbedding(encoder=fake_encoder).get_text_embedding_batch(["", "alpha", " "])
+    assert len(out) == 3 and "2 of 3 texts are empty" in caplog.text

@@ -80,7 +80,7 @@ def recipe(tiny_bert_path):
 @pytest.fixture(scope="module")
 def reference(recipe):
     """Single-process ingestion of the shipped examples/data folder: {id: (payload, {name: vector})}."""
-    from llamaindex_posfair.cli.ingest import CalibrationView
+    from llamaindex_posfair.integrations.view import CalibrationView
     from llamaindex_posfair.integrations.embedding import load_encoder
 
     enc = load_encoder(recipe.model, recipe.calibration, device="cpu")
