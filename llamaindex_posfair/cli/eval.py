@@ -18,6 +18,7 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +105,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "e.g. basket_layout=equal, isolate=cls,sep, isolated_policy=sep:equal",
     )
     p.add_argument("--segment-tokens", type=int, default=128, help="segment size of Segment Embed Average")
-    p.add_argument("--rerank-k", type=int, default=100, help="vanilla candidates re-scored by the calibrated encoder")
+    p.add_argument(
+        "--rerank-k",
+        type=int,
+        default=20,
+        help="vanilla candidates re-scored by the calibrated encoder (default 20: must be well below the corpus "
+        "size, or the rerank equals the calibrated system; use ~100 on real corpora)",
+    )
     p.add_argument("--dump-model", default=None, help="also evaluate a DUMP-prefixed model from this path")
     p.add_argument("--max-queries", type=int, default=None, help="quick runs: only the first N queries and their judged passages (not comparable to full runs)")
     p.add_argument("--out", default="results/eval", help="output folder for tables and plots")
@@ -202,8 +209,8 @@ def run(args: argparse.Namespace) -> int:
             encoding="utf-8",
         )
         default_in_grid = next((r for r in sel_results if r.params == DenseSystem("x", encoder, default_cfg).params), None)
-        refs = [sel_results[0]] + ([default_in_grid] if default_in_grid else [])
-        refs.append(best)
+        refs = [sel_results[0]] + ([replace(default_in_grid, name="default")] if default_in_grid else [])
+        refs.append(replace(best, name=f"best: {best.name}"))
         plot_tradeoff(
             sel_results[1:],
             out / "psi_vs_harmonic.png",

@@ -59,7 +59,7 @@ def format_markdown(
     results: Sequence[SystemResult],
     group_order: Sequence[str],
     caption: str = "",
-    recall_k: int | None = 100,
+    recall_k: int | None = 10,
     baseline: SystemResult | None = None,
     groups: Mapping[str, str] | None = None,
 ) -> str:
