@@ -108,8 +108,12 @@ def load_encoder_from_args(args: argparse.Namespace) -> Any:
         raise CliError(f"--model {args.model!r}: {exc}")
 
 
-def open_client(args: argparse.Namespace, *, must_exist: bool = False) -> Any:
+def open_client(args: argparse.Namespace, *, must_exist: bool = False, retry: bool = False) -> Any:
     """Open embedded storage (default) or a server, with clear errors.
+
+    With ``retry=True`` a server client is wrapped in
+    :class:`qdrant_tools.retry.RetryingClient` (idempotent calls are retried with
+    bounded backoff on timeouts, 5xx and 429; never on 4xx).
 
     Raises:
         CliError: the embedded folder is locked by another process, does not exist
@@ -134,6 +138,10 @@ def open_client(args: argparse.Namespace, *, must_exist: bool = False) -> Any:
                 f"cannot reach Qdrant at {url} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "start the server, check --qdrant-url and the API key, or drop --qdrant-url to use embedded storage"
             )
+        if retry:
+            from qdrant_tools.retry import RetryingClient
+
+            return RetryingClient(client)
         return client
     path = args.path or DEFAULT_STORAGE
     if must_exist and not os.path.isdir(path):
@@ -204,7 +212,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             )
         except ValueError as exc:
             raise CliError(str(exc))
-        client = open_client(args)  # fail on storage problems before loading the model
+        client = open_client(args, retry=True)  # fail on storage problems before loading the model
         try:
             encoder = load_encoder_from_args(args)
             vectors = _vectors(args, encoder)

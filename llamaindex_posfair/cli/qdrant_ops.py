@@ -231,7 +231,7 @@ def run_ingest_ray(args: argparse.Namespace) -> int:
         if spec is not None and spec.name != args.collection:
             raise CliError(f"--spec describes collection {spec.name!r} but --collection is {args.collection!r}; "
                            "make them agree")
-        client = open_client(args)
+        client = open_client(args, retry=True)
         try:
             if spec is not None:
                 create_collection(client, spec)

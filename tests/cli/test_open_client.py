@@ -1,0 +1,44 @@
+"""`open_client`: server clients used for ingestion retry idempotent calls."""
+
+from __future__ import annotations
+
+import argparse
+
+import qdrant_client
+
+from llamaindex_posfair.cli.ingest import open_client
+from qdrant_tools.retry import RetryingClient
+
+
+class _FakeServerClient:
+    def __init__(self, url=None, api_key=None, timeout=None):
+        self.url = url
+        self.calls = 0
+
+    def get_collections(self):
+        return []
+
+    def count(self, collection_name):
+        self.calls += 1
+        if self.calls == 1:
+            raise TimeoutError("transient")
+        return 7
+
+
+def _args(**kw):
+    base = dict(qdrant_url="https://qdrant.example:6333", allow_insecure_api_key=False, path=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_ingestion_client_for_a_server_retries_idempotent_calls(monkeypatch):
+    monkeypatch.setattr(qdrant_client, "QdrantClient", _FakeServerClient)
+    client = open_client(_args(), retry=True)
+    assert isinstance(client, RetryingClient)
+    assert client.count("docs") == 7
+    assert client.wrapped.calls == 2
+
+
+def test_query_client_is_not_wrapped(monkeypatch):
+    monkeypatch.setattr(qdrant_client, "QdrantClient", _FakeServerClient)
+    assert isinstance(open_client(_args()), _FakeServerClient)
