@@ -177,6 +177,14 @@ def describe_encoder(encoder: Any) -> str:
         return str(name)
 
 
+def chunking_key(chunking: Any, spans_name: str) -> str:
+    """The string that identifies how a document was chunked (stored with every point).
+
+    Single-process and Ray ingestion must agree on it, or reruns re-embed everything.
+    """
+    return f"{chunking.key()};spans={spans_name}"
+
+
 def spans_for(encoder: Any) -> tuple[SpanFn, str]:
     """Chunk on the encoder's own (fast) tokenizer if it has one, else on whitespace."""
     tok = getattr(encoder, "tokenizer", None)
@@ -332,7 +340,7 @@ def ingest_documents(
     first = next(iter(vectors.values()))
     chunking = resolve_chunking(first, config.chunk_tokens, config.overlap_tokens)
     spans_fn, spans_name = spans_for(first)
-    chunking_key = f"{chunking.key()};spans={spans_name}"
+    chunk_key = chunking_key(chunking, spans_name)
     report.chunking = f"{chunking.chunk_tokens}-token chunks, {chunking.overlap_tokens} overlap, {spans_name} tokens"
     fingerprints = {name: enc.fingerprint() for name, enc in vectors.items()}
     max_length = min(int(enc.max_length) for enc in vectors.values())
@@ -342,7 +350,7 @@ def ingest_documents(
     to_write: list[tuple[SourceDocument, str]] = []
     to_clean: list[tuple[str, str]] = []
     for doc in documents:
-        version = document_version(doc.content_hash, chunking_key, fingerprints)
+        version = document_version(doc.content_hash, chunk_key, fingerprints)
         st = stored.get(doc.doc_id, {})
         cur = st.get(version)
         complete = cur is not None and cur[0] == cur[1]
@@ -363,7 +371,7 @@ def ingest_documents(
     for doc, _ in to_write:
         planned.extend(
             prepare_document(
-                doc, chunking=chunking, chunking_key=chunking_key, spans_fn=spans_fn,
+                doc, chunking=chunking, chunking_key=chunk_key, spans_fn=spans_fn,
                 fingerprints=fingerprints, count_tokens=first.count_tokens, max_length=max_length,
             )
         )

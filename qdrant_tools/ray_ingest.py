@@ -50,6 +50,7 @@ from qdrant_tools.chunking import DEFAULT_EXTENSIONS, ChunkingConfig, SourceDocu
 from qdrant_tools.ids import document_version
 from qdrant_tools.ingest import (
     IngestReport,
+    chunking_key,
     delete_stale,
     describe_encoder,
     load_folder,
@@ -229,7 +230,7 @@ def _make_plan(factory: EncoderFactory, chunk_tokens: int | None, overlap_tokens
         descriptions={n: describe_encoder(e) for n, e in vectors.items()},
         max_length=min(int(e.max_length) for e in vectors.values()),
         chunking=chunking,
-        chunking_key=f"{chunking.key()};spans={spans_name}",
+        chunking_key=chunking_key(chunking, spans_name),
         spans_name=spans_name,
     )
 
