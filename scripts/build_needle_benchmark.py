@@ -15,7 +15,7 @@ and rebuild (token counts from the bundled all-MiniLM-L6-v2 tokenizer)::
     python scripts/build_needle_benchmark.py \
         --source alice=/tmp/brotli/brotli-1.2.1/tests/testdata/alice29.txt \
         --source paradise_lost=/tmp/brotli/brotli-1.2.1/tests/testdata/plrabn12.txt@Book\ I \
-        --source loc_workshop=/tmp/brotli/brotli-1.2.1/tests/testdata/lcet10.txt@ACKNOWLEDGEMENTS \
+        --source loc_workshop=/tmp/brotli/brotli-1.2.1/tests/testdata/lcet10.txt@Acknowledgements --per-group 60 \
         --out llamaindex_posfair/data/benchmarks/needle_prose
 
 ``NAME=PATH@MARKER`` starts the text at the first occurrence of ``MARKER``

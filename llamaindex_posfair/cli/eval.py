@@ -4,9 +4,14 @@ Default run (the shipped needle benchmark, bundled all-MiniLM-L6-v2)::
 
     posfair eval --out results/minilm
 
-sweeps the calibration grid on the ``dev`` split, picks the grid point with the
-best harmonic-mean nDCG@10 there, and reports vanilla / default calibration /
-that point / Segment Embed Average / vanilla+calibrated rerank on ``test``.
+sweeps the calibration grid and the named calibration variants
+(``eval/variants.py``) on the ``dev`` split, picks the grid point and the
+variant with the best harmonic-mean nDCG@10 there (and the fusion weight α),
+and reports on ``test``: vanilla / paper default / best grid point / best
+variant / the ``posfair-minilm`` preset / score fusion / Segment Embed Average /
+chunk-max (64/128/256-token chunks) / multivector MaxSim through Qdrant
+(independent segments; contextual segments from the vanilla and calibrated
+encoders) / vanilla+calibrated rerank.
 """
 
 from __future__ import annotations
@@ -70,6 +75,52 @@ def _option(text: str) -> tuple[str, Any]:
     return key, value
 
 
+def _cfg_fields(cfg: Any) -> dict[str, Any]:
+    """The fields of ``cfg`` that differ from ``CalibrationConfig()`` (so variants can override them)."""
+    from llamaindex_posfair.calibration.config import CalibrationConfig
+
+    ref = CalibrationConfig()
+    return {k: getattr(cfg, k) for k in type(cfg).model_fields if getattr(cfg, k) != getattr(ref, k)}
+
+
+def default_in_sel(results: list[Any], encoder: Any, cfg: Any) -> Any:
+    """The selection-split result of ``cfg`` (the paper default), or ``None``."""
+    from llamaindex_posfair.eval.systems import DenseSystem
+
+    params = DenseSystem("x", encoder, cfg).params
+    return next((r for r in results if r.params == params and r.kind == "calibrated"), None)
+
+
+def _combine(best_cfg: Any, paper: Any, var_results: list[Any], variants: dict[str, Any]) -> Any:
+    """The best grid point plus every variant option that beat the paper default on the selection split.
+
+    Options are added in order of their gain; one that touches a field already set
+    (``basket_size``, ``strength``, ``layers`` or an earlier variant's) is skipped.
+    Returns ``(labels, CalibrationConfig)`` or ``None`` when no variant helped.
+    """
+    if paper is None or best_cfg is None:
+        return None
+    from llamaindex_posfair.eval.variants import VARIANTS
+
+    helped = sorted(
+        (r for r in var_results if r.name in VARIANTS and r.ndcg.harmonic > paper.ndcg.harmonic),
+        key=lambda r: -r.ndcg.harmonic,
+    )
+    fields: dict[str, Any] = {}
+    labels: list[str] = []
+    taken = {"basket_size", "strength", "layers"}
+    for r in helped:
+        opts = VARIANTS[r.name]
+        if taken & set(opts):
+            continue
+        fields.update(opts)
+        taken |= set(opts)
+        labels.append(r.name)
+    if not labels:
+        return None
+    return labels, type(best_cfg)(**{**best_cfg.model_dump(), **fields})
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "eval",
@@ -90,8 +141,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     p.add_argument("--basket-sizes", type=_ints, default=(64, 128, 256))
-    p.add_argument("--strengths", type=_floats, default=(0.0, 0.3, 0.5, 0.7, 1.0))
-    p.add_argument("--layers", type=_layers, default=("last", "last_half"), help="e.g. last,last_half or 4+5")
+    p.add_argument("--strengths", type=_floats, default=(0.3, 0.5, 0.7, 1.0))
+    p.add_argument(
+        "--layers",
+        type=_layers,
+        default=("last_half",),
+        help="e.g. last,last_half or 4+5 (default last_half: on the 30/group benchmark no `last`-only point beat vanilla)",
+    )
+    p.add_argument("--no-variants", action="store_true", help="skip the named calibration variants (eval/variants.py)")
+    p.add_argument("--chunk-sizes", type=_ints, default=(64, 128, 256), help="chunk-max chunk sizes in tokens ('' = none)")
+    p.add_argument("--multivector-tokens", type=int, default=128, help="segment size of the Qdrant MaxSim systems (0 = none)")
+    p.add_argument("--fusion-alphas", type=_floats, default=tuple(i / 10 for i in range(11)),
+                   help="fusion weights α of the vanilla score tried on the selection split")
+    p.add_argument("--preset", default="posfair-minilm", help="calibration preset also reported ('none' = skip)")
     p.add_argument("--no-grid", action="store_true", help="skip the sweep (vanilla, default and baselines only)")
     p.add_argument("--default-basket-size", type=int, default=128)
     p.add_argument("--default-strength", type=float, default=0.5)
@@ -152,7 +214,12 @@ def run(args: argparse.Namespace) -> int:
         write_per_query,
     )
     from llamaindex_posfair.eval.runner import SweepGrid, run_eval
-    from llamaindex_posfair.eval.systems import DenseSystem, RerankSystem, SegmentAverageSystem
+    from llamaindex_posfair.calibration.presets import preset
+    from llamaindex_posfair.eval.chunking_systems import ChunkMaxSystem
+    from llamaindex_posfair.eval.fusion import FusionSystem
+    from llamaindex_posfair.eval.multivector import QdrantMaxSimSystem
+    from llamaindex_posfair.eval.systems import DenseSystem, EncodeCache, RerankSystem, SegmentAverageSystem
+    from llamaindex_posfair.eval.variants import variant_configs
 
     options = dict(args.calib_option)
     progress = not args.no_progress
@@ -181,30 +248,65 @@ def run(args: argparse.Namespace) -> int:
     group_order = bench.group_order
 
     best_cfg, best_label, grid_results = None, None, []
+    var_cfg, var_label, alpha = None, None, None
     if not args.no_grid:
         grid = SweepGrid(tuple(args.basket_sizes), tuple(args.strengths), tuple(args.layers), options)
         vanilla_sel = DenseSystem("vanilla", encoder, None)
         grid_systems = [DenseSystem(label, encoder, cfg, kind="calibrated") for label, cfg in grid.points()]
-        logger.info("grid: %d points on %s (%d passages)", len(grid_systems), select_bench.name, len(select_bench.corpus))
-        sel_results = run_eval(
-            select_bench,
-            [vanilla_sel, *grid_systems],
-            batch_size=args.batch_size,
-            show_progress_bar=progress,
-            cache_dir=cache_dir,
+        variants = {} if args.no_variants else variant_configs(base={**_cfg_fields(default_cfg)})
+        variant_systems = [DenseSystem(label, encoder, cfg, kind="variant") for label, cfg in variants.items()]
+        logger.info("grid: %d points, %d variants on %s (%d passages)", len(grid_systems), len(variant_systems),
+                    select_bench.name, len(select_bench.corpus))
+        sel_cache = EncodeCache(
+            [select_bench.corpus[d] for d in select_bench.doc_ids],
+            [select_bench.queries[q] for q in select_bench.query_ids],
+            batch_size=args.batch_size, show_progress_bar=progress, cache_dir=cache_dir,
         )
-        grid_results = sel_results
-        best = max(sel_results[1:], key=lambda r: r.ndcg.harmonic)
+        sel_results = run_eval(
+            select_bench, [vanilla_sel, *grid_systems, *variant_systems], batch_size=args.batch_size,
+            show_progress_bar=progress, cache=sel_cache,
+        )
+        grid_results = sel_results[: 1 + len(grid_systems)]
+        var_results = sel_results[1 + len(grid_systems):]
+        best = max(grid_results[1:], key=lambda r: r.ndcg.harmonic)
         best_label = best.name
         best_cfg = dict(grid.points())[best_label]
-        write_csv(sel_results, select_bench.group_order, out / "grid.csv")
+        combo_results: list[Any] = []
+        if var_results:
+            combo = _combine(best_cfg, default_in_sel(sel_results, encoder, default_cfg), var_results, variants)
+            if combo is not None and combo[1] not in {best_cfg, *variants.values()}:
+                combo_label = f"{best_label} + " + " + ".join(combo[0])
+                variants[combo_label] = combo[1]
+                combo_results = run_eval(
+                    select_bench, [DenseSystem(combo_label, encoder, combo[1], kind="variant")],
+                    show_progress_bar=False, cache=sel_cache,
+                )
+                sel_results = sel_results + combo_results
+                var_results = var_results + combo_results
+            vbest = max(var_results, key=lambda r: r.ndcg.harmonic)
+            var_label, var_cfg = vbest.name, variants[vbest.name]
+        # the calibrated side of fusion: the best calibrated setting on the selection split
+        chosen = max(sel_results[1:], key=lambda r: r.ndcg.harmonic)
+        fuse_cfg = dict(grid.points()).get(chosen.name) or variants[chosen.name]
+        fusion_sel = [
+            FusionSystem(f"fusion α={a:g}", vanilla_sel, DenseSystem("cal", encoder, fuse_cfg), alpha=a)
+            for a in args.fusion_alphas
+        ]
+        fusion_results = run_eval(select_bench, fusion_sel, show_progress_bar=False, cache=sel_cache)
+        alpha = max(fusion_results, key=lambda r: r.ndcg.harmonic).params["alpha"]
+        write_csv(sel_results + fusion_results, select_bench.group_order, out / "grid.csv")
         where = f"`{select_bench.name}`" + (" (selection split)" if select_split else " (same split as reported)")
         (out / "grid.md").write_text(
             format_markdown(
                 sorted(sel_results, key=lambda r: -r.ndcg.harmonic),
                 select_bench.group_order,
-                caption=f"Calibration grid on {where}, sorted by harmonic mean; nDCG@10 ×100; exact retrieval "
-                f"(numpy dot products over normalised vectors).",
+                caption=f"Calibration grid and named variants (over the paper default) on {where}, sorted by "
+                f"harmonic mean; nDCG@10 ×100; exact retrieval (numpy dot products over normalised vectors). "
+                f"Fusion α (weight of the vanilla score) swept with `{chosen.name}` as the calibrated side: "
+                + ", ".join(f"α={r.params['alpha']:g} H={100 * r.ndcg.harmonic:.1f}" for r in fusion_results)
+                + ".",
+                baseline=sel_results[0],
+                groups=select_bench.groups,
             ),
             encoding="utf-8",
         )
@@ -219,11 +321,35 @@ def run(args: argparse.Namespace) -> int:
         )
 
     vanilla = DenseSystem("vanilla", encoder, None)
-    systems = [vanilla, DenseSystem(default_label, encoder, default_cfg, kind="calibrated")]
-    if best_cfg is not None and best_cfg != default_cfg:
-        tag = "dev-selected" if select_split else "in-sample best"
+    default_sys = DenseSystem(default_label, encoder, default_cfg, kind="calibrated")
+    systems = [vanilla, default_sys]
+    seen = {default_cfg}
+    tag = "dev-selected" if select_split else "in-sample best"
+    if best_cfg is not None and best_cfg not in seen:
         systems.append(DenseSystem(f"best grid ({tag}) {best_label}", encoder, best_cfg, kind="calibrated"))
+        seen.add(best_cfg)
+    if var_cfg is not None and var_cfg not in seen:
+        systems.append(DenseSystem(f"best variant ({tag}): {var_label}", encoder, var_cfg, kind="variant"))
+        seen.add(var_cfg)
+    if args.preset.lower() != "none":
+        pcfg = preset(args.preset)
+        if pcfg not in seen:
+            systems.append(DenseSystem(f"preset {args.preset}", encoder, pcfg, kind="preset"))
+            seen.add(pcfg)
+    if alpha is not None:
+        systems.append(
+            FusionSystem(f"fusion α={alpha:g}·vanilla + {1 - alpha:g}·({chosen.name})", vanilla,
+                         DenseSystem("cal", encoder, fuse_cfg), alpha=alpha)
+        )
     systems.append(SegmentAverageSystem(f"Segment Embed Average ({args.segment_tokens} tok)", encoder, args.segment_tokens))
+    for size in args.chunk_sizes:
+        systems.append(ChunkMaxSystem(f"chunk-max {size} tok", encoder, size))
+    if args.multivector_tokens:
+        mt = args.multivector_tokens
+        systems.append(QdrantMaxSimSystem(f"Qdrant MaxSim, independent {mt}-tok segments", encoder, mt, "independent"))
+        systems.append(QdrantMaxSimSystem(f"Qdrant MaxSim, contextual {mt}-tok segments, vanilla", encoder, mt, "contextual"))
+        systems.append(QdrantMaxSimSystem(f"Qdrant MaxSim, contextual {mt}-tok segments, paper default", encoder, mt,
+                                          "contextual", calibration=default_cfg))
     systems.append(RerankSystem(f"rerank: vanilla top-{args.rerank_k} → default calib", vanilla, encoder, default_cfg, k=args.rerank_k))
     if args.dump_model:
         dump_enc = PosFairEncoder(args.dump_model, calibration=None, max_length=args.max_length, batch_size=args.batch_size)
@@ -237,7 +363,11 @@ def run(args: argparse.Namespace) -> int:
         f"{', '.join(f'{g}={n}' for g, n in bench.group_counts().items())}); model `{model_label}`, "
         f"max_length {encoder.max_length}; nDCG@10 ×100, PSI = 1 − min/max; exact retrieval (numpy dot products "
         f"over normalised vectors). Rerank = vanilla top-{args.rerank_k} re-scored by the default calibrated "
-        f"encoder (implemented directly on the encoder, like PositionFairRerank)."
+        f"encoder (implemented directly on the encoder, like PositionFairRerank). Chunk-max = chunks embedded "
+        f"alone, passage score = best chunk. Qdrant MaxSim = per-segment vectors in an embedded Qdrant multivector "
+        f"collection (MaxSim comparator), scored through Qdrant's `query_points`; contextual segments are pooled from "
+        f"one forward pass over the whole passage. Fusion = α·vanilla + (1−α)·calibrated cosine, α chosen on the "
+        f"selection split. vectors/passage = vectors stored per passage (mean)."
     )
     if best_cfg is not None:
         caption += (

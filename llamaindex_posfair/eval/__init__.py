@@ -7,7 +7,7 @@ Example:
     >>> from llamaindex_posfair.eval import load_shipped, metrics
     >>> bench = load_shipped("needle-prose", "dev")
     >>> len(bench.queries), bench.group_counts()
-    (90, {'begin': 30, 'middle': 30, 'end': 30})
+    (180, {'begin': 60, 'middle': 60, 'end': 60})
 """
 
 from . import metrics

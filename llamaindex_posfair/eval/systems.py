@@ -112,12 +112,13 @@ class EncodeCache:
         return len(self.queries)
 
     def _key(self, encoder: EncoderLike, calibration: Any, role: str) -> tuple[str, str]:
-        return (encoder.fingerprint(calibration=calibration), role)
+        return (encoder.fingerprint(calibration=canonical_calibration(calibration, role)), role)
 
     def has(self, encoder: EncoderLike, calibration: Any, role: str = "docs") -> bool:
         return self._key(encoder, calibration, role) in self._store
 
     def _encode(self, encoder: EncoderLike, texts: list[str], calibration: Any, role: str, desc: str) -> np.ndarray:
+        calibration = canonical_calibration(calibration, role)
         disk = None
         if self.cache_dir is not None:
             h = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()[:16]
@@ -158,10 +159,24 @@ class EncodeCache:
 
     def texts_matrix(self, encoder: EncoderLike, texts: list[str], calibration: Any, tag: str) -> np.ndarray:
         """Arbitrary passage-side texts (e.g. segments), memoised under ``tag``."""
-        key = (encoder.fingerprint(calibration=calibration), f"texts:{tag}")
+        key = (encoder.fingerprint(calibration=canonical_calibration(calibration, "docs")), f"texts:{tag}")
         if key not in self._store:
             self._store[key] = self._encode(encoder, texts, calibration, "docs", tag)
         return self._store[key]
+
+
+def canonical_calibration(calibration: Any, role: str) -> Any:
+    """The calibration that actually applies to ``role`` (``"docs..."``/``"texts..."`` or ``"queries"``).
+
+    ``calibrate_documents=False`` makes document embeddings vanilla (``None``); the
+    flag of the other role does not change them. Normalising both lets the
+    "documents only" / "queries only" variants reuse the embeddings already made.
+    """
+    if calibration is None or not hasattr(calibration, "calibrate_documents"):
+        return calibration
+    if role.startswith("quer"):
+        return calibration.model_copy(update={"calibrate_documents": True}) if calibration.calibrate_queries else None
+    return calibration.model_copy(update={"calibrate_queries": True}) if calibration.calibrate_documents else None
 
 
 def _label(calibration: Any) -> dict[str, Any]:
