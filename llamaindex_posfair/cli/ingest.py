@@ -56,6 +56,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--basket-size", type=int, default=128, help="calibration basket size B (default 128)")
     p.add_argument("--strength", type=float, default=0.5, help="calibration strength lambda in [0, 1] (default 0.5)")
     p.add_argument("--layers", default="last_half", help='"last", "last_half" or comma-separated layer indices')
+    p.add_argument("--preset", default=None,
+                   help='a named calibration preset instead of --basket-size/--strength/--layers, e.g. "paper" or '
+                        '"posfair-minilm" (chosen on the shipped benchmark; see README)')
     p.add_argument("--max-length", type=int, default=None, help="tokens per text incl. special (default: model's)")
     p.add_argument("--encode-batch-size", type=int, default=32, help="texts per forward pass (default 32)")
     p.add_argument("--query-prompt", default=None, help="text prepended to queries")
@@ -72,6 +75,15 @@ def calibration_from_args(args: argparse.Namespace) -> Any:
 
     if args.no_calibration:
         return None
+    if getattr(args, "preset", None):
+        from llamaindex_posfair.calibration.presets import preset
+
+        if (args.basket_size, args.strength, args.layers) != (128, 0.5, "last_half"):
+            raise CliError("--preset replaces --basket-size/--strength/--layers; pass either the preset or the flags")
+        try:
+            return preset(args.preset)
+        except (KeyError, ValueError) as exc:
+            raise CliError(str(exc).strip("'\""))
     layers: Any = args.layers
     if layers not in ("last", "last_half"):
         try:

@@ -42,3 +42,34 @@ def test_ingestion_client_for_a_server_retries_idempotent_calls(monkeypatch):
 def test_query_client_is_not_wrapped(monkeypatch):
     monkeypatch.setattr(qdrant_client, "QdrantClient", _FakeServerClient)
     assert isinstance(open_client(_args()), _FakeServerClient)
+
+
+def _calib_args(**kw):
+    base = dict(no_calibration=False, basket_size=128, strength=0.5, layers="last_half", preset=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_preset_flag_selects_the_named_calibration():
+    from llamaindex_posfair.calibration.presets import preset
+    from llamaindex_posfair.cli.ingest import calibration_from_args
+
+    assert calibration_from_args(_calib_args(preset="posfair-minilm")) == preset("posfair-minilm")
+
+
+def test_preset_and_explicit_flags_conflict():
+    import pytest
+
+    from llamaindex_posfair.cli.ingest import CliError, calibration_from_args
+
+    with pytest.raises(CliError, match="--preset replaces"):
+        calibration_from_args(_calib_args(preset="paper", strength=0.9))
+
+
+def test_unknown_preset_names_the_valid_ones():
+    import pytest
+
+    from llamaindex_posfair.cli.ingest import CliError, calibration_from_args
+
+    with pytest.raises(CliError, match="posfair-minilm"):
+        calibration_from_args(_calib_args(preset="nope"))
