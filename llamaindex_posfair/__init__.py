@@ -5,8 +5,7 @@ Heavy modules load on first use, so ``import llamaindex_posfair`` stays fast.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from llamaindex_posfair._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -21,9 +20,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'llamaindex_posfair' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

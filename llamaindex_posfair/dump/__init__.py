@@ -15,8 +15,7 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from llamaindex_posfair._lazy import lazy_exports
 
 _EXPORTS = {
     "DumpConfig": "llamaindex_posfair.dump.config",
@@ -39,9 +38,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'llamaindex_posfair.dump' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -7,8 +7,7 @@ lazily, so importing this package does not import LlamaIndex.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from llamaindex_posfair._lazy import lazy_exports
 
 _EXPORTS = {
     "DEFAULT_MODEL": "llamaindex_posfair.integrations.embedding",
@@ -20,9 +19,4 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'llamaindex_posfair.integrations' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

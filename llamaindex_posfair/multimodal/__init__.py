@@ -9,30 +9,25 @@ imported lazily so ``import llamaindex_posfair.multimodal`` stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from llamaindex_posfair._lazy import lazy_exports
 
 _EXPORTS = {
-    "ForwardResult": "types",
-    "Candidates": "types",
-    "MultiImageScorer": "types",
-    "CalibratorConfig": "calibrator",
-    "CalibrationState": "calibrator",
-    "CalibrationMismatchError": "calibrator",
-    "AttentionGuidedCalibrator": "calibrator",
-    "self_consistency_scores": "calibrator",
-    "SimulatedMLLM": "simulator",
-    "SimulatorConfig": "simulator",
-    "QwenVLAdapter": "qwen_adapter",
-    "PromptTemplate": "mllm_adapter",
-    "AttentionGuidedImageRerank": "rerank",
-    "ImageLoadError": "images",
+    "ForwardResult": ".types",
+    "Candidates": ".types",
+    "MultiImageScorer": ".types",
+    "CalibratorConfig": ".calibrator",
+    "CalibrationState": ".calibrator",
+    "CalibrationMismatchError": ".calibrator",
+    "AttentionGuidedCalibrator": ".calibrator",
+    "self_consistency_scores": ".calibrator",
+    "SimulatedMLLM": ".simulator",
+    "SimulatorConfig": ".simulator",
+    "QwenVLAdapter": ".qwen_adapter",
+    "PromptTemplate": ".mllm_adapter",
+    "AttentionGuidedImageRerank": ".rerank",
+    "ImageLoadError": ".images",
 }
 
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)
