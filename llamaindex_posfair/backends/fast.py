@@ -25,16 +25,10 @@ from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_f
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from llamaindex_posfair.calibration.baskets import BasketPlan, basket_gather_index, isolated_gather_index
+from llamaindex_posfair.calibration.config import layer_strength_map
 from llamaindex_posfair.calibration.math import merge_basket_states
 
 ATTENTION_NAME = "posfair_sdpa"
-
-
-def layer_strength_map(layers: tuple[int, ...], strength: float | dict[int, float]) -> dict[int, float]:
-    """``{layer: lambda}`` from a single strength or an explicit per-layer map."""
-    if isinstance(strength, dict):
-        return {int(k): float(v) for k, v in strength.items() if int(k) in set(layers)}
-    return {int(layer): float(strength) for layer in layers}
 
 
 @dataclass
@@ -282,7 +276,7 @@ def posfair_attention_forward(
     q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
     allowed = _allowed_keys(attention_mask, plan, rows, q_len, is_causal)
     calibrated, _ = calibrated_rows(q_rows, k, v, allowed, scaling, active, active.strengths[layer])
-    out = out.clone()
+    out = out.clone()  # SDPA's output may be saved for its backward
     out[torch.arange(batch, device=out.device), rows.view(-1)] = calibrated[:, :, 0, :].to(out.dtype)
     return out, None
 

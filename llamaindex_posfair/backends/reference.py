@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from llamaindex_posfair.calibration.baskets import BasketPlan
+from llamaindex_posfair.calibration.config import layer_strength_map
 from llamaindex_posfair.calibration.math import calibrate_weights
 
 #: Call labels (nnsight's ``{callable}_{n}``) that run an attention implementation.
@@ -295,10 +296,7 @@ class ReferenceBackend:
         import nnsight
 
         root, envoys = self._tracer_for(st_model)
-        if isinstance(strength, dict):
-            strengths = {int(k): float(v) for k, v in strength.items() if int(k) in set(layers)}
-        else:
-            strengths = {int(layer): float(strength) for layer in layers}
+        strengths = layer_strength_map(layers, strength)
         missing = sorted(set(strengths) - set(envoys))
         if missing:
             raise ValueError(

@@ -254,3 +254,14 @@ class CalibrationConfig(BaseModel):
         """A short stable hash of every setting (used in cache keys and payloads)."""
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def layer_strength_map(layers: tuple[int, ...], strength: float | dict[int, float]) -> dict[int, float]:
+    """``{layer: lambda}`` from one strength for every layer or an explicit per-layer map.
+
+    Both backends accept either form; a map keeps only the layers in ``layers``.
+    """
+    wanted = {int(layer) for layer in layers}
+    if isinstance(strength, dict):
+        return {int(k): float(v) for k, v in strength.items() if int(k) in wanted}
+    return {layer: float(strength) for layer in sorted(wanted)}

@@ -258,7 +258,6 @@ class PosFairEncoder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         batch_size = batch_size or self.batch_size
         pooling = self._pooling_for(config) if config is not None else None
-        layers = config.resolve_layers(self.num_layers) if config is not None else ()
         strengths = config.layer_strengths(self.num_layers) if config is not None else {}
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -266,11 +265,11 @@ class PosFairEncoder:
         for start in tqdm(starts, desc="Encoding", disable=not show_progress_bar, unit="batch"):
             idx = order[start : start + batch_size]
             batch = [texts[i] for i in idx]
-            out[idx] = self._encode_batch(batch, prompt, config, pooling, layers, strengths)
+            out[idx] = self._encode_batch(batch, prompt, config, pooling, strengths)
         return out
 
     @torch.inference_mode()
-    def _encode_batch(self, batch, prompt, config, pooling, layers, strengths) -> np.ndarray:
+    def _encode_batch(self, batch, prompt, config, pooling, strengths: dict[int, float]) -> np.ndarray:
         from sentence_transformers.util import batch_to_device
 
         features = self._st.preprocess(batch, prompt=prompt)
@@ -285,11 +284,7 @@ class PosFairEncoder:
             )
             if not bool(plan.active.any()):
                 plan = None
-        if config is not None and config.strength_schedule == "constant":
-            strength: float | dict[int, float] = config.strength
-        else:
-            strength = strengths
-        result = self._backend.forward(self._st, features, plan, layers, strength)
+        result = self._backend.forward(self._st, features, plan, tuple(strengths), strengths)
         emb = result["sentence_embedding"].float()
         if self.normalize:
             emb = torch.nn.functional.normalize(emb, p=2, dim=-1)
