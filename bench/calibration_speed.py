@@ -64,13 +64,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
-from torch.utils._pytree import tree_flatten  # noqa: E402
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
-from llamaindex_posfair import CalibrationConfig, PosFairEncoder  # noqa: E402
-from llamaindex_posfair.encoders.encoder import bundled_model_path  # noqa: E402
-from llamaindex_posfair.encoders.plan import plan_for_batch  # noqa: E402
+from llamaindex_posfair import CalibrationConfig, PosFairEncoder
+from llamaindex_posfair.encoders.encoder import bundled_model_path
+from llamaindex_posfair.encoders.plan import plan_for_batch
 
 
 class TensorBytes(TorchDispatchMode):
@@ -111,11 +111,51 @@ class TensorBytes(TorchDispatchMode):
 def make_texts(count: int, seed: int = 0) -> list[str]:
     """Distinct English-like documents, each far longer than 512 tokens."""
     rng = random.Random(seed)
-    vocab = (
-        "river silt mill town sea harbour market grain winter spring bridge tower lantern archive record "
-        "engine signal measure answer question evidence passage retrieval dense model basket weight attention "
-        "north south early late quiet loud narrow broad ancient modern copper silver forest meadow valley"
-    ).split()
+    vocab = [
+        "river",
+        "silt",
+        "mill",
+        "town",
+        "sea",
+        "harbour",
+        "market",
+        "grain",
+        "winter",
+        "spring",
+        "bridge",
+        "tower",
+        "lantern",
+        "archive",
+        "record",
+        "engine",
+        "signal",
+        "measure",
+        "answer",
+        "question",
+        "evidence",
+        "passage",
+        "retrieval",
+        "dense",
+        "model",
+        "basket",
+        "weight",
+        "attention",
+        "north",
+        "south",
+        "early",
+        "late",
+        "quiet",
+        "loud",
+        "narrow",
+        "broad",
+        "ancient",
+        "modern",
+        "copper",
+        "silver",
+        "forest",
+        "meadow",
+        "valley",
+    ]
     return [" ".join(rng.choice(vocab) for _ in range(700)) for _ in range(count)]
 
 
@@ -137,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512])
     parser.add_argument("--basket-size", type=int, default=128)
-    parser.add_argument("--extra-basket", type=int, default=32, help="extra basket size for the 128-token row (0: none)")
+    parser.add_argument(
+        "--extra-basket", type=int, default=32, help="extra basket size for the 128-token row (0: none)"
+    )
     parser.add_argument("--strength", type=float, default=0.5)
     parser.add_argument("--layers", default="last_half")
     parser.add_argument("--batch-size", type=int, default=16, help="texts per forward (default 16: CPU memory)")
@@ -181,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             configs += [("ref-1row", "ref", one), ("ref-all", "ref", every)]
         times: dict[str, list[float]] = {name: [] for name, _, _ in configs}
         cuda_peak: dict[str, int] = {}
-        for name, key, config in configs:  # warm-up
+        for _name, key, config in configs:  # warm-up
             encoders[key].encode_documents(texts[: args.batch_size], calibration=config)
         for _ in range(args.repeats):
             for name, key, config in configs:
@@ -203,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 counter = memory_pass(encoders[key], texts[: args.batch_size], config, length)
                 mem = f"{counter.peak / 2**20:9.1f} {counter.largest / 2**20:8.1f} {counter.square:4d}"
-            line = f"{length:4d} {basket:4d} {str(is_skipped):>5} {name:>9} {rate:8.2f} {rate / base:8.2f} {mem}"
+            line = f"{length:4d} {basket:4d} {is_skipped!s:>5} {name:>9} {rate:8.2f} {rate / base:8.2f} {mem}"
             if cuda:
                 line += f" {cuda_peak[name] / 2**20:9.1f}"
             print(line, flush=True)

@@ -108,10 +108,20 @@ def main(argv: list[str] | None = None) -> int:
         plain = PosFairEncoder(BUNDLED_MINILM, calibration=None, batch_size=args.batch_size)
         docs, _, _ = load_folder(folder)
         chunking = resolve_chunking(enc)
-        spans_fn, spans_name = spans_for(enc)
-        texts = [c.text for d in docs for c in prepare_document(
-            d, chunking=chunking, chunking_key="bench", spans_fn=spans_fn, fingerprints={}, count_tokens=enc.count_tokens,
-            max_length=enc.max_length)]
+        spans_fn, _spans_name = spans_for(enc)
+        texts = [
+            c.text
+            for d in docs
+            for c in prepare_document(
+                d,
+                chunking=chunking,
+                chunking_key="bench",
+                spans_fn=spans_fn,
+                fingerprints={},
+                count_tokens=enc.count_tokens,
+                max_length=enc.max_length,
+            )
+        ]
         rows = []
         runs = {"llamaindex": [], "off": [], "on": []}
         label = ""
@@ -121,13 +131,17 @@ def main(argv: list[str] | None = None) -> int:
             runs["off"].append(time_posfair(folder, plain, {"vanilla": plain}, args.batch_size, tmp / f"off{r}"))
             runs["on"].append(time_posfair(folder, enc, {"calibrated": enc}, args.batch_size, tmp / f"on{r}"))
         base = len(texts) / min(d for d, _ in runs["llamaindex"])
-        print(f"folder: {args.data} x {args.copies} = {len(docs)} files, {len(texts)} chunks "
-              f"({chunking.chunk_tokens}-token chunks), model all-MiniLM-L6-v2, batch {args.batch_size}, "
-              f"torch threads {__import__('torch').get_num_threads()}, best of {args.repeats}")
+        print(
+            f"folder: {args.data} x {args.copies} = {len(docs)} files, {len(texts)} chunks "
+            f"({chunking.chunk_tokens}-token chunks), model all-MiniLM-L6-v2, batch {args.batch_size}, "
+            f"torch threads {__import__('torch').get_num_threads()}, best of {args.repeats}"
+        )
         print(f"{'path':<52} {'chunks':>6} {'best s':>7} {'chunks/s':>9} {'vs LlamaIndex':>13}")
-        for key, name in [("llamaindex", f"LlamaIndex {label} + QdrantVectorStore"),
-                          ("off", "posfair ingest, calibration off"),
-                          ("on", "posfair ingest, calibration on (B=128, 0.5)")]:
+        for key, name in [
+            ("llamaindex", f"LlamaIndex {label} + QdrantVectorStore"),
+            ("off", "posfair ingest, calibration off"),
+            ("on", "posfair ingest, calibration on (B=128, 0.5)"),
+        ]:
             best, n = min(runs[key])
             cps = n / best
             rows.append((name, n, best, cps))

@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     folder = write_synthetic_image_folder(Path(tempfile.mkdtemp()), count=max(args.n) + 1, size=args.image_size)
     imgs = [Image.open(p).convert("RGB") for p in sorted(folder.glob("*.png"))]
     print(f"model: {adapter.model_id}  layers: {adapter.num_layers}  threads: {torch.get_num_threads()}")
-    print("| N | prompt tokens | vanilla forward (ms, wall) | calibrated rerank (ms, wall) | ratio (wall, paired median) | ratio (CPU time, paired median) |")
+    print(
+        "| N | prompt tokens | vanilla forward (ms, wall) | calibrated rerank (ms, wall) | ratio (wall, paired median) | ratio (CPU time, paired median) |"
+    )
     print("|---|---|---|---|---|---|")
     for n in args.n:
         cal = AttentionGuidedCalibrator()
@@ -72,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         cand = imgs[1 : n + 1]
         tokens = adapter.build_inputs("a red circle", cand).model_inputs["input_ids"].shape[1]
         t_van, t_cal, r_wall, r_cpu = _paired_times(
-            lambda: adapter.vanilla_logits("a red circle", cand),
-            lambda: cal.scores(adapter.score("a red circle", cand)).argmax(),
+            lambda cand=cand: adapter.vanilla_logits("a red circle", cand),
+            lambda cand=cand, cal=cal: cal.scores(adapter.score("a red circle", cand)).argmax(),
             args.repeats,
         )
         print(f"| {n} | {tokens} | {t_van * 1e3:.2f} | {t_cal * 1e3:.2f} | {r_wall:.3f} | {r_cpu:.3f} |")

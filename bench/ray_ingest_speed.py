@@ -82,8 +82,13 @@ def main() -> None:
             torch.set_num_threads(threads)
             name = "single" if k == 0 else f"single{threads}"
             t0 = time.perf_counter()
-            rep = ingest_path(client, name, corpus, {"calibrated": enc},
-                              IngestConfig(chunk_tokens=args.chunk_tokens, batch_size=args.batch, show_progress=False))
+            rep = ingest_path(
+                client,
+                name,
+                corpus,
+                {"calibrated": enc},
+                IngestConfig(chunk_tokens=args.chunk_tokens, batch_size=args.batch, show_progress=False),
+            )
             total = time.perf_counter() - t0
             n = rep.chunks_written
             rows.append(("single process", f"{threads} torch thread(s)", n, total, n / total, n / rep.embed_seconds))
@@ -97,8 +102,14 @@ def main() -> None:
         recipe = EncoderRecipe(model=BUNDLED_MINILM, calibration=calibration)
         for w in [int(x) for x in args.workers.split(",")]:
             timer = Timer()
-            cfg = RayIngestConfig(num_workers=w, chunk_tokens=args.chunk_tokens, write_batch_size=args.batch,
-                                  docs_per_task=4, token_budget=4096, show_progress=False)
+            cfg = RayIngestConfig(
+                num_workers=w,
+                chunk_tokens=args.chunk_tokens,
+                write_batch_size=args.batch,
+                docs_per_task=4,
+                token_budget=4096,
+                show_progress=False,
+            )
             t0 = time.perf_counter()
             rep = ray_ingest_path(client, f"ray{w}", corpus, recipe, cfg, on_write=timer)
             end = time.perf_counter()
@@ -106,20 +117,34 @@ def main() -> None:
             # Ray Data encodes ahead of the writer, so chunks/s after the first upsert measures draining a
             # buffer, not encoding: report time-to-first-upsert (start-up + first batch) instead.
             steady = (timer.first - t0) if timer.first else float("nan")
-            rows.append((f"Ray, {w} CPU worker{'s' if w > 1 else ''}", "1 CPU / 1 thread each",
-                         rep.chunks_written, total, rep.chunks_written / total, steady))
-        ids = {c: sorted(str(p.id) for p in client.scroll(c, limit=100000)[0]) for c in ["single"] + [
-            f"ray{w}" for w in [int(x) for x in args.workers.split(",")]]}
+            rows.append(
+                (
+                    f"Ray, {w} CPU worker{'s' if w > 1 else ''}",
+                    "1 CPU / 1 thread each",
+                    rep.chunks_written,
+                    total,
+                    rep.chunks_written / total,
+                    steady,
+                )
+            )
+        ids = {
+            c: sorted(str(p.id) for p in client.scroll(c, limit=100000)[0])
+            for c in ["single"] + [f"ray{w}" for w in [int(x) for x in args.workers.split(",")]]
+        }
         same = all(v == ids["single"] for v in ids.values())
         ray.shutdown()
 
-    print(f"\ncorpus: {args.docs} docs, {rows[0][2]} chunks of <= {args.chunk_tokens} tokens; "
-          f"all-MiniLM-L6-v2 calibrated; CPUs visible: {os.cpu_count()}; ray.init {ray_start:.1f}s (not counted)")
+    print(
+        f"\ncorpus: {args.docs} docs, {rows[0][2]} chunks of <= {args.chunk_tokens} tokens; "
+        f"all-MiniLM-L6-v2 calibrated; CPUs visible: {os.cpu_count()}; ray.init {ray_start:.1f}s (not counted)"
+    )
     print(f"{'path':24} {'threads':24} {'chunks':>7} {'total s':>8} {'chunks/s':>9} {'extra':>9}")
     for name, threads, n, total, rate, steady in rows:
         print(f"{name:24} {threads:24} {n:7d} {total:8.1f} {rate:9.1f} {steady:9.1f}")
-    print("extra: single process = chunks per embedding second; Ray = seconds to the first upsert "
-          "(actor start-up + model load + first batch)")
+    print(
+        "extra: single process = chunks per embedding second; Ray = seconds to the first upsert "
+        "(actor start-up + model load + first batch)"
+    )
     print(f"identical point ids in every collection: {same}")
     np.random.seed(0)
 

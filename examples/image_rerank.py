@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     files = sorted(captions)
     rng = random.Random(0)
     samples = []
-    for i in range(5):
+    for _ in range(5):
         pick = rng.sample(files, args.n)
         samples.append(Candidates(captions[pick[0]], tuple(load_image(folder / f) for f in pick), answer=0))
     state = AttentionGuidedCalibrator().fit(adapter, samples)

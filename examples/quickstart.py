@@ -44,7 +44,13 @@ def main() -> int:
     from llama_index.vector_stores.qdrant import QdrantVectorStore
     from qdrant_client import QdrantClient
 
-    from llamaindex_posfair import BUNDLED_MINILM, CalibrationConfig, PosFairEmbedding, PosFairEncoder, PositionFairRerank
+    from llamaindex_posfair import (
+        BUNDLED_MINILM,
+        CalibrationConfig,
+        PosFairEmbedding,
+        PosFairEncoder,
+        PositionFairRerank,
+    )
     from llamaindex_posfair.integrations import CalibrationView
     from qdrant_tools import IngestConfig, ingest_path
 
@@ -77,12 +83,16 @@ def main() -> int:
 
     filler = " ".join((DATA / "sourdough.txt").read_text().split()[:110])
     bees = (DATA / "honeybees.txt").read_text().split()
-    needle = "The last resident keeper of the Gull Rock lighthouse was Ada Pennock, who kept the light for nineteen years."
+    needle = (
+        "The last resident keeper of the Gull Rock lighthouse was Ada Pennock, who kept the light for nineteen years."
+    )
     passages = {
         "evidence-first": f"{needle} {filler}",
         "evidence-last": f"{filler} {needle}",
-        "distractor-1": "Gull Rock lighthouse stands on a granite island off the northern coast. " + " ".join(bees[:110]),
-        "distractor-2": "Lighthouse keepers once trimmed wicks and wound clockwork every night. " + " ".join(bees[20:130]),
+        "distractor-1": "Gull Rock lighthouse stands on a granite island off the northern coast. "
+        + " ".join(bees[:110]),
+        "distractor-2": "Lighthouse keepers once trimmed wicks and wound clockwork every night. "
+        + " ".join(bees[20:130]),
     }
     question = "Who was the last keeper of the Gull Rock lighthouse?"
     for label, enc in [("plain model", plain), ("position-fair (calibrated)", encoder)]:

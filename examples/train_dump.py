@@ -28,7 +28,9 @@ from llamaindex_posfair.dump import (
 
 def main(out: str) -> None:
     train, test = load_triples(bundled_split("train")), load_triples(bundled_split("test"))
-    model = add_dump_prefix(SentenceTransformer(bundled_model_path(), device="cpu"), DumpConfig(num_tokens=4, mode="full"))
+    model = add_dump_prefix(
+        SentenceTransformer(bundled_model_path(), device="cpu"), DumpConfig(num_tokens=4, mode="full")
+    )
     print("before:", evaluate_retrieval(model, test))
     report = train_dump(model, train, DumpTrainingConfig(batch_size=16, epochs=3))
     print(f"trained {report.steps} steps in {report.seconds:.0f}s; losses {report.train_losses}")

@@ -22,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -60,8 +61,7 @@ class ChunkingConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.chunk_tokens, int) or self.chunk_tokens <= 0:
             raise ValueError(
-                f"chunk_tokens must be a positive integer, got {self.chunk_tokens!r}; "
-                "typical values are 128-512"
+                f"chunk_tokens must be a positive integer, got {self.chunk_tokens!r}; typical values are 128-512"
             )
         if not isinstance(self.overlap_tokens, int) or not 0 <= self.overlap_tokens < self.chunk_tokens:
             raise ValueError(
@@ -125,9 +125,7 @@ def tokenizer_spans(tokenizer: Any) -> SpanFn:
         )
 
     def spans(text: str) -> list[Span]:
-        enc = tokenizer(
-            text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
-        )
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         return [(int(s), int(e)) for s, e in enc["offset_mapping"] if e > s]
 
     return spans
@@ -149,7 +147,9 @@ def _snap_end(spans: Sequence[Span], start: int, end: int) -> int:
     return j if spans[j][0] != spans[j - 1][1] else end
 
 
-def chunk_text(text: str, config: ChunkingConfig = ChunkingConfig(), spans_fn: SpanFn = whitespace_spans) -> list[Chunk]:
+def chunk_text(
+    text: str, config: ChunkingConfig = ChunkingConfig(), spans_fn: SpanFn = whitespace_spans
+) -> list[Chunk]:
     """Split ``text`` into overlapping token windows.
 
     Args:
@@ -179,7 +179,12 @@ def chunk_text(text: str, config: ChunkingConfig = ChunkingConfig(), spans_fn: S
             break
         nxt = max(end - config.overlap_tokens, start + 1)
         # start the next window at a word start when the overlap allows it
-        while nxt > start + 1 and nxt < end and spans[nxt][0] == spans[nxt - 1][1] and end - nxt < config.overlap_tokens + _MAX_SNAP:
+        while (
+            nxt > start + 1
+            and nxt < end
+            and spans[nxt][0] == spans[nxt - 1][1]
+            and end - nxt < config.overlap_tokens + _MAX_SNAP
+        ):
             nxt -= 1
         start = nxt
     return chunks
@@ -238,7 +243,9 @@ def load_document(path: str | Path, root: str | Path | None = None) -> SourceDoc
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        return SkippedFile(str(path), f"not UTF-8 (invalid byte 0x{data[exc.start]:02x} at offset {exc.start}); convert it to UTF-8")
+        return SkippedFile(
+            str(path), f"not UTF-8 (invalid byte 0x{data[exc.start]:02x} at offset {exc.start}); convert it to UTF-8"
+        )
     if not text.strip():
         return SkippedFile(str(path), "empty file" if not text else "whitespace only")
     return SourceDocument(doc_id=document_id(path, root), text=text, source=str(path), content_hash=content_hash(text))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from typing import Mapping
+from collections.abc import Mapping
 
 #: Fixed namespace of every posfair point id (never change it: ids would move).
 POINT_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://llamaindex-posfair/qdrant-point-id/v1")

@@ -31,9 +31,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from qdrant_client import models
@@ -104,7 +105,9 @@ class IngestConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.batch_size, int) or self.batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}; typical values are 64-1024")
+            raise ValueError(
+                f"batch_size must be a positive integer, got {self.batch_size!r}; typical values are 64-1024"
+            )
 
 
 @dataclass
@@ -193,7 +196,9 @@ def spans_for(encoder: Any) -> tuple[SpanFn, str]:
     return whitespace_spans, "whitespace"
 
 
-def resolve_chunking(encoder: Encoder, chunk_tokens: int | None = None, overlap_tokens: int | None = None) -> ChunkingConfig:
+def resolve_chunking(
+    encoder: Encoder, chunk_tokens: int | None = None, overlap_tokens: int | None = None
+) -> ChunkingConfig:
     """Chunking that fits the encoder's window unless sizes are given explicitly.
 
     An explicit ``chunk_tokens`` above the window is allowed (the chunks are
@@ -202,13 +207,18 @@ def resolve_chunking(encoder: Encoder, chunk_tokens: int | None = None, overlap_
     n_special = int(encoder.count_tokens([""])[0])
     window = int(encoder.max_length) - n_special
     if window <= 0:
-        raise ValueError(f"encoder max_length={encoder.max_length} leaves no room for text after {n_special} special tokens")
+        raise ValueError(
+            f"encoder max_length={encoder.max_length} leaves no room for text after {n_special} special tokens"
+        )
     if chunk_tokens is None:
         chunk_tokens = min(DEFAULT_CHUNK_TOKENS, window)
     elif chunk_tokens > window:
         logger.warning(
             "chunk_tokens=%d exceeds the model window of %d text tokens (max_length %d); "
-            "chunks will be truncated when embedded", chunk_tokens, window, encoder.max_length,
+            "chunks will be truncated when embedded",
+            chunk_tokens,
+            window,
+            encoder.max_length,
         )
     if overlap_tokens is None:
         overlap_tokens = min(DEFAULT_OVERLAP_TOKENS, chunk_tokens // 8)
@@ -239,8 +249,14 @@ def prepare_document(
             point_id=point_id(doc.doc_id, version, c.index),
             text=c.text,
             payload=P.build_payload(
-                doc, c, n_chunks=len(chunks), version=version, fingerprints=fingerprints,
-                n_tokens=n, truncated=n > max_length, chunking_key=chunking_key,
+                doc,
+                c,
+                n_chunks=len(chunks),
+                version=version,
+                fingerprints=fingerprints,
+                n_tokens=n,
+                truncated=n > max_length,
+                chunking_key=chunking_key,
             ),
         )
         for c, n in zip(chunks, n_tokens)
@@ -255,7 +271,9 @@ def create_record_indexes(client: Any, collection: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for key in (P.DOC_ID, P.VERSION):
-            client.create_payload_index(collection, field_name=key, field_schema=models.PayloadSchemaType.KEYWORD, wait=True)
+            client.create_payload_index(
+                collection, field_name=key, field_schema=models.PayloadSchemaType.KEYWORD, wait=True
+            )
 
 
 def _posfair_filter(doc_id: str) -> list[Any]:
@@ -271,7 +289,10 @@ def stored_records(client: Any, collection: str) -> dict[str, dict[str, list[int
     offset = None
     while True:
         points, offset = client.scroll(
-            collection, limit=2048, offset=offset, with_vectors=False,
+            collection,
+            limit=2048,
+            offset=offset,
+            with_vectors=False,
             with_payload=models.PayloadSelectorInclude(include=P.RECORD_FIELDS + [P.FORMAT]),
         )
         for p in points:
@@ -295,7 +316,9 @@ def _delete(client: Any, collection: str, must: list[Any], must_not: list[Any] |
 def delete_stale(client: Any, collection: str, doc_id: str, keep_version: str) -> int:
     """Delete a document's points of every version but ``keep_version``; returns how many."""
     return _delete(
-        client, collection, _posfair_filter(doc_id),
+        client,
+        collection,
+        _posfair_filter(doc_id),
         [models.FieldCondition(key=P.VERSION, match=models.MatchValue(value=keep_version))],
     )
 
@@ -371,15 +394,22 @@ def ingest_documents(
     for doc, _ in to_write:
         planned.extend(
             prepare_document(
-                doc, chunking=chunking, chunking_key=chunk_key, spans_fn=spans_fn,
-                fingerprints=fingerprints, count_tokens=first.count_tokens, max_length=max_length,
+                doc,
+                chunking=chunking,
+                chunking_key=chunk_key,
+                spans_fn=spans_fn,
+                fingerprints=fingerprints,
+                count_tokens=first.count_tokens,
+                max_length=max_length,
             )
         )
     report.chunks_truncated = sum(1 for c in planned if c.payload[P.TRUNCATED])
     if report.chunks_truncated:
         logger.warning(
             "%d of %d chunks exceed the model window of %d tokens and will be truncated when embedded",
-            report.chunks_truncated, len(planned), max_length,
+            report.chunks_truncated,
+            len(planned),
+            max_length,
         )
     remaining = defaultdict(int)
     for c in planned:
@@ -430,7 +460,9 @@ def ingest_documents(
     return report
 
 
-def load_folder(path: str | Path, extensions: Iterable[str] = DEFAULT_EXTENSIONS) -> tuple[list[SourceDocument], list[SkippedFile], int]:
+def load_folder(
+    path: str | Path, extensions: Iterable[str] = DEFAULT_EXTENSIONS
+) -> tuple[list[SourceDocument], list[SkippedFile], int]:
     """Read every candidate file under ``path``.
 
     Returns:
@@ -465,10 +497,16 @@ def ingest_path(
     config = config or IngestConfig()
     t0 = time.perf_counter()
     docs, skipped, n_other = load_folder(path, config.extensions)
-    report = IngestReport(collection=collection, files_seen=len(docs) + len(skipped), files_other=n_other, skipped=skipped)
+    report = IngestReport(
+        collection=collection, files_seen=len(docs) + len(skipped), files_other=n_other, skipped=skipped
+    )
     if not docs and not config.prune:
         # still validate the schema so a wrong collection is reported
-        ensure_collection(client, collection, [VectorSpec(n, int(e.dimension), encoder=describe_encoder(e)) for n, e in vectors.items()])
+        ensure_collection(
+            client,
+            collection,
+            [VectorSpec(n, int(e.dimension), encoder=describe_encoder(e)) for n, e in vectors.items()],
+        )
         report.seconds = time.perf_counter() - t0
         return report
     report.seconds = time.perf_counter() - t0

@@ -19,8 +19,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import PurePath
-from typing import Any, Mapping
+from typing import Any
 
 from qdrant_tools.chunking import Chunk, SourceDocument
 

@@ -38,9 +38,10 @@ import logging
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 from qdrant_client import models
@@ -120,9 +121,16 @@ class EncoderRecipe:
         from llamaindex_posfair.integrations.view import CalibrationView
 
         enc = load_encoder(
-            self.model, self.calibration, backend=self.backend, max_length=self.max_length, device=device,
-            dtype=self.dtype, query_prompt=self.query_prompt, document_prompt=self.document_prompt,
-            batch_size=self.batch_size, trust_remote_code=self.trust_remote_code,
+            self.model,
+            self.calibration,
+            backend=self.backend,
+            max_length=self.max_length,
+            device=device,
+            dtype=self.dtype,
+            query_prompt=self.query_prompt,
+            document_prompt=self.document_prompt,
+            batch_size=self.batch_size,
+            trust_remote_code=self.trust_remote_code,
         )
         return {name: (enc if kind == "calibrated" else CalibrationView(enc, None)) for name, kind in self.vectors}
 
@@ -176,8 +184,10 @@ class RayIngestConfig:
             v = getattr(self, name)
             ok = (isinstance(v, int) if integer else isinstance(v, (int, float))) and v > 0
             if not ok:
-                raise ValueError(f"{name} must be a positive {'integer' if integer else 'number'}, got {v!r}; "
-                                 f"typical values are {typical}")
+                raise ValueError(
+                    f"{name} must be a positive {'integer' if integer else 'number'}, got {v!r}; "
+                    f"typical values are {typical}"
+                )
 
         positive("num_workers", "1 per GPU, or 1-4 on CPU")
         positive("num_cpus_per_worker", "1-8", integer=False)
@@ -265,8 +275,9 @@ def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]
 class ChunkEncodeWorker:
     """Ray Data actor: holds one set of encoders; chunks documents and embeds the chunks still missing."""
 
-    def __init__(self, factory: EncoderFactory, plan: EncoderPlan, token_budget: int, num_cpus: float,
-                 use_gpu: bool) -> None:
+    def __init__(
+        self, factory: EncoderFactory, plan: EncoderPlan, token_budget: int, num_cpus: float, use_gpu: bool
+    ) -> None:
         import torch
 
         if not use_gpu:
@@ -286,12 +297,20 @@ class ChunkEncodeWorker:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         planned = []
         for i in range(len(batch["doc_id"])):
-            doc = SourceDocument(doc_id=str(batch["doc_id"][i]), text=str(batch["text"][i]),
-                                 source=str(batch["source"][i]), content_hash=str(batch["content_hash"][i]))
+            doc = SourceDocument(
+                doc_id=str(batch["doc_id"][i]),
+                text=str(batch["text"][i]),
+                source=str(batch["source"][i]),
+                content_hash=str(batch["content_hash"][i]),
+            )
             done = set(json.loads(str(batch["done"][i])))
             chunks = prepare_document(
-                doc, chunking=self.plan.chunking, chunking_key=self.plan.chunking_key, spans_fn=self.spans_fn,
-                fingerprints=self.plan.fingerprints, count_tokens=self.first.count_tokens,
+                doc,
+                chunking=self.plan.chunking,
+                chunking_key=self.plan.chunking_key,
+                spans_fn=self.spans_fn,
+                fingerprints=self.plan.fingerprints,
+                count_tokens=self.first.count_tokens,
                 max_length=self.plan.max_length,
             )
             planned.extend(c for c in chunks if c.payload[P.CHUNK_INDEX] not in done)
@@ -307,8 +326,10 @@ class ChunkEncodeWorker:
             for idx in token_budget_batches(lengths, self.token_budget):
                 part = np.asarray(enc.encode_documents([texts[j] for j in idx]), dtype=np.float32)
                 if part.shape != (len(idx), self.plan.dimensions[name]):
-                    raise RuntimeError(f"encoder for {name!r} returned shape {part.shape}, "
-                                       f"expected {(len(idx), self.plan.dimensions[name])}")
+                    raise RuntimeError(
+                        f"encoder for {name!r} returned shape {part.shape}, "
+                        f"expected {(len(idx), self.plan.dimensions[name])}"
+                    )
                 arr[idx] = part
             out[f"vec:{name}"] = arr
         return out
@@ -317,15 +338,23 @@ class ChunkEncodeWorker:
 # ---------------------------------------------------------------------- driver
 def _stored_chunks(client: Any, collection: str, doc_id: str, version: str) -> list[int]:
     """Chunk indices of ``doc_id`` at ``version`` already in the collection."""
-    flt = models.Filter(must=[
-        models.FieldCondition(key=P.DOC_ID, match=models.MatchValue(value=doc_id)),
-        models.FieldCondition(key=P.VERSION, match=models.MatchValue(value=version)),
-    ])
+    flt = models.Filter(
+        must=[
+            models.FieldCondition(key=P.DOC_ID, match=models.MatchValue(value=doc_id)),
+            models.FieldCondition(key=P.VERSION, match=models.MatchValue(value=version)),
+        ]
+    )
     out: list[int] = []
     offset = None
     while True:
-        points, offset = client.scroll(collection, scroll_filter=flt, limit=2048, offset=offset, with_vectors=False,
-                                       with_payload=models.PayloadSelectorInclude(include=[P.CHUNK_INDEX]))
+        points, offset = client.scroll(
+            collection,
+            scroll_filter=flt,
+            limit=2048,
+            offset=offset,
+            with_vectors=False,
+            with_payload=models.PayloadSelectorInclude(include=[P.CHUNK_INDEX]),
+        )
         out.extend(int(p.payload[P.CHUNK_INDEX]) for p in points)
         if offset is None:
             return sorted(out)
@@ -385,13 +414,15 @@ def ray_ingest_documents(
     if config.plan_on == "driver" or (config.plan_on == "auto" and not ray_address):
         plan = _make_plan(factory, config.chunk_tokens, config.overlap_tokens)
     else:
-        plan = ray.get(ray.remote(num_cpus=1, num_gpus=0)(_make_plan).remote(
-            factory, config.chunk_tokens, config.overlap_tokens))
+        plan = ray.get(
+            ray.remote(num_cpus=1, num_gpus=0)(_make_plan).remote(factory, config.chunk_tokens, config.overlap_tokens)
+        )
     report.plan_seconds = time.perf_counter() - t0
     specs = [VectorSpec(n, plan.dimensions[n], encoder=plan.descriptions[n]) for n in plan.dimensions]
     report.created_collection = ensure_collection(db, collection, specs)  # raises before any write
-    report.chunking = (f"{plan.chunking.chunk_tokens}-token chunks, {plan.chunking.overlap_tokens} overlap, "
-                       f"{plan.spans_name} tokens")
+    report.chunking = (
+        f"{plan.chunking.chunk_tokens}-token chunks, {plan.chunking.overlap_tokens} overlap, {plan.spans_name} tokens"
+    )
     report.max_length = plan.max_length
     report.workers = config.num_workers
 
@@ -416,8 +447,15 @@ def ray_ingest_documents(
         report.chunks_resumed += len(done)
         versions[doc.doc_id] = version
         already[doc.doc_id] = len(done)
-        rows.append({"doc_id": doc.doc_id, "text": doc.text, "source": doc.source,
-                     "content_hash": doc.content_hash, "done": json.dumps(done)})
+        rows.append(
+            {
+                "doc_id": doc.doc_id,
+                "text": doc.text,
+                "source": doc.source,
+                "content_hash": doc.content_hash,
+                "done": json.dumps(done),
+            }
+        )
 
     if rows:
         _run_pipeline(db, collection, rows, factory, plan, config, report, versions, already, on_write)
@@ -433,8 +471,13 @@ def _run_pipeline(db, collection, rows, factory, plan, config, report, versions,
     ds = ray.data.from_items(rows, override_num_blocks=min(n_blocks, 10_000))
     ds = ds.map_batches(
         ChunkEncodeWorker,
-        fn_constructor_kwargs={"factory": factory, "plan": plan, "token_budget": config.token_budget,
-                               "num_cpus": config.num_cpus_per_worker, "use_gpu": use_gpu},
+        fn_constructor_kwargs={
+            "factory": factory,
+            "plan": plan,
+            "token_budget": config.token_budget,
+            "num_cpus": config.num_cpus_per_worker,
+            "use_gpu": use_gpu,
+        },
         batch_size=config.docs_per_task,
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=config.num_workers),
@@ -487,8 +530,11 @@ def _run_pipeline(db, collection, rows, factory, plan, config, report, versions,
         if bar is not None:
             bar.close()
     if report.chunks_truncated:
-        logger.warning("%d chunks exceeded the model window of %d tokens and were truncated when embedded",
-                       report.chunks_truncated, plan.max_length)
+        logger.warning(
+            "%d chunks exceeded the model window of %d tokens and were truncated when embedded",
+            report.chunks_truncated,
+            plan.max_length,
+        )
 
 
 def ray_ingest_path(
@@ -506,7 +552,8 @@ def ray_ingest_path(
     config = config or RayIngestConfig()
     t0 = time.perf_counter()
     docs, skipped, n_other = load_folder(path, config.extensions)
-    report = RayIngestReport(collection=collection, files_seen=len(docs) + len(skipped), files_other=n_other,
-                             skipped=skipped)
+    report = RayIngestReport(
+        collection=collection, files_seen=len(docs) + len(skipped), files_other=n_other, skipped=skipped
+    )
     report.seconds = time.perf_counter() - t0
     return ray_ingest_documents(client, collection, docs, factory, config, report=report, **kwargs)

@@ -31,8 +31,9 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ def call_with_retry(
         stats.attempts += 1
         try:
             return fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - classified below, re-raised when not retryable
+        except BaseException as exc:
             if not isinstance(exc, Exception) or not is_retryable(exc, policy):
                 raise
             if stats.attempts >= policy.max_attempts:
@@ -229,11 +230,22 @@ def call_with_retry(
             if asked is not None:
                 delay = min(policy.max_delay, max(delay, asked))
             if policy.deadline is not None and clock() - start + delay > policy.deadline:
-                logger.error("%s: giving up after %d attempts (deadline %.0fs): %s",
-                             name, stats.attempts, policy.deadline, _short(exc))
+                logger.error(
+                    "%s: giving up after %d attempts (deadline %.0fs): %s",
+                    name,
+                    stats.attempts,
+                    policy.deadline,
+                    _short(exc),
+                )
                 raise
-            logger.warning("%s failed (attempt %d/%d): %s; retrying in %.2fs",
-                           name, stats.attempts, policy.max_attempts, _short(exc), delay)
+            logger.warning(
+                "%s failed (attempt %d/%d): %s; retrying in %.2fs",
+                name,
+                stats.attempts,
+                policy.max_attempts,
+                _short(exc),
+                delay,
+            )
             stats.delays.append(delay)
             sleep(delay)
 
@@ -244,11 +256,26 @@ def _short(exc: BaseException) -> str:
 
 
 #: QdrantClient methods that are safe to repeat (reads, and writes keyed by deterministic ids / filters).
-IDEMPOTENT_METHODS: frozenset[str] = frozenset({
-    "upsert", "upload_points", "delete", "update_vectors", "set_payload", "overwrite_payload",
-    "scroll", "count", "retrieve", "query_points", "query_batch_points", "get_collection",
-    "collection_exists", "get_collections", "list_snapshots", "create_payload_index",
-})
+IDEMPOTENT_METHODS: frozenset[str] = frozenset(
+    {
+        "upsert",
+        "upload_points",
+        "delete",
+        "update_vectors",
+        "set_payload",
+        "overwrite_payload",
+        "scroll",
+        "count",
+        "retrieve",
+        "query_points",
+        "query_batch_points",
+        "get_collection",
+        "collection_exists",
+        "get_collections",
+        "list_snapshots",
+        "create_payload_index",
+    }
+)
 
 
 class RetryingClient:

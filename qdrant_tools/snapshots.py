@@ -31,9 +31,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -86,9 +87,7 @@ class ServerConfig:
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(
-                f"url must look like https://HOST:6333 (the REST port), got {self.url!r}"
-            )
+            raise ValueError(f"url must look like https://HOST:6333 (the REST port), got {self.url!r}")
         if not self.timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {self.timeout!r}; snapshots need minutes: try 600")
 
@@ -118,15 +117,17 @@ class ServerConfig:
         """An ``httpx.Client`` with the base URL, the ``api-key`` header, timeout and TLS settings."""
         key = self.api_key()
         headers = {"api-key": key} if key else {}
-        return httpx.Client(base_url=self.base_url, headers=headers, timeout=self.timeout,
-                            verify=self.verify, transport=transport)
+        return httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=self.timeout, verify=self.verify, transport=transport
+        )
 
     def qdrant_client(self, **kwargs: Any) -> Any:
         """A ``QdrantClient`` for this server (same key policy)."""
         from qdrant_client import QdrantClient
 
-        return QdrantClient(url=self.base_url, api_key=self.api_key(), timeout=int(self.timeout),
-                            https=self.is_tls, **kwargs)
+        return QdrantClient(
+            url=self.base_url, api_key=self.api_key(), timeout=int(self.timeout), https=self.is_tls, **kwargs
+        )
 
 
 @dataclass(frozen=True)
@@ -139,9 +140,13 @@ class SnapshotInfo:
     creation_time: str | None = None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "SnapshotInfo":
-        return cls(name=data["name"], size=data.get("size"), checksum=data.get("checksum"),
-                   creation_time=data.get("creation_time"))
+    def from_json(cls, data: dict[str, Any]) -> SnapshotInfo:
+        return cls(
+            name=data["name"],
+            size=data.get("size"),
+            checksum=data.get("checksum"),
+            creation_time=data.get("creation_time"),
+        )
 
 
 def _path(collection: str, *rest: str) -> str:
@@ -174,8 +179,9 @@ def create_snapshot(server: ServerConfig, collection: str, *, http: httpx.Client
     """
     client, own = _client(server, http)
     try:
-        result = _check(client.post(_path(collection, "snapshots"), params={"wait": "true"}),
-                        f"create snapshot of {collection!r}")
+        result = _check(
+            client.post(_path(collection, "snapshots"), params={"wait": "true"}), f"create snapshot of {collection!r}"
+        )
     finally:
         if own:
             client.close()
@@ -184,15 +190,24 @@ def create_snapshot(server: ServerConfig, collection: str, *, http: httpx.Client
     return info
 
 
-def list_snapshots(server: ServerConfig, collection: str, *, http: httpx.Client | None = None,
-                   policy: RetryPolicy | None = None, sleep: Callable[[float], None] | None = None) -> list[SnapshotInfo]:
+def list_snapshots(
+    server: ServerConfig,
+    collection: str,
+    *,
+    http: httpx.Client | None = None,
+    policy: RetryPolicy | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> list[SnapshotInfo]:
     """Snapshots of ``collection`` on this node (retried: a read)."""
     client, own = _client(server, http)
     try:
         kw = {"sleep": sleep} if sleep else {}
         result = call_with_retry(
             lambda: _check(client.get(_path(collection, "snapshots")), f"list snapshots of {collection!r}"),
-            policy=policy, description="list_snapshots", **kw)
+            policy=policy,
+            description="list_snapshots",
+            **kw,
+        )
     finally:
         if own:
             client.close()
@@ -391,8 +406,10 @@ def recover_from_location(
         body: dict[str, Any] = {"location": location, "priority": priority}
         if checksum:
             body["checksum"] = checksum
-        _check(client.put(_path(collection, "snapshots", "recover"), params={"wait": "true"}, json=body),
-               f"recover {collection!r} from {location}")
+        _check(
+            client.put(_path(collection, "snapshots", "recover"), params={"wait": "true"}, json=body),
+            f"recover {collection!r} from {location}",
+        )
     finally:
         if own:
             client.close()

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from qdrant_client import models
@@ -46,8 +47,12 @@ logger = logging.getLogger(__name__)
 
 Distance = Literal["cosine", "dot", "euclid", "manhattan"]
 IndexType = Literal["keyword", "integer", "float", "bool", "text", "uuid", "datetime"]
-_DISTANCE = {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT,
-             "euclid": models.Distance.EUCLID, "manhattan": models.Distance.MANHATTAN}
+_DISTANCE = {
+    "cosine": models.Distance.COSINE,
+    "dot": models.Distance.DOT,
+    "euclid": models.Distance.EUCLID,
+    "manhattan": models.Distance.MANHATTAN,
+}
 
 
 class SpecError(ValueError):
@@ -96,7 +101,7 @@ class QuantizationSpec(_Frozen):
     compression: Literal["x4", "x8", "x16", "x32", "x64"] | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> "QuantizationSpec":
+    def _check(self) -> QuantizationSpec:
         if self.quantile is not None and self.kind != "scalar":
             raise ValueError(f"quantile applies to kind='scalar' only, got kind={self.kind!r}; remove quantile")
         if self.kind == "product" and self.compression is None:
@@ -107,12 +112,18 @@ class QuantizationSpec(_Frozen):
 
     def to_qdrant(self) -> Any:
         if self.kind == "scalar":
-            return models.ScalarQuantization(scalar=models.ScalarQuantizationConfig(
-                type=models.ScalarType.INT8, quantile=self.quantile, always_ram=self.always_ram))
+            return models.ScalarQuantization(
+                scalar=models.ScalarQuantizationConfig(
+                    type=models.ScalarType.INT8, quantile=self.quantile, always_ram=self.always_ram
+                )
+            )
         if self.kind == "binary":
             return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=self.always_ram))
-        return models.ProductQuantization(product=models.ProductQuantizationConfig(
-            compression=models.CompressionRatio(self.compression), always_ram=self.always_ram))
+        return models.ProductQuantization(
+            product=models.ProductQuantizationConfig(
+                compression=models.CompressionRatio(self.compression), always_ram=self.always_ram
+            )
+        )
 
     @staticmethod
     def describe(q: Any) -> str | None:
@@ -145,7 +156,9 @@ class VectorConfig(_Frozen):
 
     def to_qdrant(self) -> models.VectorParams:
         return models.VectorParams(
-            size=self.size, distance=_DISTANCE[self.distance], on_disk=self.on_disk,
+            size=self.size,
+            distance=_DISTANCE[self.distance],
+            on_disk=self.on_disk,
             hnsw_config=self.hnsw.to_qdrant() if self.hnsw else None,
             quantization_config=self.quantization.to_qdrant() if self.quantization else None,
         )
@@ -213,9 +226,12 @@ class CollectionSpec(_Frozen):
         return v
 
     @model_validator(mode="after")
-    def _check(self) -> "CollectionSpec":
-        if (self.write_consistency_factor and self.replication_factor
-                and self.write_consistency_factor > self.replication_factor):
+    def _check(self) -> CollectionSpec:
+        if (
+            self.write_consistency_factor
+            and self.replication_factor
+            and self.write_consistency_factor > self.replication_factor
+        ):
             raise ValueError(
                 f"write_consistency_factor={self.write_consistency_factor} exceeds replication_factor="
                 f"{self.replication_factor}; a write could never be confirmed. Lower it or raise replication_factor"
@@ -224,7 +240,7 @@ class CollectionSpec(_Frozen):
 
     # ------------------------------------------------------------------ io
     @classmethod
-    def from_file(cls, path: str | Path) -> "CollectionSpec":
+    def from_file(cls, path: str | Path) -> CollectionSpec:
         """Load a spec from ``.json`` or ``.toml``.
 
         Raises:
@@ -250,7 +266,9 @@ class CollectionSpec(_Frozen):
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
-            lines = [f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})" for e in exc.errors()]
+            lines = [
+                f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {e.get('input')!r})" for e in exc.errors()
+            ]
             raise SpecError(f"spec file {str(path)!r} is invalid:\n" + "\n".join(lines)) from exc
 
     def to_json(self) -> str:
@@ -317,8 +335,10 @@ class ValidationReport:
     def summary(self) -> str:
         if not self.exists:
             return f"collection {self.collection!r} does not exist; create it with `posfair collection create`"
-        lines = [f"collection {self.collection!r}: " + ("matches the spec" if self.ok else
-                                                        f"{len(self.differences)} difference(s)")]
+        lines = [
+            f"collection {self.collection!r}: "
+            + ("matches the spec" if self.ok else f"{len(self.differences)} difference(s)")
+        ]
         lines += [f"  - {d}" for d in self.differences]
         if self.extra_vectors:
             lines.append(f"  note: vectors not in the spec (left alone): {self.extra_vectors}")
@@ -377,14 +397,28 @@ def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
                 diffs.append(Difference(f"vectors.{v.name}.quantization", want_q, have_q, True))
 
     if is_embedded(client):
-        report.unverified = [k for k in ("shard_number", "replication_factor", "write_consistency_factor",
-                                         "on_disk_payload", "hnsw", "quantization") if getattr(spec, k) is not None]
+        report.unverified = [
+            k
+            for k in (
+                "shard_number",
+                "replication_factor",
+                "write_consistency_factor",
+                "on_disk_payload",
+                "hnsw",
+                "quantization",
+            )
+            if getattr(spec, k) is not None
+        ]
         if spec.payload_indexes:
             report.unverified.append("payload_indexes")
         return report
 
-    for key, fixable in (("shard_number", False), ("replication_factor", True),
-                         ("write_consistency_factor", True), ("on_disk_payload", True)):
+    for key, fixable in (
+        ("shard_number", False),
+        ("replication_factor", True),
+        ("write_consistency_factor", True),
+        ("on_disk_payload", True),
+    ):
         want = getattr(spec, key)
         if want is not None and getattr(params, key, None) != want:
             diffs.append(Difference(key, want, getattr(params, key, None), fixable))
@@ -457,8 +491,10 @@ class MigrationPlan:
 
     def summary(self) -> str:
         lines = [f"migration of {self.collection!r}:"]
-        lines += [f"  add vector {v.name!r} (size {v.size}, {v.distance}); existing points get it on re-ingestion"
-                  for v in self.add_vectors]
+        lines += [
+            f"  add vector {v.name!r} (size {v.size}, {v.distance}); existing points get it on re-ingestion"
+            for v in self.add_vectors
+        ]
         lines += [f"  update vector {n!r}: {d.model_dump(exclude_none=True)}" for n, d in self.update_vectors.items()]
         lines += [f"  add payload index {i.field!r} ({i.type})" for i in self.add_indexes]
         lines += [f"  set {k} = {v!r}" for k, v in self.collection_params.items()]
@@ -525,14 +561,17 @@ def migrate_collection(client: Any, spec: CollectionSpec, *, dry_run: bool = Fal
         return plan
     for v in plan.add_vectors:
         client.create_vector_name(
-            spec.name, v.name,
+            spec.name,
+            v.name,
             models.DenseVectorNameConfig(dense=models.DenseVectorConfig(size=v.size, distance=_DISTANCE[v.distance])),
             wait=True,
         )
         if v.on_disk is not None or v.hnsw is not None or v.quantization is not None:
             plan.update_vectors[v.name] = models.VectorParamsDiff(
                 hnsw_config=v.hnsw.to_qdrant() if v.hnsw else None,
-                quantization_config=v.quantization.to_qdrant() if v.quantization else None, on_disk=v.on_disk)
+                quantization_config=v.quantization.to_qdrant() if v.quantization else None,
+                on_disk=v.on_disk,
+            )
     if plan.update_vectors or plan.collection_params:
         kwargs = dict(plan.collection_params)
         if "collection_params" in kwargs:
@@ -545,7 +584,10 @@ def migrate_collection(client: Any, spec: CollectionSpec, *, dry_run: bool = Fal
     plan.not_applied = list(after.differences)
     if plan.not_applied:
         logger.warning(
-            "migration of %r left %d difference(s) the backend did not apply%s: %s", spec.name,
-            len(plan.not_applied), " (embedded local mode ignores HNSW/quantization/on-disk updates)"
-            if is_embedded(client) else "", "; ".join(map(str, plan.not_applied)))
+            "migration of %r left %d difference(s) the backend did not apply%s: %s",
+            spec.name,
+            len(plan.not_applied),
+            " (embedded local mode ignores HNSW/quantization/on-disk updates)" if is_embedded(client) else "",
+            "; ".join(map(str, plan.not_applied)),
+        )
     return plan

@@ -14,7 +14,7 @@ and rebuild (token counts from the bundled all-MiniLM-L6-v2 tokenizer)::
 
     python scripts/build_needle_benchmark.py \
         --source alice=/tmp/brotli/brotli-1.2.1/tests/testdata/alice29.txt \
-        --source paradise_lost=/tmp/brotli/brotli-1.2.1/tests/testdata/plrabn12.txt@Book\ I \
+        --source paradise_lost=/tmp/brotli/brotli-1.2.1/tests/testdata/plrabn12.txt@Book\\ I \
         --source loc_workshop=/tmp/brotli/brotli-1.2.1/tests/testdata/lcet10.txt@Acknowledgements --per-group 60 \
         --out llamaindex_posfair/data/benchmarks/needle_prose
 
@@ -68,9 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         path, _, marker = rest.partition("@")
         raw = Path(path).read_text(encoding="latin-1")
         sources[name] = clean_gutenberg(raw, start_marker=marker or None)
-    cfg = NeedleConfig(
-        max_tokens=args.max_tokens, min_tokens=args.min_tokens, per_group=args.per_group, seed=args.seed
-    )
+    cfg = NeedleConfig(max_tokens=args.max_tokens, min_tokens=args.min_tokens, per_group=args.per_group, seed=args.seed)
     splits = build_needle_benchmark(sources, count_tokens, cfg, show_progress_bar=True)
     lengths = [r["n_tokens"] for s in splits.values() for r in s.corpus]
     write_needle_benchmark(

@@ -96,7 +96,7 @@ def tiny_qwen3_path(tmp_path_factory, minilm_tokenizer) -> str:
 @pytest.fixture(scope="session")
 def mixed_texts() -> list[str]:
     """Texts of very different lengths, so batches carry padding and several baskets."""
-    words = "the river carried silt past old mills and quiet towns toward the sea".split()
+    words = ["the", "river", "carried", "silt", "past", "old", "mills", "and", "quiet", "towns", "toward", "the", "sea"]
     return [
         "short query",
         " ".join(words * 3),

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import torch
 from transformers import AttentionInterface
@@ -153,10 +153,8 @@ def attention_with_lse(
             tok[..., 0] = True
             a = _kernel_attention_with_lse(tq, tk, tv, tok, 0.3)
             b = _explicit_attention_with_lse(tq, tk, tv, tok, 0.3)
-            _KERNEL_OK[device] = bool(
-                torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5)
-            )
-        except Exception:  # noqa: BLE001 - any failure means: use the explicit path
+            _KERNEL_OK[device] = bool(torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5))
+        except Exception:
             _KERNEL_OK[device] = False
     if not _KERNEL_OK[device]:
         return _explicit_attention_with_lse(q, k, v, ok, scaling)
@@ -193,8 +191,10 @@ def calibrated_rows(
     kb = k.gather(2, flat.expand(batch, heads, num_baskets * width, dim))
     vb = v.gather(2, flat.expand(batch, heads, num_baskets * width, dim_v))
     kb = kb.view(batch, heads, num_baskets, width, dim).transpose(1, 2).reshape(batch * num_baskets, heads, width, dim)
-    vb = vb.view(batch, heads, num_baskets, width, dim_v).transpose(1, 2).reshape(
-        batch * num_baskets, heads, width, dim_v
+    vb = (
+        vb.view(batch, heads, num_baskets, width, dim_v)
+        .transpose(1, 2)
+        .reshape(batch * num_baskets, heads, width, dim_v)
     )
     qb = q.unsqueeze(1).expand(batch, num_baskets, heads, rows, dim).reshape(batch * num_baskets, heads, rows, dim)
     ok = allowed.gather(-1, content_idx.view(batch, 1, 1, -1).expand(batch, 1, allowed_rows, num_baskets * width))
@@ -271,7 +271,9 @@ def posfair_attention_forward(
         out = torch.where(edit, calibrated, original).to(query.dtype)
         return out.transpose(1, 2).contiguous(), None
 
-    out, _ = sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    out, _ = sdpa_attention_forward(
+        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+    )
     rows = plan.row_mask.float().argmax(-1).view(batch, 1)  # one pooling row per sequence
     q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
     allowed = _allowed_keys(attention_mask, plan, rows, q_len, is_causal)

@@ -6,8 +6,8 @@ from llamaindex_posfair.calibration.math import calibrate_weights, merge_basket_
 from llamaindex_posfair.calibration.presets import PRESETS, preset
 
 __all__ = [
-    "BasketPlan",
     "PRESETS",
+    "BasketPlan",
     "CalibrationConfig",
     "basket_lengths",
     "build_plan",

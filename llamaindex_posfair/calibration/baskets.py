@@ -51,7 +51,11 @@ class BasketPlan:
 
     def strength(self, base: float) -> torch.Tensor:
         """Per-sequence ``lambda``: ``base`` times :attr:`strength_scale`."""
-        scale = self.strength_scale if self.strength_scale is not None else torch.ones_like(self.active, dtype=torch.float32)
+        scale = (
+            self.strength_scale
+            if self.strength_scale is not None
+            else torch.ones_like(self.active, dtype=torch.float32)
+        )
         return (scale.float() * float(base)).clamp(0.0, 1.0)
 
     @property
@@ -69,7 +73,7 @@ class BasketPlan:
         """Most content baskets of any sequence in the batch."""
         return int(self.num_baskets.max().item()) if self.num_baskets.numel() else 0
 
-    def to(self, device: torch.device | str) -> "BasketPlan":
+    def to(self, device: torch.device | str) -> BasketPlan:
         """Move every tensor to ``device``."""
         return BasketPlan(
             basket_ids=self.basket_ids.to(device),
@@ -183,7 +187,7 @@ def basket_gather_index(plan: BasketPlan) -> tuple[torch.Tensor, torch.Tensor]:
 
     ``K`` is the most baskets of any sequence, ``M`` the longest basket.
     """
-    batch, length = plan.basket_ids.shape
+    batch, _length = plan.basket_ids.shape
     k_max, m_max = max(plan.max_baskets, 1), max(plan.max_basket_len, 1)
     index = torch.zeros(batch, k_max, m_max, dtype=torch.long)
     ok = torch.zeros(batch, k_max, m_max, dtype=torch.bool)

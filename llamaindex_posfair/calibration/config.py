@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Pooling = Literal["cls", "last", "mean"]
 IsolatedKind = Literal["cls", "bos", "sep", "eos", "dump", "prompt"]
-IsolatedPolicy = Union[Literal["equal", "original"], float]
-LayerSpec = Union[Literal["last", "last_half"], tuple[int, ...]]
+IsolatedPolicy = Union[Literal["equal", "original"], float]  # noqa: UP007 - pydantic reads it at runtime on 3.10
+LayerSpec = Union[Literal["last", "last_half"], tuple[int, ...]]  # noqa: UP007
 
 #: Isolated tokens per pooling when ``isolate`` is left at ``None`` (METHODS.md A.1):
 #: ``[CLS]``/BOS for ``[CLS]`` pooling, BOS and EOS for last-token pooling, nothing
@@ -97,12 +97,14 @@ class CalibrationConfig(BaseModel):
         True, description="Leave sequences whose content fits in one basket unchanged (as the reference does)."
     )
     basket_weighting: Literal["equal", "length"] = Field(
-        "equal", description='"equal": every content basket gets the same share (published); "length": share '
-        "proportional to basket length."
+        "equal",
+        description='"equal": every content basket gets the same share (published); "length": share '
+        "proportional to basket length.",
     )
-    strength_schedule: Union[Literal["constant", "increasing", "decreasing"], tuple[float, ...]] = Field(
-        "constant", description="Per-layer factor on strength over the calibrated layers: constant, increasing "
-        "(1/n ... 1), decreasing (1 ... 1/n), or one factor per calibrated layer."
+    strength_schedule: Literal["constant", "increasing", "decreasing"] | tuple[float, ...] = Field(
+        "constant",
+        description="Per-layer factor on strength over the calibrated layers: constant, increasing "
+        "(1/n ... 1), decreasing (1 ... 1/n), or one factor per calibrated layer.",
     )
     length_reference: int | None = Field(
         None, description="If set, strength is scaled per text by min(1, content tokens / length_reference)."
@@ -182,7 +184,7 @@ class CalibrationConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _check_isolate(self) -> "CalibrationConfig":
+    def _check_isolate(self) -> CalibrationConfig:
         if self.isolate is not None and len(set(self.isolate)) != len(self.isolate):
             raise ValueError(f"isolate lists a token kind twice: {self.isolate!r}")
         return self

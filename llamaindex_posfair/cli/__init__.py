@@ -12,7 +12,7 @@ import importlib
 import logging
 import pkgutil
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def build_parser() -> argparse.ArgumentParser:

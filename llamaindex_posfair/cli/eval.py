@@ -149,10 +149,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="e.g. last,last_half or 4+5 (default last_half: on the 30/group benchmark no `last`-only point beat vanilla)",
     )
     p.add_argument("--no-variants", action="store_true", help="skip the named calibration variants (eval/variants.py)")
-    p.add_argument("--chunk-sizes", type=_ints, default=(64, 128, 256), help="chunk-max chunk sizes in tokens ('' = none)")
-    p.add_argument("--multivector-tokens", type=int, default=128, help="segment size of the Qdrant MaxSim systems (0 = none)")
-    p.add_argument("--fusion-alphas", type=_floats, default=tuple(i / 10 for i in range(11)),
-                   help="fusion weights α of the vanilla score tried on the selection split")
+    p.add_argument(
+        "--chunk-sizes", type=_ints, default=(64, 128, 256), help="chunk-max chunk sizes in tokens ('' = none)"
+    )
+    p.add_argument(
+        "--multivector-tokens", type=int, default=128, help="segment size of the Qdrant MaxSim systems (0 = none)"
+    )
+    p.add_argument(
+        "--fusion-alphas",
+        type=_floats,
+        default=tuple(i / 10 for i in range(11)),
+        help="fusion weights α of the vanilla score tried on the selection split",
+    )
     p.add_argument("--preset", default="posfair-minilm", help="calibration preset also reported ('none' = skip)")
     p.add_argument("--no-grid", action="store_true", help="skip the sweep (vanilla, default and baselines only)")
     p.add_argument("--default-basket-size", type=int, default=128)
@@ -175,7 +183,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "size, or the rerank equals the calibrated system; use ~100 on real corpora)",
     )
     p.add_argument("--dump-model", default=None, help="also evaluate a DUMP-prefixed model from this path")
-    p.add_argument("--max-queries", type=int, default=None, help="quick runs: only the first N queries and their judged passages (not comparable to full runs)")
+    p.add_argument(
+        "--max-queries",
+        type=int,
+        default=None,
+        help="quick runs: only the first N queries and their judged passages (not comparable to full runs)",
+    )
     p.add_argument("--out", default="results/eval", help="output folder for tables and plots")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(
@@ -205,7 +218,11 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from llamaindex_posfair.calibration.config import CalibrationConfig
+    from llamaindex_posfair.calibration.presets import preset
     from llamaindex_posfair.encoders.encoder import PosFairEncoder, bundled_model_path
+    from llamaindex_posfair.eval.chunking_systems import ChunkMaxSystem
+    from llamaindex_posfair.eval.fusion import FusionSystem
+    from llamaindex_posfair.eval.multivector import QdrantMaxSimSystem
     from llamaindex_posfair.eval.report import (
         format_markdown,
         plot_groups,
@@ -214,10 +231,6 @@ def run(args: argparse.Namespace) -> int:
         write_per_query,
     )
     from llamaindex_posfair.eval.runner import SweepGrid, run_eval
-    from llamaindex_posfair.calibration.presets import preset
-    from llamaindex_posfair.eval.chunking_systems import ChunkMaxSystem
-    from llamaindex_posfair.eval.fusion import FusionSystem
-    from llamaindex_posfair.eval.multivector import QdrantMaxSimSystem
     from llamaindex_posfair.eval.systems import DenseSystem, EncodeCache, RerankSystem, SegmentAverageSystem
     from llamaindex_posfair.eval.variants import variant_configs
 
@@ -232,7 +245,9 @@ def run(args: argparse.Namespace) -> int:
     lengths = encoder.count_tokens([bench.corpus[d] for d in bench.doc_ids])
     truncated = sum(n > encoder.max_length for n in lengths)
     if truncated:
-        logger.warning("%d of %d passages exceed max_length=%d and are truncated", truncated, len(lengths), encoder.max_length)
+        logger.warning(
+            "%d of %d passages exceed max_length=%d and are truncated", truncated, len(lengths), encoder.max_length
+        )
     default_cfg = CalibrationConfig(
         basket_size=args.default_basket_size,
         strength=args.default_strength,
@@ -242,8 +257,13 @@ def run(args: argparse.Namespace) -> int:
     default_label = f"default B={default_cfg.basket_size} λ={default_cfg.strength:g} {args.default_layers}"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cache_dir = None if args.no_cache else (
-        args.cache_dir or str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "llamaindex_posfair" / "eval")
+    cache_dir = (
+        None
+        if args.no_cache
+        else (
+            args.cache_dir
+            or str(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "llamaindex_posfair" / "eval")
+        )
     )
     group_order = bench.group_order
 
@@ -255,19 +275,29 @@ def run(args: argparse.Namespace) -> int:
         grid_systems = [DenseSystem(label, encoder, cfg, kind="calibrated") for label, cfg in grid.points()]
         variants = {} if args.no_variants else variant_configs(base={**_cfg_fields(default_cfg)})
         variant_systems = [DenseSystem(label, encoder, cfg, kind="variant") for label, cfg in variants.items()]
-        logger.info("grid: %d points, %d variants on %s (%d passages)", len(grid_systems), len(variant_systems),
-                    select_bench.name, len(select_bench.corpus))
+        logger.info(
+            "grid: %d points, %d variants on %s (%d passages)",
+            len(grid_systems),
+            len(variant_systems),
+            select_bench.name,
+            len(select_bench.corpus),
+        )
         sel_cache = EncodeCache(
             [select_bench.corpus[d] for d in select_bench.doc_ids],
             [select_bench.queries[q] for q in select_bench.query_ids],
-            batch_size=args.batch_size, show_progress_bar=progress, cache_dir=cache_dir,
+            batch_size=args.batch_size,
+            show_progress_bar=progress,
+            cache_dir=cache_dir,
         )
         sel_results = run_eval(
-            select_bench, [vanilla_sel, *grid_systems, *variant_systems], batch_size=args.batch_size,
-            show_progress_bar=progress, cache=sel_cache,
+            select_bench,
+            [vanilla_sel, *grid_systems, *variant_systems],
+            batch_size=args.batch_size,
+            show_progress_bar=progress,
+            cache=sel_cache,
         )
         grid_results = sel_results[: 1 + len(grid_systems)]
-        var_results = sel_results[1 + len(grid_systems):]
+        var_results = sel_results[1 + len(grid_systems) :]
         best = max(grid_results[1:], key=lambda r: r.ndcg.harmonic)
         best_label = best.name
         best_cfg = dict(grid.points())[best_label]
@@ -278,8 +308,10 @@ def run(args: argparse.Namespace) -> int:
                 combo_label = f"{best_label} + " + " + ".join(combo[0])
                 variants[combo_label] = combo[1]
                 combo_results = run_eval(
-                    select_bench, [DenseSystem(combo_label, encoder, combo[1], kind="variant")],
-                    show_progress_bar=False, cache=sel_cache,
+                    select_bench,
+                    [DenseSystem(combo_label, encoder, combo[1], kind="variant")],
+                    show_progress_bar=False,
+                    cache=sel_cache,
                 )
                 sel_results = sel_results + combo_results
                 var_results = var_results + combo_results
@@ -310,7 +342,9 @@ def run(args: argparse.Namespace) -> int:
             ),
             encoding="utf-8",
         )
-        default_in_grid = next((r for r in sel_results if r.params == DenseSystem("x", encoder, default_cfg).params), None)
+        default_in_grid = next(
+            (r for r in sel_results if r.params == DenseSystem("x", encoder, default_cfg).params), None
+        )
         refs = [sel_results[0]] + ([replace(default_in_grid, name="default")] if default_in_grid else [])
         refs.append(replace(best, name=f"best: {best.name}"))
         plot_tradeoff(
@@ -338,26 +372,51 @@ def run(args: argparse.Namespace) -> int:
             seen.add(pcfg)
     if alpha is not None:
         systems.append(
-            FusionSystem(f"fusion α={alpha:g}·vanilla + {1 - alpha:g}·({chosen.name})", vanilla,
-                         DenseSystem("cal", encoder, fuse_cfg), alpha=alpha)
+            FusionSystem(
+                f"fusion α={alpha:g}·vanilla + {1 - alpha:g}·({chosen.name})",
+                vanilla,
+                DenseSystem("cal", encoder, fuse_cfg),
+                alpha=alpha,
+            )
         )
-    systems.append(SegmentAverageSystem(f"Segment Embed Average ({args.segment_tokens} tok)", encoder, args.segment_tokens))
+    systems.append(
+        SegmentAverageSystem(f"Segment Embed Average ({args.segment_tokens} tok)", encoder, args.segment_tokens)
+    )
     for size in args.chunk_sizes:
         systems.append(ChunkMaxSystem(f"chunk-max {size} tok", encoder, size))
     if args.multivector_tokens:
         mt = args.multivector_tokens
         systems.append(QdrantMaxSimSystem(f"Qdrant MaxSim, independent {mt}-tok segments", encoder, mt, "independent"))
-        systems.append(QdrantMaxSimSystem(f"Qdrant MaxSim, contextual {mt}-tok segments, vanilla", encoder, mt, "contextual"))
-        systems.append(QdrantMaxSimSystem(f"Qdrant MaxSim, contextual {mt}-tok segments, paper default", encoder, mt,
-                                          "contextual", calibration=default_cfg))
-    systems.append(RerankSystem(f"rerank: vanilla top-{args.rerank_k} → default calib", vanilla, encoder, default_cfg, k=args.rerank_k))
+        systems.append(
+            QdrantMaxSimSystem(f"Qdrant MaxSim, contextual {mt}-tok segments, vanilla", encoder, mt, "contextual")
+        )
+        systems.append(
+            QdrantMaxSimSystem(
+                f"Qdrant MaxSim, contextual {mt}-tok segments, paper default",
+                encoder,
+                mt,
+                "contextual",
+                calibration=default_cfg,
+            )
+        )
+    systems.append(
+        RerankSystem(
+            f"rerank: vanilla top-{args.rerank_k} → default calib", vanilla, encoder, default_cfg, k=args.rerank_k
+        )
+    )
     if args.dump_model:
-        dump_enc = PosFairEncoder(args.dump_model, calibration=None, max_length=args.max_length, batch_size=args.batch_size)
+        dump_enc = PosFairEncoder(
+            args.dump_model, calibration=None, max_length=args.max_length, batch_size=args.batch_size
+        )
         systems.append(DenseSystem("DUMP-prefixed", dump_enc, None, kind="dump"))
     results = run_eval(bench, systems, batch_size=args.batch_size, show_progress_bar=progress, cache_dir=cache_dir)
     wall = time.perf_counter() - t_start
 
-    command = "posfair eval " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["eval"] else "posfair eval"
+    command = (
+        "posfair eval " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+        if sys.argv[1:2] == ["eval"]
+        else "posfair eval"
+    )
     caption = (
         f"`{bench.name}` ({len(bench.queries)} queries, {len(bench.corpus)} passages, groups "
         f"{', '.join(f'{g}={n}' for g, n in bench.group_counts().items())}); model `{model_label}`, "
@@ -370,9 +429,8 @@ def run(args: argparse.Namespace) -> int:
         f"selection split. vectors/passage = vectors stored per passage (mean)."
     )
     if best_cfg is not None:
-        caption += (
-            f" Best grid point chosen by harmonic mean on `{select_bench.name}`"
-            + ("." if select_split else " — the same split, so it is optimistic.")
+        caption += f" Best grid point chosen by harmonic mean on `{select_bench.name}`" + (
+            "." if select_split else " — the same split, so it is optimistic."
         )
     write_csv(results, group_order, out / "summary.csv")
     write_per_query(results, bench.groups, out / "per_query.csv")
@@ -393,6 +451,9 @@ def run(args: argparse.Namespace) -> int:
     }
     (out / "run.json").write_text(json.dumps(meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(table)
-    print(f"wrote {out}/summary.md, summary.csv, ndcg_by_group.png" + (", grid.md, grid.csv, psi_vs_harmonic.png" if grid_results else ""))
+    print(
+        f"wrote {out}/summary.md, summary.csv, ndcg_by_group.png"
+        + (", grid.md, grid.csv, psi_vs_harmonic.png" if grid_results else "")
+    )
     print(f"wall time {wall:.0f} s")
     return 0

@@ -35,30 +35,39 @@ def add_storage_args(p: argparse.ArgumentParser) -> None:
     """``--collection``, ``--path``, ``--qdrant-url``, ``--allow-insecure-api-key``."""
     p.add_argument("--collection", default="posfair", help="Qdrant collection name (default: posfair)")
     p.add_argument(
-        "--path", default=None,
+        "--path",
+        default=None,
         help=f"embedded Qdrant storage folder (default: {DEFAULT_STORAGE}); one process at a time",
     )
     p.add_argument(
-        "--qdrant-url", default=None,
+        "--qdrant-url",
+        default=None,
         help=f"use a Qdrant server instead of embedded storage; API key from ${API_KEY_ENV}",
     )
     p.add_argument(
-        "--allow-insecure-api-key", action="store_true",
+        "--allow-insecure-api-key",
+        action="store_true",
         help=f"allow sending ${API_KEY_ENV} over plain http (refused by default)",
     )
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """Model and calibration options."""
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help="sentence-transformers model name or path (default: the bundled all-MiniLM-L6-v2, offline)")
+    p.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="sentence-transformers model name or path (default: the bundled all-MiniLM-L6-v2, offline)",
+    )
     p.add_argument("--no-calibration", action="store_true", help="plain model, no position-fair calibration")
     p.add_argument("--basket-size", type=int, default=128, help="calibration basket size B (default 128)")
     p.add_argument("--strength", type=float, default=0.5, help="calibration strength lambda in [0, 1] (default 0.5)")
     p.add_argument("--layers", default="last_half", help='"last", "last_half" or comma-separated layer indices')
-    p.add_argument("--preset", default=None,
-                   help='a named calibration preset instead of --basket-size/--strength/--layers, e.g. "paper" or '
-                        '"posfair-minilm" (chosen on the shipped benchmark; see README)')
+    p.add_argument(
+        "--preset",
+        default=None,
+        help='a named calibration preset instead of --basket-size/--strength/--layers, e.g. "paper" or '
+        '"posfair-minilm" (chosen on the shipped benchmark; see README)',
+    )
     p.add_argument("--max-length", type=int, default=None, help="tokens per text incl. special (default: model's)")
     p.add_argument("--encode-batch-size", type=int, default=32, help="texts per forward pass (default 32)")
     p.add_argument("--query-prompt", default=None, help="text prepended to queries")
@@ -70,8 +79,9 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
 
 def calibration_from_args(args: argparse.Namespace) -> Any:
     """The ``CalibrationConfig`` the flags describe (None with --no-calibration)."""
-    from llamaindex_posfair.calibration.config import CalibrationConfig
     from pydantic import ValidationError
+
+    from llamaindex_posfair.calibration.config import CalibrationConfig
 
     if args.no_calibration:
         return None
@@ -83,17 +93,19 @@ def calibration_from_args(args: argparse.Namespace) -> Any:
         try:
             return preset(args.preset)
         except (KeyError, ValueError) as exc:
-            raise CliError(str(exc).strip("'\""))
+            raise CliError(str(exc).strip("'\"")) from None
     layers: Any = args.layers
     if layers not in ("last", "last_half"):
         try:
             layers = tuple(int(x) for x in layers.split(","))
         except ValueError:
-            raise CliError(f'--layers must be "last", "last_half" or comma-separated integers, got {args.layers!r}')
+            raise CliError(
+                f'--layers must be "last", "last_half" or comma-separated integers, got {args.layers!r}'
+            ) from None
     try:
         return CalibrationConfig(basket_size=args.basket_size, strength=args.strength, layers=layers)
     except ValidationError as exc:
-        raise CliError("; ".join(e["msg"] for e in exc.errors()))
+        raise CliError("; ".join(e["msg"] for e in exc.errors())) from None
 
 
 def load_encoder_from_args(args: argparse.Namespace) -> Any:
@@ -112,12 +124,18 @@ def load_encoder_from_args(args: argparse.Namespace) -> Any:
     calibration = calibration_from_args(args)
     try:
         return load_encoder(
-            args.model, calibration, max_length=args.max_length, device=args.device, dtype=args.dtype,
-            query_prompt=args.query_prompt, document_prompt=args.document_prompt,
-            batch_size=args.encode_batch_size, trust_remote_code=args.trust_remote_code,
+            args.model,
+            calibration,
+            max_length=args.max_length,
+            device=args.device,
+            dtype=args.dtype,
+            query_prompt=args.query_prompt,
+            document_prompt=args.document_prompt,
+            batch_size=args.encode_batch_size,
+            trust_remote_code=args.trust_remote_code,
         )
     except (OSError, ValueError) as exc:
-        raise CliError(f"--model {args.model!r}: {exc}")
+        raise CliError(f"--model {args.model!r}: {exc}") from None
 
 
 def open_client(args: argparse.Namespace, *, must_exist: bool = False, retry: bool = False) -> Any:
@@ -149,7 +167,7 @@ def open_client(args: argparse.Namespace, *, must_exist: bool = False, retry: bo
             raise CliError(
                 f"cannot reach Qdrant at {url} ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
                 "start the server, check --qdrant-url and the API key, or drop --qdrant-url to use embedded storage"
-            )
+            ) from None
         if retry:
             from qdrant_tools.retry import RetryingClient
 
@@ -157,8 +175,10 @@ def open_client(args: argparse.Namespace, *, must_exist: bool = False, retry: bo
         return client
     path = args.path or DEFAULT_STORAGE
     if must_exist and not os.path.isdir(path):
-        raise CliError(f"no embedded Qdrant storage at {path!r}; run `posfair ingest PATH --collection NAME` first "
-                       "(or pass --path / --qdrant-url)")
+        raise CliError(
+            f"no embedded Qdrant storage at {path!r}; run `posfair ingest PATH --collection NAME` first "
+            "(or pass --path / --qdrant-url)"
+        )
     try:
         return QdrantClient(path=path)
     except RuntimeError as exc:
@@ -166,7 +186,7 @@ def open_client(args: argparse.Namespace, *, must_exist: bool = False, retry: bo
             raise CliError(
                 f"embedded Qdrant storage {path!r} is in use by another process (embedded mode allows one client "
                 "per folder); wait for it to finish, use another --path, or run a Qdrant server (--qdrant-url)"
-            )
+            ) from None
         raise
 
 
@@ -181,12 +201,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("source", metavar="PATH", help="folder of .txt/.md files, or one file")
     add_storage_args(p)
     add_model_args(p)
-    p.add_argument("--vector-name", default=None,
-                   help='Qdrant vector name (default: "calibrated", or "vanilla" with --no-calibration)')
-    p.add_argument("--both-vectors", action="store_true",
-                   help='store a "vanilla" and a "calibrated" vector per chunk (one model load)')
-    p.add_argument("--chunk-tokens", type=int, default=None,
-                   help="tokens per chunk (default: min(256, model window))")
+    p.add_argument(
+        "--vector-name",
+        default=None,
+        help='Qdrant vector name (default: "calibrated", or "vanilla" with --no-calibration)',
+    )
+    p.add_argument(
+        "--both-vectors",
+        action="store_true",
+        help='store a "vanilla" and a "calibrated" vector per chunk (one model load)',
+    )
+    p.add_argument("--chunk-tokens", type=int, default=None, help="tokens per chunk (default: min(256, model window))")
     p.add_argument("--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring chunks (default 32)")
     p.add_argument("--extensions", default=".txt,.md", help="comma-separated file suffixes (default .txt,.md)")
     p.add_argument("--batch-size", type=int, default=256, help="chunks per embed + upsert step (default 256)")
@@ -218,12 +243,15 @@ def run_ingest(args: argparse.Namespace) -> int:
             raise CliError(f"PATH {args.source!r} does not exist; pass a folder of .txt/.md files or one file")
         try:
             config = IngestConfig(
-                chunk_tokens=args.chunk_tokens, overlap_tokens=args.overlap_tokens,
+                chunk_tokens=args.chunk_tokens,
+                overlap_tokens=args.overlap_tokens,
                 extensions=tuple(e.strip() for e in args.extensions.split(",") if e.strip()),
-                batch_size=args.batch_size, prune=args.prune, show_progress=not args.no_progress,
+                batch_size=args.batch_size,
+                prune=args.prune,
+                show_progress=not args.no_progress,
             )
         except ValueError as exc:
-            raise CliError(str(exc))
+            raise CliError(str(exc)) from None
         client = open_client(args, retry=True)  # fail on storage problems before loading the model
         try:
             encoder = load_encoder_from_args(args)
@@ -231,7 +259,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             try:
                 report = ingest_path(client, args.collection, args.source, vectors, config)
             except (SchemaMismatchError, ValueError) as exc:
-                raise CliError(str(exc))
+                raise CliError(str(exc)) from None
             except Exception as exc:
                 print(
                     f"posfair ingest: stopped by {type(exc).__name__}: {exc}\n"
@@ -245,18 +273,32 @@ def run_ingest(args: argparse.Namespace) -> int:
         print(f"posfair ingest: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({
-            "collection": report.collection, "files_seen": report.files_seen, "new": report.new,
-            "changed": report.changed, "unchanged": report.unchanged, "cleaned": report.cleaned,
-            "pruned": report.pruned, "skipped": [{"source": s.source, "reason": s.reason} for s in report.skipped],
-            "chunks_written": report.chunks_written, "chunks_deleted": report.chunks_deleted,
-            "chunks_truncated": report.chunks_truncated, "seconds": round(report.seconds, 3),
-            "vectors": {name: enc.fingerprint() for name, enc in vectors.items()},
-            "storage": args.qdrant_url or (args.path or DEFAULT_STORAGE),
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "collection": report.collection,
+                    "files_seen": report.files_seen,
+                    "new": report.new,
+                    "changed": report.changed,
+                    "unchanged": report.unchanged,
+                    "cleaned": report.cleaned,
+                    "pruned": report.pruned,
+                    "skipped": [{"source": s.source, "reason": s.reason} for s in report.skipped],
+                    "chunks_written": report.chunks_written,
+                    "chunks_deleted": report.chunks_deleted,
+                    "chunks_truncated": report.chunks_truncated,
+                    "seconds": round(report.seconds, 3),
+                    "vectors": {name: enc.fingerprint() for name, enc in vectors.items()},
+                    "storage": args.qdrant_url or (args.path or DEFAULT_STORAGE),
+                },
+                indent=2,
+            )
+        )
     else:
         print(report.summary())
         where = args.qdrant_url or (args.path or DEFAULT_STORAGE)
-        print(f"stored in {where}, vectors {sorted(vectors)}; query with: "
-              f"posfair query \"...\" --collection {args.collection}")
+        print(
+            f"stored in {where}, vectors {sorted(vectors)}; query with: "
+            f'posfair query "..." --collection {args.collection}'
+        )
     return 0

@@ -62,7 +62,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         rep = evaluate_methods(adapter, cal, test, methods=args.methods)
         rows += list(rep.items())
         if args.plot:
-            out = plot_per_slot({m: rep[m] for m in rep if m in ("vanilla", "ours")}, Path(args.plot) / f"eval_n{n}.png")
+            out = plot_per_slot(
+                {m: rep[m] for m in rep if m in ("vanilla", "ours")}, Path(args.plot) / f"eval_n{n}.png"
+            )
             print(f"plot: {out}")
     print(format_table(rows, args.rstd))
     return 0

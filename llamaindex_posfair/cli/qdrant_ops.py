@@ -31,21 +31,34 @@ API_KEY_ENV = "QDRANT_API_KEY"
 def _storage_args(p: argparse.ArgumentParser, *, server_only: bool = False) -> None:
     if not server_only:
         p.add_argument("--path", default=None, help="embedded Qdrant storage folder (default: .posfair/qdrant)")
-    p.add_argument("--qdrant-url", default=None, required=server_only,
-                   help=f"Qdrant server REST URL, e.g. https://host:6333; API key from ${API_KEY_ENV}")
-    p.add_argument("--allow-insecure-api-key", action="store_true",
-                   help=f"allow sending ${API_KEY_ENV} over plain http (refused by default)")
+    p.add_argument(
+        "--qdrant-url",
+        default=None,
+        required=server_only,
+        help=f"Qdrant server REST URL, e.g. https://host:6333; API key from ${API_KEY_ENV}",
+    )
+    p.add_argument(
+        "--allow-insecure-api-key",
+        action="store_true",
+        help=f"allow sending ${API_KEY_ENV} over plain http (refused by default)",
+    )
 
 
 def register(subparsers: Any) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     # ---------------------------------------------------------------- collection
-    col = subparsers.add_parser("collection", help="create / validate / migrate a collection from a spec file",
-                                description=__doc__, formatter_class=fmt)
+    col = subparsers.add_parser(
+        "collection",
+        help="create / validate / migrate a collection from a spec file",
+        description=__doc__,
+        formatter_class=fmt,
+    )
     col_sub = col.add_subparsers(dest="collection_command", metavar="ACTION", required=True)
-    for name, helptext in (("create", "create the collection (or check it matches if it exists)"),
-                           ("validate", "compare the collection with the spec; exit 1 on differences"),
-                           ("migrate", "apply online changes: add named vectors, payload indexes, HNSW/quantization")):
+    for name, helptext in (
+        ("create", "create the collection (or check it matches if it exists)"),
+        ("validate", "compare the collection with the spec; exit 1 on differences"),
+        ("migrate", "apply online changes: add named vectors, payload indexes, HNSW/quantization"),
+    ):
         p = col_sub.add_parser(name, help=helptext)
         p.add_argument("--spec", required=True, help="collection spec file (.json or .toml)")
         _storage_args(p)
@@ -59,12 +72,19 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run_example_spec)
 
     # ---------------------------------------------------------------- snapshot
-    snap = subparsers.add_parser("snapshot", help="create / list / download (sha256-verified) / restore snapshots",
-                                 description=__doc__, formatter_class=fmt)
+    snap = subparsers.add_parser(
+        "snapshot",
+        help="create / list / download (sha256-verified) / restore snapshots",
+        description=__doc__,
+        formatter_class=fmt,
+    )
     snap_sub = snap.add_subparsers(dest="snapshot_command", metavar="ACTION", required=True)
-    for name, helptext in (("create", "create a snapshot on the server"), ("list", "list snapshots"),
-                           ("download", "download and verify a snapshot"),
-                           ("restore", "verify a local snapshot file, then upload and recover it")):
+    for name, helptext in (
+        ("create", "create a snapshot on the server"),
+        ("list", "list snapshots"),
+        ("download", "download and verify a snapshot"),
+        ("restore", "verify a local snapshot file, then upload and recover it"),
+    ):
         p = snap_sub.add_parser(name, help=helptext)
         p.add_argument("--collection", required=True)
         _storage_args(p, server_only=True)
@@ -82,8 +102,9 @@ def register(subparsers: Any) -> None:
     # ---------------------------------------------------------------- ingest-ray
     from llamaindex_posfair.cli.ingest import add_model_args, add_storage_args
 
-    p = subparsers.add_parser("ingest-ray", help="ingest a folder with encoding on a Ray actor pool",
-                              description=__doc__, formatter_class=fmt)
+    p = subparsers.add_parser(
+        "ingest-ray", help="ingest a folder with encoding on a Ray actor pool", description=__doc__, formatter_class=fmt
+    )
     p.add_argument("source", metavar="PATH", help="folder of .txt/.md files, or one file (read by the driver)")
     add_storage_args(p)
     add_model_args(p)
@@ -118,8 +139,12 @@ def run_example_spec(args: argparse.Namespace) -> int:
 
     names = [n.strip() for n in args.vectors.split(",") if n.strip()]
     try:
-        spec = CollectionSpec(name=args.name, vectors=[VectorConfig(name=n, size=args.size) for n in names],
-                              hnsw=HnswSpec(m=16, ef_construct=128), on_disk_payload=True)
+        spec = CollectionSpec(
+            name=args.name,
+            vectors=[VectorConfig(name=n, size=args.size) for n in names],
+            hnsw=HnswSpec(m=16, ef_construct=128),
+            on_disk_payload=True,
+        )
     except ValueError as exc:
         return _fail("collection example-spec", str(exc))
     print(spec.to_json())
@@ -129,7 +154,11 @@ def run_example_spec(args: argparse.Namespace) -> int:
 def run_collection(args: argparse.Namespace) -> int:
     from llamaindex_posfair.cli.ingest import CliError, open_client
     from qdrant_tools.spec import (
-        CollectionMismatchError, CollectionSpec, SpecError, create_collection, migrate_collection,
+        CollectionMismatchError,
+        CollectionSpec,
+        SpecError,
+        create_collection,
+        migrate_collection,
         validate_collection,
     )
 
@@ -163,14 +192,18 @@ def run_snapshot(args: argparse.Namespace) -> int:
     import httpx
 
     from qdrant_tools.snapshots import (
-        ChecksumMismatchError, InsecureApiKeyError, ServerConfig, create_snapshot, download_snapshot,
-        list_snapshots, restore_snapshot,
+        ChecksumMismatchError,
+        InsecureApiKeyError,
+        ServerConfig,
+        create_snapshot,
+        download_snapshot,
+        list_snapshots,
+        restore_snapshot,
     )
 
     action = args.snapshot_command
     try:
-        server = ServerConfig(args.qdrant_url, allow_insecure_api_key=args.allow_insecure_api_key,
-                              timeout=args.timeout)
+        server = ServerConfig(args.qdrant_url, allow_insecure_api_key=args.allow_insecure_api_key, timeout=args.timeout)
         server.api_key()  # refuse an insecure key before any request
         if action == "create":
             info = create_snapshot(server, args.collection)
@@ -179,8 +212,9 @@ def run_snapshot(args: argparse.Namespace) -> int:
             for s in list_snapshots(server, args.collection):
                 print(f"{s.name}\t{s.size}\t{s.checksum}\t{s.creation_time}")
         elif action == "download":
-            path = download_snapshot(server, args.collection, args.name, args.dest,
-                                     expected_checksum=args.checksum, show_progress=True)
+            path = download_snapshot(
+                server, args.collection, args.name, args.dest, expected_checksum=args.checksum, show_progress=True
+            )
             print(f"downloaded and verified {path} (checksum in {path.name}.sha256)")
         else:
             restore_snapshot(server, args.collection, args.file, checksum=args.checksum, priority=args.priority)
@@ -188,19 +222,21 @@ def run_snapshot(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError, ChecksumMismatchError, InsecureApiKeyError) as exc:
         return _fail(f"snapshot {action}", str(exc))
     except httpx.HTTPError as exc:
-        return _fail(f"snapshot {action}", f"{exc} (server {args.qdrant_url}); check the URL, the API key "
-                     "and that the collection exists on this node")
+        return _fail(
+            f"snapshot {action}",
+            f"{exc} (server {args.qdrant_url}); check the URL, the API key and that the collection exists on this node",
+        )
     return 0
 
 
 # ------------------------------------------------------------------------ ingest-ray
 def run_ingest_ray(args: argparse.Namespace) -> int:
+    import os
+
     from llamaindex_posfair.cli.ingest import CliError, calibration_from_args, open_client
     from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path
     from qdrant_tools.schema import SchemaMismatchError
     from qdrant_tools.spec import CollectionMismatchError, CollectionSpec, SpecError, create_collection
-
-    import os
 
     try:
         if not os.path.exists(args.source):
@@ -215,46 +251,79 @@ def run_ingest_ray(args: argparse.Namespace) -> int:
             vectors = ((args.vector_name or kind, kind),)
         try:
             recipe = EncoderRecipe(
-                model=args.model, calibration=calibration, vectors=vectors, max_length=args.max_length,
-                dtype=args.dtype, query_prompt=args.query_prompt, document_prompt=args.document_prompt,
-                batch_size=args.encode_batch_size, trust_remote_code=args.trust_remote_code)
+                model=args.model,
+                calibration=calibration,
+                vectors=vectors,
+                max_length=args.max_length,
+                dtype=args.dtype,
+                query_prompt=args.query_prompt,
+                document_prompt=args.document_prompt,
+                batch_size=args.encode_batch_size,
+                trust_remote_code=args.trust_remote_code,
+            )
             config = RayIngestConfig(
-                num_workers=args.workers, num_gpus_per_worker=args.gpus_per_worker,
-                num_cpus_per_worker=args.cpus_per_worker, token_budget=args.token_budget,
-                docs_per_task=args.docs_per_task, write_batch_size=args.write_batch_size,
-                write_ordering=args.write_ordering, chunk_tokens=args.chunk_tokens,
-                overlap_tokens=args.overlap_tokens, show_progress=not args.no_progress,
-                extensions=tuple(e.strip() for e in args.extensions.split(",") if e.strip()))
+                num_workers=args.workers,
+                num_gpus_per_worker=args.gpus_per_worker,
+                num_cpus_per_worker=args.cpus_per_worker,
+                token_budget=args.token_budget,
+                docs_per_task=args.docs_per_task,
+                write_batch_size=args.write_batch_size,
+                write_ordering=args.write_ordering,
+                chunk_tokens=args.chunk_tokens,
+                overlap_tokens=args.overlap_tokens,
+                show_progress=not args.no_progress,
+                extensions=tuple(e.strip() for e in args.extensions.split(",") if e.strip()),
+            )
             spec = CollectionSpec.from_file(args.spec) if args.spec else None
         except (ValueError, SpecError) as exc:
-            raise CliError(str(exc))
+            raise CliError(str(exc)) from None
         if spec is not None and spec.name != args.collection:
-            raise CliError(f"--spec describes collection {spec.name!r} but --collection is {args.collection!r}; "
-                           "make them agree")
+            raise CliError(
+                f"--spec describes collection {spec.name!r} but --collection is {args.collection!r}; make them agree"
+            )
         client = open_client(args, retry=True)
         try:
             if spec is not None:
                 create_collection(client, spec)
-            report = ray_ingest_path(client, args.collection, args.source, recipe, config,
-                                     ray_address=args.ray_address, local_cpus=args.local_cpus)
+            report = ray_ingest_path(
+                client,
+                args.collection,
+                args.source,
+                recipe,
+                config,
+                ray_address=args.ray_address,
+                local_cpus=args.local_cpus,
+            )
         except (SchemaMismatchError, CollectionMismatchError, ValueError) as exc:
-            raise CliError(str(exc))
+            raise CliError(str(exc)) from None
         except Exception as exc:
-            print(f"posfair ingest-ray: stopped by {type(exc).__name__}: {exc}\n"
-                  "chunks already stored are kept; rerun the same command to finish (nothing is duplicated)",
-                  file=sys.stderr)
+            print(
+                f"posfair ingest-ray: stopped by {type(exc).__name__}: {exc}\n"
+                "chunks already stored are kept; rerun the same command to finish (nothing is duplicated)",
+                file=sys.stderr,
+            )
             return 1
         finally:
             client.close()
     except CliError as exc:
         return _fail("ingest-ray", str(exc))
     if args.json:
-        print(json.dumps({
-            "collection": report.collection, "new": report.new, "changed": report.changed,
-            "unchanged": report.unchanged, "chunks_written": report.chunks_written,
-            "chunks_resumed": report.chunks_resumed, "chunks_deleted": report.chunks_deleted,
-            "workers": report.workers, "seconds": round(report.seconds, 3),
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "collection": report.collection,
+                    "new": report.new,
+                    "changed": report.changed,
+                    "unchanged": report.unchanged,
+                    "chunks_written": report.chunks_written,
+                    "chunks_resumed": report.chunks_resumed,
+                    "chunks_deleted": report.chunks_deleted,
+                    "workers": report.workers,
+                    "seconds": round(report.seconds, 3),
+                },
+                indent=2,
+            )
+        )
     else:
         print(report.summary())
         if report.chunks_resumed:

@@ -35,8 +35,11 @@ def register(subparsers: Any) -> None:
     add_storage_args(p)
     add_model_args(p)
     p.add_argument("--top-k", type=int, default=5, help="results to print (default 5)")
-    p.add_argument("--vector-name", default=None,
-                   help='vector to search (default: "calibrated" if the collection has it, else its only vector)')
+    p.add_argument(
+        "--vector-name",
+        default=None,
+        help='vector to search (default: "calibrated" if the collection has it, else its only vector)',
+    )
     p.add_argument("--rerank", action="store_true", help="re-score candidates with PositionFairRerank")
     p.add_argument("--candidates", type=int, default=20, help="first-stage candidates for --rerank (default 20)")
     p.add_argument("--fusion-weight", type=float, default=0.0, help="weight of the first-stage score in --rerank")
@@ -47,8 +50,10 @@ def register(subparsers: Any) -> None:
 def _pick_vector(client: Any, collection: str, requested: str | None) -> tuple[str, int]:
     if not client.collection_exists(collection):
         names = [c.name for c in client.get_collections().collections]
-        raise CliError(f"collection {collection!r} not found (existing: {names or 'none'}); "
-                       f"run `posfair ingest PATH --collection {collection}` first")
+        raise CliError(
+            f"collection {collection!r} not found (existing: {names or 'none'}); "
+            f"run `posfair ingest PATH --collection {collection}` first"
+        )
     vectors = client.get_collection(collection).config.params.vectors
     if not isinstance(vectors, dict):
         raise CliError(f"collection {collection!r} has an unnamed vector; it was not written by posfair ingest")
@@ -82,7 +87,10 @@ def _query_encoder(encoder: Any, stored: str | None, vector: str) -> Any:
     logger.warning(
         "vector %r was written by an encoder with fingerprint %s, but this query uses %s (model %s); "
         "scores may be meaningless: pass the --model/calibration flags used at ingest time",
-        vector, stored, encoder.fingerprint(), encoder.model_id,
+        vector,
+        stored,
+        encoder.fingerprint(),
+        encoder.model_id,
     )
     return encoder
 
@@ -127,11 +135,24 @@ def run_query(args: argparse.Namespace) -> int:
         print(f"posfair query: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"query": args.query, "collection": args.collection, "vector": vector,
-                          "reranked": bool(args.rerank), "results": rows}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    "query": args.query,
+                    "collection": args.collection,
+                    "vector": vector,
+                    "reranked": bool(args.rerank),
+                    "results": rows,
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return 0
-    print(f"{len(rows)} results for {args.query!r} in {args.collection!r} "
-          f"(vector {vector!r}{', reranked position-fair' if args.rerank else ''}):")
+    print(
+        f"{len(rows)} results for {args.query!r} in {args.collection!r} "
+        f"(vector {vector!r}{', reranked position-fair' if args.rerank else ''}):"
+    )
     for r in rows:
         snippet = " ".join(r["text"].split())
         snippet = snippet[:200] + ("..." if len(snippet) > 200 else "")
@@ -158,7 +179,8 @@ def _search(args: argparse.Namespace, client: Any, vector: str, encoder: Any) ->
             raise CliError("--rerank re-scores with calibration on; drop --no-calibration")
         if not 0.0 <= args.fusion_weight <= 1.0:
             raise CliError(f"--fusion-weight must lie in [0, 1], got {args.fusion_weight}")
-        rerank = PositionFairRerank(top_n=args.top_k, encoder=encoder, keep_retrieval_score=True,
-                                    fusion_weight=args.fusion_weight)
+        rerank = PositionFairRerank(
+            top_n=args.top_k, encoder=encoder, keep_retrieval_score=True, fusion_weight=args.fusion_weight
+        )
         nodes = rerank.postprocess_nodes(nodes, query_str=args.query)
     return [_row(i + 1, n) for i, n in enumerate(nodes)]

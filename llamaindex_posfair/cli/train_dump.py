@@ -28,20 +28,38 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", default=None, help="base SentenceTransformer folder or name (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--model", default=None, help="base SentenceTransformer folder or name (default: bundled all-MiniLM-L6-v2)"
+    )
     p.add_argument("--out", required=True, help="folder to save the trained model into")
-    p.add_argument("--data", default=None, help="training triples .jsonl/.parquet (query, positive, negative); default: shipped train split")
-    p.add_argument("--eval", dest="eval_path", default=None,
-                   help="held-apart triples for before/after retrieval metrics; default: shipped test split when --data is omitted")
+    p.add_argument(
+        "--data",
+        default=None,
+        help="training triples .jsonl/.parquet (query, positive, negative); default: shipped train split",
+    )
+    p.add_argument(
+        "--eval",
+        dest="eval_path",
+        default=None,
+        help="held-apart triples for before/after retrieval metrics; default: shipped test split when --data is omitted",
+    )
     p.add_argument("--no-eval", action="store_true", help="skip evaluation")
-    p.add_argument("--mode", default="full", choices=["full", "dump_only", "random_prefix", "soft_prompt"],
-                   help="what trains (default full = the paper); see docs/dump.md")
+    p.add_argument(
+        "--mode",
+        default="full",
+        choices=["full", "dump_only", "random_prefix", "soft_prompt"],
+        help="what trains (default full = the paper); see docs/dump.md",
+    )
     p.add_argument("--num-tokens", type=int, default=4, help="K prefix tokens (default 4)")
     p.add_argument("--lr", type=float, default=1e-4, help="learning rate (default 1e-4)")
     p.add_argument("--epochs", type=float, default=1.0, help="epochs (default 1)")
     p.add_argument("--batch-size", type=int, default=32, help="queries per step (default 32; paper 256)")
-    p.add_argument("--mini-batch-size", type=int, default=None,
-                   help="use the gradient-cache loss with this many sequences per forward pass")
+    p.add_argument(
+        "--mini-batch-size",
+        type=int,
+        default=None,
+        help="use the gradient-cache loss with this many sequences per forward pass",
+    )
     p.add_argument("--max-length", type=int, default=None, help="tokens per text incl. prefix (default: model's)")
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
     p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"], help="auto = bf16 on capable CUDA")
@@ -64,15 +82,23 @@ def run_train_dump(args: argparse.Namespace) -> int:
     try:
         dump_cfg = DumpConfig(num_tokens=args.num_tokens, mode=args.mode, seed=args.seed)
         train_cfg = DumpTrainingConfig(
-            learning_rate=args.lr, epochs=args.epochs, batch_size=args.batch_size,
-            mini_batch_size=args.mini_batch_size, max_length=args.max_length, max_steps=args.max_steps,
-            precision=args.precision, seed=args.seed,
+            learning_rate=args.lr,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            mini_batch_size=args.mini_batch_size,
+            max_length=args.max_length,
+            max_steps=args.max_steps,
+            precision=args.precision,
+            seed=args.seed,
         )
     except ValueError as exc:
         print(f"posfair train-dump: error: {exc}", file=sys.stderr)
         return 2
     if os.path.exists(args.out) and os.listdir(args.out):
-        print(f"posfair train-dump: error: --out {args.out!r} exists and is not empty; choose a new folder", file=sys.stderr)
+        print(
+            f"posfair train-dump: error: --out {args.out!r} exists and is not empty; choose a new folder",
+            file=sys.stderr,
+        )
         return 2
 
     from sentence_transformers import SentenceTransformer
@@ -98,8 +124,12 @@ def run_train_dump(args: argparse.Namespace) -> int:
     show = not args.no_progress
     model = SentenceTransformer(model_path, device=args.device)
     report: dict[str, Any] = {
-        "model": model_path, "data": data_path, "eval": eval_path, "n_train": len(triples),
-        "dump": dump_cfg.to_dict(), "training": train_cfg.to_dict(),
+        "model": model_path,
+        "data": data_path,
+        "eval": eval_path,
+        "n_train": len(triples),
+        "dump": dump_cfg.to_dict(),
+        "training": train_cfg.to_dict(),
     }
     if held_out:
         report["eval_base"] = evaluate_retrieval(model, held_out, scale=train_cfg.scale)

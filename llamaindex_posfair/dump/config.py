@@ -93,8 +93,7 @@ class DumpConfig:
             )
         if self.mode not in DUMP_MODES:
             raise ValueError(
-                f"mode must be one of {DUMP_MODES}, got {self.mode!r}; "
-                "use 'full' for the published method"
+                f"mode must be one of {DUMP_MODES}, got {self.mode!r}; use 'full' for the published method"
             )
         if not (isinstance(self.init_noise, (int, float)) and self.init_noise >= 0):
             raise ValueError(f"init_noise must be a float >= 0, got {self.init_noise!r}; typical value 0.02")
@@ -121,13 +120,15 @@ class DumpConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "DumpConfig":
+    def from_dict(cls, data: dict[str, Any]) -> DumpConfig:
         """Build from :meth:`to_dict` output; unknown keys are ignored (forward compatibility)."""
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
 
-def save_dump_config(path: str | Path, config: DumpConfig, token_ids: list[int], extra: dict[str, Any] | None = None) -> Path:
+def save_dump_config(
+    path: str | Path, config: DumpConfig, token_ids: list[int], extra: dict[str, Any] | None = None
+) -> Path:
     """Write ``posfair_dump.json`` into a saved model folder.
 
     Args:

@@ -6,13 +6,15 @@ No model, no I/O: embeddings and score matrices in, numbers out.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 
-def infonce_loss(queries: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor | None = None, scale: float = 20.0) -> float:
+def infonce_loss(
+    queries: torch.Tensor, positives: torch.Tensor, negatives: torch.Tensor | None = None, scale: float = 20.0
+) -> float:
     """InfoNCE of ``n`` queries against all ``n`` positives and ``n`` hard negatives.
 
     ``s(q, d) = scale * cos(q, d)``; query ``i``'s target is positive ``i``;

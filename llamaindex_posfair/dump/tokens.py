@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tokenizers import Tokenizer
 
@@ -105,7 +106,12 @@ def build_prefix_post_processor(tokenizer: Any, prefix: Sequence[str]) -> dict[s
     for name, entry in special_tokens.items():
         if entry["ids"][0] is None:  # pragma: no cover - defensive
             raise ValueError(f"token {name!r} is not in the tokenizer vocabulary")
-    template = {"type": "TemplateProcessing", "single": single, "pair": pair or single, "special_tokens": special_tokens}
+    template = {
+        "type": "TemplateProcessing",
+        "single": single,
+        "pair": pair or single,
+        "special_tokens": special_tokens,
+    }
 
     old = None if backend.post_processor is None else json.loads(backend.post_processor.__getstate__())
     if old is None or old.get("type") in _TEMPLATE_TYPES:

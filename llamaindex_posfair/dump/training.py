@@ -11,9 +11,10 @@ import json
 import logging
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -305,7 +306,9 @@ def evaluate_retrieval(
         for doc in (t.positive, t.negative):
             corpus.setdefault(doc, len(corpus))
     docs = list(corpus)
-    enc = dict(batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=show_progress_bar)
+    enc = dict(
+        batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=show_progress_bar
+    )
     q = model.encode([t.query for t in triples], **enc)
     d = model.encode(docs, **enc)
     ranks = ranks_of_relevant(q @ d.T, [corpus[t.positive] for t in triples])

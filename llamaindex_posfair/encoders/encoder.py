@@ -6,7 +6,8 @@ import hashlib
 import json
 import logging
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -49,8 +50,14 @@ def resolve_model_path(name: str) -> str:
 def _resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
-    table = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
-             "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+    }
     if dtype not in table:
         raise ValueError(f"dtype must be one of {sorted(table)}, got {dtype!r}")
     return table[dtype]
@@ -134,8 +141,10 @@ class PosFairEncoder:
         torch_dtype = _resolve_dtype(dtype)
         if isinstance(model_name_or_path, SentenceTransformer):
             self._st = model_name_or_path
-            self.model_id = str(getattr(model_name_or_path, "model_card_data", None) and
-                                model_name_or_path.model_card_data.base_model or "in-memory")
+            self.model_id = str(
+                (getattr(model_name_or_path, "model_card_data", None) and model_name_or_path.model_card_data.base_model)
+                or "in-memory"
+            )
         else:
             self.model_id = str(model_name_or_path)
             path = resolve_model_path(self.model_id)
@@ -334,7 +343,8 @@ class PosFairEncoder:
         if pooling not in modes:
             raise ValueError(f'pooling must be "cls", "last", "mean" or None, got {pooling!r}')
         transformer = Transformer(
-            path, model_kwargs={**model_kwargs, "trust_remote_code": trust_remote_code},
+            path,
+            model_kwargs={**model_kwargs, "trust_remote_code": trust_remote_code},
             config_kwargs={"trust_remote_code": trust_remote_code},
             processor_kwargs={"trust_remote_code": trust_remote_code},
         )

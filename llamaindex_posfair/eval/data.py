@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 __all__ = ["PositionBenchmark"]
 
@@ -90,7 +90,7 @@ class PositionBenchmark:
 
     def subset(
         self, query_ids: Sequence[str], name: str | None = None, judged_corpus_only: bool = False
-    ) -> "PositionBenchmark":
+    ) -> PositionBenchmark:
         """Only ``query_ids`` kept (e.g. for a quick run).
 
         Args:

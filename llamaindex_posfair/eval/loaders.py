@@ -33,9 +33,10 @@ import gzip
 import hashlib
 import io
 import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from .data import PositionBenchmark
 
@@ -202,7 +203,7 @@ def load_beir(
     groups_file = folder / "groups.tsv"
     if groups_file.exists():
         with open(groups_file, encoding="utf-8") as fh:
-            for i, row in enumerate(csv.reader(fh, delimiter="\t")):
+            for row in csv.reader(fh, delimiter="\t"):
                 if len(row) >= 2 and row[0] in queries:
                     groups[row[0]] = row[1]
     else:
@@ -531,7 +532,12 @@ def load_needle(folder: str | Path, split: str = "test", name: str | None = None
         groups=groups,
         group_order=order,
         position_bins=bins,
-        meta={"format": "needle", "path": str(folder), "split": split, **{k: v for k, v in info.items() if k != "groups"}},
+        meta={
+            "format": "needle",
+            "path": str(folder),
+            "split": split,
+            **{k: v for k, v in info.items() if k != "groups"},
+        },
     )
 
 

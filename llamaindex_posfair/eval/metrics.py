@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -180,7 +180,7 @@ def _values(scores: Mapping[str, float] | Iterable[float]) -> list[float]:
     if not vals:
         raise ValueError("need at least one group score; no query fell into any position group")
     for v in vals:
-        if not (0.0 <= v) or math.isnan(v):
+        if not (v >= 0.0) or math.isnan(v):
             raise ValueError(f"group scores must be non-negative numbers, got {v!r}")
     return [float(v) for v in vals]
 

@@ -22,8 +22,9 @@ Example:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -66,7 +67,11 @@ def contextual_segment_vectors(
         if config is not None and config.strength > 0.0:
             pooling = encoder._pooling_for(config)
             layers = config.resolve_layers(encoder.num_layers)
-            strength = config.strength if config.strength_schedule == "constant" else config.layer_strengths(encoder.num_layers)
+            strength = (
+                config.strength
+                if config.strength_schedule == "constant"
+                else config.layer_strengths(encoder.num_layers)
+            )
             prompt_length = features.get("prompt_length")
             if isinstance(prompt_length, torch.Tensor):
                 prompt_length = int(prompt_length.flatten()[0])
@@ -169,8 +174,12 @@ class QdrantMaxSimSystem:
         if self.mode == "independent":
             chunks, owners = chunk_corpus(cache.docs, self.encoder.tokenizer, self.segment_tokens)
             return cache.texts_matrix(self.encoder, chunks, self.calibration, f"segments{self.segment_tokens}"), owners
-        key = ("ctx", self.encoder.fingerprint(calibration=self.calibration), self.segment_tokens,
-               hashlib.sha256("\x00".join(cache.docs).encode()).hexdigest()[:16])
+        key = (
+            "ctx",
+            self.encoder.fingerprint(calibration=self.calibration),
+            self.segment_tokens,
+            hashlib.sha256("\x00".join(cache.docs).encode()).hexdigest()[:16],
+        )
         store = cache.__dict__.setdefault("_contextual", {})
         if key not in store:
             store[key] = contextual_segment_vectors(

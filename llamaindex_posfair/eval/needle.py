@@ -34,9 +34,9 @@ import json
 import logging
 import random
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
@@ -86,7 +86,9 @@ class NeedleConfig:
 
     def __post_init__(self) -> None:
         if self.max_tokens < 32:
-            raise ValueError(f"max_tokens must be at least 32, got {self.max_tokens}; use the encoder's window (e.g. 510)")
+            raise ValueError(
+                f"max_tokens must be at least 32, got {self.max_tokens}; use the encoder's window (e.g. 510)"
+            )
         if not 0 < self.min_tokens <= self.max_tokens:
             raise ValueError(
                 f"min_tokens must be in (0, max_tokens={self.max_tokens}], got {self.min_tokens}; "
@@ -114,7 +116,9 @@ class NeedleSplit:
 
 
 # ------------------------------------------------------------------------ prose prep
-_GUTENBERG_END = re.compile(r"^\s*\*+\s*END OF (THE|THIS) PROJECT GUTENBERG|^\*End of The Project Gutenberg", re.I | re.M)
+_GUTENBERG_END = re.compile(
+    r"^\s*\*+\s*END OF (THE|THIS) PROJECT GUTENBERG|^\*End of The Project Gutenberg", re.I | re.M
+)
 _GUTENBERG_START = re.compile(r"^\s*\*+\s*START OF (THE|THIS) PROJECT GUTENBERG.*$", re.I | re.M)
 
 
@@ -129,7 +133,7 @@ def clean_gutenberg(text: str, start_marker: str | None = None) -> str:
     """
     m = _GUTENBERG_START.search(text)
     if m:
-        text = text[m.end():]
+        text = text[m.end() :]
     if start_marker is not None:
         idx = text.find(start_marker)
         if idx < 0:
@@ -182,23 +186,163 @@ def split_units(text: str, count_content: Callable[[list[str]], list[int]], max_
 
 
 # ----------------------------------------------------------------------------- facts
-_FIRST = (
-    "Ada Alaric Amos Anselm Beatrix Bertram Calla Cyrus Dorian Edda Elric Enid Fenna Florian Greta Gideon "
-    "Hester Hollis Ida Ivo Jocasta Jules Kestrel Linnea Lorcan Mabyn Marek Nessa Niall Odile Osric Perpetua "
-    "Quincy Rosalind Rufus Saskia Silas Tamsin Teodor Ursa Valentin Wilhelmina Wystan Xanthe Yorick Zillah "
-    "Agathe Bramwell Clemency Desmond Ermengarde Fabian Ginevra Horatio Isolde Jasper Leopold Melisande "
-    "Ottoline Peregrine"
-).split()
-_PRE = (
-    "Ash Bram Cor Dun Ell Fen Gar Hal Ivers Kel Lark Mor Nor Orr Pem Quen Rav Stan Thorn Ul Ver Wyn Yar Zell "
-    "Brack Crom Dray Esk Fal Grisk Hob Jess Kip Loft Marr Nett Pell Rook Sorr Tull Vane Wick"
-).split()
-_SUF = "wick more dale by stead ford holt ridge ton croft mere worth brook field gate ley hurst wood combe thwaite".split()
+_FIRST = [
+    "Ada",
+    "Alaric",
+    "Amos",
+    "Anselm",
+    "Beatrix",
+    "Bertram",
+    "Calla",
+    "Cyrus",
+    "Dorian",
+    "Edda",
+    "Elric",
+    "Enid",
+    "Fenna",
+    "Florian",
+    "Greta",
+    "Gideon",
+    "Hester",
+    "Hollis",
+    "Ida",
+    "Ivo",
+    "Jocasta",
+    "Jules",
+    "Kestrel",
+    "Linnea",
+    "Lorcan",
+    "Mabyn",
+    "Marek",
+    "Nessa",
+    "Niall",
+    "Odile",
+    "Osric",
+    "Perpetua",
+    "Quincy",
+    "Rosalind",
+    "Rufus",
+    "Saskia",
+    "Silas",
+    "Tamsin",
+    "Teodor",
+    "Ursa",
+    "Valentin",
+    "Wilhelmina",
+    "Wystan",
+    "Xanthe",
+    "Yorick",
+    "Zillah",
+    "Agathe",
+    "Bramwell",
+    "Clemency",
+    "Desmond",
+    "Ermengarde",
+    "Fabian",
+    "Ginevra",
+    "Horatio",
+    "Isolde",
+    "Jasper",
+    "Leopold",
+    "Melisande",
+    "Ottoline",
+    "Peregrine",
+]
+_PRE = [
+    "Ash",
+    "Bram",
+    "Cor",
+    "Dun",
+    "Ell",
+    "Fen",
+    "Gar",
+    "Hal",
+    "Ivers",
+    "Kel",
+    "Lark",
+    "Mor",
+    "Nor",
+    "Orr",
+    "Pem",
+    "Quen",
+    "Rav",
+    "Stan",
+    "Thorn",
+    "Ul",
+    "Ver",
+    "Wyn",
+    "Yar",
+    "Zell",
+    "Brack",
+    "Crom",
+    "Dray",
+    "Esk",
+    "Fal",
+    "Grisk",
+    "Hob",
+    "Jess",
+    "Kip",
+    "Loft",
+    "Marr",
+    "Nett",
+    "Pell",
+    "Rook",
+    "Sorr",
+    "Tull",
+    "Vane",
+    "Wick",
+]
+_SUF = [
+    "wick",
+    "more",
+    "dale",
+    "by",
+    "stead",
+    "ford",
+    "holt",
+    "ridge",
+    "ton",
+    "croft",
+    "mere",
+    "worth",
+    "brook",
+    "field",
+    "gate",
+    "ley",
+    "hurst",
+    "wood",
+    "combe",
+    "thwaite",
+]
 _SLOTS: dict[str, tuple[str, ...]] = {
-    "profession": ("cooper", "glassblower", "ferryman", "bookbinder", "saddler", "clockmaker", "weaver",
-                   "beekeeper", "cartographer", "chandler", "tanner", "apothecary"),
-    "town": ("Harrowmere", "Quillby", "Oxenhallow", "Saltcombe", "Bellwether Cross", "Marrowdean",
-             "Thistlegate", "Wrenford", "Caddis Hollow", "Penhallow", "Larkspur Green", "Fallowmere"),
+    "profession": (
+        "cooper",
+        "glassblower",
+        "ferryman",
+        "bookbinder",
+        "saddler",
+        "clockmaker",
+        "weaver",
+        "beekeeper",
+        "cartographer",
+        "chandler",
+        "tanner",
+        "apothecary",
+    ),
+    "town": (
+        "Harrowmere",
+        "Quillby",
+        "Oxenhallow",
+        "Saltcombe",
+        "Bellwether Cross",
+        "Marrowdean",
+        "Thistlegate",
+        "Wrenford",
+        "Caddis Hollow",
+        "Penhallow",
+        "Larkspur Green",
+        "Fallowmere",
+    ),
     "color": ("crimson", "grey", "yellow", "green", "blue", "white", "black", "copper-coloured"),
     "animal": ("goat", "owl", "hedgehog", "ferret", "tortoise", "parrot", "badger", "hare", "raven", "donkey"),
     "tool": ("bent hairpin", "pocket knife", "pair of tweezers", "sewing needle", "fish hook", "nail file"),
@@ -224,40 +368,91 @@ _SLOTS: dict[str, tuple[str, ...]] = {
 }
 # (statement, query, answer slot). Queries paraphrase and always name the person.
 _TEMPLATES: tuple[tuple[str, str, str], ...] = (
-    ("{name}, a {profession} from {town}, once kept a {color} {animal} that slept beside the kitchen stove.",
-     "What kind of pet did the {profession} {name} have at home?", "animal"),
-    ("It was {name} who repaired the great clock of {town}, using nothing but a {tool}.",
-     "Which small tool did {name} use to mend the town clock?", "tool"),
-    ("Every {weekday} {name} wrote a long letter to a cousin who lived on the island of {island}.",
-     "On which island did the cousin that {name} wrote to each week live?", "island"),
-    ("The only person in {town} who could play the {instrument} was {name}, who had learned it from a travelling {profession}.",
-     "Who taught {name} to play the {instrument}?", "profession"),
-    ("{name} planted {number} {tree} trees along the road to {town} and tended them for twenty years.",
-     "How many trees did {name} plant beside the road?", "number"),
-    ("Every winter {name} baked {food} for the whole street, following a recipe written on the back of an old {document}.",
-     "What did {name} bake for the neighbours each winter?", "food"),
-    ("{name} lost a {color} {garment} while wading across the river {river} and never found it again.",
-     "Which piece of clothing did {name} lose in the river?", "garment"),
-    ("In {month} {name} walked from {town} to the coast carrying only a {container} of {provision}.",
-     "What food did {name} take on the long walk to the sea?", "provision"),
-    ("{name} kept a small collection of {collectible} in a {container} under the bed.",
-     "What did {name} collect and hide beneath the bed?", "collectible"),
-    ("Ever since a childhood summer spent in {town}, {name} had been afraid of {fear}.",
-     "What has {name} been frightened of since childhood?", "fear"),
-    ("The {color} front door of the house owned by {name} had been painted by a {profession} who refused payment.",
-     "Which tradesman painted the door of {name}'s house?", "profession"),
-    ("{name} won first prize at the {town} fair for growing a {vegetable} that weighed {number} pounds.",
-     "What vegetable won {name} a prize at the fair?", "vegetable"),
-    ("For {number} years {name} taught the children of {town} to read in an old {building}.",
-     "In what kind of building did {name} teach children to read?", "building"),
-    ("When the great storm came, {name} sheltered in a {building} together with a {animal} and a lantern.",
-     "Where did {name} take cover during the storm?", "building"),
-    ("{name} could name every star of the {constellation} without ever looking at a chart.",
-     "Which constellation did {name} know by heart?", "constellation"),
-    ("At the market in {town}, {name} once traded a battered {instrument} for a {vehicle}.",
-     "What did {name} receive in exchange for the {instrument}?", "vehicle"),
-    ("In the evenings {name} made {craft} by candlelight and sold them to sailors in {town}.",
-     "What did {name} make by hand and sell to sailors?", "craft"),
+    (
+        "{name}, a {profession} from {town}, once kept a {color} {animal} that slept beside the kitchen stove.",
+        "What kind of pet did the {profession} {name} have at home?",
+        "animal",
+    ),
+    (
+        "It was {name} who repaired the great clock of {town}, using nothing but a {tool}.",
+        "Which small tool did {name} use to mend the town clock?",
+        "tool",
+    ),
+    (
+        "Every {weekday} {name} wrote a long letter to a cousin who lived on the island of {island}.",
+        "On which island did the cousin that {name} wrote to each week live?",
+        "island",
+    ),
+    (
+        "The only person in {town} who could play the {instrument} was {name}, who had learned it from a travelling {profession}.",
+        "Who taught {name} to play the {instrument}?",
+        "profession",
+    ),
+    (
+        "{name} planted {number} {tree} trees along the road to {town} and tended them for twenty years.",
+        "How many trees did {name} plant beside the road?",
+        "number",
+    ),
+    (
+        "Every winter {name} baked {food} for the whole street, following a recipe written on the back of an old {document}.",
+        "What did {name} bake for the neighbours each winter?",
+        "food",
+    ),
+    (
+        "{name} lost a {color} {garment} while wading across the river {river} and never found it again.",
+        "Which piece of clothing did {name} lose in the river?",
+        "garment",
+    ),
+    (
+        "In {month} {name} walked from {town} to the coast carrying only a {container} of {provision}.",
+        "What food did {name} take on the long walk to the sea?",
+        "provision",
+    ),
+    (
+        "{name} kept a small collection of {collectible} in a {container} under the bed.",
+        "What did {name} collect and hide beneath the bed?",
+        "collectible",
+    ),
+    (
+        "Ever since a childhood summer spent in {town}, {name} had been afraid of {fear}.",
+        "What has {name} been frightened of since childhood?",
+        "fear",
+    ),
+    (
+        "The {color} front door of the house owned by {name} had been painted by a {profession} who refused payment.",
+        "Which tradesman painted the door of {name}'s house?",
+        "profession",
+    ),
+    (
+        "{name} won first prize at the {town} fair for growing a {vegetable} that weighed {number} pounds.",
+        "What vegetable won {name} a prize at the fair?",
+        "vegetable",
+    ),
+    (
+        "For {number} years {name} taught the children of {town} to read in an old {building}.",
+        "In what kind of building did {name} teach children to read?",
+        "building",
+    ),
+    (
+        "When the great storm came, {name} sheltered in a {building} together with a {animal} and a lantern.",
+        "Where did {name} take cover during the storm?",
+        "building",
+    ),
+    (
+        "{name} could name every star of the {constellation} without ever looking at a chart.",
+        "Which constellation did {name} know by heart?",
+        "constellation",
+    ),
+    (
+        "At the market in {town}, {name} once traded a battered {instrument} for a {vehicle}.",
+        "What did {name} receive in exchange for the {instrument}?",
+        "vehicle",
+    ),
+    (
+        "In the evenings {name} made {craft} by candlelight and sold them to sailors in {town}.",
+        "What did {name} make by hand and sell to sailors?",
+        "craft",
+    ),
 )
 
 
@@ -408,9 +603,7 @@ def build_needle_benchmark(
                     "additive over whitespace-joined sentences, lower max_tokens"
                 )
             did = f"{split}-p{j:04d}"
-            out[split].corpus.append(
-                {"_id": did, "text": text, "source": src, "n_tokens": n_tok}
-            )
+            out[split].corpus.append({"_id": did, "text": text, "source": src, "n_tokens": n_tok})
             out[split].queries.append(
                 {
                     "_id": f"{split}-q{j:04d}",

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .metrics import bootstrap_harmonic_diff
 from .runner import SystemResult
@@ -102,9 +103,7 @@ def _plt():
     return plt
 
 
-def plot_groups(
-    results: Sequence[SystemResult], group_order: Sequence[str], path: str | Path, title: str = ""
-) -> Path:
+def plot_groups(results: Sequence[SystemResult], group_order: Sequence[str], path: str | Path, title: str = "") -> Path:
     """nDCG@10 by position group, one line per system."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -192,11 +193,7 @@ def run_eval(
         scores = system.score(cache)
         seconds = time.perf_counter() - t0
         summary, recall, ndcg = evaluate_scores(scores, bench, config)
-        bpsi = (
-            metrics.bucketed_psi(ndcg, bench.position_bins, bench.length_buckets)
-            if bench.length_buckets
-            else {}
-        )
+        bpsi = metrics.bucketed_psi(ndcg, bench.position_bins, bench.length_buckets) if bench.length_buckets else {}
         results.append(
             SystemResult(
                 name=system.name,

@@ -19,9 +19,10 @@ Example:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -62,7 +63,7 @@ class RetrievalSystem(Protocol):
     params: dict[str, Any]
     vectors_per_passage: float
 
-    def score(self, cache: "EncodeCache") -> np.ndarray:
+    def score(self, cache: EncodeCache) -> np.ndarray:
         """``[n_queries, n_docs]`` scores for ``cache.queries`` x ``cache.docs``."""
         ...
 
@@ -222,7 +223,9 @@ def segment_text(text: str, tokenizer: Any, segment_tokens: int) -> list[str]:
         >>> # segment_text("one two three", tok, 2) -> ["one two", "three"]
     """
     if segment_tokens < 1:
-        raise ValueError(f"segment_tokens must be a positive integer, got {segment_tokens}; the paper's baseline uses ~128")
+        raise ValueError(
+            f"segment_tokens must be a positive integer, got {segment_tokens}; the paper's baseline uses ~128"
+        )
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False)
     offsets = enc["offset_mapping"]
     if not offsets:

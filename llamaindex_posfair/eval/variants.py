@@ -13,7 +13,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["VARIANTS", "variant_configs"]
 

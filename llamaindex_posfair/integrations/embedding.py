@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, List, Literal, Optional
+from typing import Any, Literal
 
 from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
@@ -24,18 +24,18 @@ DType = Literal["float32", "bfloat16", "float16"]
 
 def load_encoder(
     model_name: str,
-    calibration: Optional[CalibrationConfig],
+    calibration: CalibrationConfig | None,
     *,
     backend: str = "fast",
-    max_length: Optional[int] = None,
-    device: Optional[str] = None,
-    dtype: Optional[str] = None,
-    query_prompt: Optional[str] = None,
-    document_prompt: Optional[str] = None,
+    max_length: int | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    query_prompt: str | None = None,
+    document_prompt: str | None = None,
     normalize: bool = True,
     batch_size: int = 32,
     trust_remote_code: bool = False,
-    dump_tokens: Optional[int] = None,
+    dump_tokens: int | None = None,
 ) -> Any:
     """Load a :class:`~llamaindex_posfair.PosFairEncoder` and check its DUMP prefix.
 
@@ -67,7 +67,7 @@ def load_encoder(
     return encoder
 
 
-def count_truncated(encoder: Any, texts: List[str]) -> int:
+def count_truncated(encoder: Any, texts: list[str]) -> int:
     """How many ``texts`` exceed the encoder's window (special tokens included)."""
     limit = encoder.max_length
     return sum(1 for n in encoder.count_tokens(texts) if n > limit)
@@ -127,22 +127,22 @@ class PosFairEmbedding(BaseEmbedding):
         default=DEFAULT_MODEL,
         description="sentence-transformers model name or local path; 'bundled:all-MiniLM-L6-v2' is shipped.",
     )
-    calibration: Optional[CalibrationConfig] = Field(
+    calibration: CalibrationConfig | None = Field(
         default_factory=CalibrationConfig,
         description="Position-fair calibration settings (basket size, strength, layers, ...); None = plain model.",
     )
     backend: Backend = Field(default="fast", description='Calibration backend: "fast" or "reference" (slow).')
-    dump_tokens: Optional[int] = Field(
+    dump_tokens: int | None = Field(
         default=None, ge=0, description="Number of [DUMP] prefix tokens of the model; None accepts the model's."
     )
-    query_prompt: Optional[str] = Field(default=None, description="Text prepended to every query.")
-    document_prompt: Optional[str] = Field(default=None, description="Text prepended to every document/text.")
-    max_length: Optional[int] = Field(
+    query_prompt: str | None = Field(default=None, description="Text prepended to every query.")
+    document_prompt: str | None = Field(default=None, description="Text prepended to every document/text.")
+    max_length: int | None = Field(
         default=None, ge=2, description="Maximum tokens per text, special tokens included; None = model's limit."
     )
     normalize: bool = Field(default=True, description="L2-normalise embeddings.")
-    device: Optional[str] = Field(default=None, description='Torch device ("cpu", "cuda", ...); None = auto.')
-    dtype: Optional[DType] = Field(default=None, description='"float32", "bfloat16" or "float16"; None = model\'s.')
+    device: str | None = Field(default=None, description='Torch device ("cpu", "cuda", ...); None = auto.')
+    dtype: DType | None = Field(default=None, description='"float32", "bfloat16" or "float16"; None = model\'s.')
     trust_remote_code: bool = Field(default=False, description="Allow code shipped with a hub model to run.")
     warn_on_truncation: bool = Field(default=True, description="Log how many texts per call were truncated.")
 
@@ -152,11 +152,11 @@ class PosFairEmbedding(BaseEmbedding):
     def __init__(
         self,
         model_name: str = DEFAULT_MODEL,
-        calibration: Optional[CalibrationConfig] = CalibrationConfig(),
+        calibration: CalibrationConfig | None = CalibrationConfig(),
         *,
         encoder: Any = None,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
-        callback_manager: Optional[CallbackManager] = None,
+        callback_manager: CallbackManager | None = None,
         **kwargs: Any,
     ) -> None:
         if encoder is not None:
@@ -175,10 +175,17 @@ class PosFairEmbedding(BaseEmbedding):
         )
         if encoder is None:
             encoder = load_encoder(
-                self.model_name, self.calibration, backend=self.backend, max_length=self.max_length,
-                device=self.device, dtype=self.dtype, query_prompt=self.query_prompt,
-                document_prompt=self.document_prompt, normalize=self.normalize,
-                batch_size=self.embed_batch_size, trust_remote_code=self.trust_remote_code,
+                self.model_name,
+                self.calibration,
+                backend=self.backend,
+                max_length=self.max_length,
+                device=self.device,
+                dtype=self.dtype,
+                query_prompt=self.query_prompt,
+                document_prompt=self.document_prompt,
+                normalize=self.normalize,
+                batch_size=self.embed_batch_size,
+                trust_remote_code=self.trust_remote_code,
                 dump_tokens=self.dump_tokens,
             )
         elif self.dump_tokens is not None and encoder.dump_tokens != self.dump_tokens:
@@ -193,9 +200,7 @@ class PosFairEmbedding(BaseEmbedding):
     @classmethod
     def _check_model_name(cls, value: str) -> str:
         if not isinstance(value, str) or not value.strip():
-            raise ValueError(
-                f"model_name must be a model name or path, got {value!r}; e.g. 'bundled:all-MiniLM-L6-v2'"
-            )
+            raise ValueError(f"model_name must be a model name or path, got {value!r}; e.g. 'bundled:all-MiniLM-L6-v2'")
         return value
 
     @classmethod
@@ -213,14 +218,18 @@ class PosFairEmbedding(BaseEmbedding):
         return self._encoder.fingerprint()
 
     # ------------------------------------------------------------------ sync
-    def _encode(self, texts: List[str], role: str) -> List[Embedding]:
+    def _encode(self, texts: list[str], role: str) -> list[Embedding]:
         if self.warn_on_truncation:
             n = count_truncated(self._encoder, texts)
             if n:
                 logger.warning(
                     "%d of %d %ss exceed max_length=%d tokens and were truncated by the model; "
                     "chunk them shorter (e.g. a SentenceSplitter with chunk_size <= %d)",
-                    n, len(texts), role, self._encoder.max_length, self._encoder.max_length,
+                    n,
+                    len(texts),
+                    role,
+                    self._encoder.max_length,
+                    self._encoder.max_length,
                 )
         empty = sum(1 for t in texts if not t.strip())
         if empty:
@@ -242,7 +251,7 @@ class PosFairEmbedding(BaseEmbedding):
     def _get_text_embedding(self, text: str) -> Embedding:
         return self._encode([text], "text")[0]
 
-    def _get_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+    def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return self._encode(list(texts), "text")
 
     # ------------------------------------------------------------------ async (worker thread)
@@ -253,5 +262,5 @@ class PosFairEmbedding(BaseEmbedding):
     async def _aget_text_embedding(self, text: str) -> Embedding:
         return (await asyncio.to_thread(self._encode, [text], "text"))[0]
 
-    async def _aget_text_embeddings(self, texts: List[str]) -> List[Embedding]:
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return await asyncio.to_thread(self._encode, list(texts), "text")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, List, Literal, Optional
+from typing import Any, Literal
 
 import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -70,7 +70,7 @@ class PositionFairRerank(BaseNodePostprocessor):
 
     top_n: int = Field(default=5, gt=0, description="Number of nodes returned, best first.")
     model_name: str = Field(default=DEFAULT_MODEL, description="sentence-transformers model name or local path.")
-    calibration: Optional[CalibrationConfig] = Field(
+    calibration: CalibrationConfig | None = Field(
         default_factory=CalibrationConfig, description="Position-fair calibration settings; None = plain model."
     )
     keep_retrieval_score: bool = Field(
@@ -84,11 +84,11 @@ class PositionFairRerank(BaseNodePostprocessor):
         default="none", description="Which node content is embedded: text only ('none') or with metadata."
     )
     backend: Backend = Field(default="fast", description='Calibration backend: "fast" or "reference".')
-    query_prompt: Optional[str] = Field(default=None, description="Text prepended to the query.")
-    document_prompt: Optional[str] = Field(default=None, description="Text prepended to each candidate.")
-    max_length: Optional[int] = Field(default=None, ge=2, description="Tokens per text incl. special; None = model's.")
-    device: Optional[str] = Field(default=None, description="Torch device; None = auto.")
-    dtype: Optional[DType] = Field(default=None, description="Model dtype; None = model's.")
+    query_prompt: str | None = Field(default=None, description="Text prepended to the query.")
+    document_prompt: str | None = Field(default=None, description="Text prepended to each candidate.")
+    max_length: int | None = Field(default=None, ge=2, description="Tokens per text incl. special; None = model's.")
+    device: str | None = Field(default=None, description="Torch device; None = auto.")
+    dtype: DType | None = Field(default=None, description="Model dtype; None = model's.")
 
     _encoder: Any = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default=None)
@@ -103,9 +103,15 @@ class PositionFairRerank(BaseNodePostprocessor):
         super().__init__(top_n=top_n, **kwargs)
         if encoder is None:
             encoder = load_encoder(
-                self.model_name, self.calibration, backend=self.backend, max_length=self.max_length,
-                device=self.device, dtype=self.dtype, query_prompt=self.query_prompt,
-                document_prompt=self.document_prompt, batch_size=self.batch_size,
+                self.model_name,
+                self.calibration,
+                backend=self.backend,
+                max_length=self.max_length,
+                device=self.device,
+                dtype=self.dtype,
+                query_prompt=self.query_prompt,
+                document_prompt=self.document_prompt,
+                batch_size=self.batch_size,
             )
         self._encoder = encoder
         self._lock = threading.Lock()
@@ -119,7 +125,7 @@ class PositionFairRerank(BaseNodePostprocessor):
         """The underlying :class:`~llamaindex_posfair.PosFairEncoder`."""
         return self._encoder
 
-    def _scores(self, query: str, texts: List[str]) -> np.ndarray:
+    def _scores(self, query: str, texts: list[str]) -> np.ndarray:
         with self._lock:
             q = self._encoder.encode_queries([query], batch_size=self.batch_size)[0]
             d = self._encoder.encode_documents(texts, batch_size=self.batch_size)
@@ -128,8 +134,8 @@ class PositionFairRerank(BaseNodePostprocessor):
         return d @ q
 
     def _postprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         if query_bundle is None:
             raise ValueError("PositionFairRerank needs the query: pass query_bundle= or query_str=")
         query = query_bundle.query_str
@@ -171,6 +177,6 @@ class PositionFairRerank(BaseNodePostprocessor):
         return out
 
     async def _apostprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)

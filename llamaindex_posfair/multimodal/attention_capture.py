@@ -22,14 +22,14 @@ Usage::
 from __future__ import annotations
 
 import contextvars
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 
-__all__ = ["CAPTURE_ATTENTION_NAME", "register_capture_attention", "AttentionRowCapture"]
+__all__ = ["CAPTURE_ATTENTION_NAME", "AttentionRowCapture", "register_capture_attention"]
 
 CAPTURE_ATTENTION_NAME = "posfair_row_capture"
-_ACTIVE: contextvars.ContextVar["AttentionRowCapture | None"] = contextvars.ContextVar("posfair_capture", default=None)
+_ACTIVE: contextvars.ContextVar[AttentionRowCapture | None] = contextvars.ContextVar("posfair_capture", default=None)
 _REGISTERED = False
 
 
@@ -54,7 +54,7 @@ class AttentionRowCapture:
         self._rows: dict[int, torch.Tensor] = {}
         self._token: contextvars.Token | None = None
 
-    def __enter__(self) -> "AttentionRowCapture":
+    def __enter__(self) -> AttentionRowCapture:
         self._token = _ACTIVE.set(self)
         return self
 
@@ -93,7 +93,7 @@ def _row_probs(
     positions: list[int],
 ) -> torch.Tensor:
     """Head-mean post-softmax attention rows ``[B, P, K]`` for ``positions``."""
-    b, h, q_len, d = query.shape
+    _b, h, q_len, d = query.shape
     k_len = key.shape[2]
     offset = k_len - q_len  # > 0 only with a cache
     local = [p - offset for p in positions]
@@ -106,7 +106,9 @@ def _row_probs(
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # [B, H, P, K]
     if attention_mask is None:
         # causal mask was skipped by transformers (no padding): keys j <= absolute position
-        allowed = torch.arange(k_len, device=q.device).unsqueeze(0) <= torch.tensor(positions, device=q.device).unsqueeze(1)
+        allowed = torch.arange(k_len, device=q.device).unsqueeze(0) <= torch.tensor(
+            positions, device=q.device
+        ).unsqueeze(1)
         scores = scores.masked_fill(~allowed.view(1, 1, len(positions), k_len), float("-inf"))
     else:
         m = attention_mask[:, :, local, :k_len] if attention_mask.shape[2] == q_len else attention_mask[..., :k_len]

@@ -19,10 +19,10 @@ from __future__ import annotations
 import torch
 
 __all__ = [
-    "restricted_log_probs",
+    "conditional_bias",
     "conditional_log_prob_matrix",
     "ideal_matrix",
-    "conditional_bias",
+    "restricted_log_probs",
 ]
 
 

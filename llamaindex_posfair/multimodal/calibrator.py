@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 
@@ -29,12 +30,12 @@ from .pride import pride_log_prior, pride_scores
 from .types import Candidates, ForwardResult, MultiImageScorer
 
 __all__ = [
+    "METHODS",
+    "AttentionGuidedCalibrator",
+    "CalibrationMismatchError",
+    "CalibrationState",
     "CalibratorConfig",
     "SlotTables",
-    "CalibrationState",
-    "CalibrationMismatchError",
-    "AttentionGuidedCalibrator",
-    "METHODS",
     "self_consistency_scores",
 ]
 
@@ -99,8 +100,7 @@ class CalibratorConfig:
             return (num_layers // 2, num_layers)
         if self.layer_range[1] > num_layers:
             raise ValueError(
-                f"layer_range {self.layer_range} ends after the model's {num_layers} layers; "
-                f"use an end <= {num_layers}"
+                f"layer_range {self.layer_range} ends after the model's {num_layers} layers; use an end <= {num_layers}"
             )
         return self.layer_range
 
@@ -190,7 +190,7 @@ class CalibrationState:
         return path
 
     @classmethod
-    def load(cls, path: str | Path, *, model_id: str | None = None, n: int | None = None) -> "CalibrationState":
+    def load(cls, path: str | Path, *, model_id: str | None = None, n: int | None = None) -> CalibrationState:
         """Read a state written by :meth:`save`.
 
         Args:
@@ -206,13 +206,17 @@ class CalibrationState:
 
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"calibration state {str(path)!r} does not exist; fit one with posfair mm-calibrate")
+            raise FileNotFoundError(
+                f"calibration state {str(path)!r} does not exist; fit one with posfair mm-calibrate"
+            )
         try:
             with safe_open(str(path), framework="pt") as f:
                 meta = f.metadata() or {}
-                tensors = {k: f.get_tensor(k) for k in f.keys()}
+                tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open is not iterable
         except Exception as exc:  # safetensors raises its own error types
-            raise CalibrationMismatchError(f"{str(path)!r} is not a readable safetensors calibration state: {exc}") from exc
+            raise CalibrationMismatchError(
+                f"{str(path)!r} is not a readable safetensors calibration state: {exc}"
+            ) from exc
         if meta.get("format") != STATE_FORMAT:
             raise CalibrationMismatchError(
                 f"{str(path)!r} has format {meta.get('format')!r}, expected {STATE_FORMAT!r}; refit the calibrator"

@@ -20,7 +20,7 @@ from pathlib import Path
 from .images import load_image
 from .types import Candidates
 
-__all__ = ["load_captions", "build_problems"]
+__all__ = ["build_problems", "load_captions"]
 
 
 def load_captions(folder: str | Path, captions: str = "captions.json") -> list[tuple[Path, str]]:
@@ -87,7 +87,7 @@ def build_problems(
         if vecs is None:
             neg = rng.sample(others, n - 1)
         else:
-            sim = lambda i: sum(x * vecs[i].get(w, 0.0) for w, x in vecs[q].items())  # noqa: E731
+            sim = lambda i, q=q: sum(x * vecs[i].get(w, 0.0) for w, x in vecs[q].items())  # noqa: E731
             neg = sorted(others, key=lambda i: (-sim(i), i))[: n - 1]
         answer = rng.randrange(n)
         order = list(neg)

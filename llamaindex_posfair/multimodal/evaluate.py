@@ -9,9 +9,9 @@ problem, reported in ``passes_per_query``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -20,7 +20,7 @@ from .calibrator import METHODS, AttentionGuidedCalibrator
 from .metrics import accuracy, consistency, per_slot_accuracy, rstd
 from .types import Candidates, MultiImageScorer
 
-__all__ = ["MethodReport", "ALL_METHODS", "evaluate_methods", "format_table", "plot_per_slot"]
+__all__ = ["ALL_METHODS", "MethodReport", "evaluate_methods", "format_table", "plot_per_slot"]
 
 ALL_METHODS = (*METHODS, "self_consistency")
 
@@ -121,7 +121,9 @@ def evaluate_methods(
 
 def format_table(rows: Sequence[tuple[str, MethodReport]], rstd_kind: str = "sample") -> str:
     """A Markdown table: label | N | Acc % | RStd | Cons % | passes."""
-    head = f"| method | N | Acc (%) | RStd ({rstd_kind} std, pp) | Cons. (%) | passes/query |\n|---|---|---|---|---|---|"
+    head = (
+        f"| method | N | Acc (%) | RStd ({rstd_kind} std, pp) | Cons. (%) | passes/query |\n|---|---|---|---|---|---|"
+    )
     lines = [head]
     for label, r in rows:
         sd = r.rstd_sample if rstd_kind == "sample" else r.rstd_population

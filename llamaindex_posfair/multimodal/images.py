@@ -34,7 +34,9 @@ def _decode(data: bytes, what: str) -> Any:
         img.load()
         return img.convert("RGB")
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise ImageLoadError(f"{what} is not a readable image ({type(exc).__name__}: {exc}); re-export or remove it") from exc
+        raise ImageLoadError(
+            f"{what} is not a readable image ({type(exc).__name__}: {exc}); re-export or remove it"
+        ) from exc
 
 
 def _from_base64(text: str, what: str) -> Any:
@@ -88,7 +90,9 @@ def load_image(source: Any) -> Any:
         if len(source) >= 64 and _B64.fullmatch(source):
             return _from_base64(source, "base64 image string")
         return _load_path(Path(source))
-    raise ImageLoadError(f"cannot load an image from {type(source).__name__}; pass a path, base64 string, bytes or PIL image")
+    raise ImageLoadError(
+        f"cannot load an image from {type(source).__name__}; pass a path, base64 string, bytes or PIL image"
+    )
 
 
 def _load_path(path: Path) -> Any:
@@ -115,4 +119,6 @@ def load_node_image(node: Any) -> Any:
                 return load_image(value)
             except (ImageLoadError, FileNotFoundError) as exc:
                 raise type(exc)(f"node {node_id}: {exc}") from exc
-    raise ImageLoadError(f"node {node_id} has no image, image_path or image_url; only ImageNodes with an image can be reranked")
+    raise ImageLoadError(
+        f"node {node_id} has no image, image_path or image_url; only ImageNodes with an image can be reranked"
+    )

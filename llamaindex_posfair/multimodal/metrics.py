@@ -8,11 +8,12 @@ are offered; this project's default is ``"sample"``.
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 
-__all__ = ["accuracy", "per_slot_accuracy", "rstd", "consistency"]
+__all__ = ["accuracy", "consistency", "per_slot_accuracy", "rstd"]
 
 StdKind = Literal["sample", "population"]
 
@@ -27,7 +28,9 @@ def accuracy(predicted: Sequence[int] | torch.Tensor, gold: Sequence[int] | torc
     p = torch.as_tensor(predicted, dtype=torch.long)
     g = torch.as_tensor(gold, dtype=torch.long)
     if p.shape != g.shape or p.numel() == 0:
-        raise ValueError(f"predicted and gold must be non-empty and the same shape, got {tuple(p.shape)} / {tuple(g.shape)}")
+        raise ValueError(
+            f"predicted and gold must be non-empty and the same shape, got {tuple(p.shape)} / {tuple(g.shape)}"
+        )
     return float((p == g).double().mean())
 
 

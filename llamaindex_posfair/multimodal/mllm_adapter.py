@@ -21,15 +21,16 @@ import hashlib
 import json
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 
 from .attention_capture import AttentionRowCapture, register_capture_attention
 from .types import ForwardResult
 
-__all__ = ["PromptTemplate", "PreparedInputs", "MLLMAdapter", "config_fingerprint"]
+__all__ = ["MLLMAdapter", "PreparedInputs", "PromptTemplate", "config_fingerprint"]
 
 _VOLATILE_KEYS = {"transformers_version", "_name_or_path", "dtype", "torch_dtype", "architectures", "use_cache"}
 

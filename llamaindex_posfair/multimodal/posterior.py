@@ -14,7 +14,7 @@ from typing import Literal
 
 import torch
 
-__all__ = ["select_layers", "attention_log_ratio", "visual_posterior", "corrected_scores"]
+__all__ = ["attention_log_ratio", "corrected_scores", "select_layers", "visual_posterior"]
 
 EPS = 1e-12
 

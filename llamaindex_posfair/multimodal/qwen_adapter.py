@@ -10,14 +10,15 @@ image pads, required by transformers 5 for M-RoPE) is built alongside.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from .mllm_adapter import MLLMAdapter, PreparedInputs, PromptTemplate
 
-__all__ = ["QwenVLAdapter", "QWEN_FAMILIES"]
+__all__ = ["QWEN_FAMILIES", "QwenVLAdapter"]
 
 QWEN_FAMILIES = ("qwen2_vl", "qwen2_5_vl")
 
@@ -70,7 +71,9 @@ class QwenVLAdapter(MLLMAdapter):
         super().__init__(model, tokenizer, name=name, prompt=prompt)
         self.image_processor = image_processor
         self.merge_size = int(cfg.vision_config.spatial_merge_size)
-        self._ids = {a: int(getattr(cfg, a)) for a in ("image_token_id", "vision_start_token_id", "vision_end_token_id")}
+        self._ids = {
+            a: int(getattr(cfg, a)) for a in ("image_token_id", "vision_start_token_id", "vision_end_token_id")
+        }
 
     @classmethod
     def from_pretrained(
@@ -81,7 +84,7 @@ class QwenVLAdapter(MLLMAdapter):
         device: str = "cpu",
         max_pixels: int = 448 * 448,
         prompt: PromptTemplate | None = None,
-    ) -> "QwenVLAdapter":
+    ) -> QwenVLAdapter:
         """Load model, tokenizer and PIL image processor from a local folder or hub id."""
         from transformers import AutoConfig, AutoTokenizer
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, List, Literal, Optional
+from typing import Any, Literal
 
 import torch
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -68,12 +68,12 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
         default=True, description="Keep the retriever's score in node metadata['retrieval_score']."
     )
     model_id: str = Field(default="", description="Identity of the scoring model (set from the scorer).")
-    calibration_path: Optional[str] = Field(
+    calibration_path: str | None = Field(
         default=None, description="Path of the calibration state, when it was loaded from a file."
     )
 
     _scorer: Any = PrivateAttr()
-    _calibrator: Optional[AttentionGuidedCalibrator] = PrivateAttr(default=None)
+    _calibrator: AttentionGuidedCalibrator | None = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -113,8 +113,8 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
         return torch.softmax(raw, dim=0)
 
     def _postprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         if query_bundle is None:
             raise ValueError("query_bundle is required: the reranker scores images against the query text")
         if len(nodes) < 2:
@@ -145,7 +145,7 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
         return out
 
     async def _apostprocess_nodes(
-        self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
-    ) -> List[NodeWithScore]:
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         # the forward pass is CPU/GPU-bound: keep it off the event loop
         return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)

@@ -26,16 +26,16 @@ slot ``k`` with latent relevance ``r_k``, fixed per image):
 from __future__ import annotations
 
 import hashlib
-import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
 from .types import Candidates, ForwardResult
 
-__all__ = ["SimImage", "SimulatorConfig", "SimulatedMLLM", "make_samples"]
+__all__ = ["SimImage", "SimulatedMLLM", "SimulatorConfig", "make_samples"]
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,19 @@ class SimulatorConfig:
     unbiased: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("content_scale", "logit_noise", "slot_bias", "gold_penalty", "attention_signal", "attention_noise"):
+        for name in (
+            "content_scale",
+            "logit_noise",
+            "slot_bias",
+            "gold_penalty",
+            "attention_signal",
+            "attention_noise",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.num_layers < 2:
             raise ValueError(f"num_layers must be >= 2, got {self.num_layers}")
-        if not self.visual_layers or any(not 0 <= l < self.num_layers for l in self.visual_layers):
+        if not self.visual_layers or any(not 0 <= layer < self.num_layers for layer in self.visual_layers):
             raise ValueError(
                 f"visual_layers must be non-empty indices in [0, {self.num_layers}), got {self.visual_layers}"
             )
@@ -103,7 +110,7 @@ class SimulatedMLLM:
     def num_layers(self) -> int:
         return self.config.num_layers
 
-    def unbiased(self) -> "SimulatedMLLM":
+    def unbiased(self) -> SimulatedMLLM:
         """The same simulator with the planted bias removed."""
         return SimulatedMLLM(replace(self.config, unbiased=True))
 
@@ -159,9 +166,7 @@ class SimulatedMLLM:
         return ForwardResult(logits=z.float(), evidence=evidence.float())
 
 
-def make_samples(
-    m: int, n: int, *, seed: int = 0, content_noise: float = 0.35, hard: bool = False
-) -> list[Candidates]:
+def make_samples(m: int, n: int, *, seed: int = 0, content_noise: float = 0.35, hard: bool = False) -> list[Candidates]:
     """``m`` labelled simulated problems with ``n`` candidates each.
 
     The right image has relevance ``1 + N(0, content_noise²)``, a negative

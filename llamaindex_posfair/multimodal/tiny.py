@@ -22,8 +22,8 @@ import torch
 __all__ = [
     "QWEN_SPECIAL_TOKENS",
     "build_qwen_tokenizer",
-    "build_tiny_model",
     "build_tiny_adapter",
+    "build_tiny_model",
     "write_synthetic_image_folder",
 ]
 
@@ -33,9 +33,7 @@ QWEN_SPECIAL_TOKENS = (
     "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
     "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
 )  # fmt: skip
-_QWEN_PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
+_QWEN_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 
 
 def build_qwen_tokenizer() -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, List
+from typing import Any
 
 import torch
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -47,25 +47,25 @@ class TinyRandomClipEmbedding(MultiModalEmbedding):
     def class_name(cls) -> str:
         return "TinyRandomClipEmbedding"
 
-    def _norm(self, v: torch.Tensor) -> List[float]:
+    def _norm(self, v: torch.Tensor) -> list[float]:
         return (v / v.norm().clamp_min(1e-12)).tolist()
 
-    def _get_image_embedding(self, img_file_path: Any) -> List[float]:
+    def _get_image_embedding(self, img_file_path: Any) -> list[float]:
         img = load_image(img_file_path).resize((8, 8))
         x = torch.tensor(list(img.getdata()), dtype=torch.float32).flatten() / 255.0 - 0.5
         return self._norm(x @ self._img_proj)
 
-    async def _aget_image_embedding(self, img_file_path: Any) -> List[float]:
+    async def _aget_image_embedding(self, img_file_path: Any) -> list[float]:
         return self._get_image_embedding(img_file_path)
 
-    def _get_text_embedding(self, text: str) -> List[float]:
+    def _get_text_embedding(self, text: str) -> list[float]:
         x = torch.zeros(512)
         for w in re.findall(r"\w+", text.lower()):
             x[int.from_bytes(hashlib.md5(w.encode()).digest()[:4], "little") % 512] += 1.0
         return self._norm(x @ self._txt_proj)
 
-    def _get_query_embedding(self, query: str) -> List[float]:
+    def _get_query_embedding(self, query: str) -> list[float]:
         return self._get_text_embedding(query)
 
-    async def _aget_query_embedding(self, query: str) -> List[float]:
+    async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_text_embedding(query)

@@ -10,8 +10,9 @@ simulator (:mod:`.simulator`) is an evaluation tool with the same interface.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -87,7 +88,7 @@ class Candidates:
     def n(self) -> int:
         return len(self.images)
 
-    def shifted(self, shift: int) -> "Candidates":
+    def shifted(self, shift: int) -> Candidates:
         """Cyclic shift: the candidate at slot ``k`` moves to ``(k + shift) % N``.
 
         Example:
@@ -111,8 +112,7 @@ class MultiImageScorer(Protocol):
         ...
 
     @property
-    def num_layers(self) -> int:
-        ...
+    def num_layers(self) -> int: ...
 
     def score(self, query: Any, images: Sequence[Any]) -> ForwardResult:
         """One forward pass over ``images`` in the given order."""

@@ -63,9 +63,7 @@ def _explicit_twin(path: str, config: CalibrationConfig, max_length: int | None 
     return enc
 
 
-CASES = [
-    (strength, layers) for strength in (0.3, 0.5, 1.0) for layers in ("last", "last_half")
-]
+CASES = [(strength, layers) for strength in (0.3, 0.5, 1.0) for layers in ("last", "last_half")]
 
 
 @pytest.mark.parametrize("strength,layers", CASES)

@@ -89,7 +89,11 @@ def test_reference_matches_fast_on_causal_mean_pooling(qwen3_pair, mixed_texts):
 
 def test_reference_matches_fast_with_equal_baskets_and_isolated_tokens(bert_pair, mixed_texts):
     config = CalibrationConfig(
-        basket_size=16, strength=0.7, layers="last_half", basket_layout="equal", isolate=("cls", "sep"),
+        basket_size=16,
+        strength=0.7,
+        layers="last_half",
+        basket_layout="equal",
+        isolate=("cls", "sep"),
         isolated_policy={"cls": 0.2},
     )
     _assert_congruent(bert_pair, mixed_texts, config, batch_size=5)

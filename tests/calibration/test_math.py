@@ -121,7 +121,7 @@ def test_padding_gets_no_weight(case, strength):
 def test_basket_state_merge_equals_explicit_rows(case, strength):
     """The fast backend's merge gives the same output as calibrating the rows, then a @ V."""
     plan, attn, scores, _ = case
-    batch, heads, rows, length = scores.shape
+    batch, heads, _rows, length = scores.shape
     values = torch.randn(batch, heads, length, 5, generator=torch.Generator().manual_seed(7))
     expected = torch.matmul(calibrate_weights(attn, plan, strength), values)
     k_max = max(plan.max_baskets, 1)
@@ -129,15 +129,21 @@ def test_basket_state_merge_equals_explicit_rows(case, strength):
     for k in range(k_max):
         sel = (plan.basket_ids == k).view(batch, 1, 1, length)
         s = scores.masked_fill(~sel, float("-inf"))
-        l = torch.logsumexp(s, -1)
-        p = torch.exp(s - torch.where(torch.isfinite(l), l, 0.0).unsqueeze(-1))
-        lse.append(l)
+        lse_k = torch.logsumexp(s, -1)
+        p = torch.exp(s - torch.where(torch.isfinite(lse_k), lse_k, 0.0).unsqueeze(-1))
+        lse.append(lse_k)
         outs.append(torch.matmul(p, values))
     iso = plan.basket_ids == ISOLATED
     iso_scores = scores.masked_fill(~iso.view(batch, 1, 1, length), float("-inf"))
     got, original = merge_basket_states(
-        torch.stack(lse, -1), torch.stack(outs, -2), iso_scores, values, plan.iso_mode, plan.iso_value,
-        plan.active, strength,
+        torch.stack(lse, -1),
+        torch.stack(outs, -2),
+        iso_scores,
+        values,
+        plan.iso_mode,
+        plan.iso_value,
+        plan.active,
+        strength,
     )
     assert torch.allclose(got, expected, atol=1e-5)
     assert torch.allclose(original, torch.matmul(attn, values), atol=1e-5)
@@ -178,7 +184,9 @@ def test_length_weighting_gives_baskets_mass_proportional_to_length():
     plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=3, skip_single_basket=False)
     attn = torch.tensor([[[[0.1, 0.1, 0.1, 0.3, 0.4]]]])
     out = calibrate_weights(attn, plan, 1.0, basket_weighting="length")
-    assert torch.allclose(out[..., :3].sum(-1), torch.tensor(0.6)) and torch.allclose(out[..., 3:].sum(-1), torch.tensor(0.4))
+    assert torch.allclose(out[..., :3].sum(-1), torch.tensor(0.6)) and torch.allclose(
+        out[..., 3:].sum(-1), torch.tensor(0.4)
+    )
 
 
 def test_per_sequence_strength_scales_each_row():

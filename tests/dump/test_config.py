@@ -28,7 +28,10 @@ def test_token_strings_are_dump_for_the_paper_and_soft_for_the_soft_prompt():
 
 def test_only_the_soft_prompt_is_not_isolated():
     assert [DumpConfig(mode=m).isolated for m in ("full", "dump_only", "random_prefix", "soft_prompt")] == [
-        True, True, True, False,
+        True,
+        True,
+        True,
+        False,
     ]
 
 

@@ -36,8 +36,11 @@ def test_calibration_plan_isolates_exactly_the_dump_positions(saved_dump_dir, st
 
     features = st_model.preprocess(["short", "word " * 300])
     plan = plan_for_batch(
-        features["input_ids"], features["attention_mask"], st_model.tokenizer,
-        CalibrationConfig(basket_size=32, strength=0.5), "mean",
+        features["input_ids"],
+        features["attention_mask"],
+        st_model.tokenizer,
+        CalibrationConfig(basket_size=32, strength=0.5),
+        "mean",
     )
     isolated = (plan.basket_ids == ISOLATED) & features["attention_mask"].bool()
     assert isolated.tolist() == prefix_mask(features["input_ids"], dump_token_ids(st_model)).tolist()
@@ -67,8 +70,14 @@ def test_reranker_with_a_dump_model_puts_the_answer_first(saved_dump_dir):
     from llamaindex_posfair import PositionFairRerank
 
     rerank = PositionFairRerank(top_n=2, model_name=saved_dump_dir, calibration=None, device="cpu")
-    nodes = [NodeWithScore(node=TextNode(text=t), score=0.0) for t in (
-        "Cats sleep twelve to sixteen hours a day.", TEXTS[1], "Bread goes stale as its starch recrystallises.")]
+    nodes = [
+        NodeWithScore(node=TextNode(text=t), score=0.0)
+        for t in (
+            "Cats sleep twelve to sixteen hours a day.",
+            TEXTS[1],
+            "Bread goes stale as its starch recrystallises.",
+        )
+    ]
     out = rerank.postprocess_nodes(nodes, query_str=TEXTS[0])
     assert out[0].node.text == TEXTS[1]
 
@@ -81,8 +90,21 @@ def test_posfair_ingest_accepts_a_dump_model(saved_dump_dir, tmp_path, capsys):
     (docs / "tides.txt").write_text(TEXTS[1])
     (docs / "cats.txt").write_text("Cats sleep twelve to sixteen hours a day.")
     store = str(tmp_path / "q")
-    rc = main(["ingest", str(docs), "--collection", "d", "--path", store, "--model", saved_dump_dir,
-               "--no-calibration", "--no-progress", "--json"])
+    rc = main(
+        [
+            "ingest",
+            str(docs),
+            "--collection",
+            "d",
+            "--path",
+            store,
+            "--model",
+            saved_dump_dir,
+            "--no-calibration",
+            "--no-progress",
+            "--json",
+        ]
+    )
     assert rc == 0 and json.loads(capsys.readouterr().out)["chunks_written"] == 2
 
 
@@ -97,8 +119,26 @@ def test_train_dump_cli_trains_saves_and_reports(tmp_path, capsys):
     data.write_text("\n".join(lines[:8]) + "\n")
     held.write_text("\n".join(lines[8:14]) + "\n")
     out = tmp_path / "model"
-    rc = main(["train-dump", "--out", str(out), "--data", str(data), "--eval", str(held), "--batch-size", "4",
-               "--max-steps", "2", "--num-tokens", "2", "--mode", "dump_only", "--no-progress"])
+    rc = main(
+        [
+            "train-dump",
+            "--out",
+            str(out),
+            "--data",
+            str(data),
+            "--eval",
+            str(held),
+            "--batch-size",
+            "4",
+            "--max-steps",
+            "2",
+            "--num-tokens",
+            "2",
+            "--mode",
+            "dump_only",
+            "--no-progress",
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert rc == 0 and report["train"]["steps"] == 2
     assert {"eval_base", "eval_before", "eval_after"} <= set(report)

@@ -45,4 +45,10 @@ def test_metrics_stay_in_unit_interval_and_recall_is_monotone(ranks):
 
 
 def test_perfect_ranking_scores_one():
-    assert ranking_metrics([1, 1, 1]) == {"ndcg@10": 1.0, "mrr@10": 1.0, "recall@1": 1.0, "recall@5": 1.0, "recall@10": 1.0}
+    assert ranking_metrics([1, 1, 1]) == {
+        "ndcg@10": 1.0,
+        "mrr@10": 1.0,
+        "recall@1": 1.0,
+        "recall@5": 1.0,
+        "recall@10": 1.0,
+    }

@@ -62,7 +62,10 @@ def test_truncated_text_keeps_prefix_and_sep_in_sentence_transformers(reloaded):
 
 
 def test_query_and_document_encoding_both_carry_the_prefix(reloaded):
-    for ids in (reloaded.preprocess([TEXTS[0]], task="query")["input_ids"][0], reloaded.preprocess([TEXTS[1]], task="document")["input_ids"][0]):
+    for ids in (
+        reloaded.preprocess([TEXTS[0]], task="query")["input_ids"][0],
+        reloaded.preprocess([TEXTS[1]], task="document")["input_ids"][0],
+    ):
         assert count_prefix_runs(ids.tolist(), dump_token_ids(reloaded)) == 1
 
 

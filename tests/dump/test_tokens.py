@@ -62,7 +62,9 @@ def test_saved_tokenizer_reloads_with_the_prefix(dump_tokenizer, tmp_path):
 
 def test_prefix_mask_marks_only_prefix_positions(dump_tokenizer):
     ids = dump_tokenizer(["hi there"], return_tensors="pt")["input_ids"]
-    assert prefix_mask(ids, dump_token_ids(dump_tokenizer)).tolist() == [[False, True, True, True, True, False, False, False]]
+    assert prefix_mask(ids, dump_token_ids(dump_tokenizer)).tolist() == [
+        [False, True, True, True, True, False, False, False]
+    ]
 
 
 def test_decoder_without_bos_gets_the_prefix_first_and_keeps_eos_last(minilm_tokenizer):
@@ -71,7 +73,9 @@ def test_decoder_without_bos_gets_the_prefix_first_and_keeps_eos_last(minilm_tok
 
     # A decoder-style tokenizer: no leading special token, EOS appended (as Qwen3-Embedding's).
     decoder = AutoTokenizer.from_pretrained(minilm_tokenizer.name_or_path)
-    decoder._tokenizer.post_processor = processors.TemplateProcessing(single="$A [SEP]", special_tokens=[("[SEP]", 102)])
+    decoder._tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A [SEP]", special_tokens=[("[SEP]", 102)]
+    )
     tok = add_prefix_tokens(decoder, ["[DUMP_1]", "[DUMP_2]"])
     ids = tok("hello world")["input_ids"]
     assert ids[:2] == dump_token_ids(tok) and ids[-1] == 102 and count_prefix_runs(ids, dump_token_ids(tok)) == 1

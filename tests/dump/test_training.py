@@ -64,7 +64,9 @@ def test_soft_prompt_trains_only_its_k_rows(fresh_minilm, small_triples):
 def test_cached_loss_trains_too(fresh_minilm, small_triples):
     model = add_dump_prefix(fresh_minilm, DumpConfig(mode="full"))
     before = evaluate_retrieval(model, small_triples)["infonce"]
-    report = train_dump(model, small_triples, DumpTrainingConfig(batch_size=8, mini_batch_size=4, max_steps=2, warmup_ratio=0.0))
+    report = train_dump(
+        model, small_triples, DumpTrainingConfig(batch_size=8, mini_batch_size=4, max_steps=2, warmup_ratio=0.0)
+    )
     assert report.cached and report.steps == 2
     assert evaluate_retrieval(model, small_triples)["infonce"] < before
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -27,30 +28,57 @@ def test_eval_subcommand_is_registered_with_defaults():
 def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "run"
-    rc = main([
-        "eval", "--max-queries", "2", "--basket-sizes", "128", "--strengths", "0,1", "--layers", "last",
-        "--rerank-k", "2", "--out", str(out), "--no-progress", "--cache-dir", str(tmp_path / "emb"),
-    ])
+    rc = main(
+        [
+            "eval",
+            "--max-queries",
+            "2",
+            "--basket-sizes",
+            "128",
+            "--strengths",
+            "0,1",
+            "--layers",
+            "last",
+            "--rerank-k",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--cache-dir",
+            str(tmp_path / "emb"),
+        ]
+    )
     assert rc == 0
-    rows = list(csv.DictReader(open(out / "summary.csv")))
+    rows = list(csv.DictReader(Path(out / "summary.csv").read_text().splitlines()))
     names = [r["system"] for r in rows]
     assert names[0] == "vanilla" and names[1].startswith("default B=128 λ=0.5 last_half")
     assert any(n.startswith("Segment Embed Average") for n in names)
     assert any(n.startswith("rerank") for n in names)
-    for prefix in ("chunk-max 64", "chunk-max 128", "chunk-max 256", "Qdrant MaxSim, independent",
-                   "Qdrant MaxSim, contextual 128-tok segments, vanilla",
-                   "Qdrant MaxSim, contextual 128-tok segments, paper default", "fusion α=", "best variant"):
+    for prefix in (
+        "chunk-max 64",
+        "chunk-max 128",
+        "chunk-max 256",
+        "Qdrant MaxSim, independent",
+        "Qdrant MaxSim, contextual 128-tok segments, vanilla",
+        "Qdrant MaxSim, contextual 128-tok segments, paper default",
+        "fusion α=",
+        "best variant",
+    ):
         assert any(n.startswith(prefix) for n in names), prefix
     by_name = {r["system"]: r for r in rows}
     # independent-segment MaxSim through Qdrant is chunk-max over the same 128-token chunks
     mv = next(r for n, r in by_name.items() if n.startswith("Qdrant MaxSim, independent"))
     assert mv["harmonic"] == by_name["chunk-max 128 tok"]["harmonic"]
-    assert float(by_name["chunk-max 64 tok"]["vectors/passage"]) > float(by_name["chunk-max 256 tok"]["vectors/passage"]) > 1
+    assert (
+        float(by_name["chunk-max 64 tok"]["vectors/passage"])
+        > float(by_name["chunk-max 256 tok"]["vectors/passage"])
+        > 1
+    )
     assert float(by_name["vanilla"]["vectors/passage"]) == 1.0
     for r in rows:
         assert 0.0 <= float(r["harmonic"]) <= float(r["arithmetic"]) + 1e-9 <= 1.0 + 1e-9
         assert 0.0 <= float(r["psi"]) <= 1.0
-    grid = list(csv.DictReader(open(out / "grid.csv")))
+    grid = list(csv.DictReader(Path(out / "grid.csv").read_text().splitlines()))
     from llamaindex_posfair.eval.variants import VARIANTS
 
     systems = [g["system"] for g in grid]
@@ -61,7 +89,7 @@ def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
     meta = json.loads((out / "run.json").read_text())
     assert meta["truncated_passages"] == 0 and meta["max_length"] == 512
     assert len(list((tmp_path / "emb").glob("*.npy"))) >= 4  # resumable: embeddings kept on disk
-    per_query = list(csv.DictReader(open(out / "per_query.csv")))
+    per_query = list(csv.DictReader(Path(out / "per_query.csv").read_text().splitlines()))
     assert len(per_query) == 2 * len(rows)
     assert "ΔH vs vanilla [95% CI]" in (out / "summary.md").read_text()
     for png in ("ndcg_by_group.png", "psi_vs_harmonic.png"):

@@ -36,7 +36,7 @@ def built():
 
 
 def test_every_needle_sits_in_its_group_third(built):
-    cfg, splits = built
+    _cfg, splits = built
     bounds = {"begin": (0, 1 / 3), "middle": (1 / 3, 2 / 3), "end": (2 / 3, 1)}
     for split in splits.values():
         docs = {d["_id"]: d["text"] for d in split.corpus}

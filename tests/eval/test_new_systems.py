@@ -36,8 +36,9 @@ def test_chunk_max_is_the_best_chunk_and_counts_vectors(fake_encoder):
 
 def test_chunk_max_removes_the_planted_primacy_bias(fake_encoder):
     b = _bench()
-    vanilla, chunked = run_eval(b, [DenseSystem("v", fake_encoder), ChunkMaxSystem("c", fake_encoder, 20)],
-                                show_progress_bar=False)
+    vanilla, chunked = run_eval(
+        b, [DenseSystem("v", fake_encoder), ChunkMaxSystem("c", fake_encoder, 20)], show_progress_bar=False
+    )
     assert vanilla.ndcg.groups["end"] < 0.7 and vanilla.ndcg.groups["middle"] < 0.7
     assert chunked.ndcg.groups == pytest.approx({"begin": 1.0, "middle": 1.0, "end": 1.0})
     assert chunked.vectors_per_passage == 6.0 and vanilla.vectors_per_passage == 1.0
@@ -76,7 +77,9 @@ def test_qdrant_maxsim_independent_system_equals_chunk_max(fake_encoder):
     b = _bench()
     cache = _cache(b)
     mv = QdrantMaxSimSystem("mv", fake_encoder, 50, mode="independent")
-    np.testing.assert_allclose(mv.score(cache), ChunkMaxSystem("c", fake_encoder, 50).score(cache), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        mv.score(cache), ChunkMaxSystem("c", fake_encoder, 50).score(cache), rtol=1e-5, atol=1e-6
+    )
     assert mv.vectors_per_passage == 3.0
 
 
@@ -134,8 +137,12 @@ def test_combination_adds_the_variants_that_beat_the_paper_default_in_order_of_g
         return N(name=name, ndcg=N(harmonic=h))
 
     best = CalibrationConfig(basket_size=256, strength=0.7)
-    var = [res("equal baskets", 0.25), res("equal baskets B=64", 0.30), res("length-weighted baskets", 0.21),
-           res("documents only", 0.10)]
+    var = [
+        res("equal baskets", 0.25),
+        res("equal baskets B=64", 0.30),
+        res("length-weighted baskets", 0.21),
+        res("documents only", 0.10),
+    ]
     labels, cfg = _combine(best, res("paper", 0.20), var, variant_configs())
     # "equal baskets B=64" helped most but sets B: skipped; "documents only" hurt: left out
     assert labels == ["equal baskets", "length-weighted baskets"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -65,8 +66,9 @@ def test_dense_scores_are_dot_products_and_cached(fake_encoder):
 
 def test_planted_bias_shows_up_and_calibration_removes_it(fake_encoder):
     b = _bench()
-    res = run_eval(b, [DenseSystem("vanilla", fake_encoder), DenseSystem("flat", fake_encoder, cal(1.0))],
-                   show_progress_bar=False)
+    res = run_eval(
+        b, [DenseSystem("vanilla", fake_encoder), DenseSystem("flat", fake_encoder, cal(1.0))], show_progress_bar=False
+    )
     vanilla, flat = res
     assert vanilla.ndcg.groups["begin"] == 1.0
     # a late needle ranks 2nd, behind the passage whose lead word the query names: 1/log2(3)
@@ -106,8 +108,14 @@ def test_segment_average_is_mean_of_segment_embeddings(fake_encoder):
 
 
 def test_evaluate_scores_hand_checked():
-    b = PositionBenchmark("t", {"a": "x", "b": "y"}, {"q1": "x", "q2": "y"},
-                          {"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": "begin", "q2": "end"}, ("begin", "end"))
+    b = PositionBenchmark(
+        "t",
+        {"a": "x", "b": "y"},
+        {"q1": "x", "q2": "y"},
+        {"q1": {"a": 1}, "q2": {"b": 1}},
+        {"q1": "begin", "q2": "end"},
+        ("begin", "end"),
+    )
     summary, recall, per_q = evaluate_scores(np.array([[1.0, 0.0], [1.0, 0.0]]), b, EvalConfig(k=10, recall_ks=(1,)))
     assert per_q["q1"] == 1.0
     assert per_q["q2"] == pytest.approx(1 / np.log2(3))
@@ -120,7 +128,7 @@ def test_sweep_grid_skips_lambda_zero_and_validates():
     grid = SweepGrid()
     assert grid.size() == 3 * 4 * 2
     labels = [label for label, _ in grid.points()]
-    assert "B=128 λ=0.5 last_half" in labels and not any("λ=0 " in l for l in labels)
+    assert "B=128 λ=0.5 last_half" in labels and not any("λ=0 " in label for label in labels)
     with pytest.raises(ValueError, match="strengths must lie in"):
         SweepGrid(strengths=(1.5,))
     with pytest.raises(ValueError, match="basket_sizes must be positive"):
@@ -129,13 +137,20 @@ def test_sweep_grid_skips_lambda_zero_and_validates():
 
 def test_report_writes_table_csv_and_plots(fake_encoder, tmp_path):
     b = _bench()
-    res = run_eval(b, [DenseSystem("vanilla", fake_encoder), DenseSystem("B=128 λ=0.5", fake_encoder, cal(0.5)),
-                       DenseSystem("B=64 λ=1", fake_encoder, cal(1.0, 64))], show_progress_bar=False)
+    res = run_eval(
+        b,
+        [
+            DenseSystem("vanilla", fake_encoder),
+            DenseSystem("B=128 λ=0.5", fake_encoder, cal(0.5)),
+            DenseSystem("B=64 λ=1", fake_encoder, cal(1.0, 64)),
+        ],
+        show_progress_bar=False,
+    )
     md = format_markdown(res, b.group_order, caption="cap")
     assert md.startswith("cap\n\n| system | nDCG@10 begin | nDCG@10 middle | nDCG@10 end | harmonic")
     assert f"| {100 * res[0].ndcg.groups['begin']:.1f} |" in md
     path = write_csv(res, b.group_order, tmp_path / "t.csv")
-    rows = list(csv.DictReader(open(path)))
+    rows = list(csv.DictReader(Path(path).read_text().splitlines()))
     assert [r["system"] for r in rows] == ["vanilla", "B=128 λ=0.5", "B=64 λ=1"]
     assert float(rows[0]["psi"]) == pytest.approx(res[0].ndcg.psi, abs=1e-4)
     p1 = plot_groups(res, b.group_order, tmp_path / "g.png")

@@ -28,14 +28,25 @@ def test_ingest_then_query_json_ranks_the_right_file(tmp_path, capsys, fake_cli,
     store = str(tmp_path / "q")
     rc, out, _ = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
     assert rc == 0 and "5 files seen, 5 new" in out
-    rc, out, _ = run(capsys, "query", "waggle dance of honeybees", "--collection", "demo", "--path", store, "--json", "--top-k", "3")
+    rc, out, _ = run(
+        capsys, "query", "waggle dance of honeybees", "--collection", "demo", "--path", store, "--json", "--top-k", "3"
+    )
     res = json.loads(out)["results"]
     assert rc == 0 and res[0]["doc_id"] == "honeybees.txt" and [r["rank"] for r in res] == [1, 2, 3]
     assert [r["score"] for r in res] == sorted((r["score"] for r in res), reverse=True)
 
 
 def test_second_ingest_writes_nothing(tmp_path, capsys, fake_cli, example_data):
-    args = ("ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"), "--no-progress", "--json")
+    args = (
+        "ingest",
+        str(example_data),
+        "--collection",
+        "demo",
+        "--path",
+        str(tmp_path / "q"),
+        "--no-progress",
+        "--json",
+    )
     run(capsys, *args)
     rc, out, _ = run(capsys, *args)
     rep = json.loads(out)
@@ -45,7 +56,9 @@ def test_second_ingest_writes_nothing(tmp_path, capsys, fake_cli, example_data):
 def test_query_on_vanilla_vector_uses_plain_encoder(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
     run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--both-vectors", "--no-progress")
-    rc, out, _ = run(capsys, "query", "tides", "--collection", "demo", "--path", store, "--vector-name", "vanilla", "--json")
+    rc, out, _ = run(
+        capsys, "query", "tides", "--collection", "demo", "--path", store, "--vector-name", "vanilla", "--json"
+    )
     assert rc == 0 and json.loads(out)["vector"] == "vanilla"
     assert [c for c in fake_cli.calls if c[0] == "query"][-1][2] is None
 
@@ -53,7 +66,9 @@ def test_query_on_vanilla_vector_uses_plain_encoder(tmp_path, capsys, fake_cli, 
 def test_query_rerank_keeps_retrieval_scores(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
     run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
-    rc, out, _ = run(capsys, "query", "sourdough starter", "--collection", "demo", "--path", store, "--rerank", "--json")
+    rc, out, _ = run(
+        capsys, "query", "sourdough starter", "--collection", "demo", "--path", store, "--rerank", "--json"
+    )
     doc = json.loads(out)
     assert rc == 0 and doc["reranked"] and all("retrieval_score" in r for r in doc["results"])
 
@@ -124,8 +139,18 @@ def test_readme_quickstart_on_real_minilm(tmp_path, capsys, example_data):
     store = str(tmp_path / "q")
     rc, out, _ = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
     assert rc == 0 and "10 written" in out
-    rc, out, err = run(capsys, "query", "Who was the last keeper of the lighthouse?", "--collection", "demo",
-                       "--path", store, "--json", "--top-k", "3")
+    rc, out, err = run(
+        capsys,
+        "query",
+        "Who was the last keeper of the lighthouse?",
+        "--collection",
+        "demo",
+        "--path",
+        store,
+        "--json",
+        "--top-k",
+        "3",
+    )
     assert rc == 0, err
     res = json.loads(out)["results"]
     assert rc == 0 and res[0]["doc_id"] == "lighthouse.md" and "Ada Pennock" in res[0]["text"]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from llamaindex_posfair import CalibrationConfig, PosFairEmbedding
 
 
 class Collector(BaseEventHandler):
-    events: list = []
+    events: ClassVar[list] = []
 
     @classmethod
     def class_name(cls) -> str:
@@ -96,11 +97,13 @@ def test_ingestion_pipeline_cache_reuses_then_recomputes_on_new_calibration(make
     enc = make_fake(calibration=CalibrationConfig())
     for _ in range(2):
         nodes = IngestionPipeline(transformations=[PosFairEmbedding(encoder=enc)], cache=cache).run(
-            nodes=[n.model_copy() for n in NODES])
+            nodes=[n.model_copy() for n in NODES]
+        )
     assert len(enc.calls) == 1 and nodes[0].embedding is not None
     enc2 = make_fake(calibration=CalibrationConfig(strength=0.2))
     IngestionPipeline(transformations=[PosFairEmbedding(encoder=enc2)], cache=cache).run(
-        nodes=[n.model_copy() for n in NODES])
+        nodes=[n.model_copy() for n in NODES]
+    )
     assert len(enc2.calls) == 1
 
 

@@ -30,8 +30,10 @@ def test_vector_store_index_retrieves_with_posfair_embedding(qdrant, make_fake):
     fake_encoder = make_fake(dimension=256)
     store = QdrantVectorStore(client=qdrant, collection_name="li", dense_vector_name="calibrated")
     index = VectorStoreIndex.from_documents(
-        DOCS, storage_context=StorageContext.from_defaults(vector_store=store),
-        embed_model=PosFairEmbedding(encoder=fake_encoder))
+        DOCS,
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=PosFairEmbedding(encoder=fake_encoder),
+    )
     got = index.as_retriever(similarity_top_k=1).retrieve("why does the ocean have tidal bulges")
     assert got[0].node.metadata["name"] == "tides"
     assert qdrant.get_collection("li").config.params.vectors.size == 256  # QdrantVectorStore: unnamed vector
@@ -44,11 +46,15 @@ def test_query_engine_with_position_fair_rerank(qdrant, make_fake, monkeypatch):
     fake_encoder = make_fake(dimension=256)
     store = QdrantVectorStore(client=qdrant, collection_name="li", dense_vector_name="calibrated")
     index = VectorStoreIndex.from_documents(
-        DOCS, storage_context=StorageContext.from_defaults(vector_store=store),
-        embed_model=PosFairEmbedding(encoder=fake_encoder))
+        DOCS,
+        storage_context=StorageContext.from_defaults(vector_store=store),
+        embed_model=PosFairEmbedding(encoder=fake_encoder),
+    )
     engine = index.as_query_engine(
-        similarity_top_k=3, response_mode="no_text",
-        node_postprocessors=[PositionFairRerank(top_n=1, encoder=fake_encoder)])
+        similarity_top_k=3,
+        response_mode="no_text",
+        node_postprocessors=[PositionFairRerank(top_n=1, encoder=fake_encoder)],
+    )
     response = engine.query("sourdough starter flour yeast")
     assert [n.node.metadata["name"] for n in response.source_nodes] == ["bread"]
 
@@ -72,4 +78,4 @@ def test_posfair_ingested_collection_is_readable_by_qdrant_vector_store(qdrant, 
     top = index.as_retriever(similarity_top_k=1).retrieve("waggle dance of honeybees and the sun")[0]
     source = (example_data / top.node.metadata["doc_id"]).read_text()
     assert top.node.metadata["doc_id"] == "honeybees.txt"
-    assert source[top.node.metadata["start_char"]: top.node.metadata["end_char"]] == top.node.get_content()
+    assert source[top.node.metadata["start_char"] : top.node.metadata["end_char"]] == top.node.get_content()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -36,14 +37,21 @@ def test_reorders_by_encoder_cosine_and_keeps_top_n(fake_encoder):
 
 def test_keep_retrieval_score_copies_first_stage_score(fake_encoder):
     out = PositionFairRerank(top_n=4, encoder=fake_encoder, keep_retrieval_score=True).postprocess_nodes(
-        nodes(TEXTS, [0.1, 0.2, 0.3, 0.4]), query_str="apples")
-    assert {n.node.node_id: n.node.metadata["retrieval_score"] for n in out} == {"n0": 0.1, "n1": 0.2, "n2": 0.3, "n3": 0.4}
+        nodes(TEXTS, [0.1, 0.2, 0.3, 0.4]), query_str="apples"
+    )
+    assert {n.node.node_id: n.node.metadata["retrieval_score"] for n in out} == {
+        "n0": 0.1,
+        "n1": 0.2,
+        "n2": 0.3,
+        "n3": 0.4,
+    }
 
 
 def test_full_fusion_weight_keeps_first_stage_order(fake_encoder):
     bm25 = [3.0, 12.5, 7.1, 0.4]  # BM25-scale scores
     out = PositionFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=1.0).postprocess_nodes(
-        nodes(TEXTS, bm25), query_str="red apples")
+        nodes(TEXTS, bm25), query_str="red apples"
+    )
     assert [n.node.node_id for n in out] == ["n1", "n2", "n0", "n3"]
     assert out[0].score == pytest.approx(1.0) and out[-1].score == pytest.approx(0.0)
 
@@ -52,11 +60,17 @@ def test_partial_fusion_mixes_normalised_scores(fake_encoder):
     bm25 = [3.0, 12.5, 7.1, 0.4]
     w = 0.25
     got = PositionFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=w).postprocess_nodes(
-        nodes(TEXTS, bm25), query_str="red apples")
-    cos = fake_encoder._vec(TEXTS, fake_encoder.calibration) @ fake_encoder._vec(["red apples"], fake_encoder.calibration)[0]
+        nodes(TEXTS, bm25), query_str="red apples"
+    )
+    cos = (
+        fake_encoder._vec(TEXTS, fake_encoder.calibration)
+        @ fake_encoder._vec(["red apples"], fake_encoder.calibration)[0]
+    )
     mm = lambda x: (x - x.min()) / (x.max() - x.min())  # noqa: E731
     expected = (1 - w) * mm(cos) + w * mm(np.array(bm25))
-    assert {n.node.node_id: round(n.score, 5) for n in got} == {f"n{i}": round(float(e), 5) for i, e in enumerate(expected)}
+    assert {n.node.node_id: round(n.score, 5) for n in got} == {
+        f"n{i}": round(float(e), 5) for i, e in enumerate(expected)
+    }
 
 
 def test_batches_candidates_by_batch_size(make_fake):
@@ -81,7 +95,7 @@ def test_empty_candidates_return_empty(fake_encoder):
 
 def test_rerank_events_are_emitted(fake_encoder):
     class Collector(BaseEventHandler):
-        seen: list = []
+        seen: ClassVar[list] = []
 
         @classmethod
         def class_name(cls):
@@ -111,12 +125,16 @@ def _late_evidence_case():
     data = Path(__file__).resolve().parents[2] / "examples" / "data"
     filler = (data / "sourdough.txt").read_text().split()[:110]
     bees = (data / "honeybees.txt").read_text().split()
-    needle = "The last resident keeper of the Gull Rock lighthouse was Ada Pennock, who kept the light for nineteen years."
+    needle = (
+        "The last resident keeper of the Gull Rock lighthouse was Ada Pennock, who kept the light for nineteen years."
+    )
     texts = {
         "early": needle + " " + " ".join(filler),
         "late": " ".join(filler) + " " + needle,
-        "distractor1": "Gull Rock lighthouse stands on a granite island off the northern coast. " + " ".join(bees[:110]),
-        "distractor2": "Lighthouse keepers once trimmed wicks and wound clockwork every night. " + " ".join(bees[20:130]),
+        "distractor1": "Gull Rock lighthouse stands on a granite island off the northern coast. "
+        + " ".join(bees[:110]),
+        "distractor2": "Lighthouse keepers once trimmed wicks and wound clockwork every night. "
+        + " ".join(bees[20:130]),
     }
     cands = [NodeWithScore(node=TextNode(text=t, id_=k), score=None) for k, t in texts.items()]
     return "Who was the last keeper of the Gull Rock lighthouse?", cands

@@ -49,7 +49,7 @@ def test_self_consistency_is_fully_consistent(reports4):
 
 
 def test_fitted_bias_tracks_the_planted_static_bias(sim_fit4):
-    sim, cal, _ = sim_fit4
+    _sim, cal, _ = sim_fit4
     bm = cal.state.table(4).bias
     # planted static bias favours slot 0 most, then decays: column means keep that order
     col = bm.mean(dim=0)

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from llamaindex_posfair.multimodal.posterior import corrected_scores, select_layers, visual_posterior

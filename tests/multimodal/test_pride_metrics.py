@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from llamaindex_posfair.multimodal.metrics import accuracy, consistency, per_slot_accuracy, rstd

@@ -3,7 +3,11 @@ import torch
 from PIL import Image
 
 from llamaindex_posfair.multimodal.attention_capture import AttentionRowCapture
-from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator, CalibrationMismatchError, CalibrationState
+from llamaindex_posfair.multimodal.calibrator import (
+    AttentionGuidedCalibrator,
+    CalibrationMismatchError,
+    CalibrationState,
+)
 from llamaindex_posfair.multimodal.types import Candidates
 
 pytestmark = pytest.mark.slow  # builds the real Qwen tokenizer and tiny models (~5 s once)

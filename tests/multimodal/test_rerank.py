@@ -1,14 +1,12 @@
-import asyncio
 import base64
 
 import pytest
-import torch
 from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle, TextNode
 
 from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator, CalibrationMismatchError
 from llamaindex_posfair.multimodal.images import ImageLoadError, load_image
 from llamaindex_posfair.multimodal.rerank import AttentionGuidedImageRerank
-from llamaindex_posfair.multimodal.simulator import SimulatedMLLM, make_samples
+from llamaindex_posfair.multimodal.simulator import SimulatedMLLM
 from llamaindex_posfair.multimodal.types import Candidates
 
 
@@ -66,7 +64,7 @@ def test_rerank_puts_the_red_image_first(scorer_and_state, image_dir):
     rr = AttentionGuidedImageRerank(scorer=scorer, calibration=state, top_n=2)
     # img_000 is red on green; place it last (the disfavoured slot)
     out = rr.postprocess_nodes(_nodes(image_dir, [1, 2, 3, 0]), query_bundle=QueryBundle("red"))
-    assert [n.node.node_id for n in out][0] == "n0"
+    assert next(n.node.node_id for n in out) == "n0"
     assert len(out) == 2 and out[0].score >= out[1].score
     assert out[0].node.metadata["retrieval_score"] == pytest.approx(0.7)
 

@@ -15,8 +15,10 @@ from qdrant_tools.chunking import (
 )
 
 texts = st.lists(st.text(alphabet="abc \n\t.é", min_size=0, max_size=12), max_size=60).map(" ".join)
-configs = st.tuples(st.integers(1, 20), st.integers(0, 19)).filter(lambda t: t[1] < t[0]).map(
-    lambda t: ChunkingConfig(chunk_tokens=t[0], overlap_tokens=t[1])
+configs = (
+    st.tuples(st.integers(1, 20), st.integers(0, 19))
+    .filter(lambda t: t[1] < t[0])
+    .map(lambda t: ChunkingConfig(chunk_tokens=t[0], overlap_tokens=t[1]))
 )
 
 
@@ -54,7 +56,9 @@ def test_window_end_does_not_split_a_glued_word():
     assert [c.text for c in chunks] == ["xx", "abc", "yy"]
 
 
-@pytest.mark.parametrize("kwargs", [{"chunk_tokens": 0}, {"chunk_tokens": 8, "overlap_tokens": 8}, {"overlap_tokens": -1}])
+@pytest.mark.parametrize(
+    "kwargs", [{"chunk_tokens": 0}, {"chunk_tokens": 8, "overlap_tokens": 8}, {"overlap_tokens": -1}]
+)
 def test_invalid_chunking_config_raises_with_parameter_name(kwargs):
     with pytest.raises(ValueError, match="chunk_tokens|overlap_tokens"):
         ChunkingConfig(**kwargs)
@@ -81,7 +85,7 @@ def test_binary_file_is_skipped(tmp_path):
 
 def test_non_utf8_file_reports_byte_and_offset(tmp_path):
     p = tmp_path / "l.txt"
-    p.write_bytes("caf".encode() + b"\xe9 au lait")
+    p.write_bytes(b"caf" + b"\xe9 au lait")
     r = load_document(p, tmp_path)
     assert isinstance(r, SkippedFile) and "0xe9 at offset 3" in r.reason
 

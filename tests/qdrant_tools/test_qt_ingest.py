@@ -115,7 +115,9 @@ def test_bad_files_are_skipped_and_reported(client, encoder, corpus):
 
 def test_chunks_longer_than_window_are_counted_as_truncated(client, make_encoder, corpus):
     enc = make_encoder(max_length=12)
-    r = ingest_path(client, "c", corpus, {"calibrated": enc}, IngestConfig(chunk_tokens=20, overlap_tokens=0, show_progress=False))
+    r = ingest_path(
+        client, "c", corpus, {"calibrated": enc}, IngestConfig(chunk_tokens=20, overlap_tokens=0, show_progress=False)
+    )
     truncated = [p for p in points(client).values() if p.payload["truncated"]]
     assert r.chunks_truncated == len(truncated) > 0 and "truncated" in r.summary()
 
@@ -132,7 +134,13 @@ def test_removed_file_is_kept_unless_prune(client, encoder, corpus):
     (corpus / "b.md").unlink()
     ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     assert "b.md" in stored_records(client, "c")
-    r = ingest_path(client, "c", corpus, {"calibrated": encoder}, IngestConfig(chunk_tokens=20, overlap_tokens=4, prune=True, show_progress=False))
+    r = ingest_path(
+        client,
+        "c",
+        corpus,
+        {"calibrated": encoder},
+        IngestConfig(chunk_tokens=20, overlap_tokens=4, prune=True, show_progress=False),
+    )
     assert r.pruned == ["b.md"] and "b.md" not in stored_records(client, "c")
 
 
@@ -151,7 +159,11 @@ def test_foreign_points_in_collection_are_never_deleted(client, encoder, corpus)
     from qdrant_client import models
 
     ensure_collection(client, "c", [VectorSpec("calibrated", 16)])
-    client.upsert("c", [models.PointStruct(id=1, vector={"calibrated": [1.0] + [0.0] * 15}, payload={"doc_id": "a.txt"})], wait=True)
+    client.upsert(
+        "c",
+        [models.PointStruct(id=1, vector={"calibrated": [1.0] + [0.0] * 15}, payload={"doc_id": "a.txt"})],
+        wait=True,
+    )
     ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     (corpus / "a.txt").write_text("changed.")
     ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)

@@ -8,7 +8,9 @@ def test_ensure_creates_named_vectors(client):
     assert ensure_collection(client, "c", [VectorSpec("vanilla", 8), VectorSpec("calibrated", 8)]) is True
     vectors = client.get_collection("c").config.params.vectors
     assert {n: (p.size, p.distance) for n, p in vectors.items()} == {
-        "vanilla": (8, models.Distance.COSINE), "calibrated": (8, models.Distance.COSINE)}
+        "vanilla": (8, models.Distance.COSINE),
+        "calibrated": (8, models.Distance.COSINE),
+    }
 
 
 def test_matching_collection_is_accepted(client):
@@ -29,7 +31,9 @@ def test_missing_vector_name_lists_existing_names(client):
 
 
 def test_distance_mismatch_is_reported(client):
-    client.create_collection("c", vectors_config={"calibrated": models.VectorParams(size=8, distance=models.Distance.DOT)})
+    client.create_collection(
+        "c", vectors_config={"calibrated": models.VectorParams(size=8, distance=models.Distance.DOT)}
+    )
     with pytest.raises(SchemaMismatchError, match=r"distance Dot.*needs Cosine"):
         check_collection(client, "c", [VectorSpec("calibrated", 8)])
 

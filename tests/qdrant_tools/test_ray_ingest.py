@@ -73,20 +73,28 @@ def ray_session():
 def recipe(tiny_bert_path):
     from llamaindex_posfair import CalibrationConfig
 
-    return EncoderRecipe(model=tiny_bert_path, calibration=CalibrationConfig(basket_size=16, strength=0.5),
-                         vectors=(("vanilla", "vanilla"), ("calibrated", "calibrated")))
+    return EncoderRecipe(
+        model=tiny_bert_path,
+        calibration=CalibrationConfig(basket_size=16, strength=0.5),
+        vectors=(("vanilla", "vanilla"), ("calibrated", "calibrated")),
+    )
 
 
 @pytest.fixture(scope="module")
 def reference(recipe):
     """Single-process ingestion of the shipped examples/data folder: {id: (payload, {name: vector})}."""
-    from llamaindex_posfair.integrations.view import CalibrationView
     from llamaindex_posfair.integrations.embedding import load_encoder
+    from llamaindex_posfair.integrations.view import CalibrationView
 
     enc = load_encoder(recipe.model, recipe.calibration, device="cpu")
     client = QdrantClient(":memory:")
-    report = ingest_path(client, "single", DATA, {"vanilla": CalibrationView(enc, None), "calibrated": enc},
-                         IngestConfig(chunk_tokens=CHUNK, show_progress=False))
+    report = ingest_path(
+        client,
+        "single",
+        DATA,
+        {"vanilla": CalibrationView(enc, None), "calibrated": enc},
+        IngestConfig(chunk_tokens=CHUNK, show_progress=False),
+    )
     assert report.chunks_written > 20 and len(report.new) == 5
     points = dump(client, "single")
     client.close()
@@ -114,8 +122,9 @@ def assert_same_points(got, want):
 
 
 def config(**kw) -> RayIngestConfig:
-    base = dict(num_workers=1, chunk_tokens=CHUNK, docs_per_task=2, write_batch_size=8, token_budget=512,
-                show_progress=False)
+    base = dict(
+        num_workers=1, chunk_tokens=CHUNK, docs_per_task=2, write_batch_size=8, token_budget=512, show_progress=False
+    )
     base.update(kw)
     return RayIngestConfig(**base)
 
@@ -125,7 +134,8 @@ def test_ray_ingestion_equals_single_process_and_rerun_is_a_noop(ray_session, re
     client = QdrantClient(":memory:")
     report = ray_ingest_path(client, "ray", DATA, recipe, config())
     assert report.chunks_written == len(reference) and sorted(report.new) == sorted(
-        ["honeybees.txt", "lighthouse.md", "printing.md", "sourdough.txt", "tides.md"])
+        ["honeybees.txt", "lighthouse.md", "printing.md", "sourdough.txt", "tides.md"]
+    )
     assert_same_points(dump(client, "ray"), reference)
     again = ray_ingest_path(client, "ray", DATA, recipe, config())
     assert again.chunks_written == 0 and len(again.unchanged) == 5
@@ -184,7 +194,8 @@ def test_killed_worker_is_restarted_and_every_chunk_is_stored_once(ray_session, 
     client.close()
 
 
-DRIVER = textwrap.dedent("""
+DRIVER = textwrap.dedent(
+    """
     import os, sys, time, pickle
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import ray
@@ -199,11 +210,12 @@ DRIVER = textwrap.dedent("""
         print("WROTE", n, flush=True)
         time.sleep(60)  # the test kills -9 the driver here
 
-    config = RayIngestConfig(num_workers=1, chunk_tokens=%d, docs_per_task=2, write_batch_size=8,
+    config = RayIngestConfig(num_workers=1, chunk_tokens=CHUNK_TOKENS, docs_per_task=2, write_batch_size=8,
                              token_budget=512, show_progress=False, plan_on="driver")
     ray_ingest_path(QdrantClient(path=storage), "resume", data, recipe, config, on_write=on_write)
     print("FINISHED", flush=True)
-""" % CHUNK)
+""".replace("CHUNK_TOKENS", str(CHUNK))
+)
 
 
 @pytest.mark.slow
@@ -218,7 +230,10 @@ def test_driver_killed_mid_run_then_rerun_stores_every_chunk_once(ray_session, r
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, str(tmp_path / "driver.py"), address, str(storage), str(DATA), str(tmp_path / "recipe.pkl")],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
     )
     try:
         deadline = time.time() + 150

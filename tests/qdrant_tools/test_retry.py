@@ -51,9 +51,16 @@ def run(fn, policy=None, **kw):
     sleeps: list[float] = []
     stats = RetryStats()
     try:
-        result = call_with_retry(fn, policy=policy or RetryPolicy(max_attempts=5, deadline=None),
-                                 sleep=sleeps.append, clock=lambda: 0.0, rng=random.Random(0), stats=stats, **kw)
-    except Exception as exc:  # noqa: BLE001
+        result = call_with_retry(
+            fn,
+            policy=policy or RetryPolicy(max_attempts=5, deadline=None),
+            sleep=sleeps.append,
+            clock=lambda: 0.0,
+            rng=random.Random(0),
+            stats=stats,
+            **kw,
+        )
+    except Exception as exc:
         return exc, stats, sleeps
     return result, stats, sleeps
 
@@ -77,7 +84,7 @@ def test_client_errors_are_never_retried(status):
 def test_local_compute_errors_are_never_retried():
     for err in (MemoryError("CUDA out of memory"), RuntimeError("CUDA out of memory"), ValueError("bad")):
         fn = Flaky(err)
-        exc, stats, sleeps = run(fn)
+        exc, _stats, sleeps = run(fn)
         assert exc is err
         assert fn.calls == 1 and sleeps == []
 
@@ -101,7 +108,7 @@ def test_transport_errors_are_retried():
         TimeoutError("timed out"),
     ]
     fn = Flaky(*errs)
-    result, stats, sleeps = run(fn, RetryPolicy(max_attempts=10, deadline=None))
+    result, _stats, _sleeps = run(fn, RetryPolicy(max_attempts=10, deadline=None))
     assert result[0] == "ok" and fn.calls == len(errs) + 1
 
 
@@ -113,8 +120,11 @@ def test_grpc_client_errors_are_not_retried():
 
 @settings(max_examples=50, deadline=None)
 @given(
-    base=st.floats(0.01, 2.0), mult=st.floats(1.0, 4.0), cap=st.floats(2.0, 60.0),
-    attempts=st.integers(2, 8), seed=st.integers(0, 2**16),
+    base=st.floats(0.01, 2.0),
+    mult=st.floats(1.0, 4.0),
+    cap=st.floats(2.0, 60.0),
+    attempts=st.integers(2, 8),
+    seed=st.integers(0, 2**16),
 )
 def test_backoff_delays_stay_within_exponential_bounds(base, mult, cap, attempts, seed):
     policy = RetryPolicy(max_attempts=attempts, base_delay=base, multiplier=mult, max_delay=cap, deadline=None)
@@ -129,7 +139,7 @@ def test_backoff_delays_stay_within_exponential_bounds(base, mult, cap, attempts
 
 def test_retry_after_header_is_honoured_but_capped():
     fn = Flaky(http_error(429, {"Retry-After": "7"}), http_error(429, {"Retry-After": "500"}))
-    result, stats, sleeps = run(fn, RetryPolicy(max_attempts=5, base_delay=0.1, max_delay=20.0, deadline=None))
+    result, _stats, sleeps = run(fn, RetryPolicy(max_attempts=5, base_delay=0.1, max_delay=20.0, deadline=None))
     assert result[0] == "ok"
     assert sleeps == [7.0, 20.0]
 

@@ -31,17 +31,29 @@ def client():
 
 
 def vanilla_spec(**kw) -> CollectionSpec:
-    return CollectionSpec(name="docs", vectors=[VectorConfig(name="vanilla", size=8, on_disk=True,
-                                                             hnsw=HnswSpec(m=32))], **kw)
+    return CollectionSpec(
+        name="docs", vectors=[VectorConfig(name="vanilla", size=8, on_disk=True, hnsw=HnswSpec(m=32))], **kw
+    )
 
 
 def test_create_kwargs_carry_every_setting():
     spec = CollectionSpec(
         name="docs",
-        vectors=[VectorConfig(name="calibrated", size=384, distance="dot", on_disk=True,
-                              quantization=QuantizationSpec(kind="scalar", quantile=0.99))],
-        shard_number=4, replication_factor=2, write_consistency_factor=1, on_disk_payload=True,
-        hnsw=HnswSpec(m=16, ef_construct=200), quantization=QuantizationSpec(kind="binary"),
+        vectors=[
+            VectorConfig(
+                name="calibrated",
+                size=384,
+                distance="dot",
+                on_disk=True,
+                quantization=QuantizationSpec(kind="scalar", quantile=0.99),
+            )
+        ],
+        shard_number=4,
+        replication_factor=2,
+        write_consistency_factor=1,
+        on_disk_payload=True,
+        hnsw=HnswSpec(m=16, ef_construct=200),
+        quantization=QuantizationSpec(kind="binary"),
     )
     kw = spec.create_kwargs()
     vp = kw["vectors_config"]["calibrated"]
@@ -79,8 +91,9 @@ def test_spec_rejects_typos_duplicates_and_inconsistent_factors():
     with pytest.raises(ValidationError, match=r"vector names must be distinct, got duplicates \['v'\]"):
         CollectionSpec(name="d", vectors=[VectorConfig(name="v", size=2), VectorConfig(name="v", size=3)])
     with pytest.raises(ValidationError, match="write_consistency_factor=3 exceeds replication_factor=2"):
-        CollectionSpec(name="d", vectors=[VectorConfig(name="v", size=2)], replication_factor=2,
-                       write_consistency_factor=3)
+        CollectionSpec(
+            name="d", vectors=[VectorConfig(name="v", size=2)], replication_factor=2, write_consistency_factor=3
+        )
     with pytest.raises(ValidationError, match="needs compression"):
         QuantizationSpec(kind="product")
 
@@ -96,8 +109,9 @@ def test_create_then_validate_matches_and_lists_unverified_settings(client):
 
 def test_validate_reports_size_distance_and_param_differences(client):
     create_collection(client, vanilla_spec())
-    other = CollectionSpec(name="docs", vectors=[VectorConfig(name="vanilla", size=16, distance="dot",
-                                                              on_disk=False, hnsw=HnswSpec(m=8))])
+    other = CollectionSpec(
+        name="docs", vectors=[VectorConfig(name="vanilla", size=16, distance="dot", on_disk=False, hnsw=HnswSpec(m=8))]
+    )
     report = validate_collection(client, other)
     got = {d.setting: (d.expected, d.actual, d.fixable) for d in report.differences}
     assert got == {
@@ -130,8 +144,9 @@ def test_migrate_adds_calibrated_vector_and_keeps_points(client):
 def test_migrate_refuses_rebuild_changes_before_any_write(client):
     spec = vanilla_spec()
     create_collection(client, spec)
-    target = CollectionSpec(name="docs", vectors=[VectorConfig(name="vanilla", size=16),
-                                                  VectorConfig(name="calibrated", size=16)])
+    target = CollectionSpec(
+        name="docs", vectors=[VectorConfig(name="vanilla", size=16), VectorConfig(name="calibrated", size=16)]
+    )
     with pytest.raises(CollectionMismatchError, match="BLOCKED vectors.vanilla.size: spec 16, collection 8"):
         migrate_collection(client, target)
     assert list(client.get_collection("docs").config.params.vectors) == ["vanilla"]  # calibrated not added
@@ -167,14 +182,23 @@ class ServerLike:
 
 def server_info(shards=1, replication=1, payload_schema=None) -> models.CollectionInfo:
     return models.CollectionInfo(
-        status=models.CollectionStatus.GREEN, optimizer_status=models.OptimizersStatusOneOf.OK, segments_count=1,
+        status=models.CollectionStatus.GREEN,
+        optimizer_status=models.OptimizersStatusOneOf.OK,
+        segments_count=1,
         config=models.CollectionConfig(
-            params=models.CollectionParams(vectors={"vanilla": models.VectorParams(
-                size=8, distance=models.Distance.COSINE, on_disk=True, hnsw_config=models.HnswConfigDiff(m=32))},
-                shard_number=shards, replication_factor=replication),
+            params=models.CollectionParams(
+                vectors={
+                    "vanilla": models.VectorParams(
+                        size=8, distance=models.Distance.COSINE, on_disk=True, hnsw_config=models.HnswConfigDiff(m=32)
+                    )
+                },
+                shard_number=shards,
+                replication_factor=replication,
+            ),
             hnsw_config=models.HnswConfig(m=16, ef_construct=100, full_scan_threshold=10000),
-            optimizer_config=models.OptimizersConfig(deleted_threshold=0.2, vacuum_min_vector_number=1000,
-                                                     default_segment_number=0, flush_interval_sec=5),
+            optimizer_config=models.OptimizersConfig(
+                deleted_threshold=0.2, vacuum_min_vector_number=1000, default_segment_number=0, flush_interval_sec=5
+            ),
             wal_config=models.WalConfig(wal_capacity_mb=32, wal_segments_ahead=0),
         ),
         payload_schema=payload_schema or {},
@@ -206,5 +230,7 @@ def test_server_migration_plan_updates_replication_and_adds_indexes():
     assert plan.collection_params == {"collection_params": {"replication_factor": 2}}
     assert [i.field for i in plan.add_indexes] == ["doc_id"] and not plan.blocked
     migrate_collection(client, spec)
-    assert client.calls == [("update_collection", ["collection_params"]),
-                            ("create_payload_index", "doc_id", models.PayloadSchemaType.KEYWORD)]
+    assert client.calls == [
+        ("update_collection", ["collection_params"]),
+        ("create_payload_index", "doc_id", models.PayloadSchemaType.KEYWORD),
+    ]
