@@ -64,9 +64,8 @@ def main() -> None:
     import torch
     from qdrant_client import QdrantClient
 
-    from llamaindex_posfair import CalibrationConfig
+    from llamaindex_posfair import CalibrationConfig, PosFairEncoder
     from llamaindex_posfair.encoders.encoder import BUNDLED_MINILM
-    from llamaindex_posfair.integrations.embedding import load_encoder
     from qdrant_tools.ingest import IngestConfig, ingest_path
     from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path
 
@@ -76,7 +75,7 @@ def main() -> None:
         corpus = build_corpus(args.docs, Path(tmp))
         client = QdrantClient(":memory:")
 
-        enc = load_encoder(BUNDLED_MINILM, calibration, device="cpu")
+        enc = PosFairEncoder(BUNDLED_MINILM, calibration, device="cpu")
         threads0 = torch.get_num_threads()
         for k, threads in enumerate(int(x) for x in args.single_threads.split(",")):
             torch.set_num_threads(threads)

@@ -117,12 +117,12 @@ class EncoderRecipe:
                 )
 
     def __call__(self, device: str) -> dict[str, Any]:
-        from llamaindex_posfair.integrations.embedding import load_encoder
-        from llamaindex_posfair.integrations.view import CalibrationView
+        from llamaindex_posfair.encoders.spec import EncoderSpec
+        from llamaindex_posfair.encoders.view import CalibrationView
 
-        enc = load_encoder(
-            self.model,
-            self.calibration,
+        enc = EncoderSpec(
+            model=self.model,
+            calibration=self.calibration,
             backend=self.backend,
             max_length=self.max_length,
             device=device,
@@ -131,7 +131,7 @@ class EncoderRecipe:
             document_prompt=self.document_prompt,
             batch_size=self.batch_size,
             trust_remote_code=self.trust_remote_code,
-        )
+        ).load()
         return {name: (enc if kind == "calibrated" else CalibrationView(enc, None)) for name, kind in self.vectors}
 
 

@@ -33,8 +33,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def command_name(args: argparse.Namespace) -> str:
+    """``"ingest"``, or ``"collection create"`` for nested sub-commands (as errors print it)."""
+    name = getattr(args, "command", None) or ""
+    action = getattr(args, f"{name.replace('-', '_')}_command", None)
+    return f"{name} {action}" if action else name
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``posfair`` console script."""
+    """Entry point of the ``posfair`` console script.
+
+    A :class:`~llamaindex_posfair.cli.options.CliError` raised by any sub-command is
+    printed as ``posfair CMD: error: MESSAGE`` (no traceback) and exits with status 2.
+    """
+    from llamaindex_posfair.cli.options import CliError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -47,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(handler(args) or 0)
+    except CliError as exc:
+        print(f"posfair {command_name(args)}: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # pragma: no cover - interactive
         print("interrupted", file=sys.stderr)
         return 130

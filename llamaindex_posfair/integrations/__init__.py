@@ -12,9 +12,8 @@ from llamaindex_posfair._lazy import lazy_exports
 _EXPORTS = {
     "DEFAULT_MODEL": "llamaindex_posfair.integrations.embedding",
     "PosFairEmbedding": "llamaindex_posfair.integrations.embedding",
-    "load_encoder": "llamaindex_posfair.integrations.embedding",
     "PositionFairRerank": "llamaindex_posfair.integrations.rerank",
-    "CalibrationView": "llamaindex_posfair.integrations.view",
+    "CalibrationView": "llamaindex_posfair.encoders.view",
 }
 
 __all__ = sorted(_EXPORTS)

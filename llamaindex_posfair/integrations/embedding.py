@@ -5,66 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Any, Literal
+from typing import Any
 
 from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, BaseEmbedding, Embedding
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 
-from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.models import BUNDLED_MINILM
+from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec, resolve_spec
 
 logger = logging.getLogger(__name__)
 
 #: The default model: all-MiniLM-L6-v2, shipped with the package (works offline).
-DEFAULT_MODEL = "bundled:all-MiniLM-L6-v2"
-
-Backend = Literal["fast", "reference"]
-DType = Literal["float32", "bfloat16", "float16"]
-
-
-def load_encoder(
-    model_name: str,
-    calibration: CalibrationConfig | None,
-    *,
-    backend: str = "fast",
-    max_length: int | None = None,
-    device: str | None = None,
-    dtype: str | None = None,
-    query_prompt: str | None = None,
-    document_prompt: str | None = None,
-    normalize: bool = True,
-    batch_size: int = 32,
-    trust_remote_code: bool = False,
-    dump_tokens: int | None = None,
-) -> Any:
-    """Load a :class:`~llamaindex_posfair.PosFairEncoder` and check its DUMP prefix.
-
-    Raises:
-        OSError: the model cannot be found (the message says what to pass instead).
-        ValueError: ``dump_tokens`` is given and the model has another number of
-            ``[DUMP_k]`` prefix tokens.
-    """
-    from llamaindex_posfair.encoders.encoder import PosFairEncoder
-
-    encoder = PosFairEncoder(
-        model_name,
-        calibration=calibration,
-        backend=backend,
-        max_length=max_length,
-        device=device,
-        dtype=dtype,
-        query_prompt=query_prompt,
-        document_prompt=document_prompt,
-        normalize=normalize,
-        batch_size=batch_size,
-        trust_remote_code=trust_remote_code,
-    )
-    if dump_tokens is not None and encoder.dump_tokens != dump_tokens:
-        raise ValueError(
-            f"dump_tokens={dump_tokens}, but model {model_name!r} has {encoder.dump_tokens} [DUMP] prefix tokens; "
-            "pass dump_tokens=None to accept the model's prefix, or the folder of a model saved with save_dump_model"
-        )
-    return encoder
+DEFAULT_MODEL = BUNDLED_MINILM
 
 
 def count_truncated(encoder: Any, texts: list[str]) -> int:
@@ -73,17 +26,36 @@ def count_truncated(encoder: Any, texts: list[str]) -> int:
     return sum(1 for n in encoder.count_tokens(texts) if n > limit)
 
 
+def spec_and_encoder(spec: Any, model_name: Any, calibration: Any, encoder: Any, settings: dict) -> tuple[Any, Any]:
+    """The pinned spec and the loaded encoder of a LlamaIndex class's arguments (loads unless ``encoder`` is given).
+
+    Raises:
+        ValueError: ``encoder`` together with spec settings, or settings that disagree with ``spec``.
+    """
+    if encoder is not None:
+        if spec is not None or model_name is not None or calibration is not UNSET or settings:
+            raise ValueError(
+                "encoder= already fixes every encoder setting; drop spec/model_name/calibration/"
+                f"{sorted(settings) or 'settings'}, or build from a spec instead of a loaded encoder"
+            )
+        return encoder.spec, encoder
+    spec = resolve_spec(spec, model=model_name, calibration=calibration, **settings)
+    encoder = spec.load()
+    return encoder.spec, encoder
+
+
 class PosFairEmbedding(BaseEmbedding):
     """LlamaIndex embedding model that encodes with position-fair attention calibration.
 
-    Every setting is a pydantic field, so LlamaIndex's ``IngestionPipeline``
-    cache key changes whenever any of them does (the calibration settings are
-    one nested :class:`~llamaindex_posfair.CalibrationConfig` field). Queries go
-    through ``encode_queries`` (``query_prompt``), texts through
-    ``encode_documents`` (``document_prompt``); async calls run the model in a
-    worker thread, so they never block the event loop. LlamaIndex's embedding
-    instrumentation events (``EmbeddingStartEvent``/``EmbeddingEndEvent`` and
-    callback events) are emitted by the base class around every call.
+    Every encoder setting lives in one field, ``spec`` (an
+    :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`, pinned to the content hash
+    of the loaded weights), so LlamaIndex's ``IngestionPipeline`` cache key changes
+    whenever any setting does — or when the model is retrained into the same folder —
+    also when the class wraps an already loaded ``encoder=``. Queries go through
+    ``encode_queries`` (``query_prompt``), texts through ``encode_documents``
+    (``document_prompt``); async calls run the model in a worker thread, so they
+    never block the event loop. LlamaIndex's embedding instrumentation events are
+    emitted by the base class around every call.
 
     Texts longer than ``max_length`` tokens are truncated by the model; each call
     logs how many were (``warn_on_truncation``). Empty queries raise.
@@ -92,27 +64,19 @@ class PosFairEmbedding(BaseEmbedding):
     :class:`~llamaindex_posfair.PositionFairRerank` instead (no re-indexing).
 
     Args:
-        model_name: sentence-transformers model name or local path; default the
-            bundled all-MiniLM-L6-v2 (works offline). A model saved with
-            ``save_dump_model`` loads with its ``[DUMP]`` prefix applied.
+        model_name: model folder, hub name or ``"bundled:all-MiniLM-L6-v2"`` (default).
         calibration: calibration settings, or ``None`` for the plain model.
-        backend: ``"fast"`` or ``"reference"`` (slow; for checks).
-        dump_tokens: expected number of ``[DUMP]`` prefix tokens (``None`` accepts
-            the model's; set after loading to the model's actual count).
-        query_prompt / document_prompt: text prepended to queries / documents.
-        embed_batch_size: texts per model forward pass.
-        max_length: tokens per text including special tokens; ``None`` = model's.
-        normalize: L2-normalise embeddings.
-        device: ``"cpu"``, ``"cuda"``, ...; ``None`` picks CUDA when available.
-        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``; ``None`` = model's.
-        trust_remote_code: run code shipped with a hub model.
+        spec: a whole :class:`EncoderSpec` instead of ``model_name``/``calibration``/settings.
+        encoder: an already loaded ``PosFairEncoder`` (or view) to reuse, e.g. shared with a
+            reranker; the spec is then the encoder's.
+        embed_batch_size: texts per model call (LlamaIndex's batching).
         warn_on_truncation: log how many texts of each call were truncated.
-        encoder: an already loaded ``PosFairEncoder`` to reuse (e.g. shared with a
-            reranker); the fields are then read from it.
+        **settings: any other :class:`EncoderSpec` field (``query_prompt``, ``max_length``,
+            ``dtype``, ``device``, ``dump_tokens``, ``normalize``, ``trust_remote_code``, ...).
 
     Raises:
         OSError: the model cannot be found locally or on the hub.
-        pydantic.ValidationError / ValueError: a setting is invalid (message names it).
+        ValueError: a setting is invalid, or disagrees with ``spec`` (the message names it).
 
     Example:
         >>> from llama_index.core import Document, VectorStoreIndex
@@ -123,27 +87,10 @@ class PosFairEmbedding(BaseEmbedding):
         >>> index = VectorStoreIndex.from_documents([Document(text="...")], embed_model=embed)  # doctest: +SKIP
     """
 
-    model_name: str = Field(
-        default=DEFAULT_MODEL,
-        description="sentence-transformers model name or local path; 'bundled:all-MiniLM-L6-v2' is shipped.",
+    spec: EncoderSpec = Field(
+        default_factory=EncoderSpec,
+        description="Every encoder setting (model and weights hash, calibration, prompts, max length, dtype, ...).",
     )
-    calibration: CalibrationConfig | None = Field(
-        default_factory=CalibrationConfig,
-        description="Position-fair calibration settings (basket size, strength, layers, ...); None = plain model.",
-    )
-    backend: Backend = Field(default="fast", description='Calibration backend: "fast" or "reference" (slow).')
-    dump_tokens: int | None = Field(
-        default=None, ge=0, description="Number of [DUMP] prefix tokens of the model; None accepts the model's."
-    )
-    query_prompt: str | None = Field(default=None, description="Text prepended to every query.")
-    document_prompt: str | None = Field(default=None, description="Text prepended to every document/text.")
-    max_length: int | None = Field(
-        default=None, ge=2, description="Maximum tokens per text, special tokens included; None = model's limit."
-    )
-    normalize: bool = Field(default=True, description="L2-normalise embeddings.")
-    device: str | None = Field(default=None, description='Torch device ("cpu", "cuda", ...); None = auto.')
-    dtype: DType | None = Field(default=None, description='"float32", "bfloat16" or "float16"; None = model\'s.')
-    trust_remote_code: bool = Field(default=False, description="Allow code shipped with a hub model to run.")
     warn_on_truncation: bool = Field(default=True, description="Log how many texts per call were truncated.")
 
     _encoder: Any = PrivateAttr(default=None)
@@ -151,57 +98,28 @@ class PosFairEmbedding(BaseEmbedding):
 
     def __init__(
         self,
-        model_name: str = DEFAULT_MODEL,
-        calibration: CalibrationConfig | None = CalibrationConfig(),
+        model_name: str | None = None,
+        calibration: Any = UNSET,
         *,
+        spec: Any = None,
         encoder: Any = None,
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
         callback_manager: CallbackManager | None = None,
-        **kwargs: Any,
+        warn_on_truncation: bool = True,
+        **settings: Any,
     ) -> None:
-        if encoder is not None:
-            kwargs.setdefault("query_prompt", encoder.query_prompt)
-            kwargs.setdefault("document_prompt", encoder.document_prompt)
-            kwargs.setdefault("normalize", encoder.normalize)
-            kwargs.setdefault("max_length", encoder.max_length)
-            kwargs.setdefault("backend", getattr(encoder, "backend_name", "fast"))
-            model_name, calibration = encoder.model_id, encoder.calibration
+        base = {k: settings.pop(k) for k in list(settings) if k in BaseEmbedding.model_fields}
+        spec, encoder = spec_and_encoder(spec, model_name, calibration, encoder, settings)
         super().__init__(
-            model_name=model_name,
-            calibration=calibration,
+            spec=spec,
+            model_name=spec.model,
             embed_batch_size=embed_batch_size,
             callback_manager=callback_manager,
-            **kwargs,
+            warn_on_truncation=warn_on_truncation,
+            **base,
         )
-        if encoder is None:
-            encoder = load_encoder(
-                self.model_name,
-                self.calibration,
-                backend=self.backend,
-                max_length=self.max_length,
-                device=self.device,
-                dtype=self.dtype,
-                query_prompt=self.query_prompt,
-                document_prompt=self.document_prompt,
-                normalize=self.normalize,
-                batch_size=self.embed_batch_size,
-                trust_remote_code=self.trust_remote_code,
-                dump_tokens=self.dump_tokens,
-            )
-        elif self.dump_tokens is not None and encoder.dump_tokens != self.dump_tokens:
-            raise ValueError(f"dump_tokens={self.dump_tokens}, but the given encoder has {encoder.dump_tokens}")
         self._encoder = encoder
         self._lock = threading.Lock()
-        # record what was actually loaded, so the cache key reflects it
-        self.dump_tokens = encoder.dump_tokens
-        self.max_length = encoder.max_length
-
-    @field_validator("model_name")
-    @classmethod
-    def _check_model_name(cls, value: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError(f"model_name must be a model name or path, got {value!r}; e.g. 'bundled:all-MiniLM-L6-v2'")
-        return value
 
     @classmethod
     def class_name(cls) -> str:
@@ -213,9 +131,14 @@ class PosFairEmbedding(BaseEmbedding):
         ``qdrant_tools.ingest.Encoder``)."""
         return self._encoder
 
+    @property
+    def calibration(self) -> Any:
+        """The spec's calibration (read-only; build a new instance to change it)."""
+        return self.spec.calibration
+
     def fingerprint(self) -> str:
-        """Stable hash of everything that changes the embeddings (stored in Qdrant payloads)."""
-        return self._encoder.fingerprint()
+        """Stable hash of everything that shapes the embeddings (stored in Qdrant payloads)."""
+        return self.spec.fingerprint()
 
     # ------------------------------------------------------------------ sync
     def _encode(self, texts: list[str], role: str) -> list[Embedding]:

@@ -14,8 +14,8 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from llamaindex_posfair.calibration.config import CalibrationConfig
-from llamaindex_posfair.integrations.embedding import DEFAULT_MODEL, Backend, DType, load_encoder
+from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
+from llamaindex_posfair.integrations.embedding import spec_and_encoder
 
 dispatcher = get_dispatcher(__name__)
 
@@ -47,16 +47,17 @@ class PositionFairRerank(BaseNodePostprocessor):
 
     Args:
         top_n: nodes returned, best first.
-        model_name: sentence-transformers model name or path (default: bundled MiniLM).
+        model_name: model folder, hub name or ``"bundled:all-MiniLM-L6-v2"`` (default).
         calibration: calibration settings; ``None`` re-scores with the plain model.
+        spec: a whole :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` instead of
+            ``model_name``/``calibration``/settings (``batch_size`` = candidates per forward pass).
         keep_retrieval_score: copy each node's first-stage score to
             ``node.metadata["retrieval_score"]``.
         fusion_weight: weight of the first-stage score in ``[0, 1]``.
-        batch_size: candidates per forward pass.
         metadata_mode: what of the node is embedded: ``"none"`` (text only,
             default), ``"embed"``, ``"llm"`` or ``"all"``.
-        encoder: an already loaded ``PosFairEncoder`` to reuse; the model fields
-            are then read from it.
+        encoder: an already loaded ``PosFairEncoder`` (or view) to reuse; the spec is then the encoder's.
+        **settings: any other ``EncoderSpec`` field (``query_prompt``, ``max_length``, ``device``, ...).
 
     Raises:
         ValueError: no query, or an empty query.
@@ -69,9 +70,9 @@ class PositionFairRerank(BaseNodePostprocessor):
     """
 
     top_n: int = Field(default=5, gt=0, description="Number of nodes returned, best first.")
-    model_name: str = Field(default=DEFAULT_MODEL, description="sentence-transformers model name or local path.")
-    calibration: CalibrationConfig | None = Field(
-        default_factory=CalibrationConfig, description="Position-fair calibration settings; None = plain model."
+    spec: EncoderSpec = Field(
+        default_factory=EncoderSpec,
+        description="Every encoder setting (model and weights hash, calibration, prompts, max length, dtype, ...).",
     )
     keep_retrieval_score: bool = Field(
         default=False, description="Keep the first-stage score in node.metadata['retrieval_score']."
@@ -79,40 +80,26 @@ class PositionFairRerank(BaseNodePostprocessor):
     fusion_weight: float = Field(
         default=0.0, ge=0.0, le=1.0, description="Weight of the (min-max normalised) first-stage score in [0, 1]."
     )
-    batch_size: int = Field(default=32, gt=0, description="Candidates per forward pass.")
     metadata_mode: Literal["none", "embed", "llm", "all"] = Field(
         default="none", description="Which node content is embedded: text only ('none') or with metadata."
     )
-    backend: Backend = Field(default="fast", description='Calibration backend: "fast" or "reference".')
-    query_prompt: str | None = Field(default=None, description="Text prepended to the query.")
-    document_prompt: str | None = Field(default=None, description="Text prepended to each candidate.")
-    max_length: int | None = Field(default=None, ge=2, description="Tokens per text incl. special; None = model's.")
-    device: str | None = Field(default=None, description="Torch device; None = auto.")
-    dtype: DType | None = Field(default=None, description="Model dtype; None = model's.")
 
     _encoder: Any = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default=None)
 
-    def __init__(self, top_n: int = 5, *, encoder: Any = None, **kwargs: Any) -> None:
-        if encoder is not None:
-            kwargs["model_name"] = encoder.model_id
-            kwargs["calibration"] = encoder.calibration
-            kwargs.setdefault("query_prompt", encoder.query_prompt)
-            kwargs.setdefault("document_prompt", encoder.document_prompt)
-            kwargs.setdefault("max_length", encoder.max_length)
-        super().__init__(top_n=top_n, **kwargs)
-        if encoder is None:
-            encoder = load_encoder(
-                self.model_name,
-                self.calibration,
-                backend=self.backend,
-                max_length=self.max_length,
-                device=self.device,
-                dtype=self.dtype,
-                query_prompt=self.query_prompt,
-                document_prompt=self.document_prompt,
-                batch_size=self.batch_size,
-            )
+    def __init__(
+        self,
+        top_n: int = 5,
+        *,
+        model_name: str | None = None,
+        calibration: Any = UNSET,
+        spec: Any = None,
+        encoder: Any = None,
+        **settings: Any,
+    ) -> None:
+        own = {k: settings.pop(k) for k in list(settings) if k in type(self).model_fields}
+        spec, encoder = spec_and_encoder(spec, model_name, calibration, encoder, settings)
+        super().__init__(top_n=top_n, spec=spec, **own)
         self._encoder = encoder
         self._lock = threading.Lock()
 
@@ -125,10 +112,15 @@ class PositionFairRerank(BaseNodePostprocessor):
         """The underlying :class:`~llamaindex_posfair.PosFairEncoder`."""
         return self._encoder
 
+    @property
+    def model_name(self) -> str:
+        """The model id (reported in LlamaIndex's rerank events)."""
+        return self.spec.model
+
     def _scores(self, query: str, texts: list[str]) -> np.ndarray:
         with self._lock:
-            q = self._encoder.encode_queries([query], batch_size=self.batch_size)[0]
-            d = self._encoder.encode_documents(texts, batch_size=self.batch_size)
+            q = self._encoder.encode_queries([query])[0]
+            d = self._encoder.encode_documents(texts)
         q = q / max(float(np.linalg.norm(q)), 1e-12)
         d = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
         return d @ q

@@ -6,7 +6,7 @@ import argparse
 
 import qdrant_client
 
-from llamaindex_posfair.cli.ingest import open_client
+from llamaindex_posfair.cli.options import open_client
 from qdrant_tools.retry import RetryingClient
 
 
@@ -45,14 +45,14 @@ def test_query_client_is_not_wrapped(monkeypatch):
 
 
 def _calib_args(**kw):
-    base = dict(no_calibration=False, basket_size=128, strength=0.5, layers="last_half", preset=None)
+    base = dict(no_calibration=False, basket_size=None, strength=None, layers=None, preset=None)
     base.update(kw)
     return argparse.Namespace(**base)
 
 
 def test_preset_flag_selects_the_named_calibration():
     from llamaindex_posfair.calibration.presets import preset
-    from llamaindex_posfair.cli.ingest import calibration_from_args
+    from llamaindex_posfair.cli.options import calibration_from_args
 
     assert calibration_from_args(_calib_args(preset="posfair-minilm")) == preset("posfair-minilm")
 
@@ -60,7 +60,7 @@ def test_preset_flag_selects_the_named_calibration():
 def test_preset_and_explicit_flags_conflict():
     import pytest
 
-    from llamaindex_posfair.cli.ingest import CliError, calibration_from_args
+    from llamaindex_posfair.cli.options import CliError, calibration_from_args
 
     with pytest.raises(CliError, match="--preset replaces"):
         calibration_from_args(_calib_args(preset="paper", strength=0.9))
@@ -69,7 +69,7 @@ def test_preset_and_explicit_flags_conflict():
 def test_unknown_preset_names_the_valid_ones():
     import pytest
 
-    from llamaindex_posfair.cli.ingest import CliError, calibration_from_args
+    from llamaindex_posfair.cli.options import CliError, calibration_from_args
 
     with pytest.raises(CliError, match="posfair-minilm"):
         calibration_from_args(_calib_args(preset="nope"))

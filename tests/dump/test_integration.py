@@ -60,7 +60,7 @@ def test_llamaindex_embedding_uses_the_prefix_transparently(saved_dump_dir, st_m
 
     embed = PosFairEmbedding(model_name=saved_dump_dir, calibration=None, device="cpu")
     got = np.asarray(embed.get_text_embedding(TEXTS[1]))
-    assert embed.dump_tokens == 4
+    assert embed.encoder.dump_tokens == 4
     assert np.allclose(got, st_model.encode([TEXTS[1]], normalize_embeddings=True)[0], atol=1e-5)
 
 

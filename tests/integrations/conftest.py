@@ -29,22 +29,25 @@ def _salt(cal) -> str:
 class FakeEncoder:
     """Deterministic PosFairEncoder stand-in recording its calls."""
 
-    def __init__(self, dimension=16, max_length=32, calibration=_UNSET, delay=0.0, model_id="fake-model"):
-        from llamaindex_posfair import CalibrationConfig
+    def __init__(self, dimension=16, max_length=32, calibration=_UNSET, delay=0.0, model_id="fake-model", spec=None):
+        from llamaindex_posfair import CalibrationConfig, EncoderSpec
 
         if calibration is _UNSET:
-            calibration = CalibrationConfig()
-        self.model_id = model_id
-        self.calibration = calibration
-        self.query_prompt = None
-        self.document_prompt = None
-        self.normalize = True
-        self.backend_name = "fast"
+            calibration = CalibrationConfig() if spec is None else spec.calibration
+        base = spec if spec is not None else EncoderSpec(model=model_id)
+        self.spec = base.model_copy(update={"calibration": calibration, "weights": f"fake-{dimension}"})
         self.dump_tokens = 0
         self._dimension = dimension
         self._max_length = max_length
         self.delay = delay
         self.calls: list[tuple[str, int, object]] = []
+
+    model_id = property(lambda self: self.spec.model)
+    calibration = property(lambda self: self.spec.calibration)
+    query_prompt = property(lambda self: self.spec.query_prompt)
+    document_prompt = property(lambda self: self.spec.document_prompt)
+    normalize = property(lambda self: self.spec.normalize)
+    backend_name = property(lambda self: self.spec.backend)
 
     @property
     def dimension(self):
@@ -55,8 +58,8 @@ class FakeEncoder:
         return self._max_length
 
     def fingerprint(self, calibration=_UNSET):
-        cal = self.calibration if calibration is _UNSET else calibration
-        return hashlib.sha256(f"{self.model_id}|{_salt(cal)}|{self._dimension}".encode()).hexdigest()[:16]
+        spec = self.spec if calibration is _UNSET else self.spec.with_calibration(calibration)
+        return spec.fingerprint()
 
     def count_tokens(self, texts):
         return [len(t.split()) + 2 for t in texts]

@@ -11,11 +11,27 @@ from llamaindex_posfair.cli import main
 from qdrant_tools.schema import VectorSpec, ensure_collection
 
 
+class _Loaded:
+    """Every fake encoder the CLI loaded (one per command), with their calls in order."""
+
+    def __init__(self):
+        self.encoders = []
+
+    @property
+    def calls(self):
+        return [c for enc in self.encoders for c in enc.calls]
+
+
 @pytest.fixture
 def fake_cli(monkeypatch, make_fake):
-    enc = make_fake(dimension=256, max_length=128)
-    monkeypatch.setattr("llamaindex_posfair.cli.ingest.load_encoder_from_args", lambda args: enc)
-    return enc
+    loaded = _Loaded()
+
+    def load_spec(spec, args):
+        loaded.encoders.append(make_fake(dimension=256, max_length=128, spec=spec))
+        return loaded.encoders[-1]
+
+    monkeypatch.setattr("llamaindex_posfair.cli.options.load_spec", load_spec)
+    return loaded
 
 
 def run(capsys, *argv):

@@ -79,17 +79,38 @@ def test_truncation_is_counted_in_a_warning(fake_encoder, caplog):
         {"document_prompt": "passage: "},
         {"normalize": False},
         {"dtype": "bfloat16"},
-        {"device": "cuda"},
-        {"backend": "reference"},
-        {"model_name": "other/model"},
-        {"embed_batch_size": 7},
+        {"max_length": 64},
+        {"weights": "retrained-in-place"},
+        {"model": "other/model"},
     ],
     ids=lambda c: next(iter(c)) + ("=" + str(next(iter(c.values())))[:20]),
 )
-def test_every_setting_changes_the_ingestion_cache_key(fake_encoder, change):
+def test_every_vector_setting_changes_the_ingestion_cache_key(fake_encoder, change):
     base = PosFairEmbedding(encoder=fake_encoder)
-    other = base.model_copy(update=change)
+    other = base.model_copy(update={"spec": base.spec.model_copy(update=change)})
     assert get_transformation_hash(NODES, base) != get_transformation_hash(NODES, other)
+
+
+def test_embed_batch_size_changes_the_ingestion_cache_key(fake_encoder):
+    base = PosFairEmbedding(encoder=fake_encoder)
+    other = base.model_copy(update={"embed_batch_size": 7})
+    assert get_transformation_hash(NODES, base) != get_transformation_hash(NODES, other)
+
+
+def test_cache_key_with_encoder_describes_the_loaded_encoder(make_fake):
+    """encoder= used to copy only some fields: two encoders differing in dtype gave one cache key."""
+    from llamaindex_posfair import EncoderSpec
+
+    a = make_fake(spec=EncoderSpec(model="m", dtype="float32"))
+    b = make_fake(spec=EncoderSpec(model="m", dtype="bfloat16"))
+    ea, eb = PosFairEmbedding(encoder=a), PosFairEmbedding(encoder=b)
+    assert ea.spec == a.spec and eb.spec == b.spec
+    assert get_transformation_hash(NODES, ea) != get_transformation_hash(NODES, eb)
+
+
+def test_encoder_together_with_settings_is_refused(fake_encoder):
+    with pytest.raises(ValueError, match="encoder= already fixes every encoder setting"):
+        PosFairEmbedding(encoder=fake_encoder, query_prompt="q: ")
 
 
 def test_ingestion_pipeline_cache_reuses_then_recomputes_on_new_calibration(make_fake):
@@ -140,9 +161,9 @@ async def test_async_empty_query_raises(fake_encoder):
         await PosFairEmbedding(encoder=fake_encoder).aget_query_embedding("")
 
 
-def test_dump_tokens_mismatch_is_rejected(fake_encoder):
-    with pytest.raises(ValueError, match="dump_tokens=4, but the given encoder has 0"):
-        PosFairEmbedding(encoder=fake_encoder, dump_tokens=4)
+def test_dump_tokens_mismatch_is_rejected(tiny_bert_path):
+    with pytest.raises(ValueError, match=r"dump_tokens=4, but model .* has 0 \[DUMP\] prefix tokens"):
+        PosFairEmbedding(model_name=tiny_bert_path, calibration=None, dump_tokens=4)
 
 
 def test_invalid_field_is_rejected_before_loading(fake_encoder):
@@ -156,7 +177,7 @@ def test_plain_embedding_matches_sentence_transformers(minilm):
     texts = ["The tide rises twice a day.", "Bees dance to share directions."]
     ref = minilm.sentence_transformer.encode(texts, normalize_embeddings=True)
     np.testing.assert_allclose(np.array(emb.get_text_embedding_batch(texts)), ref, atol=1e-5)
-    assert emb.dump_tokens == 0 and emb.max_length == 256
+    assert emb.encoder.dump_tokens == 0 and emb.encoder.max_length == 256
 
 
 @pytest.mark.slow

@@ -73,9 +73,9 @@ def test_partial_fusion_mixes_normalised_scores(fake_encoder):
     }
 
 
-def test_batches_candidates_by_batch_size(make_fake):
-    enc = make_fake()
-    PositionFairRerank(top_n=2, encoder=enc, batch_size=3).postprocess_nodes(nodes(TEXTS), query_str="apples")
+def test_scores_every_candidate_in_one_encoder_call(make_fake):
+    enc = make_fake()  # the encoder batches its forward passes by spec.batch_size
+    PositionFairRerank(top_n=2, encoder=enc).postprocess_nodes(nodes(TEXTS), query_str="apples")
     assert [c[:2] for c in enc.calls] == [("query", 1), ("document", 4)]
 
 

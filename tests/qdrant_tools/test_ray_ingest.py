@@ -83,10 +83,9 @@ def recipe(tiny_bert_path):
 @pytest.fixture(scope="module")
 def reference(recipe):
     """Single-process ingestion of the shipped examples/data folder: {id: (payload, {name: vector})}."""
-    from llamaindex_posfair.integrations.embedding import load_encoder
-    from llamaindex_posfair.integrations.view import CalibrationView
+    from llamaindex_posfair import CalibrationView, PosFairEncoder
 
-    enc = load_encoder(recipe.model, recipe.calibration, device="cpu")
+    enc = PosFairEncoder(recipe.model, recipe.calibration, device="cpu")
     client = QdrantClient(":memory:")
     report = ingest_path(
         client,

@@ -1,0 +1,279 @@
+"""Option groups and error handling shared by every ``posfair`` sub-command.
+
+One flag name means one thing in every sub-command:
+
+===========================  ==========================================================
+``--encode-batch-size N``     texts per model forward pass
+``--write-batch-size N``      points per Qdrant ``upsert``
+``--train-batch-size N``      training pairs per optimiser step
+``--layers X``                one layer set: ``last``, ``last_half`` or ``3,4,5``
+``--json``                    print the result as JSON on stdout (a flag)
+``--json-out PATH``           write the result as JSON to a file
+``--collection / --path /``   where the vectors live (embedded folder or server URL;
+``--qdrant-url``              a server's API key comes from ``$QDRANT_API_KEY``)
+===========================  ==========================================================
+
+A user error raises :class:`CliError`; ``posfair`` prints it as
+``posfair CMD: error: MESSAGE`` on stderr and exits with status 2, without a
+traceback, in every sub-command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Any
+
+#: Embedded Qdrant storage used when neither ``--path`` nor ``--qdrant-url`` is given.
+DEFAULT_STORAGE = os.path.join(".posfair", "qdrant")
+API_KEY_ENV = "QDRANT_API_KEY"
+
+
+class CliError(Exception):
+    """A user-facing error: printed as ``posfair CMD: error: ...`` without a traceback, exit status 2."""
+
+
+# --------------------------------------------------------------------------- storage
+def add_storage_args(p: argparse.ArgumentParser, *, collection: bool = True, server_only: bool = False) -> None:
+    """``--collection``, ``--path``, ``--qdrant-url``, ``--allow-insecure-api-key``."""
+    if collection:
+        p.add_argument("--collection", default="posfair", help="Qdrant collection name (default: posfair)")
+    if not server_only:
+        p.add_argument(
+            "--path",
+            default=None,
+            help=f"embedded Qdrant storage folder (default: {DEFAULT_STORAGE}); one process at a time",
+        )
+    p.add_argument(
+        "--qdrant-url",
+        default=None,
+        required=server_only,
+        help=f"Qdrant server URL, e.g. https://host:6333, instead of embedded storage; API key from ${API_KEY_ENV}",
+    )
+    p.add_argument(
+        "--allow-insecure-api-key",
+        action="store_true",
+        help=f"allow sending ${API_KEY_ENV} over plain http (refused by default)",
+    )
+
+
+def storage_label(args: argparse.Namespace) -> str:
+    """Where the command reads or writes (for messages and JSON output)."""
+    return args.qdrant_url or (getattr(args, "path", None) or DEFAULT_STORAGE)
+
+
+def _server_client(args: argparse.Namespace, retry: bool) -> Any:
+    from qdrant_client import QdrantClient
+
+    url = args.qdrant_url
+    api_key = os.environ.get(API_KEY_ENV) or None
+    if api_key and url.lower().startswith("http://") and not args.allow_insecure_api_key:
+        raise CliError(
+            f"refusing to send ${API_KEY_ENV} over plain http to {url}; use an https:// URL, "
+            f"unset {API_KEY_ENV}, or pass --allow-insecure-api-key"
+        )
+    try:
+        client = QdrantClient(url=url, api_key=api_key, timeout=10)
+        client.get_collections()
+    except Exception as exc:  # network: report, do not retry here
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise CliError(
+            f"cannot reach Qdrant at {url} ({type(exc).__name__}: {first}); start the server, check "
+            "--qdrant-url and the API key, or drop --qdrant-url to use embedded storage"
+        ) from None
+    if retry:
+        from qdrant_tools.retry import RetryingClient
+
+        return RetryingClient(client)
+    return client
+
+
+def open_client(args: argparse.Namespace, *, must_exist: bool = False, retry: bool = False) -> Any:
+    """Open embedded storage (default) or a server, with clear errors.
+
+    With ``retry=True`` a server client is wrapped in
+    :class:`qdrant_tools.retry.RetryingClient` (idempotent calls are retried with
+    bounded backoff on timeouts, 5xx and 429; never on 4xx).
+
+    Raises:
+        CliError: the embedded folder is locked by another process, does not exist
+            (``must_exist``), the server is unreachable, or an API key would be sent
+            over plain http.
+    """
+    if args.qdrant_url:
+        return _server_client(args, retry)
+    from qdrant_client import QdrantClient
+
+    path = getattr(args, "path", None) or DEFAULT_STORAGE
+    if must_exist and not os.path.isdir(path):
+        raise CliError(
+            f"no embedded Qdrant storage at {path!r}; run `posfair ingest PATH --collection NAME` first "
+            "(or pass --path / --qdrant-url)"
+        )
+    try:
+        return QdrantClient(path=path)
+    except RuntimeError as exc:
+        if "already accessed" in str(exc):
+            raise CliError(
+                f"embedded Qdrant storage {path!r} is in use by another process (embedded mode allows one client "
+                "per folder); wait for it to finish, use another --path, or run a Qdrant server (--qdrant-url)"
+            ) from None
+        raise
+
+
+# --------------------------------------------------------------------------- model (one EncoderSpec)
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """The flags of one :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` (see :func:`spec_from_args`)."""
+    from llamaindex_posfair.encoders.models import BUNDLED_MINILM
+
+    g = p.add_argument_group("model and calibration")
+    g.add_argument(
+        "--model",
+        default=BUNDLED_MINILM,
+        help=f"model folder or hub name (default: {BUNDLED_MINILM}, the bundled model, offline)",
+    )
+    g.add_argument("--no-calibration", action="store_true", help="plain model, no position-fair calibration")
+    g.add_argument(
+        "--preset",
+        default=None,
+        help='a named calibration preset instead of --basket-size/--strength/--layers: "paper" or "posfair-minilm"',
+    )
+    g.add_argument("--basket-size", type=int, default=None, help="calibration basket size B (default 128)")
+    g.add_argument("--strength", type=float, default=None, help="calibration strength lambda in [0, 1] (default 0.5)")
+    g.add_argument(
+        "--layers", default=None, help='calibrated layer set: "last", "last_half" (default) or indices "3,4,5"'
+    )
+    g.add_argument("--max-length", type=int, default=None, help="tokens per text incl. special (default: model's)")
+    g.add_argument("--encode-batch-size", type=int, default=32, help="texts per forward pass (default 32)")
+    g.add_argument("--query-prompt", default=None, help="text prepended to queries")
+    g.add_argument("--document-prompt", default=None, help="text prepended to documents")
+    g.add_argument("--device", default=None, help='torch device, e.g. "cpu" or "cuda" (default: auto)')
+    g.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"], help="model dtype")
+    g.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a hub model (opt-in)")
+
+
+def parse_layers(text: str) -> Any:
+    """One layer set from a flag value: ``"last"``, ``"last_half"`` or ``"3,4,5"``.
+
+    Raises:
+        CliError: anything else.
+    """
+    if text in ("last", "last_half"):
+        return text
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise CliError(f'--layers must be "last", "last_half" or comma-separated integers, got {text!r}') from None
+
+
+def _validation_message(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in errors())
+    return str(exc)
+
+
+def calibration_from_args(args: argparse.Namespace) -> Any:
+    """The ``CalibrationConfig`` the flags describe (``None`` with ``--no-calibration``).
+
+    Raises:
+        CliError: ``--preset`` together with basket/strength/layers flags, an unknown preset, invalid values.
+    """
+    from pydantic import ValidationError
+
+    from llamaindex_posfair.calibration.config import CalibrationConfig
+    from llamaindex_posfair.calibration.presets import preset
+
+    explicit = {"basket_size": args.basket_size, "strength": args.strength, "layers": args.layers}
+    given = {k: v for k, v in explicit.items() if v is not None}
+    if args.no_calibration:
+        if given or args.preset:
+            raise CliError("--no-calibration switches calibration off; drop --preset/--basket-size/--strength/--layers")
+        return None
+    if args.preset:
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            raise CliError(f"--preset replaces {flags}; pass either the preset or the flags")
+        try:
+            return preset(args.preset)
+        except KeyError as exc:
+            raise CliError(str(exc).strip("'\"")) from None
+    if "layers" in given:
+        given["layers"] = parse_layers(given["layers"])
+    try:
+        return CalibrationConfig(**given)
+    except ValidationError as exc:
+        raise CliError(_validation_message(exc)) from None
+
+
+def spec_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` the model flags describe.
+
+    Raises:
+        CliError: an invalid value (the message names the flag's field).
+    """
+    from pydantic import ValidationError
+
+    from llamaindex_posfair.encoders.spec import EncoderSpec
+
+    try:
+        return EncoderSpec(
+            model=args.model,
+            calibration=calibration_from_args(args),
+            max_length=args.max_length,
+            batch_size=args.encode_batch_size,
+            query_prompt=args.query_prompt,
+            document_prompt=args.document_prompt,
+            device=args.device,
+            dtype=args.dtype,
+            trust_remote_code=args.trust_remote_code,
+        )
+    except ValidationError as exc:
+        raise CliError(_validation_message(exc)) from None
+
+
+def quiet_model_logs(args: argparse.Namespace) -> None:
+    """Silence model-loading chatter unless ``--verbose``."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # pragma: no cover - cosmetic
+        pass
+    if not getattr(args, "verbose", False):
+        for name in ("sentence_transformers", "transformers", "httpx"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def load_spec(spec: Any, args: argparse.Namespace) -> Any:
+    """Load ``spec``; a model that cannot be found or loaded becomes a :class:`CliError`."""
+    quiet_model_logs(args)
+    try:
+        return spec.load()
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--model {spec.model!r}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- input and output
+def add_json_arg(p: argparse.ArgumentParser, what: str = "the result") -> None:
+    """``--json``: print ``what`` as JSON on stdout."""
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON on stdout")
+
+
+def parse_extensions(text: str) -> tuple[str, ...]:
+    """``".txt,.md"`` -> ``(".txt", ".md")``.
+
+    Raises:
+        CliError: no extension given.
+    """
+    exts = tuple(e.strip() for e in text.split(",") if e.strip())
+    if not exts:
+        raise CliError(f"--extensions must list at least one suffix, e.g. .txt,.md; got {text!r}")
+    return exts
+
+
+def positive(name: str, value: float | None) -> None:
+    """Raise :class:`CliError` unless ``value`` is ``None`` or positive."""
+    if value is not None and value <= 0:
+        raise CliError(f"{name} must be positive, got {value}")

@@ -1,0 +1,362 @@
+"""``EncoderSpec``: every setting of an encoder, declared once.
+
+A spec is a frozen, validated, serialisable description of an encoder: which
+model (and which weights), how it is calibrated, pooled, prompted, truncated
+and normalised, in which dtype — plus run-time settings that do not change the
+vectors (device, batch size, backend). It is what caches, fingerprints,
+payloads, CLIs, servers and Ray workers exchange; the loaded model is built
+from it in one place, :meth:`EncoderSpec.load`.
+
+:meth:`EncoderSpec.fingerprint` hashes exactly the settings that shape the
+vectors, including a content hash of the weight files, so a model retrained
+into the same folder, or loaded in another dtype, gets a new fingerprint (and a
+collection re-embeds it), while the same model on another machine gets the
+same one.
+
+Example:
+    >>> from llamaindex_posfair.encoders.spec import EncoderSpec
+    >>> spec = EncoderSpec(calibration=None, max_length=256)
+    >>> spec.model
+    'bundled:all-MiniLM-L6-v2'
+    >>> spec.fingerprint() == spec.model_copy(update={"device": "cpu", "batch_size": 8}).fingerprint()
+    True
+    >>> enc = spec.load()  # doctest: +SKIP
+    >>> enc.fingerprint() == spec.fingerprint()  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.models import BUNDLED_MINILM, canonical_model_id, is_local_folder, resolve_model_path
+from llamaindex_posfair.encoders.weights import folder_identity, hub_snapshot_folder
+
+DType = Literal["float32", "bfloat16", "float16"]
+Backend = Literal["fast", "reference"]
+PoolingName = Literal["cls", "last", "mean"]
+
+#: Model id of an encoder wrapped around an already loaded ``SentenceTransformer``.
+IN_MEMORY = "in-memory"
+
+#: The fields that shape the vectors (everything else is loading or run time).
+VECTOR_FIELDS = (
+    "model",
+    "weights",
+    "calibration",
+    "pooling",
+    "max_length",
+    "query_prompt",
+    "document_prompt",
+    "normalize",
+    "dtype",
+)
+
+
+def _one_of(name: str, value: Any, valid: tuple[Any, ...], hint: str = "") -> Any:
+    if value not in valid:
+        names = [f'"{v}"' for v in valid if v is not None] + (["None"] if None in valid else [])
+        shown = ", ".join(names[:-1]) + f" or {names[-1]}"
+        raise ValueError(f"{name} must be {shown}, got {value!r}" + (f"; {hint}" if hint else ""))
+    return value
+
+
+class EncoderSpec(BaseModel):
+    """Everything that describes a position-fair encoder; build the model with :meth:`load`.
+
+    Args:
+        model: a local folder, a hub name, or ``"bundled:all-MiniLM-L6-v2"`` (the
+            bundled model's folder is recorded as that alias, never as a path).
+        weights: content hash of the model's files; ``None`` until the spec is
+            pinned (:meth:`pinned`, done by :meth:`load`). A pinned spec refuses to
+            load files whose contents changed.
+        calibration: position-fair calibration, or ``None`` for the plain model.
+        pooling: load ``model`` as a plain transformers model pooled with
+            ``"cls"``, ``"last"`` or ``"mean"``; ``None`` loads it as a
+            sentence-transformers model with its own pooling.
+        max_length: tokens per text, special tokens included; ``None`` = the model's.
+        query_prompt / document_prompt: text prepended to queries / documents.
+        normalize: L2-normalise embeddings.
+        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``; ``None`` = as saved.
+        dump_tokens: expected number of ``[DUMP_k]`` prefix tokens; loading fails if
+            the model has another number. ``None`` accepts the model's.
+        trust_remote_code: allow code shipped with a hub model to run (opt-in).
+        backend: ``"fast"`` (default) or ``"reference"`` (nnsight, slow; same vectors).
+        device: ``"cpu"``, ``"cuda"``, ...; ``None`` picks CUDA when available.
+        batch_size: texts per forward pass.
+
+    Raises:
+        pydantic.ValidationError: a setting is invalid; the message names it and the fix.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", protected_namespaces=())
+
+    model: str = Field(
+        BUNDLED_MINILM,
+        description="Local folder, hub name, or 'bundled:all-MiniLM-L6-v2' (the model shipped with the package).",
+    )
+    weights: str | None = Field(
+        None, description="Content hash of the model files (filled when the spec is pinned); None = not pinned yet."
+    )
+    calibration: CalibrationConfig | None = Field(
+        default_factory=CalibrationConfig,
+        description="Position-fair calibration (basket size, strength, layers, ...); None = the plain model.",
+    )
+    pooling: PoolingName | None = Field(
+        None, description='Load as a plain transformers model pooled with "cls", "last" or "mean"; None = ST pooling.'
+    )
+    max_length: int | None = Field(
+        None, ge=2, description="Maximum tokens per text, special tokens included; None = the model's limit."
+    )
+    query_prompt: str | None = Field(None, description="Text prepended to every query.")
+    document_prompt: str | None = Field(None, description="Text prepended to every document.")
+    normalize: bool = Field(True, description="L2-normalise embeddings.")
+    dtype: DType | None = Field(None, description='"float32", "bfloat16" or "float16"; None = as saved.')
+    dump_tokens: int | None = Field(
+        None, ge=0, description="Expected number of [DUMP] prefix tokens; None accepts the model's."
+    )
+    trust_remote_code: bool = Field(False, description="Allow code shipped with a hub model to run (opt-in).")
+    backend: Backend = Field("fast", description='Calibration backend: "fast" or "reference" (slow, same vectors).')
+    device: str | None = Field(None, description='Torch device ("cpu", "cuda", ...); None = CUDA when available.')
+    batch_size: int = Field(32, gt=0, description="Texts per forward pass.")
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, value: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(
+                f"model must be a local folder, a hub name or {BUNDLED_MINILM!r}, got {value!r}; "
+                f"e.g. model={BUNDLED_MINILM!r}"
+            )
+        return canonical_model_id(value.strip())
+
+    @field_validator("dtype", mode="before")
+    @classmethod
+    def _check_dtype(cls, value: Any) -> Any:
+        aliases = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+        if value is not None and not isinstance(value, str):
+            value = str(value).removeprefix("torch.")
+        value = aliases.get(value, value)
+        return _one_of("dtype", value, (None, "float32", "bfloat16", "float16"))
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _check_backend(cls, value: Any) -> Any:
+        return _one_of("backend", value, ("fast", "reference"), "fast is the default; reference is for checks")
+
+    @field_validator("pooling", mode="before")
+    @classmethod
+    def _check_pooling(cls, value: Any) -> Any:
+        return _one_of("pooling", value, (None, "cls", "last", "mean"), "None keeps the model's own pooling")
+
+    # ------------------------------------------------------------------ identity
+    def model_key(self) -> str:
+        """The model part of the fingerprint: the alias or hub name; ``"local"`` for other folders
+        (their identity is the weights hash, so a folder moved to another path keeps its fingerprint)."""
+        if self.model in (BUNDLED_MINILM, IN_MEMORY) or not is_local_folder(self.model):
+            return self.model
+        return "local"
+
+    def local_folder(self) -> str | None:
+        """The folder the model loads from on this machine, or ``None`` (a hub model not yet downloaded)."""
+        if self.model == IN_MEMORY:
+            return None
+        if is_local_folder(self.model):
+            return resolve_model_path(self.model)
+        return hub_snapshot_folder(self.model)
+
+    def pinned(self) -> EncoderSpec:
+        """This spec with ``weights`` filled from the model files (unchanged if already pinned).
+
+        Raises:
+            ValueError: the model is a hub name that is not downloaded yet (load it once), or an
+                in-memory model without weights.
+        """
+        if self.weights is not None:
+            return self
+        folder = self.local_folder()
+        if folder is None:
+            raise ValueError(
+                f"cannot read the weights of model {self.model!r} on this machine (a hub model that is not "
+                "downloaded yet, or an in-memory model); load it once with spec.load(), or pass a local folder"
+            )
+        return self.model_copy(update={"weights": folder_identity(folder)})
+
+    def vector_settings(self) -> dict[str, Any]:
+        """The settings that shape the vectors (JSON-ready), weights included (pins if needed)."""
+        spec = self.pinned()
+        data = spec.model_dump(mode="json", include=set(VECTOR_FIELDS))
+        data["model"] = spec.model_key()
+        return data
+
+    def fingerprint(self) -> str:
+        """Stable 16-hex-digit hash of exactly the settings that shape the vectors.
+
+        Device, batch size, backend, ``trust_remote_code`` and ``dump_tokens`` (a check;
+        the prefix itself lives in the hashed tokenizer files) are not part of it.
+        """
+        blob = json.dumps(self.vector_settings(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    # ------------------------------------------------------------------ variants and loading
+    def with_calibration(self, calibration: CalibrationConfig | None) -> EncoderSpec:
+        """The same encoder with another calibration (same model load; see :class:`EncoderSet`)."""
+        return self.model_copy(update={"calibration": calibration})
+
+    def describe(self) -> str:
+        """Short human-readable description for logs and errors."""
+        cal = "plain" if self.calibration is None else f"calibrated {self.calibration.fingerprint()}"
+        return f"{self.model} ({cal}, fingerprint {self.fingerprint()})"
+
+    def load(self, **overrides: Any) -> Any:
+        """Load the model and return a :class:`~llamaindex_posfair.encoders.encoder.PosFairEncoder`.
+
+        Args:
+            overrides: run-time fields to change for this load (e.g. ``device="cuda"``).
+
+        Raises:
+            OSError: the model cannot be found locally or on the hub.
+            ValueError: the files changed since the spec was pinned, or ``dump_tokens`` disagrees.
+        """
+        from llamaindex_posfair.encoders.encoder import PosFairEncoder
+
+        spec = self.model_copy(update=overrides) if overrides else self
+        return PosFairEncoder.from_spec(spec)
+
+
+VectorKind = Literal["calibrated", "vanilla"]
+
+
+class EncoderSet(BaseModel):
+    """Named vectors of one collection, each an :class:`EncoderSpec`; picklable (a Ray worker recipe).
+
+    Specs that differ only in calibration share one model load: e.g. a ``vanilla``
+    and a ``calibrated`` vector per chunk cost one model in memory.
+
+    Example:
+        >>> from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
+        >>> s = EncoderSet.single(EncoderSpec(), both=True)
+        >>> sorted(s.vectors)
+        ['calibrated', 'vanilla']
+        >>> encoders = s.load(device="cpu")  # doctest: +SKIP
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    vectors: dict[str, EncoderSpec] = Field(description="Qdrant vector name -> the spec of its encoder.")
+
+    @field_validator("vectors")
+    @classmethod
+    def _check_vectors(cls, value: Mapping[str, EncoderSpec]) -> dict[str, EncoderSpec]:
+        if not value:
+            raise ValueError("vectors must name at least one vector, e.g. {'calibrated': EncoderSpec()}")
+        for name in value:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"vector names must be non-empty strings, got {name!r}")
+        return dict(value)
+
+    @classmethod
+    def single(cls, spec: EncoderSpec, *, both: bool = False, name: str | None = None) -> EncoderSet:
+        """One vector named ``calibrated`` (or ``vanilla`` for a plain spec), or with ``both=True``
+        a ``vanilla`` and a ``calibrated`` vector from the same model.
+
+        Raises:
+            ValueError: ``both`` with a plain spec, or ``both`` with a ``name``.
+        """
+        if both:
+            if spec.calibration is None:
+                raise ValueError("both vectors need calibration on: pass a spec with a CalibrationConfig")
+            if name:
+                raise ValueError("both vectors are named 'vanilla' and 'calibrated'; drop the vector name")
+            return cls(vectors={"vanilla": spec.with_calibration(None), "calibrated": spec})
+        return cls(vectors={name or ("vanilla" if spec.calibration is None else "calibrated"): spec})
+
+    def fingerprints(self) -> dict[str, str]:
+        """Vector name -> fingerprint."""
+        return {name: spec.fingerprint() for name, spec in self.vectors.items()}
+
+    def load(self, **overrides: Any) -> dict[str, Any]:
+        """Vector name -> loaded encoder; one model load per distinct non-calibration setting."""
+        loaded: dict[str, Any] = {}
+        out: dict[str, Any] = {}
+        for name, spec in self.vectors.items():
+            base = spec.with_calibration(None).model_dump_json(exclude={"weights"})
+            if base not in loaded:
+                loaded[base] = spec.load(**overrides)
+            out[name] = self._view(loaded[base], spec)
+        return out
+
+    def bind(self, encoder: Any) -> dict[str, Any]:
+        """Vector name -> ``encoder`` or a calibration view of it (for a set of one model's calibrations).
+
+        Raises:
+            ValueError: a vector's spec differs from the encoder's in more than calibration.
+        """
+        base = encoder.spec.with_calibration(None).model_dump(exclude={"weights"})
+        for name, spec in self.vectors.items():
+            if spec.with_calibration(None).model_dump(exclude={"weights"}) != base:
+                raise ValueError(f"vector {name!r} needs another model or settings than the loaded encoder")
+        return {name: self._view(encoder, spec) for name, spec in self.vectors.items()}
+
+    @staticmethod
+    def _view(encoder: Any, spec: EncoderSpec) -> Any:
+        from llamaindex_posfair.encoders.view import CalibrationView
+
+        return encoder if spec.calibration == encoder.calibration else CalibrationView(encoder, spec.calibration)
+
+    def __call__(self, device: str | None = None) -> dict[str, Any]:
+        """Ray worker factory: load every vector's encoder on ``device``."""
+        return self.load(device=device) if device is not None else self.load()
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: Sentinel for "argument not given" where ``None`` is a meaningful value (``calibration=None``).
+UNSET: Any = _Unset()
+
+
+def resolve_spec(
+    spec: EncoderSpec | Mapping[str, Any] | None = None,
+    *,
+    model: str | None = None,
+    calibration: Any = UNSET,
+    **settings: Any,
+) -> EncoderSpec:
+    """One spec from either a whole ``spec`` or its fields given one by one (the LlamaIndex classes' arguments).
+
+    Args:
+        spec: an :class:`EncoderSpec` (or its dict form, as LlamaIndex's ``from_dict`` passes it).
+        model / calibration / settings: :class:`EncoderSpec` fields; with ``spec`` they must agree with it.
+
+    Raises:
+        ValueError: a field given beside ``spec`` disagrees with it, or a field is invalid.
+    """
+    if spec is None:
+        fields = dict(settings)
+        if model is not None:
+            fields["model"] = model
+        if calibration is not UNSET:
+            fields["calibration"] = calibration
+        return EncoderSpec(**fields)
+    spec = spec if isinstance(spec, EncoderSpec) else EncoderSpec.model_validate(spec)
+    given = dict(settings)
+    if model is not None:
+        given["model"] = canonical_model_id(model)
+    if calibration is not UNSET:
+        given["calibration"] = calibration
+    clash = sorted(k for k, v in given.items() if getattr(spec, k, UNSET) != v)
+    if clash:
+        raise ValueError(
+            f"settings {clash} disagree with the spec passed beside them; pass either spec= or the settings, "
+            "or change the spec with spec.model_copy(update={...})"
+        )
+    return spec
