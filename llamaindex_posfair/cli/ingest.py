@@ -272,31 +272,11 @@ def run_ingest(args: argparse.Namespace) -> int:
     except CliError as exc:
         print(f"posfair ingest: error: {exc}", file=sys.stderr)
         return 2
+    where = args.qdrant_url or (args.path or DEFAULT_STORAGE)
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "collection": report.collection,
-                    "files_seen": report.files_seen,
-                    "new": report.new,
-                    "changed": report.changed,
-                    "unchanged": report.unchanged,
-                    "cleaned": report.cleaned,
-                    "pruned": report.pruned,
-                    "skipped": [{"source": s.source, "reason": s.reason} for s in report.skipped],
-                    "chunks_written": report.chunks_written,
-                    "chunks_deleted": report.chunks_deleted,
-                    "chunks_truncated": report.chunks_truncated,
-                    "seconds": round(report.seconds, 3),
-                    "vectors": {name: enc.fingerprint() for name, enc in vectors.items()},
-                    "storage": args.qdrant_url or (args.path or DEFAULT_STORAGE),
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps({**report.to_dict(), "storage": where}, indent=2))
     else:
         print(report.summary())
-        where = args.qdrant_url or (args.path or DEFAULT_STORAGE)
         print(
             f"stored in {where}, vectors {sorted(vectors)}; query with: "
             f'posfair query "..." --collection {args.collection}'

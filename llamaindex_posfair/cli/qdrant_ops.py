@@ -233,7 +233,7 @@ def run_snapshot(args: argparse.Namespace) -> int:
 def run_ingest_ray(args: argparse.Namespace) -> int:
     import os
 
-    from llamaindex_posfair.cli.ingest import CliError, calibration_from_args, open_client
+    from llamaindex_posfair.cli.ingest import DEFAULT_STORAGE, CliError, calibration_from_args, open_client
     from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path
     from qdrant_tools.schema import SchemaMismatchError
     from qdrant_tools.spec import CollectionMismatchError, CollectionSpec, SpecError, create_collection
@@ -308,24 +308,8 @@ def run_ingest_ray(args: argparse.Namespace) -> int:
     except CliError as exc:
         return _fail("ingest-ray", str(exc))
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "collection": report.collection,
-                    "new": report.new,
-                    "changed": report.changed,
-                    "unchanged": report.unchanged,
-                    "chunks_written": report.chunks_written,
-                    "chunks_resumed": report.chunks_resumed,
-                    "chunks_deleted": report.chunks_deleted,
-                    "workers": report.workers,
-                    "seconds": round(report.seconds, 3),
-                },
-                indent=2,
-            )
-        )
+        where = args.qdrant_url or (args.path or DEFAULT_STORAGE)
+        print(json.dumps({**report.to_dict(), "storage": where}, indent=2))
     else:
         print(report.summary())
-        if report.chunks_resumed:
-            print(f"resumed: {report.chunks_resumed} chunks were already stored and not re-encoded")
     return 0

@@ -21,8 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from qdrant_client import QdrantClient
 
+from qdrant_tools.encoding import token_budget_batches
 from qdrant_tools.ingest import IngestConfig, ingest_path
-from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path, token_budget_batches
+from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 CHUNK = 64
@@ -139,6 +140,55 @@ def test_ray_ingestion_equals_single_process_and_rerun_is_a_noop(ray_session, re
     assert_same_points(dump(client, "ray"), reference)
     again = ray_ingest_path(client, "ray", DATA, recipe, config())
     assert again.chunks_written == 0 and len(again.unchanged) == 5
+    client.close()
+
+
+def index_calls(recorded) -> list[tuple]:
+    """(field, schema) of every create_payload_index call a Mock(wraps=client) saw (embedded mode keeps none)."""
+    return [c.args[1:3] for c in recorded.create_payload_index.call_args_list]
+
+
+@pytest.mark.slow
+def test_both_paths_write_the_same_points_and_payload_indexes(ray_session, recipe, tiny_bert_path):
+    from unittest.mock import Mock
+
+    from qdrant_client import models
+
+    from llamaindex_posfair.integrations.embedding import load_encoder
+    from llamaindex_posfair.integrations.view import CalibrationView
+
+    enc = load_encoder(recipe.model, recipe.calibration, device="cpu")
+    local, ray_client = Mock(wraps=QdrantClient(":memory:")), Mock(wraps=QdrantClient(":memory:"))
+    vectors = {"vanilla": CalibrationView(enc, None), "calibrated": enc}
+    ingest_path(local, "c", DATA, vectors, IngestConfig(chunk_tokens=CHUNK, show_progress=False))
+    ray_ingest_path(ray_client, "c", DATA, recipe, config())
+    assert_same_points(dump(ray_client, "c"), dump(local, "c"))
+    keyword, integer = models.PayloadSchemaType.KEYWORD, models.PayloadSchemaType.INTEGER
+    expected = [("doc_id", keyword), ("version", keyword), ("posfair_payload_format", integer)]
+    assert index_calls(ray_client) == index_calls(local) == expected
+
+
+@pytest.mark.slow
+def test_ray_resumes_a_partly_stored_document_chunk_by_chunk(ray_session, recipe, reference):
+    from qdrant_client import models
+
+    missing = sorted(pid for pid, (payload, _) in reference.items() if payload["doc_id"] == "tides.md")[:2]
+    size = len(next(iter(reference.values()))[1]["calibrated"])
+    client = QdrantClient(":memory:")
+    client.create_collection(
+        "part",
+        vectors_config={
+            n: models.VectorParams(size=size, distance=models.Distance.COSINE) for n in ("vanilla", "calibrated")
+        },
+    )
+    kept = [models.PointStruct(id=pid, vector={k: v.tolist() for k, v in vecs.items()}, payload=payload)
+            for pid, (payload, vecs) in reference.items() if pid not in missing]  # fmt: skip
+    client.upsert("part", kept, wait=True)
+    n_tides = sum(1 for payload, _ in reference.values() if payload["doc_id"] == "tides.md")
+    report = ray_ingest_path(client, "part", DATA, recipe, config())
+    assert report.resumed == ["tides.md"] and len(report.unchanged) == 4
+    assert report.chunks_resumed == n_tides - 2 and report.chunks_written == 2  # only the missing chunks encoded
+    assert_same_points(dump(client, "part"), reference)
     client.close()
 
 
