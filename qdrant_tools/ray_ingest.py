@@ -230,7 +230,17 @@ def _to_columns(batch: PointBatch) -> dict[str, np.ndarray]:
         "point_id": np.array(list(batch.ids), dtype=object),
         "payload": np.array([json.dumps(p, sort_keys=True) for p in batch.payloads], dtype=object),
     }
-    out.update({f"vec:{name}": np.asarray(value) for name, value in batch.vectors.items()})
+    out.update({f"vec:{name}": _column(value) for name, value in batch.vectors.items()})
+    return out
+
+
+def _column(value: Any) -> np.ndarray:
+    """A vector column: an ``(n, size)`` array as is; per-point vectors (e.g. multivectors) as an object array."""
+    if isinstance(value, np.ndarray):
+        return value
+    out = np.empty(len(value), dtype=object)
+    for i, v in enumerate(value):
+        out[i] = np.asarray(v, dtype=np.float32)
     return out
 
 

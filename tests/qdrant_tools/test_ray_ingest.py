@@ -57,6 +57,20 @@ def test_config_and_recipe_validation_name_the_parameter():
         EncoderRecipe(calibration=None)
 
 
+def test_point_batches_survive_the_ray_columns_also_with_multivectors():
+    from qdrant_tools.ray_ingest import _from_columns, _to_columns
+    from qdrant_tools.writer import PointBatch
+
+    rng = np.random.default_rng(0)
+    dense, multi = rng.normal(size=(2, 4)).astype(np.float32), [rng.normal(size=(k, 4)) for k in (3, 1)]
+    batch = PointBatch(ids=["a", "b"], payloads=[{"x": 1}, {"x": 2}], vectors={"dense": dense, "subchunks": multi})
+    back = _from_columns(_to_columns(batch), ["dense", "subchunks"])
+    assert back.ids == ["a", "b"] and back.payloads == [{"x": 1}, {"x": 2}]
+    np.testing.assert_array_equal(back.vectors["dense"], dense)
+    assert [np.asarray(m).shape for m in back.vectors["subchunks"]] == [(3, 4), (1, 4)]
+    np.testing.assert_allclose(back.vectors["subchunks"][0], multi[0], atol=1e-6)
+
+
 # ---------------------------------------------------------------------- Ray
 @pytest.fixture(scope="module")
 def ray_session():
