@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.set_verbosity_error()
 
     from llamaindex_posfair import BUNDLED_MINILM, CalibrationConfig, PosFairEncoder, bundled_model_path
-    from qdrant_tools.ingest import load_folder, prepare_document, resolve_chunking, spans_for
+    from qdrant_tools.chunking import load_folder
+    from qdrant_tools.encoding import prepare_document, resolve_chunking, spans_for
 
     tmp = Path(tempfile.mkdtemp(prefix="posfair-bench-"))
     try:

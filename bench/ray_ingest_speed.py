@@ -64,10 +64,10 @@ def main() -> None:
     import torch
     from qdrant_client import QdrantClient
 
-    from llamaindex_posfair import CalibrationConfig, PosFairEncoder
+    from llamaindex_posfair import CalibrationConfig, EncoderSet, EncoderSpec, PosFairEncoder
     from llamaindex_posfair.encoders.encoder import BUNDLED_MINILM
     from qdrant_tools.ingest import IngestConfig, ingest_path
-    from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path
+    from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
 
     calibration = CalibrationConfig()
     rows = []
@@ -98,7 +98,7 @@ def main() -> None:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         ray.data.DataContext.get_current().enable_progress_bars = False
         ray_start = time.perf_counter() - t0
-        recipe = EncoderRecipe(model=BUNDLED_MINILM, calibration=calibration)
+        recipe = EncoderSet.single(EncoderSpec(model=BUNDLED_MINILM, calibration=calibration))
         for w in [int(x) for x in args.workers.split(",")]:
             timer = Timer()
             cfg = RayIngestConfig(

@@ -5,7 +5,14 @@ Modules (each importable on its own):
     ids       deterministic point ids and document versions
     payload   the per-chunk payload (also the per-document ingestion record)
     schema    named-vector schema check before any write
-    ingest    the idempotent ingestion orchestrator
+    spec      declarative collection specs (vectors, HNSW, payload indexes ...)
+    plan      pure ingestion planning: new / changed / partial / cleanup / unchanged
+    writer    QdrantWriter, the one writer of every ingestion path
+    encoding  Encoder protocol, encoder plan, documents -> encoded point batches
+    report    IngestReport (one JSON shape for every path)
+    driver    the steps both ingestion paths share
+    ingest    single-process ingestion
+    ray_ingest  distributed ingestion on Ray Data
 
 Example:
     >>> from qdrant_client import QdrantClient
@@ -15,9 +22,13 @@ Example:
 """
 
 from qdrant_tools.chunking import Chunk, ChunkingConfig, SkippedFile, SourceDocument, chunk_text, load_document
+from qdrant_tools.encoding import Encoder
 from qdrant_tools.ids import document_version, point_id
-from qdrant_tools.ingest import Encoder, IngestConfig, IngestReport, ingest_documents, ingest_path
+from qdrant_tools.ingest import IngestConfig, ingest_documents, ingest_path
+from qdrant_tools.plan import IngestionPlan, plan_ingestion
+from qdrant_tools.report import IngestReport
 from qdrant_tools.schema import SchemaMismatchError, VectorSpec, check_collection, ensure_collection
+from qdrant_tools.writer import PointBatch, QdrantWriter
 
 __all__ = [
     "Chunk",
@@ -25,6 +36,9 @@ __all__ = [
     "Encoder",
     "IngestConfig",
     "IngestReport",
+    "IngestionPlan",
+    "PointBatch",
+    "QdrantWriter",
     "SchemaMismatchError",
     "SkippedFile",
     "SourceDocument",
@@ -36,5 +50,6 @@ __all__ = [
     "ingest_documents",
     "ingest_path",
     "load_document",
+    "plan_ingestion",
     "point_id",
 ]

@@ -249,3 +249,29 @@ def load_document(path: str | Path, root: str | Path | None = None) -> SourceDoc
     if not text.strip():
         return SkippedFile(str(path), "empty file" if not text else "whitespace only")
     return SourceDocument(doc_id=document_id(path, root), text=text, source=str(path), content_hash=content_hash(text))
+
+
+def load_folder(
+    path: str | Path, extensions: Iterable[str] = DEFAULT_EXTENSIONS
+) -> tuple[list[SourceDocument], list[SkippedFile], int]:
+    """Read every candidate file under ``path`` (or the one file ``path``).
+
+    Returns:
+        ``(documents, skipped, n_other)``: decoded documents, the files that
+        were skipped (each logged with its reason), and how many files had
+        other extensions.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+    """
+    files, n_other = discover_files(path, extensions)
+    docs: list[SourceDocument] = []
+    skipped: list[SkippedFile] = []
+    for f in files:
+        r = load_document(f, path)
+        if isinstance(r, SkippedFile):
+            logger.warning("skipping %s: %s", r.source, r.reason)
+            skipped.append(r)
+        else:
+            docs.append(r)
+    return docs, skipped, n_other

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -459,17 +460,28 @@ def create_collection(client: Any, spec: CollectionSpec, *, exist_ok: bool = Tru
             )
         return False
     client.create_collection(spec.name, **spec.create_kwargs())
-    _create_indexes(client, spec, spec.payload_indexes)
+    create_payload_indexes(client, spec.name, spec.payload_indexes)
     return True
 
 
-def _create_indexes(client: Any, spec: CollectionSpec, indexes: Sequence[PayloadIndex]) -> None:
-    if is_embedded(client):
-        if indexes:
-            logger.info("embedded local mode keeps no payload indexes; skipped %s", [i.field for i in indexes])
-        return
-    for idx in indexes:
-        client.create_payload_index(spec.name, idx.field, models.PayloadSchemaType(idx.type), wait=True)
+def create_payload_indexes(client: Any, collection: str, indexes: Sequence[PayloadIndex]) -> None:
+    """Create payload indexes (``wait=True``); the one place posfair creates them.
+
+    Embedded local mode accepts the call but keeps no index (it filters by
+    scanning); its warning about that is muted, so every backend receives the
+    same calls.
+
+    Args:
+        client: a ``QdrantClient`` (or anything with its ``create_payload_index``).
+        collection: collection name.
+        indexes: the indexes to create.
+    """
+    if indexes and is_embedded(client):
+        logger.info("embedded local mode keeps no payload indexes; %s are recorded only", [i.field for i in indexes])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for idx in indexes:
+            client.create_payload_index(collection, idx.field, models.PayloadSchemaType(idx.type), wait=True)
 
 
 # ---------------------------------------------------------------------- migration
@@ -579,7 +591,7 @@ def migrate_collection(client: Any, spec: CollectionSpec, *, dry_run: bool = Fal
         if plan.update_vectors:
             kwargs["vectors_config"] = plan.update_vectors
         client.update_collection(spec.name, **kwargs)
-    _create_indexes(client, spec, plan.add_indexes)
+    create_payload_indexes(client, spec.name, plan.add_indexes)
     after = validate_collection(client, spec)
     plan.not_applied = list(after.differences)
     if plan.not_applied:

@@ -106,7 +106,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     check_source(args.source)
     config = _config(args)
     encoder_set = encoder_set_from_args(args)
-    client = options.open_client(args, retry=True)  # storage problems surface before the model loads
+    client = options.open_client(args)  # storage problems surface before the model loads
     try:
         vectors = encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))
         report = ingest_path(client, args.collection, args.source, vectors, config)
@@ -123,21 +123,18 @@ def run_ingest(args: argparse.Namespace) -> int:
         return 1
     finally:
         client.close()
-    print_report(args, report, {name: enc.fingerprint() for name, enc in vectors.items()})
+    print_report(args, report)
     return 0
 
 
-def print_report(args: argparse.Namespace, report: Any, fingerprints: dict[str, str]) -> None:
-    """The ingestion report as JSON (``--json``) or as a summary (shared with ``ingest-ray``)."""
+def print_report(args: argparse.Namespace, report: Any) -> None:
+    """The ingestion report as JSON (``--json``: ``report.to_dict()`` plus ``storage``) or as a summary."""
     where = options.storage_label(args)
     if args.json:
-        import dataclasses  # TODO(lead): report.to_dict() once the writer lands
-
-        data = report.to_dict() if hasattr(report, "to_dict") else dataclasses.asdict(report)
-        print(json.dumps({**data, "vectors": fingerprints, "storage": where}, indent=2))
+        print(json.dumps({**report.to_dict(), "storage": where}, indent=2))
         return
     print(report.summary())
     print(
-        f"stored in {where}, vectors {sorted(fingerprints)}; query with: "
+        f"stored in {where}, vectors {sorted(report.to_dict().get('vectors', {}))}; query with: "
         f'posfair query "..." --collection {args.collection}'
     )

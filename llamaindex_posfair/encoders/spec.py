@@ -277,6 +277,17 @@ class EncoderSet(BaseModel):
             return cls(vectors={"vanilla": spec.with_calibration(None), "calibrated": spec})
         return cls(vectors={name or ("vanilla" if spec.calibration is None else "calibrated"): spec})
 
+    def pinned(self) -> EncoderSet:
+        """Every spec pinned to the content hash of its local model files (a hub model not yet
+        downloaded stays unpinned), so Ray workers refuse files that differ from the driver's."""
+        out = {}
+        for name, spec in self.vectors.items():
+            try:
+                out[name] = spec.pinned()
+            except ValueError:
+                out[name] = spec
+        return EncoderSet(vectors=out)
+
     def fingerprints(self) -> dict[str, str]:
         """Vector name -> fingerprint."""
         return {name: spec.fingerprint() for name, spec in self.vectors.items()}

@@ -128,7 +128,7 @@ def test_train_dump_cli_trains_saves_and_reports(tmp_path, capsys):
             str(data),
             "--eval",
             str(held),
-            "--batch-size",
+            "--train-batch-size",
             "4",
             "--max-steps",
             "2",

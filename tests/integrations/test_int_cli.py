@@ -69,6 +69,19 @@ def test_second_ingest_writes_nothing(tmp_path, capsys, fake_cli, example_data):
     assert rc == 0 and rep["chunks_written"] == 0 and len(rep["unchanged"]) == 5
 
 
+def test_ingest_json_is_the_report_dict_plus_storage(tmp_path, capsys, fake_cli, example_data):
+    from qdrant_tools.report import IngestReport
+
+    store = str(tmp_path / "q")
+    rc, out, _ = run(
+        capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress", "--json"
+    )
+    rep = json.loads(out)
+    assert rc == 0 and set(rep) == set(IngestReport(collection="demo").to_dict()) | {"storage"}
+    assert rep["storage"] == store and rep["vectors"] == {"calibrated": fake_cli.encoders[-1].fingerprint()}
+    assert len(rep["new"]) == 5 and rep["resumed"] == [] and rep["created_collection"] is True
+
+
 def test_query_on_vanilla_vector_uses_plain_encoder(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
     run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--both-vectors", "--no-progress")

@@ -3,10 +3,18 @@ from __future__ import annotations
 import pytest
 from qdrant_client import QdrantClient
 
-from qdrant_tools.ingest import IngestConfig, ingest_path, stored_records
+from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.schema import SchemaMismatchError, VectorSpec, ensure_collection
+from qdrant_tools.spec import CollectionSpec, VectorConfig
+from qdrant_tools.writer import QdrantWriter
 
 CFG = IngestConfig(chunk_tokens=20, overlap_tokens=4, batch_size=4, show_progress=False)
+
+
+def stored_records(client, name="c"):
+    """doc_id -> version -> StoredVersion, as the writer reads it."""
+    spec = CollectionSpec(name=name, vectors=[VectorConfig(name="calibrated", size=16)])
+    return QdrantWriter(client, spec).read_state()
 
 
 def points(client, name="c"):
@@ -74,7 +82,7 @@ def test_crash_before_stale_delete_keeps_old_version_then_rerun_cleans(client, e
         ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     versions = stored_records(client, "c")["a.txt"]
     assert len(versions) == 2  # old and new version both stored, both complete: nothing lost
-    assert all(count == total for count, total in versions.values())
+    assert all(v.chunks == set(range(v.n_chunks)) for v in versions.values())
     monkeypatch.undo()
     r = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     assert r.cleaned == ["a.txt"] and r.chunks_written == 0 and r.chunks_deleted == n_old
@@ -168,3 +176,108 @@ def test_foreign_points_in_collection_are_never_deleted(client, encoder, corpus)
     (corpus / "a.txt").write_text("changed.")
     ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     assert client.retrieve("c", [1])[0].payload == {"doc_id": "a.txt"}
+
+
+# ---------------------------------------------------------------------- one writer: indexes, resume, retries, report
+class CountingEncoder:
+    """Wraps an encoder and records every text it embeds."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.texts: list[str] = []
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    @property
+    def dimension(self):
+        return self._inner.dimension
+
+    @property
+    def max_length(self):
+        return self._inner.max_length
+
+    def encode_documents(self, texts):
+        self.texts.extend(texts)
+        return self._inner.encode_documents(texts)
+
+
+def test_ingestion_creates_the_payload_indexes_it_filters_by(client, encoder, corpus):
+    from unittest.mock import Mock
+
+    from qdrant_client import models
+
+    recorded = Mock(wraps=client)
+    ingest_path(recorded, "c", corpus, {"calibrated": encoder}, CFG)
+    got = {c.args[1]: c.args[2] for c in recorded.create_payload_index.call_args_list}
+    assert got == {
+        "doc_id": models.PayloadSchemaType.KEYWORD,
+        "version": models.PayloadSchemaType.KEYWORD,
+        "posfair_payload_format": models.PayloadSchemaType.INTEGER,
+    }
+
+
+def test_partly_stored_document_is_resumed_chunk_by_chunk(client, make_encoder, corpus):
+    with pytest.raises(RuntimeError, match="injected failure"):
+        ingest_path(client, "c", corpus, {"calibrated": make_encoder(fail_on_call=3)}, CFG)
+    stored = {str(i): p.payload for i, p in points(client).items()}
+    by_doc = {d: [p for p in stored.values() if p["doc_id"] == d] for d in {p["doc_id"] for p in stored.values()}}
+    partial = sorted(d for d, ps in by_doc.items() if len(ps) < ps[0]["n_chunks"])
+    assert len(partial) == 1  # the failure left one document half written
+    counting = CountingEncoder(make_encoder())
+    r = ingest_path(client, "c", corpus, {"calibrated": counting}, CFG)
+    done_texts = {p["text"] for p in by_doc[partial[0]]}
+    assert r.resumed == partial and r.chunks_resumed == len(by_doc[partial[0]])
+    assert r.chunks_written == len(counting.texts) == client.count("c").count - len(stored)
+    assert not done_texts & set(counting.texts)  # stored chunks were not embedded again
+
+
+def test_a_half_written_new_version_keeps_the_old_one_until_it_is_complete(client, make_encoder, corpus):
+    ingest_path(client, "c", corpus, {"calibrated": make_encoder()}, CFG)
+    old = {i for i, p in points(client).items() if p.payload["doc_id"] == "a.txt"}
+    (corpus / "a.txt").write_text("fresh words for the new version. " * 40)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        ingest_path(client, "c", corpus, {"calibrated": make_encoder(fail_on_call=2)}, CFG)
+    versions = stored_records(client)["a.txt"]
+    assert old <= set(points(client))  # nothing of the old version deleted
+    assert sorted(v.complete for v in versions.values()) == [False, True]
+    r = ingest_path(client, "c", corpus, {"calibrated": make_encoder()}, CFG)
+    assert r.resumed == ["a.txt"] and r.chunks_deleted == len(old)
+    assert [v.complete for v in stored_records(client)["a.txt"].values()] == [True]
+
+
+def test_transient_qdrant_errors_are_retried_by_the_writer_not_the_caller(client, encoder, corpus):
+    from unittest.mock import DEFAULT, Mock
+
+    from qdrant_tools.retry import RetryPolicy
+
+    reference = QdrantClient(":memory:")
+    ingest_path(reference, "c", corpus, {"calibrated": encoder}, CFG)
+    recorded, left = Mock(wraps=client), [2]
+
+    def flaky(*args, **kwargs):
+        if left[0]:
+            left[0] -= 1
+            raise TimeoutError("read timed out")
+        return DEFAULT
+
+    recorded.upsert.side_effect = flaky
+    fast = IngestConfig(
+        chunk_tokens=20, overlap_tokens=4, batch_size=4, show_progress=False, retry=RetryPolicy(base_delay=0.0)
+    )
+    r = ingest_path(recorded, "c", corpus, {"calibrated": encoder}, fast)
+    n_batches = -(-r.chunks_written // 4)
+    assert recorded.upsert.call_count == n_batches + 2
+    assert set(points(client)) == set(points(reference))
+
+
+def test_report_to_dict_is_the_json_shape_of_the_run(client, encoder, corpus):
+    import json
+
+    (corpus / "empty.txt").write_text("")
+    r = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["new"] == ["a.txt", "b.md", "sub/c.txt"] and d["chunks_written"] == client.count("c").count
+    assert d["skipped"] == [{"source": str(corpus / "empty.txt"), "reason": "empty file"}]
+    assert d["vectors"] == {"calibrated": "hash-16-a"} and d["created_collection"] is True
+    assert d["resumed"] == [] and d["chunks_resumed"] == 0 and d["seconds"] == round(r.seconds, 3)

@@ -2,7 +2,7 @@
 
 One local Ray session (2 CPUs) is shared by the module. The encoder is a real
 ``PosFairEncoder`` on the tiny random BERT from ``tests/conftest.py`` (with
-calibration), loaded in the Ray workers through :class:`EncoderRecipe`.
+calibration), loaded in the Ray workers from an ``EncoderSet`` (one ``EncoderSpec`` per vector).
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from qdrant_client import QdrantClient
 
+from llamaindex_posfair import CalibrationConfig, EncoderSet, EncoderSpec
+from qdrant_tools.encoding import token_budget_batches
 from qdrant_tools.ingest import IngestConfig, ingest_path
-from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path, token_budget_batches
+from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 CHUNK = 64
@@ -52,8 +54,22 @@ def test_config_and_recipe_validation_name_the_parameter():
         RayIngestConfig(write_ordering="fast")
     with pytest.raises(ValueError, match="num_gpus_per_worker must be >= 0"):
         RayIngestConfig(num_gpus_per_worker=-1)
-    with pytest.raises(ValueError, match="'calibrated' is \"calibrated\" but calibration is None"):
-        EncoderRecipe(calibration=None)
+    with pytest.raises(ValueError, match="both vectors need calibration on"):
+        EncoderSet.single(EncoderSpec(calibration=None), both=True)
+
+
+def test_point_batches_survive_the_ray_columns_also_with_multivectors():
+    from qdrant_tools.ray_ingest import _from_columns, _to_columns
+    from qdrant_tools.writer import PointBatch
+
+    rng = np.random.default_rng(0)
+    dense, multi = rng.normal(size=(2, 4)).astype(np.float32), [rng.normal(size=(k, 4)) for k in (3, 1)]
+    batch = PointBatch(ids=["a", "b"], payloads=[{"x": 1}, {"x": 2}], vectors={"dense": dense, "subchunks": multi})
+    back = _from_columns(_to_columns(batch), ["dense", "subchunks"])
+    assert back.ids == ["a", "b"] and back.payloads == [{"x": 1}, {"x": 2}]
+    np.testing.assert_array_equal(back.vectors["dense"], dense)
+    assert [np.asarray(m).shape for m in back.vectors["subchunks"]] == [(3, 4), (1, 4)]
+    np.testing.assert_allclose(back.vectors["subchunks"][0], multi[0], atol=1e-6)
 
 
 # ---------------------------------------------------------------------- Ray
@@ -71,21 +87,16 @@ def ray_session():
 
 @pytest.fixture(scope="module")
 def recipe(tiny_bert_path):
-    from llamaindex_posfair import CalibrationConfig
-
-    return EncoderRecipe(
-        model=tiny_bert_path,
-        calibration=CalibrationConfig(basket_size=16, strength=0.5),
-        vectors=(("vanilla", "vanilla"), ("calibrated", "calibrated")),
-    )
+    spec = EncoderSpec(model=tiny_bert_path, calibration=CalibrationConfig(basket_size=16, strength=0.5))
+    return EncoderSet.single(spec, both=True)
 
 
 @pytest.fixture(scope="module")
 def reference(recipe):
     """Single-process ingestion of the shipped examples/data folder: {id: (payload, {name: vector})}."""
-    from llamaindex_posfair import CalibrationView, PosFairEncoder
+    from llamaindex_posfair import CalibrationView
 
-    enc = PosFairEncoder(recipe.model, recipe.calibration, device="cpu")
+    enc = recipe.vectors["calibrated"].load(device="cpu")
     client = QdrantClient(":memory:")
     report = ingest_path(
         client,
@@ -138,6 +149,51 @@ def test_ray_ingestion_equals_single_process_and_rerun_is_a_noop(ray_session, re
     assert_same_points(dump(client, "ray"), reference)
     again = ray_ingest_path(client, "ray", DATA, recipe, config())
     assert again.chunks_written == 0 and len(again.unchanged) == 5
+    client.close()
+
+
+def index_calls(recorded) -> list[tuple]:
+    """(field, schema) of every create_payload_index call a Mock(wraps=client) saw (embedded mode keeps none)."""
+    return [c.args[1:3] for c in recorded.create_payload_index.call_args_list]
+
+
+@pytest.mark.slow
+def test_both_paths_write_the_same_points_and_payload_indexes(ray_session, recipe, tiny_bert_path):
+    from unittest.mock import Mock
+
+    from qdrant_client import models
+
+    local, ray_client = Mock(wraps=QdrantClient(":memory:")), Mock(wraps=QdrantClient(":memory:"))
+    vectors = recipe.load(device="cpu")
+    ingest_path(local, "c", DATA, vectors, IngestConfig(chunk_tokens=CHUNK, show_progress=False))
+    ray_ingest_path(ray_client, "c", DATA, recipe, config())
+    assert_same_points(dump(ray_client, "c"), dump(local, "c"))
+    keyword, integer = models.PayloadSchemaType.KEYWORD, models.PayloadSchemaType.INTEGER
+    expected = [("doc_id", keyword), ("version", keyword), ("posfair_payload_format", integer)]
+    assert index_calls(ray_client) == index_calls(local) == expected
+
+
+@pytest.mark.slow
+def test_ray_resumes_a_partly_stored_document_chunk_by_chunk(ray_session, recipe, reference):
+    from qdrant_client import models
+
+    missing = sorted(pid for pid, (payload, _) in reference.items() if payload["doc_id"] == "tides.md")[:2]
+    size = len(next(iter(reference.values()))[1]["calibrated"])
+    client = QdrantClient(":memory:")
+    client.create_collection(
+        "part",
+        vectors_config={
+            n: models.VectorParams(size=size, distance=models.Distance.COSINE) for n in ("vanilla", "calibrated")
+        },
+    )
+    kept = [models.PointStruct(id=pid, vector={k: v.tolist() for k, v in vecs.items()}, payload=payload)
+            for pid, (payload, vecs) in reference.items() if pid not in missing]  # fmt: skip
+    client.upsert("part", kept, wait=True)
+    n_tides = sum(1 for payload, _ in reference.values() if payload["doc_id"] == "tides.md")
+    report = ray_ingest_path(client, "part", DATA, recipe, config())
+    assert report.resumed == ["tides.md"] and len(report.unchanged) == 4
+    assert report.chunks_resumed == n_tides - 2 and report.chunks_written == 2  # only the missing chunks encoded
+    assert_same_points(dump(client, "part"), reference)
     client.close()
 
 

@@ -1,0 +1,130 @@
+"""``posfair ingest-ray PATH --collection NAME``: ``posfair ingest`` with encoding on a Ray actor pool.
+
+Writes the same points as ``posfair ingest`` (same ids, payloads, vectors and
+payload indexes); the driver is the only writer, workers load the model from
+the same :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` (pinned to the
+driver's weights, so a worker with other files fails instead of writing other
+vectors). Resumable like ``posfair ingest``.
+
+Example:
+    posfair ingest-ray examples/data --collection demo --workers 2
+    posfair ingest-ray /data --collection docs --qdrant-url https://qdrant:6333 \\
+        --ray-address auto --workers 8 --gpus-per-worker 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from llamaindex_posfair.cli import options
+from llamaindex_posfair.cli.ingest import (
+    add_chunking_args,
+    add_vector_args,
+    check_source,
+    encoder_set_from_args,
+    print_report,
+)
+from llamaindex_posfair.cli.options import CliError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "ingest-ray",
+        help="ingest a folder with encoding on a Ray actor pool",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("source", metavar="PATH", help="folder of .txt/.md files, or one file (read by the driver)")
+    options.add_storage_args(p)
+    options.add_model_args(p)
+    add_vector_args(p)
+    add_chunking_args(p)
+    p.add_argument("--prune", action="store_true", help="delete stored documents whose file is gone")
+    p.add_argument("--spec", default=None, help="create/check the collection from this spec file first")
+    g = p.add_argument_group("Ray")
+    g.add_argument("--ray-address", default=None, help='Ray cluster ("auto", "ray://head:10001"); default: local Ray')
+    g.add_argument("--local-cpus", type=int, default=2, help="CPUs of a local Ray (default 2)")
+    g.add_argument("--workers", type=int, default=1, help="encoder actors (default 1)")
+    g.add_argument("--gpus-per-worker", type=float, default=0.0, help="GPUs per actor (0 = CPU actors)")
+    g.add_argument("--cpus-per-worker", type=float, default=1.0, help="CPUs per actor (default 1)")
+    g.add_argument("--token-budget", type=int, default=16384, help="padded tokens per forward pass")
+    g.add_argument("--docs-per-task", type=int, default=8, help="documents per actor call")
+    g.add_argument("--write-ordering", default="weak", choices=["weak", "medium", "strong"])
+    options.add_json_arg(p, "the ingestion report")
+    p.set_defaults(handler=run_ingest_ray)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from qdrant_tools.ray_ingest import RayIngestConfig
+
+    try:
+        return RayIngestConfig(
+            num_workers=args.workers,
+            num_gpus_per_worker=args.gpus_per_worker,
+            num_cpus_per_worker=args.cpus_per_worker,
+            token_budget=args.token_budget,
+            docs_per_task=args.docs_per_task,
+            write_batch_size=args.write_batch_size,
+            write_ordering=args.write_ordering,
+            chunk_tokens=args.chunk_tokens,
+            overlap_tokens=args.overlap_tokens,
+            prune=args.prune,
+            show_progress=not args.no_progress,
+            extensions=options.parse_extensions(args.extensions),
+        )
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _collection_spec(args: argparse.Namespace) -> Any:
+    from qdrant_tools.spec import CollectionSpec, SpecError
+
+    if not args.spec:
+        return None
+    try:
+        spec = CollectionSpec.from_file(args.spec)
+    except (SpecError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    if spec.name != args.collection:
+        raise CliError(
+            f"--spec describes collection {spec.name!r} but --collection is {args.collection!r}; make them agree"
+        )
+    return spec
+
+
+def run_ingest_ray(args: argparse.Namespace) -> int:
+    from qdrant_tools.ray_ingest import ray_ingest_path
+    from qdrant_tools.schema import SchemaMismatchError
+    from qdrant_tools.spec import CollectionMismatchError
+
+    check_source(args.source)
+    config = _config(args)
+    encoder_set = encoder_set_from_args(args).pinned()
+    collection_spec = _collection_spec(args)
+    client = options.open_client(args)
+    try:
+        report = ray_ingest_path(
+            client,
+            args.collection,
+            args.source,
+            encoder_set,
+            config,
+            ray_address=args.ray_address,
+            local_cpus=args.local_cpus,
+            spec=collection_spec,
+        )
+    except (SchemaMismatchError, CollectionMismatchError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:
+        print(
+            f"posfair ingest-ray: stopped by {type(exc).__name__}: {exc}\n"
+            "chunks already stored are kept; rerun the same command to finish (nothing is duplicated)",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        client.close()
+    print_report(args, report)
+    return 0

@@ -1,0 +1,212 @@
+"""The driver side of an ingestion run, shared by the single-process and the Ray path.
+
+Both paths are the same five steps; only step 4 differs::
+
+    1. read the input (read_folder)
+    2. writer.check (schema, raises before any write) -> writer.read_state (one scroll)
+    3. plan_ingestion -> writer.ensure (collection + payload indexes) -> finish interrupted updates
+    4. encode the planned chunks (local batches, or a Ray actor pool) -> PointBatch stream
+    5. IngestionRun.write: upsert(wait=True) each batch; a document's stale
+       versions are deleted once its new version is complete; then prune
+
+Guarantees (for both paths, because they live here and in the writer):
+
+* the collection schema is checked against every encoder before any write;
+* point ids are deterministic (:mod:`qdrant_tools.ids`), so a rerun is
+  idempotent and completes an interrupted run, every chunk stored exactly
+  once; a partly stored document is resumed chunk by chunk;
+* a changed document's new chunks are written before its old ones are
+  deleted (never delete first), so a crash never loses a document;
+* state lives in Qdrant payloads, not in a local file.
+
+Example:
+    >>> run = IngestionRun.start(client, "demo", docs, plan_encoders(vectors), IngestReport("demo"),
+    ...                          IngestSettings())                                    # doctest: +SKIP
+    >>> run.write(batches); run.finish()                                                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from qdrant_tools import payload as P
+from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SourceDocument, load_folder
+from qdrant_tools.encoding import EncoderPlan
+from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion
+from qdrant_tools.report import IngestReport
+from qdrant_tools.retry import RetryPolicy
+from qdrant_tools.spec import CollectionSpec
+from qdrant_tools.writer import PointBatch, QdrantWriter, spec_for_vectors
+
+logger = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=IngestReport)
+
+
+@dataclass(frozen=True, kw_only=True)
+class IngestSettings:
+    """Settings every ingestion path shares.
+
+    Args:
+        chunk_tokens: tokens per chunk (special tokens not counted); None =
+            ``min(256, encoder window - special tokens)``.
+        overlap_tokens: tokens shared by consecutive chunks; None = ``min(32, chunk_tokens // 8)``.
+        extensions: file suffixes ingested from a folder.
+        prune: delete documents stored in the collection whose file is no
+            longer under the ingested path (off by default: a missing file
+            never deletes data unless asked).
+        retry: backoff of every Qdrant call (transient network errors only; never applied to encoding).
+        show_progress: progress bar over written chunks.
+    """
+
+    chunk_tokens: int | None = None
+    overlap_tokens: int | None = None
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
+    prune: bool = False
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    show_progress: bool = True
+
+
+def read_folder(path: str | Path, extensions: Iterable[str], report: R) -> tuple[list[SourceDocument], R]:
+    """Read the files under ``path``; record what was seen and skipped, and the time taken, in ``report``.
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+    """
+    t0 = time.perf_counter()
+    docs, skipped, n_other = load_folder(path, extensions)
+    report.files_seen += len(docs) + len(skipped)
+    report.files_other += n_other
+    report.skipped.extend(skipped)
+    report.seconds += time.perf_counter() - t0
+    return docs, report
+
+
+@dataclass
+class IngestionRun:
+    """One run's writer, plan, report and completion tracker (built by :meth:`start`)."""
+
+    writer: QdrantWriter
+    plan: IngestionPlan
+    report: IngestReport
+    tracker: CompletionTracker
+    versions: dict[str, str]
+    started: float
+
+    @classmethod
+    def start(
+        cls,
+        client: Any,
+        collection: str,
+        documents: Sequence[SourceDocument],
+        encoders: EncoderPlan,
+        report: IngestReport,
+        settings: IngestSettings,
+        *,
+        spec: CollectionSpec | None = None,
+        ordering: str | None = None,
+        started: float | None = None,
+    ) -> IngestionRun:
+        """Steps 2-3: check, read the state, plan, ensure the collection, finish interrupted updates.
+
+        Args:
+            client: a ``QdrantClient`` (not wrapped: the writer retries).
+            collection: collection name.
+            documents: the input, with distinct ``doc_id``.
+            encoders: the run's :class:`~qdrant_tools.encoding.EncoderPlan`.
+            report: filled in place.
+            settings: prune and retry settings.
+            spec: an operator's collection spec (HNSW, indexes ...); default: built from the encoders.
+            ordering: write ordering of upserts.
+            started: ``time.perf_counter()`` when the caller began (default: now); counted in ``report.seconds``.
+
+        Raises:
+            SchemaMismatchError: the collection (or ``spec``) does not fit the encoders; nothing written.
+            ValueError: duplicate document ids; nothing written.
+        """
+        spec = spec_for_vectors(collection, encoders.dimensions, spec)
+        writer = QdrantWriter(client, spec, descriptions=encoders.descriptions, retry=settings.retry, ordering=ordering)
+        writer.check()
+        plan = plan_ingestion(
+            writer.read_state(), documents, encoders.chunking_key, encoders.fingerprints, prune=settings.prune
+        )
+        report.created_collection = writer.ensure()
+        _record_plan(report, plan, encoders)
+        todo = plan.to_encode
+        run = cls(
+            writer=writer,
+            plan=plan,
+            report=report,
+            tracker=CompletionTracker({d.doc.doc_id: d.done for d in todo}),
+            versions={d.doc.doc_id: d.version for d in todo},
+            started=time.perf_counter() if started is None else started,
+        )
+        for d in plan.documents:  # an interrupted update: the new version is all there, only stale points remain
+            if d.action == "cleanup":
+                report.chunks_deleted += writer.delete_stale(d.doc.doc_id, d.version)
+                report.cleaned.append(d.doc.doc_id)
+        return run
+
+    def write(
+        self,
+        batches: Iterable[PointBatch],
+        *,
+        show_progress: bool = False,
+        total: int | None = None,
+        on_write: Callable[[int], None] | None = None,
+    ) -> None:
+        """Step 5: write every batch; drop a document's stale versions once its new version is complete."""
+        bar = _progress(show_progress, total, f"ingest {self.writer.collection}")
+        try:
+            for batch in batches:
+                n = self.writer.upsert(batch)
+                if n == 0:
+                    continue
+                self.report.chunks_written += n
+                self.report.chunks_truncated += sum(1 for p in batch.payloads if p[P.TRUNCATED])
+                if bar is not None:
+                    bar.update(n)
+                if on_write is not None:
+                    on_write(n)
+                for doc_id in self.tracker.add(batch.written_chunks()):
+                    self.report.chunks_deleted += self.writer.delete_stale(doc_id, self.versions[doc_id])
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def finish(self) -> None:
+        """Prune documents no longer in the input (if asked), warn about truncated chunks, stop the clock."""
+        if self.plan.prune:
+            self.report.chunks_deleted += self.writer.delete_documents(self.plan.prune)
+            self.report.pruned.extend(self.plan.prune)
+        if self.report.chunks_truncated:
+            logger.warning(
+                "%d chunks exceeded the model window of %d tokens and were truncated when embedded",
+                self.report.chunks_truncated,
+                self.report.max_length,
+            )
+        self.report.seconds += time.perf_counter() - self.started
+
+
+def _record_plan(report: IngestReport, plan: IngestionPlan, encoders: EncoderPlan) -> None:
+    report.new.extend(plan.doc_ids("new"))
+    report.changed.extend(plan.doc_ids("changed"))
+    report.resumed.extend(plan.doc_ids("partial"))
+    report.unchanged.extend(plan.doc_ids("unchanged"))
+    report.chunks_resumed += plan.chunks_resumed
+    report.chunking = encoders.label
+    report.max_length = encoders.max_length
+    report.vectors = dict(encoders.fingerprints)
+
+
+def _progress(enabled: bool, total: int | None, desc: str) -> Any:
+    if not enabled or total == 0:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="chunk", desc=desc)

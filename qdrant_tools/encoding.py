@@ -1,0 +1,311 @@
+"""From documents to encoded points: the encoder side shared by every ingestion path.
+
+* :class:`Encoder`: what ingestion needs from an encoder;
+* :func:`plan_encoders` -> :class:`EncoderPlan`: what the driver needs to know
+  about the encoders (sizes, fingerprints, window, chunking), picklable, so a
+  Ray driver can learn it without loading the model itself;
+* :func:`prepare_document`: a document's chunks as points (ids and payloads);
+  every path builds points with it, so ids and payloads agree;
+* :class:`ChunkEncoder`: the loaded encoders of one process (the local driver
+  or a Ray actor) turning documents into :class:`qdrant_tools.writer.PointBatch`.
+
+Embedding is local compute and is never retried.
+
+Example:
+    >>> plan = plan_encoders({"calibrated": encoder}, chunk_tokens=None, overlap_tokens=None)  # doctest: +SKIP
+    >>> ChunkEncoder({"calibrated": encoder}, plan).encode(chunks)                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from qdrant_tools import payload as P
+from qdrant_tools.chunking import ChunkingConfig, SourceDocument, SpanFn, chunk_text, tokenizer_spans, whitespace_spans
+from qdrant_tools.ids import document_version, point_id
+from qdrant_tools.writer import PointBatch
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CHUNK_TOKENS = 256
+DEFAULT_OVERLAP_TOKENS = 32
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """What ingestion needs from an encoder (``PosFairEncoder`` satisfies it).
+
+    An optional ``tokenizer`` attribute (a fast Hugging Face tokenizer) makes
+    chunks follow the encoder's own tokens; without it chunks follow words.
+    """
+
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def max_length(self) -> int: ...
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray: ...
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray: ...
+
+    def fingerprint(self) -> str: ...
+
+    def count_tokens(self, texts: list[str]) -> list[int]: ...
+
+
+def describe_encoder(encoder: Any) -> str:
+    """Short description of an encoder for error messages."""
+    name = getattr(encoder, "model_id", None) or type(encoder).__name__
+    try:
+        return f"{name} (fingerprint {encoder.fingerprint()})"
+    except Exception:  # pragma: no cover - description only
+        return str(name)
+
+
+def chunking_key(chunking: ChunkingConfig, spans_name: str) -> str:
+    """The string that identifies how a document was chunked (part of its version, stored with every point)."""
+    return f"{chunking.key()};spans={spans_name}"
+
+
+def spans_for(encoder: Any) -> tuple[SpanFn, str]:
+    """Chunk on the encoder's own (fast) tokenizer if it has one, else on whitespace."""
+    tok = getattr(encoder, "tokenizer", None)
+    if tok is not None and getattr(tok, "is_fast", False):
+        return tokenizer_spans(tok), "tokenizer"
+    return whitespace_spans, "whitespace"
+
+
+def resolve_chunking(
+    encoder: Encoder, chunk_tokens: int | None = None, overlap_tokens: int | None = None
+) -> ChunkingConfig:
+    """Chunking that fits the encoder's window unless sizes are given explicitly.
+
+    An explicit ``chunk_tokens`` above the window is allowed (the chunks are
+    truncated when embedded, and the report says how many) but logged.
+
+    Raises:
+        ValueError: the encoder's window holds no text after its special tokens.
+    """
+    n_special = int(encoder.count_tokens([""])[0])
+    window = int(encoder.max_length) - n_special
+    if window <= 0:
+        raise ValueError(
+            f"encoder max_length={encoder.max_length} leaves no room for text after {n_special} special tokens"
+        )
+    if chunk_tokens is None:
+        chunk_tokens = min(DEFAULT_CHUNK_TOKENS, window)
+    elif chunk_tokens > window:
+        logger.warning(
+            "chunk_tokens=%d exceeds the model window of %d text tokens (max_length %d); "
+            "chunks will be truncated when embedded",
+            chunk_tokens,
+            window,
+            encoder.max_length,
+        )
+    if overlap_tokens is None:
+        overlap_tokens = min(DEFAULT_OVERLAP_TOKENS, chunk_tokens // 8)
+    return ChunkingConfig(chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens)
+
+
+@dataclass(frozen=True)
+class EncoderPlan:
+    """What the driver knows about the encoders of a run (picklable; no model).
+
+    Args:
+        dimensions: vector name -> output size.
+        fingerprints: vector name -> encoder fingerprint.
+        descriptions: vector name -> description for error messages.
+        max_length: the smallest encoder window (tokens, special tokens included).
+        chunking: chunk sizes.
+        chunking_key: :func:`chunking_key` of ``chunking`` and ``spans_name``.
+        spans_name: ``"tokenizer"`` or ``"whitespace"`` (see :func:`spans_for`).
+    """
+
+    dimensions: dict[str, int]
+    fingerprints: dict[str, str]
+    descriptions: dict[str, str]
+    max_length: int
+    chunking: ChunkingConfig
+    chunking_key: str
+    spans_name: str
+
+    @property
+    def label(self) -> str:
+        """Human-readable chunking, for reports."""
+        c = self.chunking
+        return f"{c.chunk_tokens}-token chunks, {c.overlap_tokens} overlap, {self.spans_name} tokens"
+
+
+def plan_encoders(
+    vectors: Mapping[str, Encoder], chunk_tokens: int | None = None, overlap_tokens: int | None = None
+) -> EncoderPlan:
+    """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
+
+    Raises:
+        ValueError: ``vectors`` is empty, or the first encoder's window holds no text.
+    """
+    if not vectors:
+        raise ValueError("vectors must map at least one vector name to an encoder, e.g. {'calibrated': encoder}")
+    first = next(iter(vectors.values()))
+    chunking = resolve_chunking(first, chunk_tokens, overlap_tokens)
+    _, spans_name = spans_for(first)
+    return EncoderPlan(
+        dimensions={n: int(e.dimension) for n, e in vectors.items()},
+        fingerprints={n: e.fingerprint() for n, e in vectors.items()},
+        descriptions={n: describe_encoder(e) for n, e in vectors.items()},
+        max_length=min(int(e.max_length) for e in vectors.values()),
+        chunking=chunking,
+        chunking_key=chunking_key(chunking, spans_name),
+        spans_name=spans_name,
+    )
+
+
+@dataclass(frozen=True)
+class PlannedChunk:
+    """A chunk ready to embed: its point id, text and payload."""
+
+    doc_id: str
+    point_id: str
+    text: str
+    payload: dict[str, Any]
+
+
+def prepare_document(
+    doc: SourceDocument,
+    *,
+    chunking: ChunkingConfig,
+    chunking_key: str,
+    spans_fn: SpanFn,
+    fingerprints: Mapping[str, str],
+    count_tokens: Any,
+    max_length: int,
+    skip: Collection[int] = (),
+) -> list[PlannedChunk]:
+    """Chunk one document into planned points (pure given its inputs), leaving out chunk indices in ``skip``.
+
+    Every ingestion path builds points with this function, so ids and payloads agree.
+    """
+    version = document_version(doc.content_hash, chunking_key, fingerprints)
+    chunks = chunk_text(doc.text, chunking, spans_fn)
+    n_chunks = len(chunks)
+    chunks = [c for c in chunks if c.index not in skip]
+    n_tokens = list(count_tokens([c.text for c in chunks])) if chunks else []
+    return [
+        PlannedChunk(
+            doc_id=doc.doc_id,
+            point_id=point_id(doc.doc_id, version, c.index),
+            text=c.text,
+            payload=P.build_payload(
+                doc,
+                c,
+                n_chunks=n_chunks,
+                version=version,
+                fingerprints=fingerprints,
+                n_tokens=n,
+                truncated=n > max_length,
+                chunking_key=chunking_key,
+            ),
+        )
+        for c, n in zip(chunks, n_tokens)
+    ]
+
+
+def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Group indices into batches whose padded size (rows x longest) stays within ``budget``.
+
+    Indices are taken longest first, so each batch pads little. A single row
+    longer than the budget forms a batch of its own.
+
+    Example:
+        >>> token_budget_batches([10, 40, 30, 5], 80)
+        [[1, 2], [0, 3]]
+    """
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    longest = 0
+    for i in order:
+        n = max(1, lengths[i])
+        if cur and max(longest, n) * (len(cur) + 1) > budget:
+            batches.append(cur)
+            cur, longest = [], 0
+        cur.append(i)
+        longest = max(longest, n)
+    if cur:
+        batches.append(cur)
+    return batches
+
+
+class ChunkEncoder:
+    """The loaded encoders of one process: documents -> chunks -> :class:`PointBatch`.
+
+    Args:
+        vectors: vector name -> loaded encoder (chunking and token counts use the first).
+        plan: the run's :class:`EncoderPlan`; the encoders must match it.
+
+    Raises:
+        RuntimeError: the encoders' fingerprints or tokenization differ from the plan
+            (a worker that loaded other model files or settings).
+
+    Example:
+        >>> enc = ChunkEncoder(vectors, plan_encoders(vectors))  # doctest: +SKIP
+        >>> batch = enc.encode(enc.chunks(doc))                   # doctest: +SKIP
+    """
+
+    def __init__(self, vectors: Mapping[str, Encoder], plan: EncoderPlan) -> None:
+        self.vectors = dict(vectors)
+        self.plan = plan
+        self.first = next(iter(self.vectors.values()))
+        self.spans_fn, spans_name = spans_for(self.first)
+        fps = {n: e.fingerprint() for n, e in self.vectors.items()}
+        if fps != plan.fingerprints or spans_name != plan.spans_name:
+            raise RuntimeError(
+                f"encoders differ from the plan (fingerprints {fps} vs {plan.fingerprints}, chunking on "
+                f"{spans_name} vs {plan.spans_name}); every worker must load the same model files and settings"
+            )
+
+    def chunks(self, doc: SourceDocument, skip: Collection[int] = ()) -> list[PlannedChunk]:
+        """The chunks of ``doc`` still to encode (indices in ``skip`` are already stored)."""
+        p = self.plan
+        return prepare_document(
+            doc,
+            chunking=p.chunking,
+            chunking_key=p.chunking_key,
+            spans_fn=self.spans_fn,
+            fingerprints=p.fingerprints,
+            count_tokens=self.first.count_tokens,
+            max_length=p.max_length,
+            skip=skip,
+        )
+
+    def encode(self, chunks: Sequence[PlannedChunk], token_budget: int | None = None) -> PointBatch:
+        """Embed ``chunks`` with every encoder; one forward batch, or batches of ``token_budget`` padded tokens.
+
+        Raises:
+            RuntimeError: an encoder returned another shape than ``(rows, dimension)``.
+        """
+        texts = [c.text for c in chunks]
+        if token_budget is None:
+            groups = [list(range(len(chunks)))] if chunks else []
+        else:
+            lengths = [min(int(c.payload[P.N_TOKENS]), self.plan.max_length) for c in chunks]
+            groups = token_budget_batches(lengths, token_budget)
+        vectors = {}
+        for name, enc in self.vectors.items():
+            dim = self.plan.dimensions[name]
+            arr = np.zeros((len(chunks), dim), dtype=np.float32)
+            for idx in groups:
+                part = np.asarray(enc.encode_documents([texts[j] for j in idx]), dtype=np.float32)
+                if part.shape != (len(idx), dim):
+                    raise RuntimeError(
+                        f"encoder for vector {name!r} returned shape {part.shape}, expected {(len(idx), dim)}"
+                    )
+                arr[idx] = part
+            vectors[name] = arr
+        return PointBatch(ids=[c.point_id for c in chunks], payloads=[c.payload for c in chunks], vectors=vectors)

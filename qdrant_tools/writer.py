@@ -1,0 +1,286 @@
+"""The one Qdrant writer of posfair ingestion (single-process and Ray alike).
+
+:class:`QdrantWriter` owns every call ingestion makes to Qdrant:
+
+* the collection comes from a :class:`qdrant_tools.spec.CollectionSpec`,
+  *including* its payload indexes (``doc_id``, ``version``, payload format);
+* the named-vector schema is checked (:func:`qdrant_tools.schema.check_collection`)
+  before any write, so a wrong collection raises and nothing is written;
+* the stored state is read with one scroll (per document and version: chunk
+  indices and chunk count), the input of :func:`qdrant_tools.plan.plan_ingestion`;
+* points are written with ``upsert(wait=True)`` and every call goes through
+  the bounded, transient-only retries of :mod:`qdrant_tools.retry`, applied
+  here: callers pass a plain client (a :class:`~qdrant_tools.retry.RetryingClient`
+  is unwrapped, so retries never nest);
+* stale versions are deleted by filter, and only when the caller says a
+  document's new version is complete.
+
+It uses only ``collection_exists``, ``create_collection``, ``get_collection``,
+``upsert``, ``scroll``, ``count``, ``delete`` and ``create_payload_index``,
+so any store offering qdrant-client's method names can stand behind it.
+
+A point may carry several named vectors, and a named vector may be a
+multivector (a list of vectors per point, e.g. for late interaction), so
+:class:`PointBatch` takes, per name, either an ``(n, size)`` array or ``n``
+per-point vectors (1-D dense or 2-D multi).
+
+qdrant-client's ``upload_points`` / ``upload_collection`` batching helpers are
+not used: they retry every exception (a 400 too) with their own count, are not
+among the methods above, and give no hook after each confirmed batch, where
+completed documents drop their stale versions; writes are columnar
+``models.Batch`` upserts instead, one per batch the caller hands over.
+
+Example:
+    >>> import numpy as np
+    >>> from qdrant_client import QdrantClient
+    >>> from qdrant_tools.spec import CollectionSpec, VectorConfig
+    >>> spec = CollectionSpec(name="demo", vectors=[VectorConfig(name="calibrated", size=4)])
+    >>> writer = QdrantWriter(QdrantClient(":memory:"), spec)
+    >>> writer.ensure()
+    True
+    >>> batch = PointBatch(ids=["00000000-0000-0000-0000-000000000001"], payloads=[{"text": "hi"}],
+    ...                    vectors={"calibrated": np.ones((1, 4), dtype=np.float32)})
+    >>> writer.upsert(batch)
+    1
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from qdrant_client import models
+
+from qdrant_tools import payload as P
+from qdrant_tools.plan import StoredVersion
+from qdrant_tools.retry import RetryingClient, RetryPolicy
+from qdrant_tools.schema import SchemaMismatchError, check_collection
+from qdrant_tools.spec import CollectionSpec, VectorConfig, create_payload_indexes
+
+_SCROLL_PAGE = 2048
+
+#: Points written by posfair carry a payload format; other points in a collection are never touched.
+_IS_POSFAIR = models.FieldCondition(key=P.FORMAT, range=models.Range(gte=1))
+
+
+def _doc_filter(doc_id: str) -> list[Any]:
+    return [models.FieldCondition(key=P.DOC_ID, match=models.MatchValue(value=doc_id)), _IS_POSFAIR]
+
+
+@dataclass(frozen=True)
+class PointBatch:
+    """Points to write in one ``upsert``.
+
+    Args:
+        ids: point ids (:func:`qdrant_tools.ids.point_id`).
+        payloads: one payload per point (:func:`qdrant_tools.payload.build_payload`).
+        vectors: vector name -> an ``(n, size)`` array, or ``n`` per-point
+            vectors, each 1-D (dense) or 2-D (a multivector: rows of ``size``).
+    """
+
+    ids: Sequence[str]
+    payloads: Sequence[dict[str, Any]]
+    vectors: Mapping[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def written_chunks(self) -> list[tuple[str, int, int]]:
+        """``(doc_id, chunk_index, n_chunks)`` of every point, for :class:`qdrant_tools.plan.CompletionTracker`."""
+        return [(p[P.DOC_ID], int(p[P.CHUNK_INDEX]), int(p[P.N_CHUNKS])) for p in self.payloads]
+
+
+def vector_rows(name: str, value: Any, n: int, size: int) -> list[Any]:
+    """The ``n`` vectors of vector ``name`` as lists (dense rows or multivectors), checked against ``size``.
+
+    Raises:
+        ValueError: wrong number of points or a vector whose last dimension is not ``size``.
+    """
+    if isinstance(value, np.ndarray) and value.dtype != object and value.ndim in (2, 3):
+        rows = list(np.asarray(value, dtype=np.float32))
+    else:
+        rows = [np.asarray(v, dtype=np.float32) for v in value]
+    if len(rows) != n:
+        raise ValueError(f"vector {name!r} has {len(rows)} entries for {n} points; give one vector per point")
+    for row in rows:
+        if row.ndim not in (1, 2) or row.shape[-1] != size or row.size == 0:
+            raise ValueError(
+                f"vector {name!r} got an entry of shape {row.shape}, expected ({size},) for a dense vector "
+                f"or (k, {size}) for a multivector; check the encoder behind {name!r}"
+            )
+    return [row.tolist() for row in rows]
+
+
+def spec_for_vectors(
+    collection: str, dimensions: Mapping[str, int], base: CollectionSpec | None = None
+) -> CollectionSpec:
+    """The collection spec an ingestion writes to: ``base`` if given (checked), else one built from the encoders.
+
+    Args:
+        collection: collection name.
+        dimensions: vector name -> encoder output size.
+        base: an operator's spec (HNSW, quantization, shards, indexes ...); it
+            must name ``collection`` and hold every vector with the encoder's size.
+
+    Raises:
+        SchemaMismatchError: ``base`` lacks a vector or gives it another size.
+        ValueError: ``base`` names another collection.
+    """
+    if base is None:
+        return CollectionSpec(
+            name=collection, vectors=tuple(VectorConfig(name=n, size=d) for n, d in dimensions.items())
+        )
+    if base.name != collection:
+        raise ValueError(f"the spec describes collection {base.name!r} but the ingestion writes {collection!r}")
+    have = {v.name: v.size for v in base.vectors}
+    for name, size in dimensions.items():
+        if have.get(name) != size:
+            raise SchemaMismatchError(
+                f"spec {base.name!r} has vectors {have}, but the encoders write {name!r} with size {size}; "
+                "fix the spec's vectors or the vector names (--vector-name)"
+            )
+    return base
+
+
+class QdrantWriter:
+    """Every Qdrant call of an ingestion run (see the module docstring).
+
+    Args:
+        client: a ``QdrantClient`` (embedded or server), or a store with its method names.
+        spec: the collection; its vectors are the ones this writer writes.
+        descriptions: vector name -> encoder description, for schema errors.
+        retry: backoff of every call (transient network errors only).
+        ordering: write ordering of upserts (``"weak"``, ``"medium"``, ``"strong"``); None = server default.
+        sleep: injectable sleep of the retries (tests).
+
+    Example:
+        >>> from qdrant_client import QdrantClient
+        >>> from qdrant_tools.spec import CollectionSpec, VectorConfig
+        >>> w = QdrantWriter(QdrantClient(":memory:"), CollectionSpec(name="d", vectors=[VectorConfig(name="v", size=8)]))
+        >>> w.check(), w.ensure(), w.read_state()
+        (False, True, {})
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        spec: CollectionSpec,
+        *,
+        descriptions: Mapping[str, str] | None = None,
+        retry: RetryPolicy | None = None,
+        ordering: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        inner = client.wrapped if isinstance(client, RetryingClient) else client
+        self.client = RetryingClient(inner, retry or RetryPolicy(), sleep=sleep)
+        self.spec = spec
+        self.descriptions = dict(descriptions or {})
+        self.ordering = models.WriteOrdering(ordering) if ordering else None
+
+    @property
+    def collection(self) -> str:
+        return self.spec.name
+
+    def check(self) -> bool:
+        """Check the live collection's named vectors against the spec; return whether it exists.
+
+        Raises:
+            SchemaMismatchError: a vector is missing or has another size or distance (nothing is written).
+        """
+        specs = [replace(v.to_vector_spec(), encoder=self.descriptions.get(v.name, "")) for v in self.spec.vectors]
+        return check_collection(self.client, self.collection, specs)
+
+    def ensure(self) -> bool:
+        """Check the collection, create it from the spec if missing, and create missing payload indexes.
+
+        Returns:
+            True if the collection was created.
+
+        Raises:
+            SchemaMismatchError: see :meth:`check` (raised before any write).
+        """
+        created = not self.check()
+        if created:
+            self.client.create_collection(self.collection, **self.spec.create_kwargs())
+            missing = list(self.spec.payload_indexes)
+        else:
+            schema = self.client.get_collection(self.collection).payload_schema or {}
+            missing = [i for i in self.spec.payload_indexes if i.field not in schema]
+        create_payload_indexes(self.client, self.collection, missing)
+        return created
+
+    def read_state(self) -> dict[str, dict[str, StoredVersion]]:
+        """``doc_id -> version -> StoredVersion`` of the posfair points, in one scroll ({} without a collection)."""
+        if not self.client.collection_exists(self.collection):
+            return {}
+        chunks: dict[tuple[str, str], set[int]] = defaultdict(set)
+        totals: dict[tuple[str, str], int] = {}
+        for pl in self._scroll_payloads([P.DOC_ID, P.VERSION, P.N_CHUNKS, P.CHUNK_INDEX, P.FORMAT]):
+            if P.DOC_ID not in pl or P.VERSION not in pl:
+                continue
+            key = (pl[P.DOC_ID], pl[P.VERSION])
+            chunks[key].add(int(pl.get(P.CHUNK_INDEX, -1)))
+            totals[key] = int(pl.get(P.N_CHUNKS, 0))
+        state: dict[str, dict[str, StoredVersion]] = defaultdict(dict)
+        for (doc_id, version), idx in chunks.items():
+            state[doc_id][version] = StoredVersion(frozenset(idx), totals[(doc_id, version)])
+        return dict(state)
+
+    def _scroll_payloads(self, fields: list[str]) -> Iterable[dict[str, Any]]:
+        offset = None
+        flt = models.Filter(must=[_IS_POSFAIR])
+        while True:
+            points, offset = self.client.scroll(
+                self.collection,
+                scroll_filter=flt,
+                limit=_SCROLL_PAGE,
+                offset=offset,
+                with_vectors=False,
+                with_payload=models.PayloadSelectorInclude(include=fields),
+            )
+            yield from (p.payload or {} for p in points)
+            if offset is None:
+                return
+
+    def upsert(self, batch: PointBatch) -> int:
+        """Write ``batch`` with ``upsert(wait=True)`` (retried on transient errors); return its size.
+
+        Raises:
+            ValueError: a vector name the spec does not have, or vectors of the wrong shape (before the call).
+        """
+        n = len(batch.ids)
+        if n == 0:
+            return 0
+        if len(batch.payloads) != n:
+            raise ValueError(f"batch has {n} ids but {len(batch.payloads)} payloads; give one payload per point")
+        sizes = {v.name: v.size for v in self.spec.vectors}
+        unknown = sorted(set(batch.vectors) - set(sizes))
+        if unknown:
+            raise ValueError(f"vectors {unknown} are not in collection {self.collection!r} (it has {sorted(sizes)})")
+        vectors = {name: vector_rows(name, value, n, sizes[name]) for name, value in batch.vectors.items()}
+        self.client.upsert(
+            self.collection,
+            points=models.Batch(ids=list(batch.ids), vectors=vectors, payloads=list(batch.payloads)),
+            wait=True,
+            **({"ordering": self.ordering} if self.ordering else {}),
+        )
+        return n
+
+    def delete_stale(self, doc_id: str, keep_version: str) -> int:
+        """Delete a document's posfair points of every version but ``keep_version``; return how many."""
+        keep = models.FieldCondition(key=P.VERSION, match=models.MatchValue(value=keep_version))
+        return self._delete(models.Filter(must=_doc_filter(doc_id), must_not=[keep]))
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> int:
+        """Delete every posfair point of ``doc_ids`` (prune); return how many."""
+        return sum(self._delete(models.Filter(must=_doc_filter(d))) for d in doc_ids)
+
+    def _delete(self, flt: models.Filter) -> int:
+        n = self.client.count(self.collection, count_filter=flt, exact=True).count
+        if n:
+            self.client.delete(self.collection, points_selector=models.FilterSelector(filter=flt), wait=True)
+        return n
