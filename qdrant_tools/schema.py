@@ -41,12 +41,14 @@ class VectorSpec:
         size: the encoder's output dimension.
         distance: Qdrant distance; cosine by default (embeddings are normalised).
         encoder: human-readable description of the encoder, used in errors.
+        multivector: several vectors per point (MaxSim), e.g. a node's sub-chunks.
     """
 
     name: str
     size: int
     distance: models.Distance = models.Distance.COSINE
     encoder: str = ""
+    multivector: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -99,6 +101,11 @@ def check_collection(client: Any, collection: str, specs: Sequence[VectorSpec]) 
             raise SchemaMismatchError(
                 f"vector {spec.name!r} of collection {collection!r} uses distance {params.distance.value}, "
                 f"but {who}needs {spec.distance.value}; {fix}"
+            )
+        if (getattr(params, "multivector_config", None) is not None) != spec.multivector:
+            kind = "a multivector" if spec.multivector else "a dense vector"
+            raise SchemaMismatchError(
+                f"vector {spec.name!r} of collection {collection!r} is not {kind} as this ingestion writes it; {fix}"
             )
     return True
 

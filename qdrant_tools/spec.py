@@ -141,11 +141,17 @@ class QuantizationSpec(_Frozen):
 
 
 class VectorConfig(_Frozen):
-    """One named dense vector.
+    """One named vector: dense (one vector per point) or a multivector (several, scored by MaxSim).
+
+    A multivector holds e.g. the sub-chunk vectors of a node; it is only used to
+    re-score candidates, so give it ``hnsw=HnswSpec(m=0)`` (no graph) unless it is
+    searched on its own.
 
     Example:
         >>> VectorConfig(name="calibrated", size=384, on_disk=True).to_qdrant().on_disk
         True
+        >>> VectorConfig(name="subchunks", size=384, multivector=True).to_qdrant().multivector_config.comparator.value
+        'max_sim'
     """
 
     name: str = Field(min_length=1, description="vector name, e.g. 'vanilla' or 'calibrated'")
@@ -154,19 +160,22 @@ class VectorConfig(_Frozen):
     on_disk: bool | None = Field(default=None, description="memory-map the original vectors")
     hnsw: HnswSpec | None = None
     quantization: QuantizationSpec | None = None
+    multivector: bool = Field(default=False, description="several vectors per point, scored by MaxSim")
 
     def to_qdrant(self) -> models.VectorParams:
+        multi = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM) if self.multivector else None
         return models.VectorParams(
             size=self.size,
             distance=_DISTANCE[self.distance],
             on_disk=self.on_disk,
             hnsw_config=self.hnsw.to_qdrant() if self.hnsw else None,
             quantization_config=self.quantization.to_qdrant() if self.quantization else None,
+            multivector_config=multi,
         )
 
     def to_vector_spec(self) -> VectorSpec:
         """The ingestion-side view (:class:`qdrant_tools.schema.VectorSpec`)."""
-        return VectorSpec(self.name, self.size, _DISTANCE[self.distance])
+        return VectorSpec(self.name, self.size, _DISTANCE[self.distance], multivector=self.multivector)
 
 
 class PayloadIndex(_Frozen):
@@ -388,6 +397,8 @@ def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
             diffs.append(Difference(f"vectors.{v.name}.size", v.size, have.size, False))
         if have.distance != _DISTANCE[v.distance]:
             diffs.append(Difference(f"vectors.{v.name}.distance", v.distance, have.distance.value.lower(), False))
+        if (getattr(have, "multivector_config", None) is not None) != v.multivector:
+            diffs.append(Difference(f"vectors.{v.name}.multivector", v.multivector, not v.multivector, False))
         if v.on_disk is not None and bool(have.on_disk) != v.on_disk:
             diffs.append(Difference(f"vectors.{v.name}.on_disk", v.on_disk, have.on_disk, True))
         _cmp_hnsw(f"vectors.{v.name}.", v.hnsw, have.hnsw_config, diffs)
