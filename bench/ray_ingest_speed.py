@@ -65,7 +65,7 @@ def main() -> None:
     from qdrant_client import QdrantClient
 
     from llamaindex_posfair import CalibrationConfig
-    from llamaindex_posfair.encoders.encoder import BUNDLED_MINILM
+    from llamaindex_posfair.encoders.models import BUNDLED_MINILM
     from llamaindex_posfair.integrations.embedding import load_encoder
     from qdrant_tools.ingest import IngestConfig, ingest_path
     from qdrant_tools.ray_ingest import EncoderRecipe, RayIngestConfig, ray_ingest_path

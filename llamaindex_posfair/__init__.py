@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "CalibrationConfig": "llamaindex_posfair.calibration.config",
     "PosFairEncoder": "llamaindex_posfair.encoders.encoder",
-    "BUNDLED_MINILM": "llamaindex_posfair.encoders.encoder",
+    "BUNDLED_MINILM": "llamaindex_posfair.encoders.models",
     "bundled_model_path": "llamaindex_posfair.encoders.encoder",
     "PosFairEmbedding": "llamaindex_posfair.integrations.embedding",
     "PositionFairRerank": "llamaindex_posfair.integrations.rerank",

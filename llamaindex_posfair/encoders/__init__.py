@@ -1,5 +1,20 @@
-"""Encoders: load a model, tokenise, run the calibrated forward, pool."""
+"""Encoders: load a model, tokenise, run the calibrated forward, pool.
 
-from llamaindex_posfair.encoders.encoder import BUNDLED_MINILM, DEFAULT, PosFairEncoder, bundled_model_path
+Names load their module on first use, so ``encoders.models`` (the default
+model name) can be imported without torch.
+"""
 
-__all__ = ["BUNDLED_MINILM", "DEFAULT", "PosFairEncoder", "bundled_model_path"]
+from __future__ import annotations
+
+from llamaindex_posfair._lazy import lazy_exports
+
+_EXPORTS = {
+    "BUNDLED_MINILM": "llamaindex_posfair.encoders.models",
+    "DEFAULT": "llamaindex_posfair.encoders.encoder",
+    "PosFairEncoder": "llamaindex_posfair.encoders.encoder",
+    "bundled_model_path": "llamaindex_posfair.encoders.encoder",
+}
+
+__all__ = sorted(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)
