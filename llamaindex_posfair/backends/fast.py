@@ -7,23 +7,22 @@ from per-basket attention states ``(lse_b, o_b)`` and merged by
 score tensor is formed for unedited rows; for mean pooling, scores exist one
 basket (``L x B``) at a time, and the SDPA pass is skipped entirely.
 
-The function is registered under :data:`ATTENTION_NAME` with transformers'
-``AttentionInterface`` (and SDPA's mask function with ``AttentionMaskInterface``,
-without which the mask would arrive as ``None``).
+The function is registered under :data:`ATTENTION_NAME` through the shared
+:class:`~llamaindex_posfair.backends.hooks.AttentionHook` (transformers'
+``AttentionInterface`` and ``AttentionMaskInterface``; plain SDPA outside
+:func:`calibration_context`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
-from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.integrations.sdpa_attention import repeat_kv
 
+from llamaindex_posfair.backends.hooks import AttentionHook, sdpa_attention
 from llamaindex_posfair.calibration.baskets import BasketPlan, basket_gather_index, isolated_gather_index
 from llamaindex_posfair.calibration.config import layer_strength_map
 from llamaindex_posfair.calibration.math import merge_basket_states
@@ -58,9 +57,6 @@ class _ActiveCalibration:
         return self.cache[key]
 
 
-_ACTIVE: contextvars.ContextVar[_ActiveCalibration | None] = contextvars.ContextVar("posfair_active", default=None)
-
-
 @contextlib.contextmanager
 def calibration_context(
     plan: BasketPlan, layers: tuple[int, ...], strength: float | dict[int, float]
@@ -69,11 +65,8 @@ def calibration_context(
 
     ``strength`` is one ``lambda`` for all ``layers`` or a ``{layer: lambda}`` map.
     """
-    token = _ACTIVE.set(_ActiveCalibration(plan=plan, strengths=layer_strength_map(layers, strength)))
-    try:
+    with _HOOK.activate(_ActiveCalibration(plan=plan, strengths=layer_strength_map(layers, strength))):
         yield
-    finally:
-        _ACTIVE.reset(token)
 
 
 def _allowed_keys(
@@ -227,7 +220,8 @@ def calibrated_rows(
     )
 
 
-def posfair_attention_forward(
+def _calibrated_attention(
+    active: _ActiveCalibration,
     module: torch.nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
@@ -237,20 +231,13 @@ def posfair_attention_forward(
     scaling: float | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """Drop-in replacement for transformers' SDPA attention that calibrates pooling rows."""
-    active = _ACTIVE.get()
-    if active is None:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
+    """SDPA attention with the pooling rows calibrated under ``active`` (the hook's handler)."""
     layer = getattr(module, "layer_idx", None)
     if layer is None:
         layer = active.calls
     active.calls += 1
     if layer not in active.strengths:
-        return sdpa_attention_forward(
-            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-        )
+        return sdpa_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     plan = active.indices(query.device)[0]
     batch, heads, q_len, dim = query.shape
     if plan.basket_ids.shape != (batch, key.shape[2]) or q_len != key.shape[2]:
@@ -271,9 +258,7 @@ def posfair_attention_forward(
         out = torch.where(edit, calibrated, original).to(query.dtype)
         return out.transpose(1, 2).contiguous(), None
 
-    out, _ = sdpa_attention_forward(
-        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-    )
+    out, _ = sdpa_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     rows = plan.row_mask.float().argmax(-1).view(batch, 1)  # one pooling row per sequence
     q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
     allowed = _allowed_keys(attention_mask, plan, rows, q_len, is_causal)
@@ -283,11 +268,16 @@ def posfair_attention_forward(
     return out, None
 
 
+_HOOK: AttentionHook[_ActiveCalibration] = AttentionHook(ATTENTION_NAME, _calibrated_attention)
+#: The active calibration of this thread/task (``None`` outside :func:`calibration_context`).
+_ACTIVE = _HOOK.state
+#: Drop-in replacement for transformers' SDPA attention that calibrates pooling rows.
+posfair_attention_forward = _HOOK.forward
+
+
 def register() -> str:
     """Register the attention and mask functions (idempotent); returns the name."""
-    AttentionInterface.register(ATTENTION_NAME, posfair_attention_forward)
-    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
-    return ATTENTION_NAME
+    return _HOOK.register()
 
 
 class FastBackend:

@@ -1,6 +1,8 @@
 """``posfair mm-simulate`` / ``mm-eval``: multimodal position-bias calibration (issue 6).
 
 Heavy imports happen inside the handlers so ``posfair --help`` stays fast.
+User errors (a missing folder or state file, a setting the library rejects, a
+state fitted for another model) print ``posfair mm-...: error: ...`` and exit 2.
 """
 
 from __future__ import annotations
@@ -9,7 +11,14 @@ import argparse
 import json
 from pathlib import Path
 
+from llamaindex_posfair.cli.options import CliError, int_at_least, user_errors
 
+#: Errors whose message is written for the user: missing files or models (OSError),
+#: settings the library rejects and calibration states that do not fit (ValueError).
+_USER_ERRORS = (OSError, ValueError)
+
+
+@user_errors(*_USER_ERRORS)
 def _simulate(args: argparse.Namespace) -> int:
     from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator, CalibratorConfig
     from llamaindex_posfair.multimodal.evaluate import evaluate_methods, format_table, plot_per_slot
@@ -33,14 +42,29 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_evaluate_args(args: argparse.Namespace, known_methods: tuple[str, ...]) -> None:
+    """Refuse settings ``mm-eval`` would only trip over after loading the model."""
+    unknown = [m for m in args.methods if m not in known_methods]
+    if unknown:
+        raise CliError(f"--methods: unknown method(s) {unknown}; valid: {', '.join(known_methods)}")
+    if args.state and not Path(args.state).is_file():
+        raise CliError(
+            f"--state {args.state!r} does not exist; drop --state to fit a calibration on "
+            "--calibration-samples problems, or pass a file written by CalibrationState.save(path)"
+        )
+
+
+@user_errors(*_USER_ERRORS)
 def _evaluate(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator, CalibrationState
     from llamaindex_posfair.multimodal.coco import build_problems, load_captions
-    from llamaindex_posfair.multimodal.evaluate import evaluate_methods, format_table, plot_per_slot
+    from llamaindex_posfair.multimodal.evaluate import ALL_METHODS, evaluate_methods, format_table, plot_per_slot
 
+    _check_evaluate_args(args, ALL_METHODS)
+    pairs = load_captions(args.folder, args.captions)
     if args.model == "tiny":
         from llamaindex_posfair.multimodal.tiny import build_tiny_adapter
 
@@ -49,10 +73,9 @@ def _evaluate(args: argparse.Namespace) -> int:
         from llamaindex_posfair.multimodal.qwen_adapter import QwenVLAdapter
 
         adapter = QwenVLAdapter.from_pretrained(args.model, device=args.device)
-    pairs = load_captions(args.folder, args.captions)
     rows = []
     for n in args.n:
-        if args.state and Path(args.state).is_file():
+        if args.state:
             cal = AttentionGuidedCalibrator(state=CalibrationState.load(args.state, model_id=adapter.model_id, n=n))
         else:
             cal = AttentionGuidedCalibrator()
@@ -75,9 +98,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "mm-simulate",
         help="calibration on the simulated MLLM with a planted position bias (prints the results table)",
     )
-    p.add_argument("--n", type=int, nargs="+", default=[4, 8], help="candidate counts (default: 4 8)")
-    p.add_argument("--calibration-samples", type=int, default=5, help="labelled samples, each run in N shifts")
-    p.add_argument("--test-samples", type=int, default=300)
+    p.add_argument("--n", type=int_at_least(2), nargs="+", default=[4, 8], help="candidate counts (default: 4 8)")
+    p.add_argument(
+        "--calibration-samples", type=int_at_least(1), default=5, help="labelled samples, each run in N shifts"
+    )
+    p.add_argument("--test-samples", type=int_at_least(1), default=300)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hard", action="store_true", help="hard negatives (relevance closer to the right image)")
     p.add_argument("--top-k", type=int, default=2)
@@ -93,10 +118,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--captions", default="captions.json")
     e.add_argument("--model", default="tiny", help="'tiny' (random, offline) or a Qwen2-VL/2.5-VL path or hub id")
     e.add_argument("--device", default="cpu")
-    e.add_argument("--n", type=int, nargs="+", default=[4], help="candidate counts, 2..12")
+    e.add_argument("--n", type=int_at_least(2), nargs="+", default=[4], help="candidate counts, 2..12")
     e.add_argument("--negatives", choices=["random", "hard"], default="random")
-    e.add_argument("--calibration-samples", type=int, default=5)
-    e.add_argument("--test-samples", type=int, default=50)
+    e.add_argument("--calibration-samples", type=int_at_least(1), default=5)
+    e.add_argument("--test-samples", type=int_at_least(1), default=50)
     e.add_argument("--state", default=None, help="use this saved calibration state instead of fitting")
     e.add_argument("--methods", nargs="+", default=["vanilla", "pride", "attention", "ours", "self_consistency"])
     e.add_argument("--seed", type=int, default=0)

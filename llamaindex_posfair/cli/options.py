@@ -21,17 +21,65 @@ traceback, in every sub-command.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 #: Embedded Qdrant storage used when neither ``--path`` nor ``--qdrant-url`` is given.
 DEFAULT_STORAGE = os.path.join(".posfair", "qdrant")
+logger = logging.getLogger(__name__)
 API_KEY_ENV = "QDRANT_API_KEY"
 
 
 class CliError(Exception):
     """A user-facing error: printed as ``posfair CMD: error: ...`` without a traceback, exit status 2."""
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def user_errors(*kinds: type[Exception]) -> Callable[[Handler], Handler]:
+    """Decorate a handler so exceptions of ``kinds`` (messages meant for the user) become :class:`CliError`.
+
+    Example:
+        >>> @user_errors(ValueError)
+        ... def handler(args):
+        ...     raise ValueError("--n must be >= 2, got 1")
+        >>> handler(argparse.Namespace())  # doctest: +SKIP
+        Traceback (most recent call last):
+        CliError: --n must be >= 2, got 1
+    """
+
+    def decorate(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        def run(args: argparse.Namespace) -> int:
+            try:
+                return handler(args)
+            except kinds as exc:
+                logger.debug("user error in %s", handler.__name__, exc_info=True)
+                raise CliError(str(exc)) from None
+
+        return run
+
+    return decorate
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers ``>= minimum`` (argparse names the flag in its error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
 
 
 # --------------------------------------------------------------------------- storage

@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from llamaindex_posfair.cli.options import CliError
+from llamaindex_posfair.cli.options import CliError, user_errors
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, resolve_model_path
 
 
@@ -79,6 +79,7 @@ def _fmt(metrics: dict[str, float]) -> str:
     return "  ".join(f"{k}={metrics[k]:.4f}" for k in keys)
 
 
+@user_errors(OSError)
 def run_train_dump(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from llamaindex_posfair.dump.config import DumpConfig, DumpTrainingConfig
@@ -116,7 +117,10 @@ def run_train_dump(args: argparse.Namespace) -> int:
     model_path = resolve_model_path(args.model or BUNDLED_MINILM)
 
     show = not args.no_progress
-    model = SentenceTransformer(model_path, device=args.device)
+    try:
+        model = SentenceTransformer(model_path, device=args.device)
+    except OSError as exc:
+        raise CliError(f"--model {model_path!r} cannot be loaded ({exc}); pass a SentenceTransformer folder") from None
     report: dict[str, Any] = {
         "model": model_path,
         "data": data_path,

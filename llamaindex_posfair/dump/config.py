@@ -23,7 +23,7 @@ soft_prompt    frozen       trained (``[SOFT_k]``)       embeddings of a natural
 the gain comes from the extra positions alone; ``soft_prompt`` (control) is
 prompt tuning as Lester et al. (2021) recommend it (vocabulary-initialised,
 model frozen) and its tokens are *content*, not dump positions:
-:func:`~llamaindex_posfair.dump.tokens.dump_token_ids` does not report them,
+:func:`~llamaindex_posfair.encoders.prefix_tokens.dump_token_ids` does not report them,
 so attention calibration does not isolate them. ``dump_only`` and
 ``soft_prompt`` train the same parameter set; they differ in initialisation
 and in the role the prefix plays at inference (isolated vs content).

@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from llamaindex_posfair.dump.config import DumpConfig, read_dump_config, read_dump_record, save_dump_config
-from llamaindex_posfair.dump.tokens import add_prefix_tokens, prefix_token_ids
+from llamaindex_posfair.dump.tokens import add_prefix_tokens
+from llamaindex_posfair.encoders.prefix_tokens import prefix_token_ids
 
 
 def _transformer_module(model: Any) -> Any:

@@ -21,13 +21,13 @@ Only fast (``tokenizers``-backed) tokenizers are supported.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from tokenizers import Tokenizer
 
-_PREFIX_TOKEN_RE = re.compile(r"^\[(DUMP|SOFT)_(\d+)\]$")
+from llamaindex_posfair.encoders.prefix_tokens import prefix_token_ids
+
 _TEMPLATE_TYPES = {"TemplateProcessing", "BertProcessing", "RobertaProcessing"}
 
 
@@ -191,55 +191,6 @@ class _Wrap:
 
     def __init__(self, backend: Tokenizer) -> None:
         self._tokenizer = backend
-
-
-def prefix_token_ids(tokenizer: Any, kind: str | None = None) -> list[int]:
-    """Ids of the ``[DUMP_k]`` / ``[SOFT_k]`` tokens in a tokenizer, ordered by ``k``.
-
-    Args:
-        tokenizer: A Hugging Face tokenizer.
-        kind: ``"DUMP"``, ``"SOFT"`` or None (both).
-
-    Returns:
-        The ids, empty for a tokenizer without a prefix.
-    """
-    vocab = tokenizer.get_added_vocab() if hasattr(tokenizer, "get_added_vocab") else {}
-    found: list[tuple[str, int, int]] = []
-    for token, token_id in vocab.items():
-        match = _PREFIX_TOKEN_RE.match(token)
-        if match and (kind is None or match.group(1) == kind):
-            found.append((match.group(1), int(match.group(2)), int(token_id)))
-    return [token_id for _, _, token_id in sorted(found)]
-
-
-def _resolve_tokenizer(model_or_tokenizer: Any) -> Any:
-    if isinstance(model_or_tokenizer, str) or hasattr(model_or_tokenizer, "__fspath__"):
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(str(model_or_tokenizer))
-    for attr in ("sentence_transformer", "tokenizer"):
-        inner = getattr(model_or_tokenizer, attr, None)
-        if inner is not None and inner is not model_or_tokenizer:
-            if attr == "sentence_transformer":
-                return inner.tokenizer
-            return inner
-    return model_or_tokenizer
-
-
-def dump_token_ids(model_or_tokenizer: Any) -> list[int]:
-    """Ids of ``[DUMP_1]..[DUMP_K]``: the positions attention calibration isolates.
-
-    Accepts a HF tokenizer, a ``SentenceTransformer``, a ``PosFairEncoder``
-    (anything with ``.sentence_transformer`` or ``.tokenizer``) or a model
-    folder. Soft-prompt tokens (``[SOFT_k]``) are content, not dump positions,
-    and are not returned. A plain model gives ``[]``.
-
-    Example:
-        >>> from llamaindex_posfair import bundled_model_path  # doctest: +SKIP
-        >>> dump_token_ids(bundled_model_path())  # doctest: +SKIP
-        []
-    """
-    return prefix_token_ids(_resolve_tokenizer(model_or_tokenizer), kind="DUMP")
 
 
 def count_prefix_runs(input_ids: Sequence[int], prefix_ids: Sequence[int]) -> int:

@@ -27,7 +27,7 @@ from llamaindex_posfair.dump.config import (
 )
 from llamaindex_posfair.dump.metrics import infonce_loss, ranking_metrics, ranks_of_relevant
 from llamaindex_posfair.dump.model import input_embeddings
-from llamaindex_posfair.dump.tokens import prefix_token_ids
+from llamaindex_posfair.encoders.prefix_tokens import prefix_token_ids
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from tqdm.auto import tqdm
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, bundled_model_path, resolve_model_path
-from llamaindex_posfair.encoders.plan import dump_token_ids, plan_for_batch, pooling_from_sentence_transformer
+from llamaindex_posfair.encoders.plan import plan_for_batch, pooling_from_sentence_transformer
+from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
 from llamaindex_posfair.encoders.spec import IN_MEMORY, EncoderSpec
 from llamaindex_posfair.encoders.weights import folder_identity, module_identity
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import torch
@@ -16,8 +15,9 @@ from llamaindex_posfair.calibration.baskets import (
     build_plan,
 )
 from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
 
-_DUMP_PATTERN = re.compile(r"^\[DUMP_\d+\]$")
+__all__ = ["ST_POOLING", "plan_for_batch", "pooling_from_sentence_transformer"]
 
 #: sentence-transformers ``Pooling.pooling_mode`` -> our pooling name.
 ST_POOLING = {
@@ -47,15 +47,6 @@ def pooling_from_sentence_transformer(st_model: Any) -> str | None:
             )
         return ST_POOLING[modes[0]]
     return None
-
-
-def dump_token_ids(tokenizer: Any) -> list[int]:
-    """Ids of ``[DUMP_k]`` prefix tokens in ``tokenizer`` (empty if none)."""
-    try:
-        added = tokenizer.get_added_vocab()
-    except Exception:  # pragma: no cover - tokenizers without added vocab
-        return []
-    return sorted(idx for tok, idx in added.items() if _DUMP_PATTERN.match(tok))
 
 
 def _kind_token_ids(tokenizer: Any, kind: str) -> list[int]:

@@ -30,14 +30,15 @@ def spec_and_encoder(spec: Any, model_name: Any, calibration: Any, encoder: Any,
     """The pinned spec and the loaded encoder of a LlamaIndex class's arguments (loads unless ``encoder`` is given).
 
     Raises:
-        ValueError: ``encoder`` together with spec settings, or settings that disagree with ``spec``.
+        ValueError: settings that disagree with ``spec`` or with the ``encoder``'s spec.
     """
     if encoder is not None:
-        if spec is not None or model_name is not None or calibration is not UNSET or settings:
+        if spec is not None and resolve_spec(spec) != encoder.spec:
             raise ValueError(
-                "encoder= already fixes every encoder setting; drop spec/model_name/calibration/"
-                f"{sorted(settings) or 'settings'}, or build from a spec instead of a loaded encoder"
+                "spec= differs from the spec of the encoder= passed beside it; pass one of them "
+                "(encoder= already fixes every encoder setting)"
             )
+        resolve_spec(encoder.spec, model=model_name, calibration=calibration, **settings)  # raises if they disagree
         return encoder.spec, encoder
     spec = resolve_spec(spec, model=model_name, calibration=calibration, **settings)
     encoder = spec.load()

@@ -5,10 +5,9 @@ and, under SDPA, silently returns nothing. Instead we register a custom
 attention function through ``transformers.AttentionInterface``: it runs the
 stock SDPA kernel for the layer output and, for the *answer position only*,
 recomputes the post-softmax row ``softmax(q_p Kᵀ·scale + mask_p)``
-(``O(L·d)`` per head), averaged over heads. The function is registered in
-``AttentionMaskInterface`` as well (with ``sdpa_mask``), otherwise
-transformers builds no mask for an unknown implementation name and the
-function receives ``None``.
+(``O(L·d)`` per head), averaged over heads. Registration (with the SDPA mask
+function), the active-capture scope and the SDPA call are the shared
+:class:`~llamaindex_posfair.backends.hooks.AttentionHook`.
 
 Usage::
 
@@ -21,16 +20,16 @@ Usage::
 
 from __future__ import annotations
 
-import contextvars
+import contextlib
 from collections.abc import Iterable
 
 import torch
 
+from llamaindex_posfair.backends.hooks import AttentionHook, sdpa_attention
+
 __all__ = ["CAPTURE_ATTENTION_NAME", "AttentionRowCapture", "register_capture_attention"]
 
 CAPTURE_ATTENTION_NAME = "posfair_row_capture"
-_ACTIVE: contextvars.ContextVar[AttentionRowCapture | None] = contextvars.ContextVar("posfair_capture", default=None)
-_REGISTERED = False
 
 
 class AttentionRowCapture:
@@ -52,16 +51,17 @@ class AttentionRowCapture:
     def __init__(self, query_positions: Iterable[int]) -> None:
         self.query_positions = [int(p) for p in query_positions]
         self._rows: dict[int, torch.Tensor] = {}
-        self._token: contextvars.Token | None = None
+        self._scope: contextlib.AbstractContextManager | None = None
 
     def __enter__(self) -> AttentionRowCapture:
-        self._token = _ACTIVE.set(self)
+        self._scope = _HOOK.activate(self)
+        self._scope.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._token is not None:
-            _ACTIVE.reset(self._token)
-            self._token = None
+        if self._scope is not None:
+            self._scope.__exit__(*exc)
+            self._scope = None
 
     def record(self, layer_idx: int, rows: torch.Tensor) -> None:
         self._rows[int(layer_idx)] = rows
@@ -119,7 +119,8 @@ def _row_probs(
     return torch.softmax(scores, dim=-1).mean(dim=1)
 
 
-def _capture_attention_forward(
+def _capture_rows(
+    cap: AttentionRowCapture,
     module: torch.nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
@@ -128,28 +129,19 @@ def _capture_attention_forward(
     dropout: float = 0.0,
     scaling: float | None = None,
     **kwargs,
-):
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    out, _ = sdpa_attention_forward(
-        module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
-    )
-    cap = _ACTIVE.get()
+) -> tuple[torch.Tensor, None]:
+    """SDPA output, plus the captured rows recorded into ``cap`` (the hook's handler)."""
+    out, _ = sdpa_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     layer_idx = getattr(module, "layer_idx", None)
-    if cap is not None and layer_idx is not None:
+    if layer_idx is not None:
         with torch.no_grad():
             cap.record(layer_idx, _row_probs(module, query, key, attention_mask, scaling, cap.query_positions))
     return out, None
 
 
+_HOOK: AttentionHook[AttentionRowCapture] = AttentionHook(CAPTURE_ATTENTION_NAME, _capture_rows)
+
+
 def register_capture_attention() -> str:
     """Register the capture function (idempotent) and return its implementation name."""
-    global _REGISTERED
-    if not _REGISTERED:
-        from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-        AttentionInterface.register(CAPTURE_ATTENTION_NAME, _capture_attention_forward)
-        AttentionMaskInterface.register(CAPTURE_ATTENTION_NAME, sdpa_mask)
-        _REGISTERED = True
-    return CAPTURE_ATTENTION_NAME
+    return _HOOK.register()

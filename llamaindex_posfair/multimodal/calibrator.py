@@ -207,7 +207,8 @@ class CalibrationState:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(
-                f"calibration state {str(path)!r} does not exist; fit one with posfair mm-calibrate"
+                f"calibration state {str(path)!r} does not exist; fit one with "
+                "AttentionGuidedCalibrator().fit(scorer, samples) and write it with .save(path)"
             )
         try:
             with safe_open(str(path), framework="pt") as f:

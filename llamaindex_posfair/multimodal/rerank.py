@@ -30,6 +30,22 @@ __all__ = ["AttentionGuidedImageRerank"]
 dispatcher = get_dispatcher(__name__)
 
 
+def _restore_serialised(scorer: MultiImageScorer, calibration: Any, kwargs: dict[str, Any]) -> Any:
+    """Take ``model_id`` / ``calibration_path`` out of ``kwargs`` (``from_dict(to_dict())`` passes them).
+
+    The stored model must be the scorer's; a stored path is loaded when no
+    calibration is given.
+    """
+    model_id = kwargs.pop("model_id", None)
+    stored_path = kwargs.pop("calibration_path", None)
+    if model_id and model_id != scorer.model_id:
+        raise ValueError(
+            f"model_id={model_id!r} (from serialised settings) is not the scorer's model {scorer.model_id!r}; "
+            "pass the scorer of that model, or drop model_id (it is always set from the scorer)"
+        )
+    return stored_path if calibration is None else calibration
+
+
 class AttentionGuidedImageRerank(BaseNodePostprocessor):
     """Rerank retrieved image nodes with an attention-calibrated multimodal LLM.
 
@@ -81,6 +97,7 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
         calibration: CalibrationState | str | Path | None = None,
         **kwargs: Any,
     ) -> None:
+        calibration = _restore_serialised(scorer, calibration, kwargs)
         path = None
         if isinstance(calibration, (str, Path)):
             path = str(calibration)
@@ -89,7 +106,8 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
         if calibration is None and self.method != "vanilla":
             raise ValueError(
                 f"method={self.method!r} needs a calibration state; fit one with "
-                "AttentionGuidedCalibrator().fit(...) (or posfair mm-calibrate) or use method='vanilla'"
+                "AttentionGuidedCalibrator().fit(scorer, samples) (it returns the state; .save(path) writes it) "
+                "or use method='vanilla'"
             )
         self._scorer = scorer
         if calibration is not None:

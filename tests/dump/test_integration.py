@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from llamaindex_posfair.dump.tokens import dump_token_ids, prefix_mask
+from llamaindex_posfair.dump.tokens import prefix_mask
+from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
 
 pytestmark = pytest.mark.slow
 TEXTS = ["what causes the tides", "The moon's gravity pulls on the oceans and raises two bulges of water."]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llamaindex_posfair.dump.tokens import add_prefix_tokens, count_prefix_runs, dump_token_ids, prefix_mask
+from llamaindex_posfair.dump.tokens import add_prefix_tokens, count_prefix_runs, prefix_mask
+from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
 
 DUMP = ["[DUMP_1]", "[DUMP_2]", "[DUMP_3]", "[DUMP_4]"]
 

@@ -8,7 +8,6 @@ import torch
 
 from llamaindex_posfair.dump.config import DumpConfig, DumpTrainingConfig
 from llamaindex_posfair.dump.model import add_dump_prefix
-from llamaindex_posfair.dump.tokens import prefix_token_ids
 from llamaindex_posfair.dump.training import (
     embedding_snapshot,
     evaluate_retrieval,
@@ -16,6 +15,7 @@ from llamaindex_posfair.dump.training import (
     row_gradient_mask,
     train_dump,
 )
+from llamaindex_posfair.encoders.prefix_tokens import prefix_token_ids
 
 pytestmark = pytest.mark.slow
 STEPS = DumpTrainingConfig(batch_size=8, max_steps=3, warmup_ratio=0.0, logging_steps=1, seed=0)

@@ -8,20 +8,59 @@ from pathlib import Path
 
 import pytest
 
+from llamaindex_posfair.calibration import CalibrationConfig, preset
 from llamaindex_posfair.cli import build_parser, main
+from llamaindex_posfair.eval.loaders import load_shipped
 
 
-def test_eval_subcommand_is_registered_with_defaults():
+def _defaults():
+    return build_parser().parse_args(["eval"])
+
+
+def test_layer_sets_and_calibration_options_parse():
     args = build_parser().parse_args(["eval", "--calib-option", "basket_layout=equal", "--layers", "last,4+5"])
-    assert args.handler.__name__ == "run"
-    assert args.basket_sizes == (64, 128, 256)
-    assert args.strengths == (0.3, 0.5, 0.7, 1.0)
     assert args.layers == ("last", (4, 5))
-    assert build_parser().parse_args(["eval"]).layers == ("last_half",)
-    assert args.chunk_sizes == (64, 128, 256) and args.multivector_tokens == 128
-    assert args.preset == "posfair-minilm" and args.fusion_alphas[0] == 0.0 and args.fusion_alphas[-1] == 1.0
     assert args.calib_option == [("basket_layout", "equal")]
-    assert args.split == "test" and args.select_split == "dev" and args.max_length == 512
+
+
+def test_default_system_is_the_paper_preset():
+    args = _defaults()
+    default = CalibrationConfig(
+        basket_size=args.default_basket_size, strength=args.default_strength, layers=args.default_layers
+    )
+    assert default == preset("paper")
+
+
+def test_default_grid_contains_the_default_point():
+    args, paper = _defaults(), preset("paper")
+    assert paper.basket_size in args.basket_sizes and paper.strength in args.strengths and paper.layers in args.layers
+
+
+def test_default_protocol_never_selects_on_the_reported_split():
+    args = _defaults()
+    assert args.select_split not in (args.split, "none")
+
+
+def test_default_preset_is_known_and_differs_from_the_default_system():
+    assert preset(_defaults().preset) != preset("paper")
+
+
+def test_default_fusion_sweep_includes_both_pure_systems():
+    alphas = _defaults().fusion_alphas
+    assert (alphas[0], alphas[-1]) == (0.0, 1.0) and list(alphas) == sorted(alphas)
+
+
+def test_default_window_and_pieces_fit_the_shipped_benchmark(minilm_tokenizer):
+    """No shipped passage is truncated, and chunks/segments fit in the window."""
+    args = _defaults()
+    corpus = [text for split in ("dev", "test") for text in load_shipped(split=split).corpus.values()]
+    assert args.max_length >= max(len(minilm_tokenizer(text)["input_ids"]) for text in corpus)
+    assert max(*args.chunk_sizes, args.multivector_tokens, args.segment_tokens) <= args.max_length
+
+
+def test_default_rerank_depth_is_well_below_the_corpus():
+    """At or near the corpus size the rerank would equal the calibrated system."""
+    assert _defaults().rerank_k * 4 <= len(load_shipped(split="test").corpus)
 
 
 @pytest.mark.slow

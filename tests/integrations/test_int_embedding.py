@@ -38,8 +38,13 @@ def events():
 NODES = [TextNode(text="alpha beta", id_="n1"), TextNode(text="gamma delta", id_="n2")]
 
 
-def test_class_name_is_literal(fake_encoder):
-    assert PosFairEmbedding(encoder=fake_encoder).class_name() == "PosFairEmbedding"
+def test_round_trips_through_to_dict_with_the_same_cache_key(fake_encoder):
+    emb = PosFairEmbedding(encoder=fake_encoder, embed_batch_size=7)
+    data = emb.to_dict()
+    assert data["class_name"] == PosFairEmbedding.__name__  # not BaseEmbedding's: the name is part of the cache key
+    again = PosFairEmbedding.from_dict(data, encoder=fake_encoder)
+    assert again.to_dict() == data
+    assert get_transformation_hash(NODES, again) == get_transformation_hash(NODES, emb)
 
 
 def test_query_path_uses_encode_queries(fake_encoder):
@@ -109,7 +114,7 @@ def test_cache_key_with_encoder_describes_the_loaded_encoder(make_fake):
 
 
 def test_encoder_together_with_settings_is_refused(fake_encoder):
-    with pytest.raises(ValueError, match="encoder= already fixes every encoder setting"):
+    with pytest.raises(ValueError, match=r"settings \['query_prompt'\] disagree with the spec"):
         PosFairEmbedding(encoder=fake_encoder, query_prompt="q: ")
 
 

@@ -25,8 +25,16 @@ def cosine_order(enc, query, texts):
     return [f"n{i}" for i in np.argsort(-s, kind="stable")]
 
 
-def test_class_name_is_literal(fake_encoder):
-    assert PositionFairRerank(encoder=fake_encoder).class_name() == "PositionFairRerank"
+def test_round_trips_through_to_dict(fake_encoder):
+    rr = PositionFairRerank(encoder=fake_encoder, top_n=3, fusion_weight=0.25)
+    data = rr.to_dict()
+    assert data["class_name"] == PositionFairRerank.__name__  # not BaseNodePostprocessor's
+    again = PositionFairRerank.from_dict(data, encoder=fake_encoder)
+    assert again.to_dict() == data
+    ranked = [n.node.node_id for n in again.postprocess_nodes(nodes(TEXTS, [0.4, 0.3, 0.2, 0.1]), query_str="apples")]
+    assert ranked == [
+        n.node.node_id for n in rr.postprocess_nodes(nodes(TEXTS, [0.4, 0.3, 0.2, 0.1]), query_str="apples")
+    ]
 
 
 def test_reorders_by_encoder_cosine_and_keeps_top_n(fake_encoder):

@@ -143,9 +143,27 @@ def test_calibrated_method_without_state_is_refused():
 def test_settings_are_validated_fields():
     with pytest.raises(Exception, match="top_n"):
         AttentionGuidedImageRerank(scorer=SimulatedMLLM(), method="vanilla", top_n=0)
-    rr = AttentionGuidedImageRerank(scorer=SimulatedMLLM(), method="vanilla", top_n=2)
-    assert rr.class_name() == "AttentionGuidedImageRerank"
-    assert rr.to_dict()["top_n"] == 2 and rr.to_dict()["method"] == "vanilla"
+
+
+def test_round_trips_through_to_dict_with_its_calibration(scorer_and_state, image_dir, tmp_path):
+    from PIL import Image
+
+    scorer, state = scorer_and_state
+    path = state.save(tmp_path / "cal.safetensors")
+    rr = AttentionGuidedImageRerank(scorer=scorer, calibration=path, top_n=2, sharpen=3.0)
+    data = rr.to_dict()
+    assert data["class_name"] == AttentionGuidedImageRerank.__name__  # not the base class's name
+    again = AttentionGuidedImageRerank.from_dict(data, scorer=scorer)
+    assert again.to_dict() == data
+    imgs = [Image.open(image_dir / f"img_{i:03d}.png").convert("RGB") for i in (3, 7, 1, 9)]
+    assert again.rerank_scores("red", imgs).tolist() == rr.rerank_scores("red", imgs).tolist()
+
+
+def test_serialised_settings_of_another_model_are_refused(scorer_and_state):
+    scorer, state = scorer_and_state
+    data = AttentionGuidedImageRerank(scorer=scorer, calibration=state).to_dict()
+    with pytest.raises(ValueError, match="model_id='image-sim' .* is not the scorer's model 'simulated-mllm"):
+        AttentionGuidedImageRerank.from_dict(data, scorer=SimulatedMLLM())
 
 
 @pytest.mark.slow

@@ -1,61 +1,22 @@
-"""Fixtures for qdrant_tools tests: a tiny deterministic encoder and an in-memory Qdrant."""
+"""Fixtures for qdrant_tools tests: the shared fake encoder (``tests/fakes.py``) and an in-memory Qdrant."""
 
 from __future__ import annotations
-
-import hashlib
-import re
 
 import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
 
-class HashEncoder:
-    """Deterministic bag-of-words hashing encoder (no model) implementing the ingestion Encoder protocol."""
-
-    def __init__(self, dimension: int = 16, max_length: int = 64, salt: str = "a", fail_on_call: int | None = None):
-        self._dimension = dimension
-        self._max_length = max_length
-        self.salt = salt
-        self.calls = 0
-        self.fail_on_call = fail_on_call
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    @property
-    def max_length(self) -> int:
-        return self._max_length
-
-    def fingerprint(self) -> str:
-        return f"hash-{self._dimension}-{self.salt}"
-
-    def count_tokens(self, texts):
-        return [len(t.split()) + 2 for t in texts]
-
-    def _encode(self, texts):
-        out = np.zeros((len(texts), self._dimension), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in re.findall(r"\w+", t.lower()):
-                h = int(hashlib.md5((self.salt + w).encode()).hexdigest(), 16)
-                out[i, h % self._dimension] += 1.0
-            out[i, 0] += 1e-3
-        return out / np.linalg.norm(out, axis=1, keepdims=True)
-
-    def encode_documents(self, texts):
-        self.calls += 1
-        if self.fail_on_call is not None and self.calls == self.fail_on_call:
-            raise RuntimeError("injected failure")
-        return self._encode(texts)
-
-    def encode_queries(self, texts):
-        return self._encode(texts)
+@pytest.fixture
+def make_encoder(fake_encoder_factory):
+    """Build a fake encoder with other settings (``salt=``, ``max_length=``, ``fail_on_call=``, ...)."""
+    return fake_encoder_factory
 
 
 @pytest.fixture
-def encoder() -> HashEncoder:
-    return HashEncoder()
+def encoder(make_encoder):
+    """The shared fake encoder (16 dimensions, 64-token window): the ingestion ``Encoder`` protocol, no model."""
+    return make_encoder()
 
 
 @pytest.fixture
@@ -102,9 +63,3 @@ def corpus(tmp_path):
     (root / "b.md").write_text(make_text(2, 40))
     (root / "sub" / "c.txt").write_text(make_text(3, 90))
     return root
-
-
-@pytest.fixture
-def make_encoder():
-    """The HashEncoder class, to build encoders with other settings."""
-    return HashEncoder

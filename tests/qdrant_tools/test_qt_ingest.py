@@ -93,7 +93,7 @@ def test_schema_mismatch_raises_before_any_write(client, encoder, corpus):
     ensure_collection(client, "c", [VectorSpec("calibrated", 8)])
     with pytest.raises(SchemaMismatchError, match="size 8.*size 16"):
         ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
-    assert client.count("c").count == 0 and encoder.calls == 0
+    assert client.count("c").count == 0 and encoder.calls == []
 
 
 def test_two_named_vectors_per_chunk(client, make_encoder, corpus):
@@ -104,11 +104,13 @@ def test_two_named_vectors_per_chunk(client, make_encoder, corpus):
 
 
 def test_new_encoder_fingerprint_reembeds_and_leaves_one_version(client, make_encoder, corpus):
-    ingest_path(client, "c", corpus, {"calibrated": make_encoder(salt="x")}, CFG)
+    old, new = make_encoder(salt="x"), make_encoder(salt="y")
+    ingest_path(client, "c", corpus, {"calibrated": old}, CFG)
     n = client.count("c").count
-    r = ingest_path(client, "c", corpus, {"calibrated": make_encoder(salt="y")}, CFG)
+    r = ingest_path(client, "c", corpus, {"calibrated": new}, CFG)
     assert len(r.changed) == 3 and client.count("c").count == n
-    assert {p.payload["encoder_fingerprints"]["calibrated"] for p in points(client).values()} == {"hash-16-y"}
+    assert {p.payload["encoder_fingerprints"]["calibrated"] for p in points(client).values()} == {new.fingerprint()}
+    assert new.fingerprint() != old.fingerprint()
 
 
 def test_bad_files_are_skipped_and_reported(client, encoder, corpus):
@@ -279,5 +281,5 @@ def test_report_to_dict_is_the_json_shape_of_the_run(client, encoder, corpus):
     d = json.loads(json.dumps(r.to_dict()))
     assert d["new"] == ["a.txt", "b.md", "sub/c.txt"] and d["chunks_written"] == client.count("c").count
     assert d["skipped"] == [{"source": str(corpus / "empty.txt"), "reason": "empty file"}]
-    assert d["vectors"] == {"calibrated": "hash-16-a"} and d["created_collection"] is True
+    assert d["vectors"] == {"calibrated": encoder.fingerprint()} and d["created_collection"] is True
     assert d["resumed"] == [] and d["chunks_resumed"] == 0 and d["seconds"] == round(r.seconds, 3)

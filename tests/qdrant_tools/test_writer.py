@@ -149,7 +149,9 @@ def test_a_point_may_carry_a_dense_and_a_multivector_named_vector(client):
             ),
         },
     )
-    two = CollectionSpec(name="c", vectors=[VectorConfig(name="dense", size=4), VectorConfig(name="subchunks", size=4)])
+    two = CollectionSpec(
+        name="c", vectors=[VectorConfig(name="dense", size=4), VectorConfig(name="subchunks", size=4, multivector=True)]
+    )
     writer = QdrantWriter(client, two)
     writer.ensure()
     rng = np.random.default_rng(0)
