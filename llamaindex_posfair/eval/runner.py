@@ -144,7 +144,8 @@ def evaluate_scores(
 ) -> tuple[metrics.GroupSummary, dict[int, float], dict[str, float]]:
     """Score a ``[n_queries, n_docs]`` matrix: nDCG@k per group, recall@k, per-query nDCG."""
     depth = max((config.k, *config.recall_ks))
-    ranked = dict(zip(bench.query_ids, metrics.rank_scores(scores, bench.doc_ids, depth)))
+    qrels = [bench.qrels.get(q, {}) for q in bench.query_ids]  # for the tie rule (metrics.rank_scores)
+    ranked = dict(zip(bench.query_ids, metrics.rank_scores(scores, bench.doc_ids, depth, qrels)))
     ndcg = metrics.per_query(ranked, bench.qrels, "ndcg", config.k)
     summary = metrics.summarize(ndcg, bench.groups, bench.group_order)
     recall = {}
