@@ -13,7 +13,7 @@ from llamaindex_posfair.eval.fusion import FusionSystem, fuse
 from llamaindex_posfair.eval.multivector import QdrantMaxSimSystem, qdrant_maxsim_scores
 from llamaindex_posfair.eval.runner import run_eval
 from llamaindex_posfair.eval.systems import DenseSystem, EncodeCache, canonical_calibration
-from llamaindex_posfair.eval.variants import VARIANTS, variant_configs
+from llamaindex_posfair.eval.variants import variant_configs
 
 from .test_systems_runner import _bench
 
@@ -100,14 +100,6 @@ def test_fusion_is_the_weighted_sum_and_stores_both_vectors(fake_encoder):
     np.testing.assert_array_equal(fuse(van.score(cache), calsys.score(cache), 1.0), van.score(cache))
     with pytest.raises(ValueError, match=r"alpha must lie in \[0, 1\], got 1.5"):
         FusionSystem("f", van, calsys, alpha=1.5)
-
-
-def test_variants_are_valid_configs_over_the_base():
-    cfgs = variant_configs()
-    assert list(cfgs) == list(VARIANTS)
-    assert cfgs["equal baskets"] == CalibrationConfig(basket_layout="equal")
-    assert cfgs["documents only"].calibrate_queries is False
-    assert variant_configs(base={"basket_size": 256})["equal baskets"].basket_size == 256
 
 
 def test_canonical_calibration_lets_one_sided_variants_reuse_embeddings():
