@@ -12,12 +12,15 @@ from llamaindex_posfair.cli import build_parser, main
 
 
 def test_eval_subcommand_is_registered_with_defaults():
-    args = build_parser().parse_args(["eval", "--calib-option", "basket_layout=equal", "--layers", "last,4+5"])
+    args = build_parser().parse_args(["eval", "--calib-option", "basket_layout=equal", "--layer-sets", "last;4,5"])
     assert args.handler.__name__ == "run"
     assert args.basket_sizes == (64, 128, 256)
     assert args.strengths == (0.3, 0.5, 0.7, 1.0)
-    assert args.layers == ("last", (4, 5))
-    assert build_parser().parse_args(["eval"]).layers == ("last_half",)
+    assert args.layer_sets == ("last", (4, 5))  # ";" separates sets, "," joins the indices of one set
+    assert build_parser().parse_args(["eval", "--layer-sets", "last_half;3+4"]).layer_sets == ("last_half", (3, 4))
+    assert build_parser().parse_args(["eval"]).layer_sets == ("last_half",)
+    assert build_parser().parse_args(["eval", "--default-layers", "3,4,5"]).default_layers == (3, 4, 5)
+    assert build_parser().parse_args(["eval", "--encode-batch-size", "8"]).encode_batch_size == 8
     assert args.chunk_sizes == (64, 128, 256) and args.multivector_tokens == 128
     assert args.preset == "posfair-minilm" and args.fusion_alphas[0] == 0.0 and args.fusion_alphas[-1] == 1.0
     assert args.calib_option == [("basket_layout", "equal")]
@@ -37,7 +40,7 @@ def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
             "128",
             "--strengths",
             "0,1",
-            "--layers",
+            "--layer-sets",
             "last",
             "--rerank-k",
             "2",
