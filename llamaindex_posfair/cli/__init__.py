@@ -33,6 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return None
+
+
 def command_name(args: argparse.Namespace) -> str:
     """``"ingest"``, or ``"collection create"`` for nested sub-commands (as errors print it)."""
     name = getattr(args, "command", None) or ""
@@ -49,7 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from llamaindex_posfair.cli.options import CliError
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # reported by the sub-command's parser: "posfair CMD: error: unrecognized arguments: ..."
+        sub = _subparser(parser, getattr(args, "command", None))
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",

@@ -201,21 +201,36 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a hub model (opt-in)")
 
 
-def parse_layers(text: str) -> Any:
-    """One layer set from a flag value: ``"last"``, ``"last_half"`` or ``"3,4,5"``.
+def parse_layers(text: str, flag: str = "--layers") -> Any:
+    """One layer set from a flag value: ``"last"``, ``"last_half"`` or indices ``"3,4,5"`` (or ``"3+4+5"``).
 
     Raises:
         CliError: anything else.
     """
+    text = text.strip()
     if text in ("last", "last_half"):
         return text
     try:
-        return tuple(int(x) for x in text.split(","))
+        layers = tuple(int(x) for x in text.replace("+", ",").split(",") if x.strip())
     except ValueError:
-        raise CliError(f'--layers must be "last", "last_half" or comma-separated integers, got {text!r}') from None
+        layers = ()
+    if not layers:
+        raise CliError(
+            f'{flag} must be "last", "last_half" or comma-separated layer indices such as 3,4,5; got {text!r}'
+        )
+    return layers
 
 
-def _validation_message(exc: Exception) -> str:
+def layer_set_type(text: str) -> Any:
+    """:func:`parse_layers` as an argparse ``type`` (argparse names the flag in its error)."""
+    try:
+        return parse_layers(text, "a layer set")
+    except CliError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def error_message(exc: Exception) -> str:
+    """A user-facing message of ``exc`` (a pydantic ``ValidationError``: one clause per field)."""
     errors = getattr(exc, "errors", None)
     if callable(errors):
         return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in errors())
@@ -252,7 +267,7 @@ def calibration_from_args(args: argparse.Namespace) -> Any:
     try:
         return CalibrationConfig(**given)
     except ValidationError as exc:
-        raise CliError(_validation_message(exc)) from None
+        raise CliError(error_message(exc)) from None
 
 
 def spec_from_args(args: argparse.Namespace) -> Any:
@@ -278,7 +293,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
             trust_remote_code=args.trust_remote_code,
         )
     except ValidationError as exc:
-        raise CliError(_validation_message(exc)) from None
+        raise CliError(error_message(exc)) from None
 
 
 def quiet_model_logs(args: argparse.Namespace) -> None:

@@ -1,15 +1,20 @@
 """Pure math for DUMP training and evaluation: InfoNCE and ranking metrics.
 
-No model, no I/O: embeddings and score matrices in, numbers out.
+No model, no I/O: embeddings and score matrices in, numbers out. Ranking
+metrics are computed with ``llamaindex_posfair.eval.metrics`` (the one nDCG of
+the package and its tie rule: a relevant document tied with others ranks last).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 import torch
+
+from llamaindex_posfair.eval.metrics import mrr_at_k, ndcg_at_k, rank_scores, recall_at_k
+
+__all__ = ["infonce_loss", "ranking_metrics"]
 
 
 def infonce_loss(
@@ -45,46 +50,42 @@ def infonce_loss(
     return float(torch.nn.functional.cross_entropy(scores, target))
 
 
-def ranks_of_relevant(scores: np.ndarray, relevant: Sequence[int]) -> np.ndarray:
-    """1-based rank of each query's single relevant document (ties count against it).
+def ranking_metrics(scores: np.ndarray, relevant: Sequence[int], ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """nDCG@10, MRR@10 and recall@k of a score matrix with one relevant document per query.
 
     Args:
-        scores: ``[n_queries, n_docs]`` similarity matrix.
+        scores: ``[n_queries, n_docs]`` similarity matrix (higher is better).
         relevant: For each query, the column of its relevant document.
+        ks: Recall cut-offs.
 
     Returns:
-        ``[n_queries]`` integer ranks.
+        ``{"ndcg@10", "mrr@10", "recall@<k>" for k in ks}``, means over queries.
+
+    Raises:
+        ValueError: the shapes disagree or there is no query.
 
     Example:
-        >>> ranks_of_relevant(np.array([[0.9, 0.1], [0.9, 0.1]]), [0, 1]).tolist()
-        [1, 2]
+        >>> m = ranking_metrics(np.array([[0.9, 0.1], [0.9, 0.1]]), [0, 1])
+        >>> round(m["mrr@10"], 3), m["recall@1"]
+        (0.75, 0.5)
     """
     scores = np.asarray(scores, dtype=np.float64)
-    rel = np.asarray(relevant, dtype=np.int64)
+    rel = [int(r) for r in relevant]
     if scores.ndim != 2 or len(rel) != scores.shape[0]:
         raise ValueError(
             f"scores must be [n_queries, n_docs] with one relevant column per query, got shape {scores.shape} "
             f"and {len(rel)} relevant indices"
         )
-    target = scores[np.arange(len(rel)), rel]
-    return (scores >= target[:, None]).sum(axis=1)  # counts itself once; ties rank it lower
-
-
-def ranking_metrics(ranks: Sequence[int], ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
-    """nDCG@10, MRR@10 and recall@k for one relevant document per query.
-
-    Example:
-        >>> m = ranking_metrics([1, 2])
-        >>> round(m["mrr@10"], 3), m["recall@1"]
-        (0.75, 0.5)
-    """
-    ranks = np.asarray(ranks, dtype=np.int64)
-    if ranks.size == 0:
-        raise ValueError("ranks must not be empty; evaluate at least one query")
+    if not rel:
+        raise ValueError("scores has no row; evaluate at least one query")
+    doc_ids = [str(j) for j in range(scores.shape[1])]
+    qrels = [{str(r): 1.0} for r in rel]
+    ranked = rank_scores(scores, doc_ids, max(10, *ks), qrels)
+    pairs = list(zip(ranked, qrels))
     out = {
-        "ndcg@10": float(np.mean([1.0 / math.log2(r + 1) if r <= 10 else 0.0 for r in ranks])),
-        "mrr@10": float(np.mean([1.0 / r if r <= 10 else 0.0 for r in ranks])),
+        "ndcg@10": float(np.mean([ndcg_at_k(r, q, 10) for r, q in pairs])),
+        "mrr@10": float(np.mean([mrr_at_k(r, q, 10) for r, q in pairs])),
     }
     for k in ks:
-        out[f"recall@{k}"] = float(np.mean(ranks <= k))
+        out[f"recall@{k}"] = float(np.mean([recall_at_k(r, q, k) for r, q in pairs]))
     return out

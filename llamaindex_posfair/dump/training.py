@@ -25,7 +25,7 @@ from llamaindex_posfair.dump.config import (
     DumpConfig,
     DumpTrainingConfig,
 )
-from llamaindex_posfair.dump.metrics import infonce_loss, ranking_metrics, ranks_of_relevant
+from llamaindex_posfair.dump.metrics import infonce_loss, ranking_metrics
 from llamaindex_posfair.dump.model import input_embeddings
 from llamaindex_posfair.encoders.prefix_tokens import prefix_token_ids
 
@@ -311,8 +311,7 @@ def evaluate_retrieval(
     )
     q = model.encode([t.query for t in triples], **enc)
     d = model.encode(docs, **enc)
-    ranks = ranks_of_relevant(q @ d.T, [corpus[t.positive] for t in triples])
-    out = ranking_metrics(ranks)
+    out = ranking_metrics(q @ d.T, [corpus[t.positive] for t in triples])
     pos = d[[corpus[t.positive] for t in triples]]
     neg = d[[corpus[t.negative] for t in triples]]
     out["infonce"] = infonce_loss(torch.from_numpy(q), torch.from_numpy(pos), torch.from_numpy(neg), scale=scale)

@@ -1,7 +1,9 @@
 """Position-fairness evaluation harness: loaders, needle builder, metrics, systems, reports.
 
-Math (``metrics``) is pure; ``systems`` and ``runner`` touch models; ``report``
-writes tables and plots. The ``posfair eval`` command ties them together.
+Math (``metrics``) is pure; ``systems`` and ``runner`` touch models;
+``protocol`` selects settings on a held-apart split and reports on another;
+``report`` writes tables and plots. The ``posfair eval`` command only turns
+flags into a ``protocol.Protocol``.
 
 Example:
     >>> from llamaindex_posfair.eval import load_shipped, metrics

@@ -19,6 +19,14 @@ Nothing here downloads: users fetch the data themselves and point a loader at it
 Files may be ``.json``, ``.jsonl`` or either gzip-compressed (``.gz``); FineWeb-PosQ
 and SQuAD rows may also be ``.parquet`` when pandas + pyarrow are installed.
 
+Splits: every loader takes ``split`` and either returns exactly that split or
+raises ``SplitError`` (naming the loader, the split, the splits it has and the
+fix); none silently returns other data. BEIR, PosIR and needle folders hold
+their splits by design. FineWeb-PosQ and SQuAD rows are split by files: a folder
+holding ``<split>.jsonl`` (or ``<split>-*.parquet``, ``<split>-v1.1.json`` ...)
+or a ``<split>/`` sub-folder per split; ``split=None`` reads the given file or
+folder whole (one unnamed split).
+
 Example:
     >>> from llamaindex_posfair.eval.loaders import load_shipped
     >>> bench = load_shipped("needle-prose", "dev")
@@ -33,6 +41,7 @@ import gzip
 import hashlib
 import io
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -44,6 +53,7 @@ __all__ = [
     "DEFAULT_SQUAD_EDGES",
     "POSIR_LENGTH_EDGES",
     "SHIPPED",
+    "SplitError",
     "load_beir",
     "load_benchmark",
     "load_fineweb_posq",
@@ -62,6 +72,16 @@ POSIR_LENGTH_EDGES: tuple[int, ...] = (512, 1024, 1536)
 #: Shipped benchmarks: name -> folder under ``llamaindex_posfair/data/benchmarks``.
 SHIPPED: dict[str, str] = {"needle-prose": "needle_prose"}
 FINEWEB_GROUPS: tuple[str, ...] = ("begin", "middle", "end")
+_ROW_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet")
+
+
+class SplitError(FileNotFoundError, ValueError):
+    """A loader was asked for a split its data does not provide.
+
+    The message names the loader, the split asked for, the splits available and
+    the fix. It is a ``FileNotFoundError`` (the split's data is not there) and a
+    ``ValueError`` (the ``split`` argument is not valid for this data).
+    """
 
 
 # ----------------------------------------------------------------------------- files
@@ -122,6 +142,60 @@ def _find(folder: Path, stem: str) -> Path:
     raise FileNotFoundError(f"no {stem}.jsonl (or .jsonl.gz/.json) in {folder}; is this a BEIR-style folder?")
 
 
+def _is_rows_file(path: Path) -> bool:
+    return path.is_file() and path.name.endswith(_ROW_SUFFIXES)
+
+
+def _split_of(path: Path) -> str:
+    """Split named by a rows file: the name up to its first ``.`` or ``-`` (``dev-v1.1.json`` -> ``dev``)."""
+    return re.split(r"[.\-]", path.name, maxsplit=1)[0]
+
+
+def _splits_in(folder: Path) -> list[str]:
+    names = {_split_of(p) for p in folder.iterdir() if _is_rows_file(p)}
+    names |= {p.name for p in folder.iterdir() if p.is_dir() and any(_is_rows_file(f) for f in p.iterdir())}
+    return sorted(names)
+
+
+def _split_rows(loader: str, path: str | Path, split: str | None) -> Iterator[dict[str, Any]]:
+    """Rows of ``split`` under ``path`` (``None``: ``path`` whole), or a ``SplitError``.
+
+    A split is a ``<split>/`` sub-folder of ``path`` or the rows files in
+    ``path`` whose name starts with ``<split>.`` or ``<split>-``.
+    """
+    path = Path(path)
+    if split is None:
+        yield from _rows_in(path)
+        return
+    if not path.exists():
+        raise FileNotFoundError(f"{loader}: {path} does not exist; download the benchmark and pass its local path")
+    if path.is_file():
+        raise SplitError(
+            f"{loader}: split={split!r} was asked for, but {path} is a single file, which holds one unnamed "
+            f"split (available: split=None, the whole file). Fix: pass split=None (posfair eval: --split none "
+            f"--no-grid), or put each split in its own file in one folder (e.g. dev.jsonl and test.jsonl) and "
+            f"pass the folder"
+        )
+    if (path / split).is_dir():
+        yield from _rows_in(path / split)
+        return
+    files = [p for p in sorted(path.iterdir()) if _is_rows_file(p) and _split_of(p) == split]
+    if not files:
+        raise SplitError(
+            f"{loader}: no split {split!r} in {path}; available splits: {_splits_in(path)}. Fix: pass one of "
+            f"them, or add {split}.jsonl (or a {split}/ folder) there"
+        )
+    for f in files:
+        yield from read_rows(f)
+
+
+def _no_whole_split(loader: str, folder: Path, available: list[str]) -> SplitError:
+    return SplitError(
+        f"{loader}: split=None, but {folder} stores its data by split; available splits: {available}. "
+        f"Fix: pass one of them"
+    )
+
+
 def _doc_text(row: dict[str, Any]) -> str:
     title = str(row.get("title") or "").strip()
     text = str(row.get("text") or "")
@@ -158,15 +232,20 @@ def _is_number(s: str) -> bool:
 
 
 # ------------------------------------------------------------------------------ BEIR
-def _load_beir_parts(folder: Path, split: str):
+def _load_beir_parts(folder: Path, split: str | None, loader: str = "load_beir"):
     if not folder.is_dir():
-        raise FileNotFoundError(f"{folder} is not a folder; pass the BEIR dataset folder (with corpus.jsonl)")
-    corpus_rows = list(read_rows(_find(folder, "corpus")))
-    query_rows = list(read_rows(_find(folder, "queries")))
+        raise FileNotFoundError(f"{loader}: {folder} is not a folder; pass the BEIR dataset folder (with corpus.jsonl)")
+    available = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+    if split is None:
+        raise _no_whole_split(loader, folder, available)
     qrels_path = folder / "qrels" / f"{split}.tsv"
     if not qrels_path.exists():
-        available = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
-        raise FileNotFoundError(f"{qrels_path} does not exist; split={split!r}, available splits: {available}")
+        raise SplitError(
+            f"{loader}: {qrels_path} does not exist; split={split!r}, available splits: {available}. "
+            f"Fix: pass one of them"
+        )
+    corpus_rows = list(read_rows(_find(folder, "corpus")))
+    query_rows = list(read_rows(_find(folder, "queries")))
     corpus = {str(r["_id"]): _doc_text(r) for r in corpus_rows}
     qrels = _read_qrels(qrels_path)
     queries = {str(r["_id"]): str(r["text"]) for r in query_rows if str(r["_id"]) in qrels}
@@ -176,7 +255,7 @@ def _load_beir_parts(folder: Path, split: str):
 
 def load_beir(
     folder: str | Path,
-    split: str = "test",
+    split: str | None = "test",
     group_field: str = "group",
     group_order: Sequence[str] | None = None,
     name: str | None = None,
@@ -193,6 +272,9 @@ def load_beir(
         group_field: Query field holding the position group.
         group_order: Display order of groups; ``None`` keeps first-seen order.
         name: Table name; defaults to the folder name.
+
+    Raises:
+        SplitError: ``qrels/<split>.tsv`` does not exist, or ``split`` is ``None``.
 
     Example:
         >>> bench = load_beir("path/to/scifact")  # doctest: +SKIP
@@ -226,6 +308,7 @@ def load_beir(
 # ----------------------------------------------------------------------- FineWeb-PosQ
 def load_fineweb_posq(
     path: str | Path,
+    split: str | None = None,
     multi_class: str = "drop",
     limit: int | None = None,
     name: str | None = None,
@@ -237,13 +320,17 @@ def load_fineweb_posq(
 
     Args:
         path: A ``.jsonl``/``.json``/``.parquet`` file of rows, or a folder of them.
+        split: The split to read from the folder ``path`` (``<split>.jsonl`` or a
+            ``<split>/`` folder, see the module docstring); ``None`` reads
+            ``path`` whole.
         multi_class: What to do with a question whose evidence spans several
             classes: ``"drop"`` (default: only single-class questions are grouped
             and scored) or ``"first"`` (use the first class).
         limit: Keep only the first ``limit`` questions (quick runs).
-        name: Table name; default ``"fineweb-posq"``.
+        name: Table name; default ``"fineweb-posq"`` (``"fineweb-posq/<split>"``).
 
     Raises:
+        SplitError: ``path`` does not provide ``split``.
         ValueError: a row lacks ``question``/``content``, a class is not
             begin/middle/end, or ``multi_class`` is unknown.
     """
@@ -253,7 +340,7 @@ def load_fineweb_posq(
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, float]] = {}
     groups: dict[str, str] = {}
-    for i, row in enumerate(_rows_in(path)):
+    for i, row in enumerate(_split_rows("load_fineweb_posq", path, split)):
         if "question" not in row or "content" not in row:
             raise ValueError(f"FineWeb-PosQ row {i} lacks 'question' or 'content'; keys are {sorted(row)}")
         classes = row.get("span_class")
@@ -276,20 +363,24 @@ def load_fineweb_posq(
         if limit is not None and len(queries) >= limit:
             break
     return PositionBenchmark(
-        name=name or "fineweb-posq",
+        name=name or _split_name("fineweb-posq", split),
         corpus=corpus,
         queries=queries,
         qrels=qrels,
         groups=groups,
         group_order=tuple(g for g in FINEWEB_GROUPS if g in set(groups.values())),
-        meta={"format": "fineweb-posq", "path": str(path), "multi_class": multi_class},
+        meta={"format": "fineweb-posq", "path": str(path), "split": split, "multi_class": multi_class},
     )
+
+
+def _split_name(base: str, split: str | None) -> str:
+    return base if split is None else f"{base}/{split}"
 
 
 def _rows_in(path: str | Path) -> Iterator[dict[str, Any]]:
     path = Path(path)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz", ".json", ".parquet")))
+        files = sorted(p for p in path.iterdir() if _is_rows_file(p))
         if not files:
             raise FileNotFoundError(f"{path} holds no .jsonl/.json/.parquet file")
         for f in files:
@@ -340,6 +431,7 @@ def _squad_flat(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 def load_squad_posq(
     path: str | Path,
+    split: str | None = None,
     edges: Sequence[int] = DEFAULT_SQUAD_EDGES,
     name: str | None = None,
     limit: int | None = None,
@@ -353,10 +445,18 @@ def load_squad_posq(
 
     Args:
         path: SQuAD JSON (``{"data": [articles]}``), or rows with ``context``,
-            ``question`` and ``answers`` (``{"text": [...], "answer_start": [...]}``).
+            ``question`` and ``answers`` (``{"text": [...], "answer_start": [...]}``);
+            or a folder of such files.
+        split: The split to read from the folder ``path`` (``dev-v1.1.json``,
+            ``dev.jsonl`` or a ``dev/`` folder for ``"dev"``); ``None`` reads
+            ``path`` whole.
         edges: Increasing bucket edges in characters.
-        name: Table name; default ``"squad-posq"``.
+        name: Table name; default ``"squad-posq"`` (``"squad-posq/<split>"``).
         limit: Keep only the first ``limit`` questions.
+
+    Raises:
+        SplitError: ``path`` does not provide ``split``.
+        ValueError: ``edges`` are not increasing positive offsets.
     """
     if list(edges) != sorted(set(edges)) or not edges or min(edges) <= 0:
         raise ValueError(f"edges must be increasing positive character offsets, got {tuple(edges)!r}")
@@ -364,7 +464,7 @@ def load_squad_posq(
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, float]] = {}
     groups: dict[str, str] = {}
-    for i, row in enumerate(_squad_flat(_rows_in(path))):
+    for i, row in enumerate(_squad_flat(_split_rows("load_squad_posq", path, split))):
         if not row["answer_start"]:
             continue
         did = _content_id(row["context"])
@@ -377,13 +477,13 @@ def load_squad_posq(
             break
     present = set(groups.values())
     return PositionBenchmark(
-        name=name or "squad-posq",
+        name=name or _split_name("squad-posq", split),
         corpus=corpus,
         queries=queries,
         qrels=qrels,
         groups=groups,
         group_order=tuple(g for g in _bucket_labels(edges) if g in present),
-        meta={"format": "squad-posq", "path": str(path), "edges": list(edges)},
+        meta={"format": "squad-posq", "path": str(path), "split": split, "edges": list(edges)},
     )
 
 
@@ -406,7 +506,7 @@ def _query_span(row: dict[str, Any]) -> tuple[float, float] | None:
 
 def load_posir(
     folder: str | Path,
-    split: str = "test",
+    split: str | None = "test",
     count_tokens: Callable[[list[str]], list[int]] | None = None,
     n_bins: int = 20,
     length_edges: Sequence[int] = POSIR_LENGTH_EDGES,
@@ -444,7 +544,7 @@ def load_posir(
     if group_by not in ("bins", "thirds"):
         raise ValueError(f'group_by must be "bins" or "thirds", got {group_by!r}')
     folder = Path(folder)
-    corpus, queries, qrels, rows = _load_beir_parts(folder, split)
+    corpus, queries, qrels, rows = _load_beir_parts(folder, split, "load_posir")
     positives = {q: next((d for d, g in docs.items() if g > 0), None) for q, docs in qrels.items()}
     doc_ids = sorted({d for d in positives.values() if d is not None})
     if count_tokens is None:
@@ -497,18 +597,25 @@ def _length_label(n: int, edges: Sequence[int]) -> str:
 
 
 # ------------------------------------------------------------------------ needle format
-def load_needle(folder: str | Path, split: str = "test", name: str | None = None) -> PositionBenchmark:
+def load_needle(folder: str | Path, split: str | None = "test", name: str | None = None) -> PositionBenchmark:
     """Load a needle benchmark written by ``needle.write_needle_benchmark``.
 
     The folder holds ``<split>/corpus.jsonl(.gz)`` (``_id``, ``text``) and
     ``<split>/queries.jsonl(.gz)`` (``_id``, ``text``, ``doc_id``, ``group``,
     ``rel_position`` ...).
+
+    Raises:
+        SplitError: ``folder`` has no ``<split>/`` folder, or ``split`` is ``None``.
     """
     folder = Path(folder)
+    available = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    if split is None:
+        raise _no_whole_split("load_needle", folder, available)
     split_dir = folder / split
     if not split_dir.is_dir():
-        available = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-        raise FileNotFoundError(f"no split {split!r} in {folder}; available splits: {available}")
+        raise SplitError(
+            f"load_needle: no split {split!r} in {folder}; available splits: {available}. Fix: pass one of them"
+        )
     corpus = {str(r["_id"]): str(r["text"]) for r in read_rows(_find(split_dir, "corpus"))}
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, float]] = {}
@@ -548,7 +655,7 @@ def shipped_path(name: str = "needle-prose") -> Path:
     return Path(str(resources.files("llamaindex_posfair") / "data" / "benchmarks" / SHIPPED[name]))
 
 
-def load_shipped(name: str = "needle-prose", split: str = "test") -> PositionBenchmark:
+def load_shipped(name: str = "needle-prose", split: str | None = "test") -> PositionBenchmark:
     """Load a benchmark shipped with the package (``dev`` and ``test`` splits)."""
     return load_needle(shipped_path(name), split)
 
@@ -556,8 +663,12 @@ def load_shipped(name: str = "needle-prose", split: str = "test") -> PositionBen
 FORMATS = ("needle", "beir", "fineweb-posq", "squad-posq", "posir")
 
 
-def load_benchmark(fmt: str, path: str | Path | None, split: str = "test", **kwargs: Any) -> PositionBenchmark:
-    """Dispatch on ``fmt`` (one of ``FORMATS``); ``path=None`` with ``needle`` loads the shipped one."""
+def load_benchmark(fmt: str, path: str | Path | None, split: str | None = "test", **kwargs: Any) -> PositionBenchmark:
+    """Dispatch on ``fmt`` (one of ``FORMATS``); ``path=None`` with ``needle`` loads the shipped one.
+
+    Every format is given ``split`` and returns exactly that split or raises
+    ``SplitError``; ``None`` asks for the data whole (FineWeb-PosQ, SQuAD only).
+    """
     if fmt == "needle":
         return load_shipped("needle-prose", split) if path is None else load_needle(path, split)
     if path is None:
@@ -565,9 +676,9 @@ def load_benchmark(fmt: str, path: str | Path | None, split: str = "test", **kwa
     if fmt == "beir":
         return load_beir(path, split, **kwargs)
     if fmt == "fineweb-posq":
-        return load_fineweb_posq(path, **kwargs)
+        return load_fineweb_posq(path, split, **kwargs)
     if fmt == "squad-posq":
-        return load_squad_posq(path, **kwargs)
+        return load_squad_posq(path, split, **kwargs)
     if fmt == "posir":
         return load_posir(path, split, **kwargs)
     raise ValueError(f"unknown benchmark format {fmt!r}; valid formats: {FORMATS}")

@@ -14,6 +14,16 @@ Definitions (METHODS.md, "Position-fairness metrics"):
 * ``bucketed_psi``: PSI over relative-position bins inside document-length
   buckets (PosIR).
 
+Ties (the one rule of the package; ``dump.metrics`` uses it too): when
+``rank_scores`` turns a score matrix into rankings, documents with exactly equal
+scores are ordered *pessimistically*: the less relevant first (unjudged = gain
+0), then by corpus order. Why: (1) a tie never earns credit, so a degenerate
+system (constant scores, zero vectors) scores the minimum instead of whatever
+the corpus order happens to give; (2) the metric does not depend on the order
+of the corpus, which in built benchmarks can follow the position groups and
+would otherwise leak into a per-group fairness measure; (3) it is
+deterministic and a lower bound, so no reported gain comes from a tie.
+
 Example:
     >>> ranked = {"q1": ["d2", "d1"], "q2": ["d3"]}
     >>> qrels = {"q1": {"d1": 1}, "q2": {"d3": 1}}
@@ -42,6 +52,7 @@ __all__ = [
     "bucketed_psi",
     "group_scores",
     "harmonic_mean",
+    "mrr_at_k",
     "ndcg_at_k",
     "per_query",
     "psi",
@@ -57,7 +68,10 @@ def _check_k(k: int) -> None:
 
 
 def ndcg_at_k(ranked: Sequence[str], relevant: Mapping[str, float], k: int = 10) -> float:
-    """nDCG@k of one ranking with linear gain (trec_eval's ``ndcg_cut``).
+    """nDCG@k of one ranking with linear gain (trec_eval's ``ndcg_cut``); the package's only nDCG.
+
+    Rank a score matrix with ``rank_scores(..., qrels)`` first so that ties follow
+    the package's tie rule (pessimistic; see the module docstring).
 
     Args:
         ranked: Document ids, best first (only the first ``k`` count).
@@ -101,15 +115,56 @@ def recall_at_k(ranked: Sequence[str], relevant: Mapping[str, float], k: int = 1
     return len(rel.intersection(ranked[:k])) / len(rel)
 
 
-def rank_scores(scores: np.ndarray, doc_ids: Sequence[str], k: int) -> list[list[str]]:
+def mrr_at_k(ranked: Sequence[str], relevant: Mapping[str, float], k: int = 10) -> float:
+    """Reciprocal rank of the first relevant document in the top ``k`` (0 if none).
+
+    Returns:
+        A value in ``[0, 1]``; ``nan`` when ``relevant`` has no positive gain.
+
+    Example:
+        >>> mrr_at_k(["a", "b", "c"], {"b": 1}, 10)
+        0.5
+    """
+    _check_k(k)
+    rel = {d for d, g in relevant.items() if g > 0}
+    if not rel:
+        return float("nan")
+    return next((1.0 / (i + 1) for i, doc in enumerate(ranked[:k]) if doc in rel), 0.0)
+
+
+def rank_scores(
+    scores: np.ndarray,
+    doc_ids: Sequence[str],
+    k: int,
+    qrels: Sequence[Mapping[str, float]] | None = None,
+) -> list[list[str]]:
     """Top-``k`` document ids per row of a ``[n_queries, n_docs]`` score matrix.
 
-    Exact: ties are broken by document order (the lower index first), so the
-    result is deterministic.
+    Exact, with the package's tie rule (module docstring): among documents with
+    equal scores the less relevant one ranks first (gains from ``qrels``,
+    unjudged = 0), remaining ties by document order. Metrics computed from the
+    result are the lowest the tied scores allow and do not depend on the order
+    of ``doc_ids``.
+
+    Args:
+        scores: ``[n_queries, n_docs]``, higher is better.
+        doc_ids: The column ids.
+        k: Ranks kept per row.
+        qrels: One ``{doc id: gain}`` per row, for the tie rule. ``None`` breaks
+            ties by document order only (rank for display, not for metrics).
+
+    Returns:
+        One list of at most ``k`` document ids per row.
+
+    Raises:
+        ValueError: ``scores`` does not have one column per doc id, ``qrels``
+            does not have one entry per row, or ``k`` is not a positive integer.
 
     Example:
         >>> rank_scores(np.array([[0.1, 0.9, 0.9]]), ["a", "b", "c"], 2)
         [['b', 'c']]
+        >>> rank_scores(np.array([[0.1, 0.9, 0.9]]), ["a", "b", "c"], 2, [{"b": 1}])
+        [['c', 'b']]
     """
     _check_k(k)
     scores = np.asarray(scores)
@@ -117,8 +172,18 @@ def rank_scores(scores: np.ndarray, doc_ids: Sequence[str], k: int) -> list[list
         raise ValueError(
             f"scores must have shape [n_queries, {len(doc_ids)}] (one column per doc id), got {scores.shape}"
         )
+    gains = np.zeros(scores.shape, dtype=np.float64)
+    if qrels is not None:
+        if len(qrels) != scores.shape[0]:
+            raise ValueError(f"qrels must hold one mapping per score row ({scores.shape[0]}), got {len(qrels)}")
+        column = {d: j for j, d in enumerate(doc_ids)}
+        for i, rel in enumerate(qrels):
+            for d, g in rel.items():
+                if d in column and g > 0:
+                    gains[i, column[d]] = float(g)
     k = min(k, scores.shape[1])
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    # lexsort is stable and sorts by the last key first: score descending, then gain ascending, then column
+    order = np.lexsort((gains, -scores), axis=1)[:, :k]
     return [[doc_ids[j] for j in row] for row in order]
 
 
@@ -133,15 +198,15 @@ def per_query(
     Args:
         ranked: Query id -> ranked document ids.
         qrels: Query id -> {document id: gain}.
-        metric: ``"ndcg"`` or ``"recall"``.
+        metric: ``"ndcg"``, ``"recall"`` or ``"mrr"``.
         k: Cut-off.
 
     Returns:
         Query id -> value; queries without a positive judgement are left out.
     """
-    fn = {"ndcg": ndcg_at_k, "recall": recall_at_k}.get(metric)
+    fn = {"ndcg": ndcg_at_k, "recall": recall_at_k, "mrr": mrr_at_k}.get(metric)
     if fn is None:
-        raise ValueError(f'metric must be "ndcg" or "recall", got {metric!r}')
+        raise ValueError(f'metric must be "ndcg", "recall" or "mrr", got {metric!r}')
     out: dict[str, float] = {}
     for qid, docs in ranked.items():
         value = fn(docs, qrels.get(qid, {}), k)

@@ -8,15 +8,30 @@ Example:
 from __future__ import annotations
 
 import csv
+import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .metrics import bootstrap_harmonic_diff
 from .runner import SystemResult
 
-__all__ = ["format_markdown", "plot_groups", "plot_tradeoff", "write_csv", "write_per_query"]
+if TYPE_CHECKING:
+    from .data import PositionBenchmark
+    from .protocol import ProtocolResult, SelectionRecord
+
+__all__ = [
+    "format_markdown",
+    "plot_groups",
+    "plot_tradeoff",
+    "write_csv",
+    "write_outputs",
+    "write_per_query",
+    "write_selection",
+    "write_summary",
+]
 
 
 def write_per_query(results: Sequence[SystemResult], groups: Mapping[str, str], path: str | Path) -> Path:
@@ -174,3 +189,78 @@ def plot_tradeoff(
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+# ------------------------------------------------------------------ the files of `posfair eval`
+def write_selection(record: SelectionRecord, bench: PositionBenchmark, out: Path, model_label: str) -> list[Path]:
+    """``grid.csv``, ``grid.md`` and ``psi_vs_harmonic.png`` of a selection record on ``bench``."""
+    from .protocol import grid_caption
+
+    scored = record.results
+    paths = [write_csv(scored + list(record.fusion), bench.group_order, out / "grid.csv")]
+    table = format_markdown(
+        sorted(scored, key=lambda r: -r.ndcg.harmonic),
+        bench.group_order,
+        caption=grid_caption(record),
+        baseline=record.vanilla,
+        groups=bench.groups,
+    )
+    (out / "grid.md").write_text(table, encoding="utf-8")
+    paths.append(out / "grid.md")
+    refs = [record.vanilla] + ([replace(record.default, name="default")] if record.default else [])
+    refs.append(replace(record.best_grid, name=f"best: {record.best_grid.name}"))
+    title = f"{model_label}: PSI vs harmonic nDCG@10 on {bench.name}"
+    paths.append(plot_tradeoff(scored[1:], out / "psi_vs_harmonic.png", reference=refs, title=title))
+    return paths
+
+
+def write_summary(
+    results: Sequence[SystemResult], bench: PositionBenchmark, out: Path, caption: str, model_label: str
+) -> tuple[str, list[Path]]:
+    """``summary.csv``, ``per_query.csv``, ``summary.md`` and ``ndcg_by_group.png``; returns the markdown too."""
+    paths = [
+        write_csv(results, bench.group_order, out / "summary.csv"),
+        write_per_query(results, bench.groups, out / "per_query.csv"),
+    ]
+    table = format_markdown(results, bench.group_order, caption=caption, baseline=results[0], groups=bench.groups)
+    (out / "summary.md").write_text(table, encoding="utf-8")
+    paths.append(out / "summary.md")
+    title = f"{model_label} on {bench.name}"
+    paths.append(plot_groups(results, bench.group_order, out / "ndcg_by_group.png", title=title))
+    return table, paths
+
+
+def write_outputs(
+    outcome: ProtocolResult,
+    report: PositionBenchmark,
+    select: PositionBenchmark | None,
+    out: str | Path,
+    *,
+    caption: str,
+    model_label: str,
+    meta: Mapping[str, Any],
+) -> tuple[str, list[Path]]:
+    """Every file of one ``posfair eval`` run in ``out`` (``run.json`` holds ``meta``).
+
+    Args:
+        outcome: What ``Protocol.run`` returned.
+        report: The reported benchmark.
+        select: The selection benchmark (``None`` without selection).
+        out: Output folder (created).
+        caption: Caption of ``summary.md`` (``protocol.summary_caption``).
+        model_label: Model name in plot titles.
+        meta: Provenance written to ``run.json``.
+
+    Returns:
+        The ``summary.md`` table and the paths written.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    if outcome.selection is not None and select is not None:
+        paths += write_selection(outcome.selection, select, out, model_label)
+    table, written = write_summary(outcome.results, report, out, caption, model_label)
+    paths += written
+    (out / "run.json").write_text(json.dumps(dict(meta), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    paths.append(out / "run.json")
+    return table, paths

@@ -21,7 +21,7 @@ from . import metrics
 from .data import PositionBenchmark
 from .systems import EncodeCache
 
-__all__ = ["EvalConfig", "SweepGrid", "SystemResult", "evaluate_scores", "run_eval"]
+__all__ = ["EvalConfig", "SweepGrid", "SystemResult", "evaluate_scores", "layers_label", "run_eval"]
 
 
 @dataclass(frozen=True)
@@ -65,14 +65,15 @@ class SweepGrid:
                     if float(s) == 0.0:
                         continue
                     cfg = CalibrationConfig(basket_size=int(b), strength=float(s), layers=layers, **dict(self.options))
-                    out.append((f"B={b} λ={s:g} {_layers_label(layers)}", cfg))
+                    out.append((f"B={b} λ={s:g} {layers_label(layers)}", cfg))
         return out
 
     def size(self) -> int:
         return len(self.points())
 
 
-def _layers_label(layers: Any) -> str:
+def layers_label(layers: Any) -> str:
+    """Short label of a layer set: ``"last_half"`` or ``"L3,4,5"``."""
     return layers if isinstance(layers, str) else "L" + ",".join(map(str, layers))
 
 
@@ -144,7 +145,8 @@ def evaluate_scores(
 ) -> tuple[metrics.GroupSummary, dict[int, float], dict[str, float]]:
     """Score a ``[n_queries, n_docs]`` matrix: nDCG@k per group, recall@k, per-query nDCG."""
     depth = max((config.k, *config.recall_ks))
-    ranked = dict(zip(bench.query_ids, metrics.rank_scores(scores, bench.doc_ids, depth)))
+    qrels = [bench.qrels.get(q, {}) for q in bench.query_ids]  # for the tie rule (metrics.rank_scores)
+    ranked = dict(zip(bench.query_ids, metrics.rank_scores(scores, bench.doc_ids, depth, qrels)))
     ndcg = metrics.per_query(ranked, bench.qrels, "ndcg", config.k)
     summary = metrics.summarize(ndcg, bench.groups, bench.group_order)
     recall = {}

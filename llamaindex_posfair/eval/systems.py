@@ -285,7 +285,8 @@ class RerankSystem:
 
     The same thing ``PositionFairRerank`` does inside LlamaIndex, implemented here
     directly on the encoder. Candidates keep the calibrated cosine; everything
-    outside the top ``k`` scores ``-inf`` (recall beyond ``k`` is the first stage's).
+    outside the top ``k`` keeps the first stage's order below the lowest candidate
+    (so recall beyond ``k`` is the first stage's, not an artefact of ties).
 
     Args:
         name: Row label.
@@ -323,7 +324,11 @@ class RerankSystem:
             d = np.zeros((cache.n_docs, sub.shape[1]), dtype=np.float32)
             d[needed] = sub
         q = cache.queries_matrix(self.encoder, self.calibration)
-        out = np.full(first.shape, -np.inf, dtype=np.float32)
         rows = np.arange(first.shape[0])[:, None]
-        out[rows, cand] = np.einsum("qd,qkd->qk", q, d[cand])
-        return out
+        reranked = np.einsum("qd,qkd->qk", q, d[cand]).astype(np.float64)
+        first = np.asarray(first, dtype=np.float64)
+        # non-candidates: the first stage's scores shifted below the lowest candidate of their row
+        shift = first.max(axis=1, keepdims=True) - reranked.min(axis=1, keepdims=True) + 1.0
+        out = first - shift
+        out[rows, cand] = reranked
+        return out.astype(np.float32)

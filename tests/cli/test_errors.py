@@ -52,3 +52,10 @@ def test_json_is_a_flag_everywhere(command):
     json_action = next((a for a in sub._actions if "--json" in a.option_strings), None)
     if json_action is not None:
         assert json_action.nargs == 0  # a store_true flag, never a file path
+
+
+def test_unknown_flags_are_reported_by_the_sub_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["ingest", ".", "--batch-size", "8"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "posfair ingest: error: unrecognized arguments: --batch-size 8" in err

@@ -18,8 +18,9 @@ def _defaults():
 
 
 def test_layer_sets_and_calibration_options_parse():
-    args = build_parser().parse_args(["eval", "--calib-option", "basket_layout=equal", "--layers", "last,4+5"])
-    assert args.layers == ("last", (4, 5))
+    args = build_parser().parse_args(["eval", "--calib-option", "basket_layout=equal", "--layer-sets", "last;4,5"])
+    assert args.layer_sets == ("last", (4, 5))  # ";" separates sets, "," (or "+") joins the indices of one set
+    assert build_parser().parse_args(["eval", "--layer-sets", "last_half;3+4"]).layer_sets == ("last_half", (3, 4))
     assert args.calib_option == [("basket_layout", "equal")]
 
 
@@ -33,7 +34,9 @@ def test_default_system_is_the_paper_preset():
 
 def test_default_grid_contains_the_default_point():
     args, paper = _defaults(), preset("paper")
-    assert paper.basket_size in args.basket_sizes and paper.strength in args.strengths and paper.layers in args.layers
+    assert (
+        paper.basket_size in args.basket_sizes and paper.strength in args.strengths and paper.layers in args.layer_sets
+    )
 
 
 def test_default_protocol_never_selects_on_the_reported_split():
@@ -76,7 +79,7 @@ def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
             "128",
             "--strengths",
             "0,1",
-            "--layers",
+            "--layer-sets",
             "last",
             "--rerank-k",
             "2",

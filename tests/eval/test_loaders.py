@@ -9,6 +9,7 @@ import shutil
 import pytest
 
 from llamaindex_posfair.eval.loaders import (
+    SplitError,
     load_beir,
     load_benchmark,
     load_fineweb_posq,
@@ -129,3 +130,65 @@ def test_shipped_needles_name_a_person_found_in_one_passage_only():
             owners = [d["_id"] for d in corpus if q["entity"] in d["text"]]
             assert owners == [q["doc_id"]]
         assert max(d["n_tokens"] for d in corpus) <= 510
+
+
+# ------------------------------------------------------------------ splits (issue 11)
+def _fineweb_split_folder(fixtures, tmp_path):
+    """dev.jsonl holds the first two fixture rows, test.jsonl the rest."""
+    rows = (fixtures / "fineweb_posq.jsonl").read_text().splitlines()
+    folder = tmp_path / "fineweb"
+    folder.mkdir()
+    (folder / "dev.jsonl").write_text("\n".join(rows[:2]) + "\n")
+    (folder / "test.jsonl").write_text("\n".join(rows[2:]) + "\n")
+    return folder, rows
+
+
+def test_fineweb_posq_reads_only_the_split_asked_for(fixtures, tmp_path):
+    folder, rows = _fineweb_split_folder(fixtures, tmp_path)
+    dev = load_benchmark("fineweb-posq", folder, split="dev")
+    test = load_benchmark("fineweb-posq", folder, split="test")
+    assert sorted(dev.queries.values()) == sorted(json.loads(r)["question"] for r in rows[:2])
+    assert not set(dev.queries.values()) & set(test.queries.values())
+    assert (dev.name, dev.meta["split"], test.name) == ("fineweb-posq/dev", "dev", "fineweb-posq/test")
+
+
+def test_fineweb_posq_single_file_rejects_a_named_split(fixtures):
+    with pytest.raises(SplitError) as err:
+        load_benchmark("fineweb-posq", fixtures / "fineweb_posq.jsonl", split="dev")
+    msg = str(err.value)
+    assert msg.startswith("load_fineweb_posq: split='dev'")
+    assert "single file" in msg and "split=None" in msg and "dev.jsonl and test.jsonl" in msg
+    whole = load_benchmark("fineweb-posq", fixtures / "fineweb_posq.jsonl", split=None)
+    assert len(whole.queries) == 4 and whole.name == "fineweb-posq"
+
+
+def test_fineweb_posq_missing_split_lists_the_available_ones(fixtures, tmp_path):
+    folder, _ = _fineweb_split_folder(fixtures, tmp_path)
+    with pytest.raises(SplitError, match=r"load_fineweb_posq: no split 'validation' .* \['dev', 'test'\]"):
+        load_fineweb_posq(folder, split="validation")
+
+
+def test_squad_posq_reads_the_split_file_of_a_folder(fixtures, tmp_path):
+    folder = tmp_path / "squad"
+    folder.mkdir()
+    shutil.copy(fixtures / "squad.json", folder / "dev-v1.1.json")
+    shutil.copy(fixtures / "squad_flat.jsonl", folder / "train-v1.1.jsonl")
+    dev = load_benchmark("squad-posq", folder, split="dev")
+    train = load_squad_posq(folder, split="train")
+    assert set(dev.queries) == {"s1", "s2", "s4"} and set(train.queries) == {"f1", "f2"}
+    with pytest.raises(SplitError, match=r"no split 'test' .* available splits: \['dev', 'train'\]"):
+        load_squad_posq(folder, split="test")
+
+
+def test_split_error_is_both_a_missing_file_and_a_bad_value(fixtures):
+    with pytest.raises(FileNotFoundError):
+        load_squad_posq(fixtures / "squad.json", split="dev")
+    with pytest.raises(ValueError):
+        load_squad_posq(fixtures / "squad.json", split="dev")
+
+
+def test_split_none_is_rejected_where_the_data_is_stored_by_split(fixtures):
+    with pytest.raises(SplitError, match=r"load_needle: split=None, .* available splits: \['dev', 'test'\]"):
+        load_benchmark("needle", None, split=None)
+    with pytest.raises(SplitError, match=r"load_beir: split=None"):
+        load_beir(fixtures / "beir", None)

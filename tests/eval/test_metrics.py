@@ -65,11 +65,58 @@ def test_psi_and_harmonic_edge_cases():
         m.harmonic_mean([-0.1, 0.5])
 
 
-def test_rank_scores_is_exact_and_breaks_ties_by_document_order():
+def test_rank_scores_without_judgements_breaks_ties_by_document_order():
     scores = np.array([[0.1, 0.9, 0.9, 0.5], [1.0, 0.0, 0.2, 0.3]])
     assert m.rank_scores(scores, ["a", "b", "c", "d"], 3) == [["b", "c", "d"], ["a", "d", "c"]]
     with pytest.raises(ValueError, match="shape"):
         m.rank_scores(scores, ["a", "b"], 3)
+
+
+def test_rank_scores_puts_the_relevant_document_last_among_ties():
+    scores = np.array([[0.1, 0.9, 0.9, 0.9]])
+    qrels = [{"b": 2.0, "c": 1.0}]
+    assert m.rank_scores(scores, ["a", "b", "c", "d"], 4, qrels) == [["d", "c", "b", "a"]]
+    with pytest.raises(ValueError, match="one mapping per score row"):
+        m.rank_scores(scores, ["a", "b", "c", "d"], 4, [{}, {}])
+
+
+def test_constant_scores_earn_no_credit_from_corpus_order():
+    # the relevant passage is first in the corpus: ranking by document order would give nDCG 1
+    ids = [f"d{i}" for i in range(12)]
+    qrels = [{"d0": 1.0}]
+    ranked = m.rank_scores(np.zeros((1, 12)), ids, 10, qrels)[0]
+    assert "d0" not in ranked
+    assert m.ndcg_at_k(ranked, qrels[0], 10) == 0.0
+
+
+def test_mrr_hand_computed():
+    assert m.mrr_at_k(["x", "a", "b"], {"a": 1, "b": 1}, 10) == 0.5
+    assert m.mrr_at_k(["x", "a"], {"a": 1}, 1) == 0.0
+    assert math.isnan(m.mrr_at_k(["a"], {"a": 0}, 10))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(0, 3), min_size=2, max_size=12),
+    st.lists(st.integers(0, 2), min_size=12, max_size=12),
+    st.randoms(use_true_random=False),
+    st.integers(1, 12),
+)
+def test_ndcg_from_tied_scores_does_not_depend_on_corpus_order(gains, levels, rnd, k):
+    n = len(gains)
+    ids = [f"d{i}" for i in range(n)]
+    scores = np.array([levels[:n]], dtype=np.float64)  # three score levels: many ties
+    rel = {d: float(g) for d, g in zip(ids, gains) if g > 0}
+    if not rel:
+        return
+    perm = list(range(n))
+    rnd.shuffle(perm)
+    base = m.ndcg_at_k(m.rank_scores(scores, ids, k, [rel])[0], rel, k)
+    shuffled = m.ndcg_at_k(m.rank_scores(scores[:, perm], [ids[j] for j in perm], k, [rel])[0], rel, k)
+    assert shuffled == pytest.approx(base)
+    # pessimistic: no ordering of the tied documents scores lower
+    worst = sorted(ids, key=lambda d: (-scores[0, ids.index(d)], rel.get(d, 0.0)))
+    assert base == pytest.approx(m.ndcg_at_k(worst, rel, k))
 
 
 def test_bad_k_names_the_parameter():

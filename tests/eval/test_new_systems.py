@@ -13,7 +13,6 @@ from llamaindex_posfair.eval.fusion import FusionSystem, fuse
 from llamaindex_posfair.eval.multivector import QdrantMaxSimSystem, qdrant_maxsim_scores
 from llamaindex_posfair.eval.runner import run_eval
 from llamaindex_posfair.eval.systems import DenseSystem, EncodeCache, canonical_calibration
-from llamaindex_posfair.eval.variants import VARIANTS, variant_configs
 
 from .test_systems_runner import _bench
 
@@ -102,14 +101,6 @@ def test_fusion_is_the_weighted_sum_and_stores_both_vectors(fake_encoder):
         FusionSystem("f", van, calsys, alpha=1.5)
 
 
-def test_variants_are_valid_configs_over_the_base():
-    cfgs = variant_configs()
-    assert list(cfgs) == list(VARIANTS)
-    assert cfgs["equal baskets"] == CalibrationConfig(basket_layout="equal")
-    assert cfgs["documents only"].calibrate_queries is False
-    assert variant_configs(base={"basket_size": 256})["equal baskets"].basket_size == 256
-
-
 def test_canonical_calibration_lets_one_sided_variants_reuse_embeddings():
     cfg = CalibrationConfig()
     assert canonical_calibration(CalibrationConfig(calibrate_queries=False), "docs") == cfg
@@ -126,25 +117,3 @@ def test_documents_only_variant_reuses_the_calibrated_documents(fake_encoder):
     before = cache.encoded_texts
     DenseSystem("d", fake_encoder, CalibrationConfig(calibrate_queries=False)).score(cache)
     assert cache.encoded_texts - before == cache.n_queries  # only the (vanilla) queries were encoded
-
-
-def test_combination_adds_the_variants_that_beat_the_paper_default_in_order_of_gain():
-    from types import SimpleNamespace as N
-
-    from llamaindex_posfair.cli.eval import _combine
-
-    def res(name, h):
-        return N(name=name, ndcg=N(harmonic=h))
-
-    best = CalibrationConfig(basket_size=256, strength=0.7)
-    var = [
-        res("equal baskets", 0.25),
-        res("equal baskets B=64", 0.30),
-        res("length-weighted baskets", 0.21),
-        res("documents only", 0.10),
-    ]
-    labels, cfg = _combine(best, res("paper", 0.20), var, variant_configs())
-    # "equal baskets B=64" helped most but sets B: skipped; "documents only" hurt: left out
-    assert labels == ["equal baskets", "length-weighted baskets"]
-    assert cfg == CalibrationConfig(basket_size=256, strength=0.7, basket_layout="equal", basket_weighting="length")
-    assert _combine(best, res("paper", 0.5), var, variant_configs()) is None
