@@ -66,13 +66,8 @@ def check_source(path: str) -> None:
         raise CliError(f"PATH {path!r} does not exist; pass a folder of .txt/.md files or one file")
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "ingest",
-        help="embed a folder of .txt/.md files into a Qdrant collection (idempotent)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def add_ingest_args(p: argparse.ArgumentParser) -> None:
+    """Everything ``ingest`` and ``ingest-ray`` share: PATH, storage, model, vectors, chunking, prune, ``--json``."""
     p.add_argument("source", metavar="PATH", help="folder of .txt/.md files, or one file")
     options.add_storage_args(p)
     options.add_model_args(p)
@@ -80,6 +75,16 @@ def register(subparsers: Any) -> None:
     add_chunking_args(p)
     p.add_argument("--prune", action="store_true", help="delete stored documents whose file is gone")
     options.add_json_arg(p, "the ingestion report")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "ingest",
+        help="embed a folder of .txt/.md files into a Qdrant collection (idempotent)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_ingest_args(p)
     p.set_defaults(handler=run_ingest)
 
 

@@ -19,13 +19,7 @@ import sys
 from typing import Any
 
 from llamaindex_posfair.cli import options
-from llamaindex_posfair.cli.ingest import (
-    add_chunking_args,
-    add_vector_args,
-    check_source,
-    encoder_set_from_args,
-    print_report,
-)
+from llamaindex_posfair.cli.ingest import add_ingest_args, check_source, encoder_set_from_args, print_report
 from llamaindex_posfair.cli.options import CliError
 
 
@@ -36,12 +30,7 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("source", metavar="PATH", help="folder of .txt/.md files, or one file (read by the driver)")
-    options.add_storage_args(p)
-    options.add_model_args(p)
-    add_vector_args(p)
-    add_chunking_args(p)
-    p.add_argument("--prune", action="store_true", help="delete stored documents whose file is gone")
+    add_ingest_args(p)
     p.add_argument("--spec", default=None, help="create/check the collection from this spec file first")
     g = p.add_argument_group("Ray")
     g.add_argument("--ray-address", default=None, help='Ray cluster ("auto", "ray://head:10001"); default: local Ray')
@@ -52,7 +41,6 @@ def register(subparsers: Any) -> None:
     g.add_argument("--token-budget", type=int, default=16384, help="padded tokens per forward pass")
     g.add_argument("--docs-per-task", type=int, default=8, help="documents per actor call")
     g.add_argument("--write-ordering", default="weak", choices=["weak", "medium", "strong"])
-    options.add_json_arg(p, "the ingestion report")
     p.set_defaults(handler=run_ingest_ray)
 
 

@@ -15,7 +15,7 @@ from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, bundled_model_path, resolve_model_path
 from llamaindex_posfair.encoders.plan import plan_for_batch, pooling_from_sentence_transformer
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
-from llamaindex_posfair.encoders.spec import IN_MEMORY, EncoderSpec
+from llamaindex_posfair.encoders.spec import IN_MEMORY, EncoderSpec, SpecSettings
 from llamaindex_posfair.encoders.weights import folder_identity, module_identity
 
 __all__ = ["BUNDLED_MINILM", "DEFAULT", "PosFairEncoder", "bundled_model_path"]
@@ -46,7 +46,7 @@ def _make_backend(name: str):
     return ReferenceBackend()
 
 
-class PosFairEncoder:
+class PosFairEncoder(SpecSettings):
     """Encode queries and documents with position-fair attention calibration.
 
     Wraps a sentence-transformers model (or any transformers model plus a pooling
@@ -138,36 +138,6 @@ class PosFairEncoder:
         return spec.model_copy(update={"weights": identity})
 
     # ------------------------------------------------------------------ properties
-    @property
-    def model_id(self) -> str:
-        """The model's stable id (the bundled alias, a hub name, a folder, or ``"in-memory"``)."""
-        return self.spec.model
-
-    @property
-    def calibration(self) -> CalibrationConfig | None:
-        """The calibration applied unless a call overrides it."""
-        return self.spec.calibration
-
-    @property
-    def backend_name(self) -> str:
-        return self.spec.backend
-
-    @property
-    def query_prompt(self) -> str | None:
-        return self.spec.query_prompt
-
-    @property
-    def document_prompt(self) -> str | None:
-        return self.spec.document_prompt
-
-    @property
-    def normalize(self) -> bool:
-        return self.spec.normalize
-
-    @property
-    def batch_size(self) -> int:
-        return self.spec.batch_size
-
     @property
     def sentence_transformer(self):
         """The underlying ``SentenceTransformer``."""

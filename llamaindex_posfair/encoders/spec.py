@@ -230,6 +230,42 @@ class EncoderSpec(BaseModel):
         return PosFairEncoder.from_spec(spec)
 
 
+class SpecSettings:
+    """Read-only views of an object's ``spec`` (shared by the encoder and its calibration views)."""
+
+    spec: EncoderSpec
+
+    @property
+    def model_id(self) -> str:
+        """The model's stable id (the bundled alias, a hub name, a folder, or ``"in-memory"``)."""
+        return self.spec.model
+
+    @property
+    def calibration(self) -> CalibrationConfig | None:
+        """The calibration applied unless a call overrides it."""
+        return self.spec.calibration
+
+    @property
+    def backend_name(self) -> str:
+        return self.spec.backend
+
+    @property
+    def query_prompt(self) -> str | None:
+        return self.spec.query_prompt
+
+    @property
+    def document_prompt(self) -> str | None:
+        return self.spec.document_prompt
+
+    @property
+    def normalize(self) -> bool:
+        return self.spec.normalize
+
+    @property
+    def batch_size(self) -> int:
+        return self.spec.batch_size
+
+
 VectorKind = Literal["calibrated", "vanilla"]
 
 

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.spec import SpecSettings
 
 
-class CalibrationView:
+class CalibrationView(SpecSettings):
     """An encoder seen through a fixed calibration setting (e.g. ``None`` = plain).
 
     Shares the loaded model, so a collection can hold a vanilla and a calibrated
@@ -36,34 +37,6 @@ class CalibrationView:
     def base_encoder(self) -> Any:
         """The wrapped encoder (holding the model)."""
         return self._encoder
-
-    @property
-    def calibration(self) -> CalibrationConfig | None:
-        return self.spec.calibration
-
-    @property
-    def model_id(self) -> str:
-        return self.spec.model
-
-    @property
-    def query_prompt(self) -> str | None:
-        return self.spec.query_prompt
-
-    @property
-    def document_prompt(self) -> str | None:
-        return self.spec.document_prompt
-
-    @property
-    def normalize(self) -> bool:
-        return self.spec.normalize
-
-    @property
-    def batch_size(self) -> int:
-        return self.spec.batch_size
-
-    @property
-    def backend_name(self) -> str:
-        return self.spec.backend
 
     @property
     def dimension(self) -> int:
