@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SourceDocument, load_folder
@@ -41,6 +41,7 @@ from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion
 from qdrant_tools.report import IngestReport
 from qdrant_tools.retry import RetryPolicy
 from qdrant_tools.spec import CollectionSpec
+from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 from qdrant_tools.writer import PointBatch, QdrantWriter, spec_for_vectors
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,10 @@ class IngestSettings:
             never deletes data unless asked).
         retry: backoff of every Qdrant call (transient network errors only; never applied to encoding).
         show_progress: progress bar over written chunks.
+        subchunks: store each chunk (node) with a multivector of its sentence-aligned
+            sub-chunks, so a node is found by its best sub-chunk (:mod:`qdrant_tools.subchunks`);
+            ``None`` = the single-vector layout.
+        subchunk_quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized (4x smaller).
     """
 
     chunk_tokens: int | None = None
@@ -70,6 +75,8 @@ class IngestSettings:
     prune: bool = False
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     show_progress: bool = True
+    subchunks: SubchunkConfig | None = DEFAULT_SUBCHUNKS
+    subchunk_quantization: Literal["int8"] | None = None
 
 
 def read_folder(path: str | Path, extensions: Iterable[str], report: R) -> tuple[list[SourceDocument], R]:
@@ -129,7 +136,7 @@ class IngestionRun:
             SchemaMismatchError: the collection (or ``spec``) does not fit the encoders; nothing written.
             ValueError: duplicate document ids; nothing written.
         """
-        spec = spec_for_vectors(collection, encoders.dimensions, spec)
+        spec = spec_for_vectors(collection, encoders.vector_configs(), spec)
         writer = QdrantWriter(client, spec, descriptions=encoders.descriptions, retry=settings.retry, ordering=ordering)
         writer.check()
         plan = plan_ingestion(

@@ -28,6 +28,8 @@ import numpy as np
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import ChunkingConfig, SourceDocument, SpanFn, chunk_text, tokenizer_spans, whitespace_spans
 from qdrant_tools.ids import document_version, point_id
+from qdrant_tools.spec import HnswSpec, QuantizationSpec, VectorConfig
+from qdrant_tools.subchunks import SUBCHUNK_VECTOR, SubchunkConfig, subchunk_text
 from qdrant_tools.writer import PointBatch
 
 logger = logging.getLogger(__name__)
@@ -68,9 +70,13 @@ def describe_encoder(encoder: Any) -> str:
         return str(name)
 
 
-def chunking_key(chunking: ChunkingConfig, spans_name: str) -> str:
-    """The string that identifies how a document was chunked (part of its version, stored with every point)."""
-    return f"{chunking.key()};spans={spans_name}"
+def chunking_key(chunking: ChunkingConfig, spans_name: str, subchunks: SubchunkConfig | None = None) -> str:
+    """The string that identifies how a document was chunked (part of its version, stored with every point).
+
+    The sub-chunk settings are part of it: another budget or overlap re-embeds every document.
+    """
+    key = f"{chunking.key()};spans={spans_name}"
+    return key if subchunks is None else f"{key};{subchunks.key()}"
 
 
 def spans_for(encoder: Any) -> tuple[SpanFn, str]:
@@ -123,8 +129,12 @@ class EncoderPlan:
         descriptions: vector name -> description for error messages.
         max_length: the smallest encoder window (tokens, special tokens included).
         chunking: chunk sizes.
-        chunking_key: :func:`chunking_key` of ``chunking`` and ``spans_name``.
+        chunking_key: :func:`chunking_key` of ``chunking``, ``spans_name`` and ``subchunks``.
         spans_name: ``"tokenizer"`` or ``"whitespace"`` (see :func:`spans_for`).
+        subchunks: sub-chunk layout: every point also gets a multivector
+            :data:`~qdrant_tools.subchunks.SUBCHUNK_VECTOR` of its sub-chunks, embedded by the
+            first encoder; ``None`` = one vector per point and name.
+        subchunk_quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized (4x smaller).
     """
 
     dimensions: dict[str, int]
@@ -134,24 +144,51 @@ class EncoderPlan:
     chunking: ChunkingConfig
     chunking_key: str
     spans_name: str
+    subchunks: SubchunkConfig | None = None
+    subchunk_quantization: str | None = None
 
     @property
     def label(self) -> str:
         """Human-readable chunking, for reports."""
         c = self.chunking
-        return f"{c.chunk_tokens}-token chunks, {c.overlap_tokens} overlap, {self.spans_name} tokens"
+        label = f"{c.chunk_tokens}-token chunks, {c.overlap_tokens} overlap, {self.spans_name} tokens"
+        if self.subchunks is not None:
+            s = self.subchunks
+            label += f"; sub-chunks of <= {s.max_tokens} tokens, {s.overlap_sentences}-sentence overlap"
+        return label
+
+    def vector_configs(self) -> list[VectorConfig]:
+        """The collection's named vectors: one dense vector per encoder, plus the sub-chunk multivector
+        (no HNSW graph: it only re-scores candidates found through a dense vector)."""
+        out = [VectorConfig(name=n, size=d) for n, d in self.dimensions.items()]
+        if self.subchunks is not None:
+            quant = QuantizationSpec(kind="scalar", quantile=0.99) if self.subchunk_quantization == "int8" else None
+            size = next(iter(self.dimensions.values()))
+            out.append(
+                VectorConfig(name=SUBCHUNK_VECTOR, size=size, multivector=True, hnsw=HnswSpec(m=0), quantization=quant)
+            )
+        return out
 
 
 def plan_encoders(
-    vectors: Mapping[str, Encoder], chunk_tokens: int | None = None, overlap_tokens: int | None = None
+    vectors: Mapping[str, Encoder],
+    chunk_tokens: int | None = None,
+    overlap_tokens: int | None = None,
+    subchunks: SubchunkConfig | None = None,
+    subchunk_quantization: str | None = None,
 ) -> EncoderPlan:
     """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
 
     Raises:
-        ValueError: ``vectors`` is empty, or the first encoder's window holds no text.
+        ValueError: ``vectors`` is empty or uses the reserved sub-chunk vector name, or the first
+            encoder's window holds no text.
     """
     if not vectors:
         raise ValueError("vectors must map at least one vector name to an encoder, e.g. {'calibrated': encoder}")
+    if SUBCHUNK_VECTOR in vectors:
+        raise ValueError(f"the vector name {SUBCHUNK_VECTOR!r} is reserved for sub-chunk vectors; rename the vector")
+    if subchunk_quantization not in (None, "int8"):
+        raise ValueError(f'subchunk_quantization must be None or "int8", got {subchunk_quantization!r}')
     first = next(iter(vectors.values()))
     chunking = resolve_chunking(first, chunk_tokens, overlap_tokens)
     _, spans_name = spans_for(first)
@@ -161,8 +198,10 @@ def plan_encoders(
         descriptions={n: describe_encoder(e) for n, e in vectors.items()},
         max_length=min(int(e.max_length) for e in vectors.values()),
         chunking=chunking,
-        chunking_key=chunking_key(chunking, spans_name),
+        chunking_key=chunking_key(chunking, spans_name, subchunks),
         spans_name=spans_name,
+        subchunks=subchunks,
+        subchunk_quantization=subchunk_quantization if subchunks is not None else None,
     )
 
 
@@ -186,10 +225,13 @@ def prepare_document(
     count_tokens: Any,
     max_length: int,
     skip: Collection[int] = (),
+    subchunks: SubchunkConfig | None = None,
 ) -> list[PlannedChunk]:
     """Chunk one document into planned points (pure given its inputs), leaving out chunk indices in ``skip``.
 
-    Every ingestion path builds points with this function, so ids and payloads agree.
+    With ``subchunks``, each payload also records its sub-chunks' document offsets
+    (:data:`qdrant_tools.payload.SUBCHUNK_SPANS`). Every ingestion path builds points
+    with this function, so ids and payloads agree.
     """
     version = document_version(doc.content_hash, chunking_key, fingerprints)
     chunks = chunk_text(doc.text, chunking, spans_fn)
@@ -210,10 +252,19 @@ def prepare_document(
                 n_tokens=n,
                 truncated=n > max_length,
                 chunking_key=chunking_key,
+                subchunk_spans=None if subchunks is None else _subchunk_spans(c, subchunks, spans_fn),
             ),
         )
         for c, n in zip(chunks, n_tokens)
     ]
+
+
+def _subchunk_spans(chunk: Any, config: SubchunkConfig, spans_fn: SpanFn) -> list[list[int]]:
+    """Document offsets of a chunk's sub-chunks (at least one: the whole chunk if it has no sentence)."""
+    subs = subchunk_text(chunk.text, config, spans_fn)
+    if not subs:
+        return [[chunk.start_char, chunk.end_char]]
+    return [[chunk.start_char + s.start_char, chunk.start_char + s.end_char] for s in subs]
 
 
 def token_budget_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
@@ -282,6 +333,7 @@ class ChunkEncoder:
             count_tokens=self.first.count_tokens,
             max_length=p.max_length,
             skip=skip,
+            subchunks=p.subchunks,
         )
 
     def encode(self, chunks: Sequence[PlannedChunk], token_budget: int | None = None) -> PointBatch:
@@ -308,4 +360,21 @@ class ChunkEncoder:
                     )
                 arr[idx] = part
             vectors[name] = arr
+        if self.plan.subchunks is not None and chunks:
+            vectors[SUBCHUNK_VECTOR] = self._subchunk_vectors(chunks)
         return PointBatch(ids=[c.point_id for c in chunks], payloads=[c.payload for c in chunks], vectors=vectors)
+
+    def _subchunk_vectors(self, chunks: Sequence[PlannedChunk]) -> list[np.ndarray]:
+        """Per chunk, the ``(k, dim)`` vectors of its sub-chunks, embedded together by the first encoder."""
+        texts, owners = [], []
+        for i, c in enumerate(chunks):
+            base = int(c.payload[P.START_CHAR])
+            for start, end in c.payload[P.SUBCHUNK_SPANS]:
+                texts.append(c.text[start - base : end - base])
+                owners.append(i)
+        arr = np.asarray(self.first.encode_documents(texts), dtype=np.float32)
+        dim = next(iter(self.plan.dimensions.values()))
+        if arr.shape != (len(texts), dim):
+            raise RuntimeError(f"sub-chunk encoder returned shape {arr.shape}, expected {(len(texts), dim)}")
+        cuts = np.cumsum(np.bincount(np.asarray(owners), minlength=len(chunks)))[:-1]
+        return np.split(arr, cuts)

@@ -101,7 +101,9 @@ def ingest_documents(
     config = config or IngestConfig()
     report = report or IngestReport(collection=collection)
     t0 = time.perf_counter()
-    plan = plan_encoders(vectors, config.chunk_tokens, config.overlap_tokens)
+    plan = plan_encoders(
+        vectors, config.chunk_tokens, config.overlap_tokens, config.subchunks, config.subchunk_quantization
+    )
     encoder = ChunkEncoder(vectors, plan)
     run = IngestionRun.start(client, collection, documents, plan, report, config, spec=spec, started=t0)
     chunks = [c for d in run.plan.to_encode for c in encoder.chunks(d.doc, skip=d.done)]

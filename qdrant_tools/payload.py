@@ -42,6 +42,8 @@ VERSION = "version"
 FINGERPRINTS = "encoder_fingerprints"
 CHUNKING = "chunking"
 FORMAT = "posfair_payload_format"
+#: ``[[start_char, end_char], ...]`` of the node's sub-chunks (document offsets), when the layout has them.
+SUBCHUNK_SPANS = "subchunk_spans"
 
 #: Fields read back when diffing a collection against the input.
 RECORD_FIELDS = [DOC_ID, VERSION, N_CHUNKS]
@@ -57,6 +59,7 @@ def build_payload(
     n_tokens: int,
     truncated: bool,
     chunking_key: str = "",
+    subchunk_spans: list[list[int]] | None = None,
 ) -> dict[str, Any]:
     """Payload of one chunk.
 
@@ -69,8 +72,9 @@ def build_payload(
         n_tokens: encoder tokens of the chunk, special tokens included.
         truncated: whether the encoder cut the chunk at its window.
         chunking_key: :meth:`ChunkingConfig.key`, for the record.
+        subchunk_spans: document offsets of the node's sub-chunks (the layout with sub-chunk vectors).
     """
-    return {
+    payload = {
         TEXT: chunk.text,
         DOC_ID: doc.doc_id,
         SOURCE: doc.source,
@@ -87,3 +91,6 @@ def build_payload(
         CHUNKING: chunking_key,
         FORMAT: PAYLOAD_FORMAT,
     }
+    if subchunk_spans is not None:
+        payload[SUBCHUNK_SPANS] = subchunk_spans
+    return payload

@@ -133,18 +133,19 @@ class RayIngestReport(IngestReport):
 
 
 # ---------------------------------------------------------------------- encoder plan (runs once)
-def plan_from_factory(factory: EncoderFactory, chunk_tokens: int | None, overlap_tokens: int | None) -> EncoderPlan:
+def plan_from_factory(factory: EncoderFactory, settings: IngestSettings) -> EncoderPlan:
     """Load the encoders once on CPU and read their :class:`~qdrant_tools.encoding.EncoderPlan`."""
-    return plan_encoders(factory("cpu"), chunk_tokens, overlap_tokens)
+    s = settings
+    return plan_encoders(factory("cpu"), s.chunk_tokens, s.overlap_tokens, s.subchunks, s.subchunk_quantization)
 
 
 def _encoder_plan(factory: EncoderFactory, config: RayIngestConfig, on_cluster: bool) -> EncoderPlan:
     import ray
 
     if config.plan_on == "driver" or (config.plan_on == "auto" and not on_cluster):
-        return plan_from_factory(factory, config.chunk_tokens, config.overlap_tokens)
+        return plan_from_factory(factory, config)
     remote = ray.remote(num_cpus=1, num_gpus=0)(plan_from_factory)
-    return ray.get(remote.remote(factory, config.chunk_tokens, config.overlap_tokens))
+    return ray.get(remote.remote(factory, config))
 
 
 # ---------------------------------------------------------------------- the actor
@@ -255,7 +256,7 @@ def _encoded_batches(
     saved_bars, ctx.enable_progress_bars = ctx.enable_progress_bars, config.show_progress
     try:
         for cols in ds.iter_batches(batch_size=config.write_batch_size, batch_format="numpy"):
-            yield _from_columns(cols, plan.dimensions)
+            yield _from_columns(cols, [v.name for v in plan.vector_configs()])
     finally:
         ctx.enable_progress_bars = saved_bars
 

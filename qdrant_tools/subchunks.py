@@ -28,7 +28,10 @@ from dataclasses import dataclass
 
 from qdrant_tools.chunking import Span, SpanFn, whitespace_spans
 
-__all__ = ["SubChunk", "SubchunkConfig", "sentence_spans", "subchunk_text"]
+__all__ = ["DEFAULT_SUBCHUNKS", "SUBCHUNK_VECTOR", "SubChunk", "SubchunkConfig", "sentence_spans", "subchunk_text"]
+
+#: Name of the multivector that holds a node's sub-chunk vectors (MaxSim).
+SUBCHUNK_VECTOR = "subchunks"
 
 # A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace,
 # or at a blank line / line break that ends a heading or list item.
@@ -62,6 +65,10 @@ class SubchunkConfig:
     def key(self) -> str:
         """Stable string identifying these settings (part of a document's version)."""
         return f"sub={self.max_tokens};ov={self.overlap_sentences}"
+
+
+#: The shipped sub-chunk layout of ``posfair ingest`` (chosen on the benchmark's dev split; README).
+DEFAULT_SUBCHUNKS = SubchunkConfig(max_tokens=64, overlap_sentences=1)
 
 
 @dataclass(frozen=True)

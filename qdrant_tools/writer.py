@@ -116,32 +116,34 @@ def vector_rows(name: str, value: Any, n: int, size: int) -> list[Any]:
 
 
 def spec_for_vectors(
-    collection: str, dimensions: Mapping[str, int], base: CollectionSpec | None = None
+    collection: str, vectors: Sequence[VectorConfig] | Mapping[str, int], base: CollectionSpec | None = None
 ) -> CollectionSpec:
     """The collection spec an ingestion writes to: ``base`` if given (checked), else one built from the encoders.
 
     Args:
         collection: collection name.
-        dimensions: vector name -> encoder output size.
+        vectors: the vectors the run writes (:meth:`qdrant_tools.encoding.EncoderPlan.vector_configs`),
+            or ``{name: size}`` for dense vectors only.
         base: an operator's spec (HNSW, quantization, shards, indexes ...); it
-            must name ``collection`` and hold every vector with the encoder's size.
+            must name ``collection`` and hold every vector with the encoder's size and kind.
 
     Raises:
-        SchemaMismatchError: ``base`` lacks a vector or gives it another size.
+        SchemaMismatchError: ``base`` lacks a vector or gives it another size or kind.
         ValueError: ``base`` names another collection.
     """
+    if isinstance(vectors, Mapping):
+        vectors = [VectorConfig(name=n, size=d) for n, d in vectors.items()]
     if base is None:
-        return CollectionSpec(
-            name=collection, vectors=tuple(VectorConfig(name=n, size=d) for n, d in dimensions.items())
-        )
+        return CollectionSpec(name=collection, vectors=tuple(vectors))
     if base.name != collection:
         raise ValueError(f"the spec describes collection {base.name!r} but the ingestion writes {collection!r}")
-    have = {v.name: v.size for v in base.vectors}
-    for name, size in dimensions.items():
-        if have.get(name) != size:
+    have = {v.name: (v.size, v.multivector) for v in base.vectors}
+    for v in vectors:
+        if have.get(v.name) != (v.size, v.multivector):
+            kind = "multivector" if v.multivector else "dense vector"
             raise SchemaMismatchError(
-                f"spec {base.name!r} has vectors {have}, but the encoders write {name!r} with size {size}; "
-                "fix the spec's vectors or the vector names (--vector-name)"
+                f"spec {base.name!r} has vectors {sorted(have)}, but the run writes {v.name!r} as a {kind} of size "
+                f"{v.size}; fix the spec's vectors or the vector names (--vector-name)"
             )
     return base
 
@@ -192,7 +194,24 @@ class QdrantWriter:
             SchemaMismatchError: a vector is missing or has another size or distance (nothing is written).
         """
         specs = [replace(v.to_vector_spec(), encoder=self.descriptions.get(v.name, "")) for v in self.spec.vectors]
-        return check_collection(self.client, self.collection, specs)
+        exists = check_collection(self.client, self.collection, specs)
+        if exists:
+            self._refuse_missing_multivectors()
+        return exists
+
+    def _refuse_missing_multivectors(self) -> None:
+        """A collection with sub-chunk (multi)vectors must not get points without them: layouts never mix."""
+        live = self.client.get_collection(self.collection).config.params.vectors
+        written = {v.name for v in self.spec.vectors}
+        extra = sorted(
+            n for n, p in live.items() if getattr(p, "multivector_config", None) is not None and n not in written
+        )
+        if extra:
+            raise SchemaMismatchError(
+                f"collection {self.collection!r} holds the multivector(s) {extra} (the sub-chunk layout), but this "
+                "run writes points without them; ingest with the same sub-chunk settings, or into a new collection "
+                "(--collection NEW_NAME) for the single-vector layout"
+            )
 
     def ensure(self) -> bool:
         """Check the collection, create it from the spec if missing, and create missing payload indexes.

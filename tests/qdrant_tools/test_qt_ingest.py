@@ -8,7 +8,8 @@ from qdrant_tools.schema import SchemaMismatchError, VectorSpec, ensure_collecti
 from qdrant_tools.spec import CollectionSpec, VectorConfig
 from qdrant_tools.writer import QdrantWriter
 
-CFG = IngestConfig(chunk_tokens=20, overlap_tokens=4, batch_size=4, show_progress=False)
+# the single-vector layout: these tests are about planning and writing, not sub-chunks (test_subchunk_ingest.py)
+CFG = IngestConfig(chunk_tokens=20, overlap_tokens=4, batch_size=4, show_progress=False, subchunks=None)
 
 
 def stored_records(client, name="c"):
@@ -126,7 +127,11 @@ def test_bad_files_are_skipped_and_reported(client, encoder, corpus):
 def test_chunks_longer_than_window_are_counted_as_truncated(client, make_encoder, corpus):
     enc = make_encoder(max_length=12)
     r = ingest_path(
-        client, "c", corpus, {"calibrated": enc}, IngestConfig(chunk_tokens=20, overlap_tokens=0, show_progress=False)
+        client,
+        "c",
+        corpus,
+        {"calibrated": enc},
+        IngestConfig(chunk_tokens=20, overlap_tokens=0, show_progress=False, subchunks=None),
     )
     truncated = [p for p in points(client).values() if p.payload["truncated"]]
     assert r.chunks_truncated == len(truncated) > 0 and "truncated" in r.summary()
@@ -134,7 +139,7 @@ def test_chunks_longer_than_window_are_counted_as_truncated(client, make_encoder
 
 def test_default_chunking_fits_the_window(client, make_encoder, corpus):
     enc = make_encoder(max_length=12)
-    r = ingest_path(client, "c", corpus, {"calibrated": enc}, IngestConfig(show_progress=False))
+    r = ingest_path(client, "c", corpus, {"calibrated": enc}, IngestConfig(show_progress=False, subchunks=None))
     assert r.chunks_truncated == 0
     assert max(p.payload["n_tokens"] for p in points(client).values()) <= 12
 
@@ -149,7 +154,7 @@ def test_removed_file_is_kept_unless_prune(client, encoder, corpus):
         "c",
         corpus,
         {"calibrated": encoder},
-        IngestConfig(chunk_tokens=20, overlap_tokens=4, prune=True, show_progress=False),
+        IngestConfig(chunk_tokens=20, overlap_tokens=4, prune=True, show_progress=False, subchunks=None),
     )
     assert r.pruned == ["b.md"] and "b.md" not in stored_records(client, "c")
 
@@ -265,7 +270,12 @@ def test_transient_qdrant_errors_are_retried_by_the_writer_not_the_caller(client
 
     recorded.upsert.side_effect = flaky
     fast = IngestConfig(
-        chunk_tokens=20, overlap_tokens=4, batch_size=4, show_progress=False, retry=RetryPolicy(base_delay=0.0)
+        chunk_tokens=20,
+        overlap_tokens=4,
+        batch_size=4,
+        show_progress=False,
+        retry=RetryPolicy(base_delay=0.0),
+        subchunks=None,
     )
     r = ingest_path(recorded, "c", corpus, {"calibrated": encoder}, fast)
     n_batches = -(-r.chunks_written // 4)

@@ -126,7 +126,7 @@ def assert_same_points(got, want):
     for pid, (payload, vecs) in want.items():
         g_payload, g_vecs = got[pid]
         assert g_payload == payload
-        assert sorted(g_vecs) == sorted(vecs) == ["calibrated", "vanilla"]
+        assert sorted(g_vecs) == sorted(vecs) == ["calibrated", "subchunks", "vanilla"]  # the default layout
         for name in vecs:
             np.testing.assert_allclose(g_vecs[name], vecs[name], atol=1e-5, rtol=0)
 
@@ -183,7 +183,12 @@ def test_ray_resumes_a_partly_stored_document_chunk_by_chunk(ray_session, recipe
     client.create_collection(
         "part",
         vectors_config={
-            n: models.VectorParams(size=size, distance=models.Distance.COSINE) for n in ("vanilla", "calibrated")
+            **{n: models.VectorParams(size=size, distance=models.Distance.COSINE) for n in ("vanilla", "calibrated")},
+            "subchunks": models.VectorParams(
+                size=size,
+                distance=models.Distance.COSINE,
+                multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+            ),
         },
     )
     kept = [models.PointStruct(id=pid, vector={k: v.tolist() for k, v in vecs.items()}, payload=payload)

@@ -178,7 +178,7 @@ def test_vectors_of_the_wrong_size_are_refused_before_the_call(recorded):
 def test_an_operator_spec_must_hold_every_encoder_vector_with_its_size():
     base = CollectionSpec(name="c", vectors=[VectorConfig(name="calibrated", size=384, on_disk=True)])
     assert spec_for_vectors("c", {"calibrated": 384}, base) is base
-    with pytest.raises(SchemaMismatchError, match="encoders write 'vanilla' with size 384"):
+    with pytest.raises(SchemaMismatchError, match="the run writes 'vanilla' as a dense vector of size 384"):
         spec_for_vectors("c", {"vanilla": 384}, base)
     with pytest.raises(ValueError, match="spec describes collection 'c' but the ingestion writes 'd'"):
         spec_for_vectors("d", {"calibrated": 384}, base)

@@ -1,0 +1,219 @@
+"""Query a collection written by posfair ingestion: node vectors, re-scored by their best sub-chunk.
+
+With the sub-chunk layout (:mod:`qdrant_tools.subchunks`) one ``query_points``
+call does both stages inside Qdrant: a prefetch finds ``prefetch_limit``
+candidates through the node vector (HNSW), and the candidates are re-scored by
+MaxSim over their sub-chunk multivector — with one query vector that is
+``max_j cos(q, s_j)``, the node's best sub-chunk. Optionally the node's own
+cosine is fused in, ``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)``
+(the node vectors of the candidates come back with the same call). Without
+sub-chunks the node vector is searched directly.
+
+Only qdrant-client method names are used (``get_collection``, ``query_points``,
+``retrieve``), so the embedded store and a server answer alike.
+
+Example:
+    >>> hits = search(client, "demo", query_vector, SearchSettings(limit=5))  # doctest: +SKIP
+    >>> hits[0].payload["doc_id"], hits[0].score                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from qdrant_client import models
+
+from qdrant_tools import payload as P
+from qdrant_tools.subchunks import SUBCHUNK_VECTOR
+
+__all__ = ["Hit", "Layout", "SearchSettings", "collection_layout", "search"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The named vectors of a posfair collection.
+
+    Args:
+        dense: dense vector names with their sizes.
+        subchunks: the sub-chunk multivector's name, or ``None`` (single-vector layout).
+    """
+
+    dense: dict[str, int]
+    subchunks: str | None
+
+    def node_vector(self, requested: str | None = None) -> str:
+        """The dense vector to search: ``requested``, else ``"calibrated"`` if present, else the only one.
+
+        Raises:
+            ValueError: ``requested`` is not a dense vector of the collection, or the choice is ambiguous.
+        """
+        if requested is not None:
+            if requested not in self.dense:
+                raise ValueError(f"vector {requested!r} is not a dense vector of the collection (it has {self.names})")
+            return requested
+        if "calibrated" in self.dense:
+            return "calibrated"
+        if len(self.dense) == 1:
+            return next(iter(self.dense))
+        raise ValueError(f"the collection has dense vectors {self.names}; choose one (--vector-name)")
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.dense)
+
+
+def collection_layout(client: Any, collection: str) -> Layout:
+    """Read the layout of ``collection``.
+
+    Raises:
+        LookupError: the collection does not exist.
+        ValueError: it has one unnamed vector (not written by posfair ingestion).
+    """
+    if not client.collection_exists(collection):
+        raise LookupError(f"collection {collection!r} not found")
+    vectors = client.get_collection(collection).config.params.vectors
+    if not isinstance(vectors, dict):
+        raise ValueError(f"collection {collection!r} has one unnamed vector; it was not written by posfair ingest")
+    dense = {n: p.size for n, p in vectors.items() if getattr(p, "multivector_config", None) is None}
+    multi = [n for n, p in vectors.items() if getattr(p, "multivector_config", None) is not None]
+    sub = SUBCHUNK_VECTOR if SUBCHUNK_VECTOR in multi else None
+    return Layout(dense=dense, subchunks=sub)
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How a query is answered.
+
+    Args:
+        limit: hits returned.
+        vector: the dense (node) vector to search; ``None`` = ``"calibrated"`` or the only one.
+        subchunks: re-score by the best sub-chunk when the collection has sub-chunk vectors.
+        prefetch_limit: candidates found through the node vector and re-scored (bounds recall).
+        node_weight: weight ``w`` of the node cosine in the fused score (0 = best sub-chunk only).
+        evidence: also return, per hit, the document offsets of its best-matching sub-chunk
+            (one more ``retrieve`` call).
+
+    Raises:
+        ValueError: a setting out of range (named, with typical values).
+    """
+
+    limit: int = 5
+    vector: str | None = None
+    subchunks: bool = True
+    prefetch_limit: int = 100
+    node_weight: float = 0.0
+    evidence: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.limit, int) or self.limit < 1:
+            raise ValueError(f"limit must be a positive integer, got {self.limit!r}")
+        if not isinstance(self.prefetch_limit, int) or self.prefetch_limit < 1:
+            raise ValueError(f"prefetch_limit must be a positive integer, got {self.prefetch_limit!r}; typical 50-200")
+        if not 0.0 <= self.node_weight <= 1.0:
+            raise ValueError(f"node_weight must lie in [0, 1], got {self.node_weight!r}; 0 = best sub-chunk only")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One result: point id, score, payload, and (if asked) the best sub-chunk's document offsets."""
+
+    id: str
+    score: float
+    payload: dict[str, Any]
+    evidence: tuple[int, int] | None = None
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / max(float(np.linalg.norm(x)), 1e-12)
+
+
+def _node_query(client, collection, q, vector, settings, query_filter) -> list[Any]:
+    return client.query_points(
+        collection, query=q.tolist(), using=vector, limit=settings.limit, query_filter=query_filter, with_payload=True
+    ).points
+
+
+def _subchunk_query(client, collection, q, vector, settings, query_filter, sub) -> list[Any]:
+    fused = settings.node_weight > 0
+    limit = max(settings.limit, settings.prefetch_limit) if fused else settings.limit
+    prefetch = models.Prefetch(
+        query=q.tolist(), using=vector, limit=max(settings.prefetch_limit, limit), filter=query_filter
+    )
+    points = client.query_points(
+        collection,
+        prefetch=prefetch,
+        query=[q.tolist()],
+        using=sub,
+        limit=limit,
+        with_payload=True,
+        with_vectors=[vector] if fused else False,
+    ).points
+    if not fused:
+        return points
+    w = settings.node_weight
+    rescored = []
+    for p in points:
+        node = np.asarray((p.vector or {})[vector], dtype=np.float32)
+        cos = float(_unit(node) @ q)
+        rescored.append(
+            models.ScoredPoint(id=p.id, version=p.version, score=w * cos + (1 - w) * p.score, payload=p.payload)
+        )
+    rescored.sort(key=lambda p: -p.score)
+    return rescored[: settings.limit]
+
+
+def _evidence(
+    client: Any, collection: str, q: np.ndarray, points: Sequence[Any], sub: str
+) -> dict[str, tuple[int, int]]:
+    """Point id -> document offsets of its best-matching sub-chunk."""
+    if not points:
+        return {}
+    records = client.retrieve(
+        collection, ids=[p.id for p in points], with_payload=[P.SUBCHUNK_SPANS], with_vectors=[sub]
+    )
+    out = {}
+    for r in records:
+        spans = (r.payload or {}).get(P.SUBCHUNK_SPANS)
+        vecs = np.asarray((r.vector or {}).get(sub) or [], dtype=np.float32)
+        if spans and len(vecs) == len(spans):
+            best = int(np.argmax(vecs @ q / np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)))
+            out[str(r.id)] = (int(spans[best][0]), int(spans[best][1]))
+    return out
+
+
+def search(
+    client: Any,
+    collection: str,
+    query_vector: Sequence[float] | np.ndarray,
+    settings: SearchSettings | None = None,
+    *,
+    layout: Layout | None = None,
+    query_filter: models.Filter | None = None,
+) -> list[Hit]:
+    """The ``settings.limit`` best nodes for ``query_vector`` (best first).
+
+    Args:
+        client: a ``QdrantClient`` or the embedded store.
+        collection: the collection.
+        query_vector: the query embedding (normalised or not).
+        settings: see :class:`SearchSettings`.
+        layout: the collection's layout if already read (saves a call).
+        query_filter: a Qdrant filter applied to the candidates.
+
+    Raises:
+        LookupError / ValueError: see :func:`collection_layout` and :meth:`Layout.node_vector`.
+    """
+    settings = settings or SearchSettings()
+    layout = layout or collection_layout(client, collection)
+    vector = layout.node_vector(settings.vector)
+    q = _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1))
+    sub = layout.subchunks if settings.subchunks else None
+    if sub is None:
+        points = _node_query(client, collection, q, vector, settings, query_filter)
+    else:
+        points = _subchunk_query(client, collection, q, vector, settings, query_filter, sub)
+    evidence = _evidence(client, collection, q, points, sub) if (settings.evidence and sub) else {}
+    return [Hit(str(p.id), float(p.score), dict(p.payload or {}), evidence.get(str(p.id))) for p in points]

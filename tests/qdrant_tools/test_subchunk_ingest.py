@@ -1,0 +1,121 @@
+"""The sub-chunk layout: each node carries a MaxSim multivector of its sentence-aligned sub-chunks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.schema import SchemaMismatchError
+from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.subchunks import SubchunkConfig
+
+DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
+SUB = SubchunkConfig(max_tokens=24, overlap_sentences=1)
+CFG = IngestConfig(chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SUB)
+
+
+def _points(client, collection="c"):
+    pts, _ = client.scroll(collection, limit=10_000, with_payload=True, with_vectors=True)
+    return pts
+
+
+def _unit(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def test_every_node_stores_the_vectors_of_its_own_sub_chunks(client, encoder):
+    report = ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    assert report.chunks_written > 10
+    docs = {p.name: p.read_text() for p in DATA.iterdir()}
+    for p in _points(client):
+        spans = p.payload["subchunk_spans"]
+        sub = np.asarray(p.vector["subchunks"])
+        assert sub.shape == (len(spans), encoder.dimension)
+        texts = [docs[p.payload["doc_id"]][a:b] for a, b in spans]
+        assert all(p.payload["start_char"] <= a < b <= p.payload["end_char"] for a, b in spans)
+        np.testing.assert_allclose(sub, encoder.encode_documents(texts), atol=1e-5)
+
+
+def test_maxsim_through_qdrant_equals_numpy_max_over_the_same_vectors(client, encoder):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    pts = _points(client)
+    q = encoder.encode_queries(["how do spring tides form when the moon and sun align"])[0]
+    want = {str(p.id): float((_unit(p.vector["subchunks"]) @ _unit(q)).max()) for p in pts}
+    hits = search(client, "c", q, SearchSettings(limit=len(pts), prefetch_limit=len(pts)))
+    assert [h.id for h in hits][:5] == sorted(want, key=lambda i: -want[i])[:5]
+    for h in hits:
+        assert h.score == pytest.approx(want[h.id], abs=1e-5)
+
+
+def test_fused_score_weighs_the_node_and_the_best_sub_chunk(client, encoder):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    pts = {str(p.id): p for p in _points(client)}
+    q = encoder.encode_queries(["lighthouse keeper lamp"])[0]
+    hits = search(client, "c", q, SearchSettings(limit=3, prefetch_limit=len(pts), node_weight=0.3))
+    for h in hits:
+        p = pts[h.id]
+        node = float(_unit(p.vector["calibrated"]) @ _unit(q))
+        best = float((_unit(p.vector["subchunks"]) @ _unit(q)).max())
+        assert h.score == pytest.approx(0.3 * node + 0.7 * best, abs=1e-5)
+
+
+def test_evidence_is_the_best_matching_sub_chunk(client, encoder):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    q = encoder.encode_queries(["waggle dance honeybees"])[0]
+    hit = search(client, "c", q, SearchSettings(limit=1, evidence=True))[0]
+    spans = hit.payload["subchunk_spans"]
+    sub = client.retrieve("c", ids=[hit.id], with_vectors=["subchunks"])[0].vector["subchunks"]
+    best = int(np.argmax(_unit(sub) @ _unit(q)))
+    assert hit.evidence == tuple(spans[best])
+
+
+def test_single_vector_layout_is_still_available(client, encoder):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, IngestConfig(show_progress=False, subchunks=None))
+    layout = collection_layout(client, "c")
+    assert layout.subchunks is None and layout.names == ["calibrated"]
+    assert all(set(p.vector) == {"calibrated"} and "subchunk_spans" not in p.payload for p in _points(client))
+    q = encoder.encode_queries(["tides"])[0]
+    assert len(search(client, "c", q, SearchSettings(limit=2))) == 2
+
+
+@pytest.mark.parametrize(("first", "second"), [(None, SUB), (SUB, None)])
+def test_layouts_never_mix_in_one_collection(client, encoder, first, second):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, IngestConfig(show_progress=False, subchunks=first))
+    before = client.count("c", exact=True).count
+    with pytest.raises(SchemaMismatchError, match="sub-chunk|subchunks"):
+        ingest_path(client, "c", DATA, {"calibrated": encoder}, IngestConfig(show_progress=False, subchunks=second))
+    assert client.count("c", exact=True).count == before
+
+
+def test_other_sub_chunk_settings_re_embed_every_document(client, encoder):
+    first = ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    again = ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    assert again.chunks_written == 0 and len(again.unchanged) == len(first.new)
+    other = IngestConfig(chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SubchunkConfig(16, 0))
+    changed = ingest_path(client, "c", DATA, {"calibrated": encoder}, other)
+    assert len(changed.changed) == len(first.new)
+    assert client.count("c", exact=True).count == first.chunks_written
+
+
+def test_a_crash_then_a_rerun_stores_every_node_once_with_its_sub_chunks(client, make_encoder):
+    broken = make_encoder(fail_on_call=3)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        ingest_path(client, "c", DATA, {"calibrated": broken}, IngestConfig(**{**CFG.__dict__, "batch_size": 2}))
+    partial = client.count("c", exact=True).count
+    report = ingest_path(client, "c", DATA, {"calibrated": make_encoder()}, CFG)
+    pts = _points(client)
+    assert 0 < partial < len(pts) and report.chunks_resumed == partial
+    assert len({(p.payload["doc_id"], p.payload["chunk_index"]) for p in pts}) == len(pts)
+    assert all(len(p.vector["subchunks"]) == len(p.payload["subchunk_spans"]) for p in pts)
+
+
+def test_int8_quantized_sub_chunks_are_configured_on_the_multivector(client, encoder):
+    cfg = IngestConfig(show_progress=False, subchunks=SUB, subchunk_quantization="int8")
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, cfg)
+    params = client.get_collection("c").config.params.vectors["subchunks"]
+    assert params.multivector_config is not None and params.quantization_config is not None
+    assert params.hnsw_config.m == 0
