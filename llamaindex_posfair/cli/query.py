@@ -1,102 +1,115 @@
-"""``posfair query "..." --collection NAME``: ranked chunks with scores and sources.
+"""``posfair query "..." --collection NAME``: ranked nodes with scores, sources and the matching sentence.
 
-Retrieves through LlamaIndex (``QdrantVectorStore`` + ``PosFairEmbedding``)
-from a collection written by ``posfair ingest``; ``--rerank`` re-scores a
-larger candidate set with ``PositionFairRerank`` (calibrated), which is how
-an index built with the plain model gets position fairness.
+Answers through :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
+from a collection written by ``posfair ingest``: nodes found through their node
+vector and re-scored by their best sub-chunk, in one Qdrant query. The query
+encoder must be the one that wrote the collection (same ``--model`` and
+calibration flags; the stored fingerprint is checked). ``--rerank`` re-scores
+``--candidates`` first-stage nodes with ``PositionFairRerank``.
+
+Many queries: ``--queries-file FILE`` (JSONL objects with ``id`` and ``text``, or
+one query per line) loads the model once and writes one JSON object per query
+(``id``, ``query``, ``results``) to stdout or ``--out``.
 
 Example:
     posfair query "who kept the lighthouse?" --collection demo
     posfair query "..." --collection demo --vector-name vanilla --rerank --json
+    posfair query --queries-file questions.jsonl --collection demo --out answers.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
+import sys
+from collections.abc import Iterator
+from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 from llamaindex_posfair.cli import options
-from llamaindex_posfair.cli.options import CliError, add_model_args, add_storage_args
-
-logger = logging.getLogger(__name__)
+from llamaindex_posfair.cli.options import CliError
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "query",
-        help="search a collection written by `posfair ingest` and print ranked chunks",
+        help="search a collection written by `posfair ingest` and print ranked nodes",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("query", help="the question or search text")
-    add_storage_args(p)
-    add_model_args(p)
-    p.add_argument("--top-k", type=int, default=5, help="results to print (default 5)")
-    p.add_argument(
-        "--vector-name",
-        default=None,
-        help='vector to search (default: "calibrated" if the collection has it, else its only vector)',
-    )
-    p.add_argument("--rerank", action="store_true", help="re-score candidates with PositionFairRerank")
-    p.add_argument("--candidates", type=int, default=20, help="first-stage candidates for --rerank (default 20)")
-    p.add_argument("--fusion-weight", type=float, default=0.0, help="weight of the first-stage score in --rerank")
-    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("query", nargs="?", default=None, help="the question or search text (or --queries-file)")
+    options.add_storage_args(p)
+    options.add_model_args(p)
+    g = p.add_argument_group("search")
+    g.add_argument("--top-k", type=int, default=5, help="results per query (default 5)")
+    g.add_argument("--vector-name", default=None, help='dense vector to search (default: "calibrated" or the only one)')
+    g.add_argument("--prefetch-limit", type=int, default=None, help="candidates re-scored by their best sub-chunk")
+    g.add_argument("--node-weight", type=float, default=None, help="weight of the node cosine fused with the sub-chunk")
+    g.add_argument("--no-subchunks", action="store_true", help="score by the node vector only")
+    g.add_argument("--rerank", action="store_true", help="re-score candidates with PositionFairRerank")
+    g.add_argument("--candidates", type=int, default=20, help="first-stage candidates for --rerank (default 20)")
+    g.add_argument("--fusion-weight", type=float, default=0.0, help="weight of the first-stage score in --rerank")
+    b = p.add_argument_group("many queries")
+    b.add_argument("--queries-file", default=None, help="JSONL ({'id', 'text'}) or one query per line")
+    b.add_argument("--out", default=None, help="write the JSONL answers of --queries-file here (default: stdout)")
+    options.add_json_arg(p, "the results of a single query")
     p.set_defaults(handler=run_query)
 
 
-def _pick_vector(client: Any, collection: str, requested: str | None) -> tuple[str, int]:
-    if not client.collection_exists(collection):
-        names = [c.name for c in client.get_collections().collections]
-        raise CliError(
-            f"collection {collection!r} not found (existing: {names or 'none'}); "
-            f"run `posfair ingest PATH --collection {collection}` first"
+def read_queries(path: str) -> list[tuple[str, str]]:
+    """``(id, text)`` pairs of a JSONL file (``id``, ``text``) or a plain file (one query per line; id = line number).
+
+    Raises:
+        CliError: the file is missing, a JSON line lacks ``text``, or a query is empty.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise CliError(f"--queries-file {path!r} does not exist")
+    out = []
+    for n, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        if line.lstrip().startswith("{"):
+            try:
+                row = json.loads(line)
+                qid, text = str(row.get("id", n)), row["text"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CliError(
+                    f"--queries-file {path!r} line {n}: expected {{'id': ..., 'text': ...}} ({exc})"
+                ) from None
+        else:
+            qid, text = str(n), line
+        if not isinstance(text, str) or not text.strip():
+            raise CliError(f"--queries-file {path!r} line {n}: the query text is empty")
+        out.append((qid, text.strip()))
+    if not out:
+        raise CliError(f"--queries-file {path!r} holds no query")
+    return out
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from qdrant_tools.search import SearchSettings
+
+    given = {"prefetch_limit": args.prefetch_limit, "node_weight": args.node_weight}
+    try:
+        return SearchSettings(
+            limit=max(args.candidates, args.top_k) if args.rerank else args.top_k,
+            vector=args.vector_name,
+            subchunks=not args.no_subchunks,
+            evidence=True,
+            **{k: v for k, v in given.items() if v is not None},
         )
-    vectors = client.get_collection(collection).config.params.vectors
-    if not isinstance(vectors, dict):
-        raise CliError(f"collection {collection!r} has an unnamed vector; it was not written by posfair ingest")
-    if requested:
-        if requested not in vectors:
-            raise CliError(f"--vector-name {requested!r} not in collection {collection!r} (it has {sorted(vectors)})")
-        return requested, vectors[requested].size
-    if "calibrated" in vectors:
-        return "calibrated", vectors["calibrated"].size
-    if len(vectors) == 1:
-        name = next(iter(vectors))
-        return name, vectors[name].size
-    raise CliError(f"collection {collection!r} has vectors {sorted(vectors)}; choose one with --vector-name")
+    except ValueError as exc:
+        raise CliError(
+            str(exc).replace("node_weight", "--node-weight").replace("prefetch_limit", "--prefetch-limit")
+        ) from None
 
 
-def _stored_fingerprint(client: Any, collection: str, vector: str) -> str | None:
-    points, _ = client.scroll(collection, limit=1, with_payload=["encoder_fingerprints"], with_vectors=False)
-    if not points:
-        return None
-    return (points[0].payload or {}).get("encoder_fingerprints", {}).get(vector)
-
-
-def _query_encoder(encoder: Any, stored: str | None, vector: str) -> Any:
-    """Encoder view whose fingerprint matches the stored vector (plain or calibrated)."""
-    from llamaindex_posfair.encoders.view import CalibrationView
-
-    if stored is None or stored == encoder.fingerprint():
-        return encoder
-    if encoder.calibration is not None and stored == encoder.fingerprint(calibration=None):
-        return CalibrationView(encoder, None)
-    logger.warning(
-        "vector %r was written by an encoder with fingerprint %s, but this query uses %s (model %s); "
-        "scores may be meaningless: pass the --model/calibration flags used at ingest time",
-        vector,
-        stored,
-        encoder.fingerprint(),
-        encoder.model_id,
-    )
-    return encoder
-
-
-def _row(rank: int, nws: Any) -> dict[str, Any]:
+def row(rank: int, nws: Any) -> dict[str, Any]:
+    """One result as JSON: rank, score, where it comes from, its text, and the matching sentence's offsets."""
     md = nws.node.metadata
-    row = {
+    out = {
         "rank": rank,
         "score": round(float(nws.score), 6) if nws.score is not None else None,
         "doc_id": md.get("doc_id"),
@@ -107,75 +120,111 @@ def _row(rank: int, nws: Any) -> dict[str, Any]:
         "point_id": nws.node.node_id,
         "text": nws.node.get_content(),
     }
+    if "evidence_start_char" in md:
+        out["evidence"] = [md["evidence_start_char"], md["evidence_end_char"]]
     if "retrieval_score" in md:
-        row["retrieval_score"] = md["retrieval_score"]
-    return row
+        out["retrieval_score"] = md["retrieval_score"]
+    return out
+
+
+class _Answerer:
+    """Retriever (and reranker) loaded once, answering any number of queries."""
+
+    def __init__(self, args: argparse.Namespace, client: Any) -> None:
+        from llamaindex_posfair.integrations.retriever import FingerprintMismatchError, PosFairRetriever
+
+        encoder = options.load_spec(options.spec_from_args(args), args)
+        try:
+            self.retriever = PosFairRetriever(client, args.collection, encoder=encoder, settings=_settings(args))
+        except LookupError:
+            names = [c.name for c in client.get_collections().collections]
+            raise CliError(
+                f"collection {args.collection!r} not found (existing: {names or 'none'}); "
+                f"run `posfair ingest PATH --collection {args.collection}` first"
+            ) from None
+        except (FingerprintMismatchError, ValueError) as exc:
+            raise CliError(str(exc)) from None
+        self.rerank = _reranker(args, self.retriever.encoder) if args.rerank else None
+        self.top_k = args.top_k
+
+    def answer(self, query: str) -> list[dict[str, Any]]:
+        nodes = self.retriever.retrieve(query)
+        if self.rerank is not None:
+            nodes = self.rerank.postprocess_nodes(nodes, query_str=query)
+        return [row(i + 1, n) for i, n in enumerate(nodes[: self.top_k])]
+
+
+def _reranker(args: argparse.Namespace, encoder: Any) -> Any:
+    from llamaindex_posfair.integrations.rerank import PositionFairRerank
+
+    if encoder.calibration is None:
+        raise CliError("--rerank re-scores with calibration on; drop --no-calibration")
+    if not 0.0 <= args.fusion_weight <= 1.0:
+        raise CliError(f"--fusion-weight must lie in [0, 1], got {args.fusion_weight}")
+    return PositionFairRerank(
+        top_n=args.top_k, encoder=encoder, keep_retrieval_score=True, fusion_weight=args.fusion_weight
+    )
+
+
+def _check(args: argparse.Namespace) -> list[tuple[str, str]] | None:
+    if args.queries_file and args.query:
+        raise CliError("pass either a query or --queries-file, not both")
+    if args.top_k < 1 or args.candidates < 1:
+        raise CliError(f"--top-k and --candidates must be positive, got {args.top_k} and {args.candidates}")
+    if args.queries_file:
+        return read_queries(args.queries_file)
+    if args.out:
+        raise CliError("--out writes the answers of --queries-file; for one query use --json and redirect")
+    if args.query is None or not args.query.strip():
+        raise CliError("the query is empty; pass the text to search for (or --queries-file FILE)")
+    return None
 
 
 def run_query(args: argparse.Namespace) -> int:
-    if not args.query.strip():
-        raise CliError("the query is empty; pass the text to search for")
-    if args.top_k < 1 or args.candidates < 1:
-        raise CliError(f"--top-k and --candidates must be positive, got {args.top_k} and {args.candidates}")
+    batch = _check(args)
     client = options.open_client(args, must_exist=not args.qdrant_url)
     try:
-        vector, size = _pick_vector(client, args.collection, args.vector_name)
-        encoder = options.load_spec(options.spec_from_args(args), args)
-        if encoder.dimension != size:
-            raise CliError(
-                f"vector {vector!r} of collection {args.collection!r} has size {size}, but model "
-                f"{args.model!r} produces {encoder.dimension}; pass the --model used at ingest time"
-            )
-        rows = _search(args, client, vector, encoder)
+        answerer = _Answerer(args, client)
+        if batch is not None:
+            _write_batch(args, answerer, batch)
+            return 0
+        rows = answerer.answer(args.query)
     finally:
         client.close()
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "query": args.query,
-                    "collection": args.collection,
-                    "vector": vector,
-                    "reranked": bool(args.rerank),
-                    "results": rows,
-                },
-                indent=2,
-                ensure_ascii=False,
-            )
-        )
-        return 0
-    print(
-        f"{len(rows)} results for {args.query!r} in {args.collection!r} "
-        f"(vector {vector!r}{', reranked position-fair' if args.rerank else ''}):"
-    )
-    for r in rows:
-        snippet = " ".join(r["text"].split())
-        snippet = snippet[:200] + ("..." if len(snippet) > 200 else "")
-        print(f"{r['rank']:>2}. {r['score']:.4f}  {r['doc_id']} [{r['start_char']}:{r['end_char']}]")
-        print(f"    {snippet}")
+    _print_single(args, answerer.retriever.vector, rows)
     return 0
 
 
-def _search(args: argparse.Namespace, client: Any, vector: str, encoder: Any) -> list[dict[str, Any]]:
-    from llama_index.core import VectorStoreIndex
-    from llama_index.vector_stores.qdrant import QdrantVectorStore
+def _answers(answerer: _Answerer, batch: list[tuple[str, str]]) -> Iterator[dict[str, Any]]:
+    for qid, text in batch:
+        yield {"id": qid, "query": text, "results": answerer.answer(text)}
 
-    from llamaindex_posfair.integrations.embedding import PosFairEmbedding
-    from llamaindex_posfair.integrations.rerank import PositionFairRerank
 
-    query_encoder = _query_encoder(encoder, _stored_fingerprint(client, args.collection, vector), vector)
-    embed = PosFairEmbedding(encoder=query_encoder)  # same model; plain or calibrated to match the stored vector
-    store = QdrantVectorStore(client=client, collection_name=args.collection, dense_vector_name=vector)
-    index = VectorStoreIndex.from_vector_store(store, embed_model=embed)
-    k = max(args.candidates, args.top_k) if args.rerank else args.top_k
-    nodes = index.as_retriever(similarity_top_k=k).retrieve(args.query)
-    if args.rerank:
-        if encoder.calibration is None:
-            raise CliError("--rerank re-scores with calibration on; drop --no-calibration")
-        if not 0.0 <= args.fusion_weight <= 1.0:
-            raise CliError(f"--fusion-weight must lie in [0, 1], got {args.fusion_weight}")
-        rerank = PositionFairRerank(
-            top_n=args.top_k, encoder=encoder, keep_retrieval_score=True, fusion_weight=args.fusion_weight
-        )
-        nodes = rerank.postprocess_nodes(nodes, query_str=args.query)
-    return [_row(i + 1, n) for i, n in enumerate(nodes)]
+def _write_batch(args: argparse.Namespace, answerer: _Answerer, batch: list[tuple[str, str]]) -> None:
+    with open(args.out, "w", encoding="utf-8") if args.out else nullcontext(sys.stdout) as out:
+        for answer in _answers(answerer, batch):
+            out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+    if args.out:
+        print(f"wrote {len(batch)} answers to {args.out}", file=sys.stderr)
+
+
+def _print_single(args: argparse.Namespace, vector: str, rows: list[dict[str, Any]]) -> None:
+    if args.json:
+        data = {"query": args.query, "collection": args.collection, "vector": vector, "reranked": bool(args.rerank)}
+        print(json.dumps({**data, "results": rows}, indent=2, ensure_ascii=False))
+        return
+    tag = ", reranked position-fair" if args.rerank else ""
+    print(f"{len(rows)} results for {args.query!r} in {args.collection!r} (vector {vector!r}{tag}):")
+    for r in rows:
+        print(f"{r['rank']:>2}. {r['score']:.4f}  {r['doc_id']} [{r['start_char']}:{r['end_char']}]")
+        print(f"    {_snippet(r)}")
+
+
+def _snippet(r: dict[str, Any], width: int = 200) -> str:
+    """The matching sentence(s) when known, else the node's start."""
+    text = r["text"]
+    if "evidence" in r:
+        a, b = (x - r["start_char"] for x in r["evidence"])
+        text = text[a:b]
+    text = " ".join(text.split())
+    return text[:width] + ("..." if len(text) > width else "")

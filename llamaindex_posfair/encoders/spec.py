@@ -310,7 +310,7 @@ class EncoderSet(BaseModel):
                 raise ValueError("both vectors need calibration on: pass a spec with a CalibrationConfig")
             if name:
                 raise ValueError("both vectors are named 'vanilla' and 'calibrated'; drop the vector name")
-            return cls(vectors={"vanilla": spec.with_calibration(None), "calibrated": spec})
+            return cls(vectors={"calibrated": spec, "vanilla": spec.with_calibration(None)})
         return cls(vectors={name or ("vanilla" if spec.calibration is None else "calibrated"): spec})
 
     def pinned(self) -> EncoderSet:

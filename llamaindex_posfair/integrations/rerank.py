@@ -16,6 +16,8 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
 from llamaindex_posfair.integrations.embedding import spec_and_encoder
+from llamaindex_posfair.integrations.node_scoring import NodeScorer, Scoring
+from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
 dispatcher = get_dispatcher(__name__)
 
@@ -27,14 +29,35 @@ def _minmax(x: np.ndarray) -> np.ndarray:
     return np.zeros_like(x) if hi - lo <= 1e-12 else (x - lo) / (hi - lo)
 
 
+def drop_duplicates(nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+    """Candidates without exact duplicates (same text and same source), the best-scored copy kept.
+
+    An index filled twice with random node ids (``VectorStoreIndex.from_documents`` run again)
+    returns every hit twice; scoring both copies would waste the reranker's ``top_n``.
+    """
+    best: dict[tuple[str, str], NodeWithScore] = {}
+    for n in nodes:
+        md = n.node.metadata or {}
+        source = str(md.get("source") or md.get("file_path") or md.get("file_name") or n.node.ref_doc_id or "")
+        key = (n.node.get_content(), source)
+        kept = best.get(key)
+        if kept is None or (n.score is not None and (kept.score is None or n.score > kept.score)):
+            best[key] = n
+    chosen = {id(n) for n in best.values()}
+    return [n for n in nodes if id(n) in chosen]
+
+
 class PositionFairRerank(BaseNodePostprocessor):
     """Re-score the nodes any retriever returned with a position-fair bi-encoder.
 
     The query and every candidate's text are embedded with a calibrated (or
     DUMP-prefixed) :class:`~llamaindex_posfair.PosFairEncoder`; the new score
-    is their cosine similarity. This gives position fairness to an existing
-    index (dense, BM25, hybrid) without re-indexing: retrieve a generous
-    ``similarity_top_k`` and keep ``top_n``.
+    is their cosine similarity — of the whole candidate (``scoring="node"``), of
+    its best sentence-aligned sub-chunk (``"subchunks"``: a fact late in a long
+    node counts as much as one up front), or a fusion of both. This gives
+    position fairness to an existing index (dense, BM25, hybrid) without
+    re-indexing: retrieve a generous ``similarity_top_k`` and keep ``top_n``.
+    Exact duplicate candidates (same text and source) are dropped first.
 
     With ``fusion_weight`` ``w > 0`` the score is
     ``(1 - w) * minmax(cosine) + w * minmax(first-stage score)`` over the
@@ -56,6 +79,10 @@ class PositionFairRerank(BaseNodePostprocessor):
         fusion_weight: weight of the first-stage score in ``[0, 1]``.
         metadata_mode: what of the node is embedded: ``"none"`` (text only,
             default), ``"embed"``, ``"llm"`` or ``"all"``.
+        scoring: ``"node"``, ``"subchunks"`` or ``"fusion"`` (see above).
+        subchunk_tokens / subchunk_overlap: sub-chunk budget and sentence overlap.
+        node_weight: weight of the node cosine in ``"fusion"``.
+        drop_duplicates: drop exact duplicate candidates before scoring.
         encoder: an already loaded ``PosFairEncoder`` (or view) to reuse; the spec is then the encoder's.
         **settings: any other ``EncoderSpec`` field (``query_prompt``, ``max_length``, ``device``, ...).
 
@@ -82,6 +109,23 @@ class PositionFairRerank(BaseNodePostprocessor):
     )
     metadata_mode: Literal["none", "embed", "llm", "all"] = Field(
         default="none", description="Which node content is embedded: text only ('none') or with metadata."
+    )
+    scoring: Scoring = Field(
+        default="node",
+        description="'node': one vector per candidate; 'subchunks': its best sentence-aligned sub-chunk; "
+        "'fusion': node_weight * node + (1 - node_weight) * best sub-chunk.",
+    )
+    subchunk_tokens: int = Field(
+        default=DEFAULT_SUBCHUNKS.max_tokens, ge=4, description="Token budget of a sub-chunk (scoring 'subchunks')."
+    )
+    subchunk_overlap: int = Field(
+        default=DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
+    )
+    node_weight: float = Field(
+        default=0.3, ge=0.0, le=1.0, description="Weight of the node cosine in scoring 'fusion'."
+    )
+    drop_duplicates: bool = Field(
+        default=True, description="Drop exact duplicate candidates (same text and source) before scoring."
     )
 
     _encoder: Any = PrivateAttr(default=None)
@@ -118,12 +162,14 @@ class PositionFairRerank(BaseNodePostprocessor):
         return self.spec.model
 
     def _scores(self, query: str, texts: list[str]) -> np.ndarray:
+        scorer = NodeScorer(
+            self._encoder,
+            scoring=self.scoring,
+            subchunks=SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap),
+            node_weight=self.node_weight,
+        )
         with self._lock:
-            q = self._encoder.encode_queries([query])[0]
-            d = self._encoder.encode_documents(texts)
-        q = q / max(float(np.linalg.norm(q)), 1e-12)
-        d = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
-        return d @ q
+            return scorer.scores(query, texts)
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -136,6 +182,8 @@ class PositionFairRerank(BaseNodePostprocessor):
         dispatcher.event(
             ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self.model_name)
         )
+        if self.drop_duplicates:
+            nodes = drop_duplicates(nodes)
         if not nodes:
             dispatcher.event(ReRankEndEvent(nodes=[]))
             return []

@@ -182,4 +182,53 @@ def test_readme_quickstart_on_real_minilm(tmp_path, capsys, example_data):
     )
     assert rc == 0, err
     res = json.loads(out)["results"]
-    assert rc == 0 and res[0]["doc_id"] == "lighthouse.md" and "Ada Pennock" in res[0]["text"]
+    assert res[0]["doc_id"] == "lighthouse.md" and any("Ada Pennock" in r["text"] for r in res)
+
+
+RESULT_KEYS = {"rank", "score", "doc_id", "source", "chunk_index", "start_char", "end_char", "text"}
+
+
+@pytest.mark.parametrize("jsonl", [True, False])
+def test_batch_queries_write_one_json_object_per_query(tmp_path, capsys, fake_cli, example_data, jsonl):
+    store = str(tmp_path / "q")
+    run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    questions = ["waggle dance of honeybees", "tides and the moon"]
+    qfile = tmp_path / ("q.jsonl" if jsonl else "q.txt")
+    lines = [json.dumps({"id": f"q{i}", "text": q}) for i, q in enumerate(questions)] if jsonl else questions
+    qfile.write_text("\n".join(lines) + "\n")
+    out_file = tmp_path / "answers.jsonl"
+    rc, _, err = run(
+        capsys, "query", "--queries-file", str(qfile), "--collection", "demo", "--path", store, "--top-k", "2",
+        "--out", str(out_file),
+    )  # fmt: skip
+    assert rc == 0, err
+    answers = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert [a["id"] for a in answers] == (["q0", "q1"] if jsonl else ["1", "2"])
+    assert [a["query"] for a in answers] == questions
+    assert answers[0]["results"][0]["doc_id"] == "honeybees.txt"
+    for a in answers:
+        assert [r["rank"] for r in a["results"]] == [1, 2]
+        assert all(set(r) >= RESULT_KEYS for r in a["results"])
+    assert len(fake_cli.encoders) == 2  # one model load for ingest, one for all the queries
+
+
+def test_batch_queries_go_to_stdout_without_out(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    (tmp_path / "q.txt").write_text("tides\n\nbees\n")
+    rc, out, _ = run(
+        capsys, "query", "--queries-file", str(tmp_path / "q.txt"), "--collection", "demo", "--path", store
+    )
+    assert rc == 0 and [json.loads(line)["query"] for line in out.splitlines()] == ["tides", "bees"]
+
+
+def test_a_query_and_a_queries_file_together_are_refused(tmp_path, capsys, fake_cli):
+    (tmp_path / "q.txt").write_text("tides\n")
+    rc, _, err = run(capsys, "query", "tides", "--queries-file", str(tmp_path / "q.txt"))
+    assert rc == 2 and "pass either a query or --queries-file, not both" in err
+
+
+def test_a_bad_jsonl_line_is_named(tmp_path, capsys, fake_cli):
+    (tmp_path / "q.jsonl").write_text('{"id": 1}\n')
+    rc, _, err = run(capsys, "query", "--queries-file", str(tmp_path / "q.jsonl"))
+    assert rc == 2 and "line 1: expected {'id': ..., 'text': ...}" in err

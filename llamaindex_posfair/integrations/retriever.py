@@ -1,0 +1,169 @@
+"""``PosFairRetriever``: a LlamaIndex retriever over a collection written by ``posfair ingest``.
+
+It reads the collection's layout, encodes the query with the encoder that wrote
+the searched vector (the fingerprints stored with the points must match, so
+vectors of another model or calibration never meet silently), and answers in
+one ``query_points`` call through :func:`qdrant_tools.search.search`: nodes
+found through their node vector and re-scored by their best sub-chunk. It
+returns the stored nodes (text and metadata), ready for a
+``RetrieverQueryEngine``; re-running ``posfair ingest`` never duplicates them,
+because their ids are deterministic.
+
+Example:
+    >>> from llama_index.core.query_engine import RetrieverQueryEngine
+    >>> from llamaindex_posfair.integrations.retriever import PosFairRetriever
+    >>> retriever = PosFairRetriever.from_path(".posfair/qdrant", "demo", top_k=5)    # doctest: +SKIP
+    >>> nodes = retriever.retrieve("How far can the water level change in the Bay of Fundy?")  # doctest: +SKIP
+    >>> engine = RetrieverQueryEngine.from_args(retriever, llm=my_llm)               # doctest: +SKIP
+    >>> retriever.close()                                                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llamaindex_posfair.encoders.spec import EncoderSpec
+from qdrant_tools import payload as P
+from qdrant_tools.search import Hit, Layout, SearchSettings, collection_layout, search
+
+__all__ = ["FingerprintMismatchError", "PosFairRetriever", "hit_to_node"]
+
+#: Payload fields shown to the LLM as node metadata; the rest stays out of prompts.
+NODE_METADATA = (P.DOC_ID, P.FILE_NAME, P.SOURCE, P.CHUNK_INDEX, P.START_CHAR, P.END_CHAR)
+_HIDDEN_FROM_LLM = [P.SOURCE, P.CHUNK_INDEX, P.START_CHAR, P.END_CHAR, "evidence_start_char", "evidence_end_char"]
+
+
+class FingerprintMismatchError(ValueError):
+    """The query encoder is not the encoder that wrote the searched vector."""
+
+
+def hit_to_node(hit: Hit) -> NodeWithScore:
+    """A search hit as a LlamaIndex node (id = the Qdrant point id, text and metadata from the payload)."""
+    metadata = {k: hit.payload[k] for k in NODE_METADATA if k in hit.payload}
+    if hit.evidence is not None:
+        metadata["evidence_start_char"], metadata["evidence_end_char"] = hit.evidence
+    node = TextNode(
+        id_=hit.id,
+        text=str(hit.payload.get(P.TEXT, "")),
+        metadata=metadata,
+        excluded_llm_metadata_keys=[k for k in _HIDDEN_FROM_LLM if k in metadata],
+        excluded_embed_metadata_keys=list(metadata),
+    )
+    return NodeWithScore(node=node, score=hit.score)
+
+
+def _stored_fingerprint(client: Any, collection: str, vector: str) -> str | None:
+    points, _ = client.scroll(collection, limit=1, with_payload=[P.FINGERPRINTS], with_vectors=False)
+    return (points[0].payload or {}).get(P.FINGERPRINTS, {}).get(vector) if points else None
+
+
+def query_encoder(encoder: Any, stored: str | None, vector: str, collection: str) -> Any:
+    """The encoder (or its plain view) whose fingerprint is the stored one.
+
+    Raises:
+        FingerprintMismatchError: neither the encoder nor its plain view wrote ``vector``.
+    """
+    from llamaindex_posfair.encoders.view import CalibrationView
+
+    if stored is None or stored == encoder.fingerprint():
+        return encoder
+    if encoder.calibration is not None and stored == encoder.fingerprint(calibration=None):
+        return CalibrationView(encoder, None)
+    raise FingerprintMismatchError(
+        f"vector {vector!r} of collection {collection!r} was written by an encoder with fingerprint {stored}, "
+        f"but the query encoder ({encoder.model_id}) has {encoder.fingerprint()}; query with the model, calibration, "
+        "prompts and max length used at ingest time (the same --model and calibration flags)"
+    )
+
+
+class PosFairRetriever(BaseRetriever):
+    """Retrieve nodes from a posfair collection: node vector prefetch, best-sub-chunk re-scoring.
+
+    Args:
+        client: a ``QdrantClient`` or the embedded store (the caller closes it; see :meth:`from_path`).
+        collection: the collection written by ``posfair ingest``.
+        spec: the encoder (an ``EncoderSpec``; default: the bundled MiniLM, calibrated) — or pass ``encoder``.
+        encoder: an already loaded ``PosFairEncoder`` to reuse.
+        top_k: nodes returned.
+        settings: the rest of :class:`qdrant_tools.search.SearchSettings` (vector, prefetch limit, node
+            weight, evidence); ``top_k`` overrides its ``limit``.
+        callback_manager: LlamaIndex callbacks.
+
+    Raises:
+        LookupError: the collection does not exist.
+        FingerprintMismatchError: the encoder did not write the searched vector.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        collection: str,
+        *,
+        spec: EncoderSpec | None = None,
+        encoder: Any = None,
+        top_k: int = 5,
+        settings: SearchSettings | None = None,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
+        super().__init__(callback_manager=callback_manager)
+        self._client = client
+        self._owns_client = False
+        self.collection = collection
+        base = settings or SearchSettings()
+        self.settings = SearchSettings(**{**base.__dict__, "limit": top_k})
+        self.layout: Layout = collection_layout(client, collection)
+        self.vector = self.layout.node_vector(self.settings.vector)
+        loaded = encoder if encoder is not None else (spec or EncoderSpec()).load()
+        stored = _stored_fingerprint(client, collection, self.vector)
+        self.encoder = query_encoder(loaded, stored, self.vector, collection)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_path(cls, path: str, collection: str, **kwargs: Any) -> PosFairRetriever:
+        """Open embedded storage at ``path`` and retrieve from it; :meth:`close` closes the storage too."""
+        from qdrant_client import QdrantClient
+
+        client = QdrantClient(path=path)
+        try:
+            retriever = cls(client, collection, **kwargs)
+        except BaseException:
+            client.close()
+            raise
+        retriever._owns_client = True
+        return retriever
+
+    def close(self) -> None:
+        """Close the storage if this retriever opened it (:meth:`from_path`)."""
+        if self._owns_client:
+            self._client.close()
+            self._owns_client = False
+
+    def __enter__(self) -> PosFairRetriever:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def search(self, query: str) -> list[Hit]:
+        """The raw hits for ``query`` (payloads, scores, evidence spans).
+
+        Raises:
+            ValueError: an empty query.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query must be a non-empty string, got {query!r}")
+        with self._lock:
+            q = self.encoder.encode_queries([query])[0]
+            return search(self._client, self.collection, q, self.settings, layout=self.layout)
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return [hit_to_node(h) for h in self.search(query_bundle.query_str)]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return await asyncio.to_thread(self._retrieve, query_bundle)
