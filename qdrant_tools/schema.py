@@ -87,6 +87,12 @@ def check_collection(client: Any, collection: str, specs: Sequence[VectorSpec]) 
     for spec in specs:
         who = f"encoder {spec.encoder} " if spec.encoder else "the encoder "
         params = vectors.get(spec.name)
+        if params is None and spec.multivector:
+            raise SchemaMismatchError(
+                f"collection {collection!r} was written without the multivector {spec.name!r} (the single-vector "
+                "layout, no sub-chunks), and layouts never mix in one collection; ingest with --no-subchunks "
+                "(subchunks=None) to add to it, or into a new collection (--collection NEW_NAME) for the sub-chunk layout"
+            )
         if params is None:
             raise SchemaMismatchError(
                 f"collection {collection!r} has no vector named {spec.name!r} (it has {_describe(vectors)}); "

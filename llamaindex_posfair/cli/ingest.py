@@ -21,6 +21,7 @@ from typing import Any
 
 from llamaindex_posfair.cli import options
 from llamaindex_posfair.cli.options import CliError
+from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,46 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--extensions", default=".txt,.md", help="comma-separated file suffixes (default .txt,.md)")
     p.add_argument("--write-batch-size", type=int, default=256, help="points per Qdrant upsert (default 256)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g = p.add_argument_group("sub-chunks (each node is also scored by its best sentence-aligned sub-chunk)")
+    g.add_argument(
+        "--subchunk-tokens",
+        type=int,
+        default=DEFAULT_SUBCHUNKS.max_tokens,
+        help=f"token budget of a sub-chunk (default {DEFAULT_SUBCHUNKS.max_tokens})",
+    )
+    g.add_argument(
+        "--subchunk-overlap",
+        type=int,
+        default=DEFAULT_SUBCHUNKS.overlap_sentences,
+        help=f"sentences shared by neighbouring sub-chunks (default {DEFAULT_SUBCHUNKS.overlap_sentences})",
+    )
+    g.add_argument(
+        "--no-subchunks", action="store_true", help="the single-vector layout: one vector per node (less storage)"
+    )
+    g.add_argument("--subchunk-int8", action="store_true", help="store sub-chunk vectors int8-quantized (4x smaller)")
+
+
+def ingest_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`qdrant_tools.driver.IngestSettings` fields the chunking flags describe."""
+    from qdrant_tools.subchunks import SubchunkConfig
+
+    if args.no_subchunks and args.subchunk_int8:
+        raise CliError("--subchunk-int8 quantizes sub-chunk vectors; drop it with --no-subchunks")
+    try:
+        subchunks = None if args.no_subchunks else SubchunkConfig(args.subchunk_tokens, args.subchunk_overlap)
+    except ValueError as exc:
+        raise CliError(
+            str(exc).replace("max_tokens", "--subchunk-tokens").replace("overlap_sentences", "--subchunk-overlap")
+        ) from None
+    return {
+        "chunk_tokens": args.chunk_tokens,
+        "overlap_tokens": args.overlap_tokens,
+        "extensions": options.parse_extensions(args.extensions),
+        "prune": args.prune,
+        "show_progress": not args.no_progress,
+        "subchunks": subchunks,
+        "subchunk_quantization": "int8" if args.subchunk_int8 else None,
+    }
 
 
 def encoder_set_from_args(args: argparse.Namespace) -> Any:
@@ -92,14 +133,7 @@ def _config(args: argparse.Namespace) -> Any:
     from qdrant_tools.ingest import IngestConfig
 
     try:
-        return IngestConfig(
-            chunk_tokens=args.chunk_tokens,
-            overlap_tokens=args.overlap_tokens,
-            extensions=options.parse_extensions(args.extensions),
-            batch_size=args.write_batch_size,
-            prune=args.prune,
-            show_progress=not args.no_progress,
-        )
+        return IngestConfig(batch_size=args.write_batch_size, **ingest_settings(args))
     except ValueError as exc:
         raise CliError(str(exc)) from None
 

@@ -19,7 +19,13 @@ import sys
 from typing import Any
 
 from llamaindex_posfair.cli import options
-from llamaindex_posfair.cli.ingest import add_ingest_args, check_source, encoder_set_from_args, print_report
+from llamaindex_posfair.cli.ingest import (
+    add_ingest_args,
+    check_source,
+    encoder_set_from_args,
+    ingest_settings,
+    print_report,
+)
 from llamaindex_posfair.cli.options import CliError
 
 
@@ -56,11 +62,7 @@ def _config(args: argparse.Namespace) -> Any:
             docs_per_task=args.docs_per_task,
             write_batch_size=args.write_batch_size,
             write_ordering=args.write_ordering,
-            chunk_tokens=args.chunk_tokens,
-            overlap_tokens=args.overlap_tokens,
-            prune=args.prune,
-            show_progress=not args.no_progress,
-            extensions=options.parse_extensions(args.extensions),
+            **ingest_settings(args),
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None

@@ -232,3 +232,20 @@ def test_a_bad_jsonl_line_is_named(tmp_path, capsys, fake_cli):
     (tmp_path / "q.jsonl").write_text('{"id": 1}\n')
     rc, _, err = run(capsys, "query", "--queries-file", str(tmp_path / "q.jsonl"))
     assert rc == 2 and "line 1: expected {'id': ..., 'text': ...}" in err
+
+
+def test_no_subchunks_flag_writes_the_single_vector_layout(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    rc, _, _ = run(capsys, *base, "--no-subchunks")
+    client = QdrantClient(path=store)
+    vectors = client.get_collection("demo").config.params.vectors
+    client.close()
+    assert rc == 0 and set(vectors) == {"calibrated"}
+    rc, _, err = run(capsys, *base)  # the default sub-chunk layout must not be mixed into it
+    assert rc == 2 and "sub-chunk layout" in err
+
+
+def test_bad_subchunk_budget_names_the_flag(tmp_path, capsys, fake_cli, example_data):
+    rc, _, err = run(capsys, "ingest", str(example_data), "--path", str(tmp_path / "q"), "--subchunk-tokens", "2")
+    assert rc == 2 and "--subchunk-tokens must be an integer >= 4, got 2" in err
