@@ -70,13 +70,12 @@ def describe_encoder(encoder: Any) -> str:
         return str(name)
 
 
-def chunking_key(chunking: ChunkingConfig, spans_name: str, subchunks: SubchunkConfig | None = None) -> str:
+def chunking_key(chunking: ChunkingConfig, spans_name: str) -> str:
     """The string that identifies how a document was chunked (part of its version, stored with every point).
 
-    The sub-chunk settings are part of it: another budget or overlap re-embeds every document.
+    :func:`plan_encoders` appends the sub-chunk settings: another budget or overlap re-embeds every document.
     """
-    key = f"{chunking.key()};spans={spans_name}"
-    return key if subchunks is None else f"{key};{subchunks.key()}"
+    return f"{chunking.key()};spans={spans_name}"
 
 
 def spans_for(encoder: Any) -> tuple[SpanFn, str]:
@@ -133,8 +132,10 @@ class EncoderPlan:
         spans_name: ``"tokenizer"`` or ``"whitespace"`` (see :func:`spans_for`).
         subchunks: sub-chunk layout: every point also gets a multivector
             :data:`~qdrant_tools.subchunks.SUBCHUNK_VECTOR` of its sub-chunks, embedded by the
-            first encoder; ``None`` = one vector per point and name.
+            encoder of ``subchunk_source``; ``None`` = one vector per point and name.
         subchunk_quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized (4x smaller).
+        subchunk_source: the vector whose encoder embeds the sub-chunks: ``"calibrated"`` if the run
+            writes it, else the first vector.
     """
 
     dimensions: dict[str, int]
@@ -146,6 +147,7 @@ class EncoderPlan:
     spans_name: str
     subchunks: SubchunkConfig | None = None
     subchunk_quantization: str | None = None
+    subchunk_source: str | None = None
 
     @property
     def label(self) -> str:
@@ -163,7 +165,7 @@ class EncoderPlan:
         out = [VectorConfig(name=n, size=d) for n, d in self.dimensions.items()]
         if self.subchunks is not None:
             quant = QuantizationSpec(kind="scalar", quantile=0.99) if self.subchunk_quantization == "int8" else None
-            size = next(iter(self.dimensions.values()))
+            size = self.dimensions[self.subchunk_source or next(iter(self.dimensions))]
             out.append(
                 VectorConfig(name=SUBCHUNK_VECTOR, size=size, multivector=True, hnsw=HnswSpec(m=0), quantization=quant)
             )
@@ -192,16 +194,21 @@ def plan_encoders(
     first = next(iter(vectors.values()))
     chunking = resolve_chunking(first, chunk_tokens, overlap_tokens)
     _, spans_name = spans_for(first)
+    source = None
+    if subchunks is not None:
+        source = "calibrated" if "calibrated" in vectors else next(iter(vectors))
+        subchunks_key = f"{subchunks.key()};src={source}"
     return EncoderPlan(
         dimensions={n: int(e.dimension) for n, e in vectors.items()},
         fingerprints={n: e.fingerprint() for n, e in vectors.items()},
         descriptions={n: describe_encoder(e) for n, e in vectors.items()},
         max_length=min(int(e.max_length) for e in vectors.values()),
         chunking=chunking,
-        chunking_key=chunking_key(chunking, spans_name, subchunks),
+        chunking_key=chunking_key(chunking, spans_name) + ("" if source is None else f";{subchunks_key}"),
         spans_name=spans_name,
         subchunks=subchunks,
         subchunk_quantization=subchunk_quantization if subchunks is not None else None,
+        subchunk_source=source,
     )
 
 
@@ -365,15 +372,16 @@ class ChunkEncoder:
         return PointBatch(ids=[c.point_id for c in chunks], payloads=[c.payload for c in chunks], vectors=vectors)
 
     def _subchunk_vectors(self, chunks: Sequence[PlannedChunk]) -> list[np.ndarray]:
-        """Per chunk, the ``(k, dim)`` vectors of its sub-chunks, embedded together by the first encoder."""
+        """Per chunk, the ``(k, dim)`` vectors of its sub-chunks, embedded together by the source encoder."""
         texts, owners = [], []
         for i, c in enumerate(chunks):
             base = int(c.payload[P.START_CHAR])
             for start, end in c.payload[P.SUBCHUNK_SPANS]:
                 texts.append(c.text[start - base : end - base])
                 owners.append(i)
-        arr = np.asarray(self.first.encode_documents(texts), dtype=np.float32)
-        dim = next(iter(self.plan.dimensions.values()))
+        source = self.plan.subchunk_source or next(iter(self.vectors))
+        arr = np.asarray(self.vectors[source].encode_documents(texts), dtype=np.float32)
+        dim = self.plan.dimensions[source]
         if arr.shape != (len(texts), dim):
             raise RuntimeError(f"sub-chunk encoder returned shape {arr.shape}, expected {(len(texts), dim)}")
         cuts = np.cumsum(np.bincount(np.asarray(owners), minlength=len(chunks)))[:-1]
