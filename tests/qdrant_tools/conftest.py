@@ -1,4 +1,4 @@
-"""Fixtures for qdrant_tools tests: a tiny deterministic encoder and an in-memory Qdrant."""
+"""Fixtures for qdrant_tools tests: a tiny deterministic encoder and a temporary store of each embedded backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import re
 
 import numpy as np
 import pytest
-from qdrant_client import QdrantClient
+
+from qdrant_tools.store import open_store
 
 
 class HashEncoder:
@@ -58,9 +59,10 @@ def encoder() -> HashEncoder:
     return HashEncoder()
 
 
-@pytest.fixture
-def client():
-    c = QdrantClient(":memory:")
+@pytest.fixture(params=["edge", "local"])
+def client(request):
+    """A temporary store: the embedded Qdrant Edge store (the default) and qdrant-client's local mode."""
+    c = open_store(":memory:", backend=request.param)
     yield c
     c.close()
 
