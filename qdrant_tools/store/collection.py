@@ -23,7 +23,6 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import qdrant_edge as E
 from qdrant_client import models

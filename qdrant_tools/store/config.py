@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import qdrant_edge as E
 from pydantic import BaseModel, ConfigDict
@@ -46,7 +46,7 @@ class CollectionRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     format: int = 1
-    vectors: Union[dict[str, models.VectorParams], models.VectorParams]
+    vectors: dict[str, models.VectorParams] | models.VectorParams
     hnsw_config: models.HnswConfigDiff | None = None
     optimizers_config: models.OptimizersConfigDiff | None = None
     quantization_config: models.QuantizationConfig | None = None
@@ -99,7 +99,9 @@ class CollectionRecord(BaseModel):
             size=p.size,
             distance=to_edge(E.Distance, p.distance),
             on_disk=p.on_disk,
-            multivector_config=E.MultiVectorConfig(to_edge(E.MultiVectorComparator, multi.comparator)) if multi else None,
+            multivector_config=E.MultiVectorConfig(to_edge(E.MultiVectorComparator, multi.comparator))
+            if multi
+            else None,
             datatype=to_edge(E.VectorStorageDatatype, p.datatype) if p.datatype else None,
             quantization_config=edge_quantization(p.quantization_config),
             hnsw_config=edge_hnsw(self.hnsw_config, p.hnsw_config) if p.hnsw_config else None,

@@ -83,6 +83,7 @@ _ALTERNATIVES = {
     "create_vector_name": "create a new collection with the extra vector and re-ingest",
     "create_snapshot": "close the store and copy its folder",
     "recreate_collection": "delete_collection then create_collection",
+    "recommend": "query_points",
 }
 _DEFAULT_ALTERNATIVE = "use a Qdrant server (url=...) or qdrant-client's local mode (open_store(path, backend='local'))"
 
@@ -189,7 +190,7 @@ class EdgeStore:
         return f"EdgeStore({str(self._root)!r}, {state})"
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or not hasattr(QdrantClient, name):
+        if name.startswith("_") or not (hasattr(QdrantClient, name) or name in _ALTERNATIVES):
             raise AttributeError(name)
 
         def unsupported(*args: Any, **kwargs: Any) -> Any:
@@ -286,7 +287,9 @@ class EdgeStore:
         if batch:
             self.upsert(collection_name, batch)
 
-    def delete(self, collection_name: str, points_selector: Any, wait: bool = True, **kwargs: Any) -> models.UpdateResult:
+    def delete(
+        self, collection_name: str, points_selector: Any, wait: bool = True, **kwargs: Any
+    ) -> models.UpdateResult:
         """Delete points by ids (a list or ``PointIdsList``) or by filter (``Filter`` or ``FilterSelector``)."""
         if isinstance(points_selector, models.FilterSelector):
             points_selector = points_selector.filter
@@ -305,7 +308,9 @@ class EdgeStore:
         kind = getattr(schema, "type", schema)  # *IndexParams carry their type
         if kind is None:
             raise ValueError(f"create_payload_index({field_name!r}) needs field_schema, e.g. 'keyword'")
-        op = E.UpdateOperation.create_field_index(field_name, to_edge(E.PayloadSchemaType, models.PayloadSchemaType(kind)))
+        op = E.UpdateOperation.create_field_index(
+            field_name, to_edge(E.PayloadSchemaType, models.PayloadSchemaType(kind))
+        )
         return self._update(collection_name, op)
 
     def delete_payload_index(self, collection_name: str, field_name: str, **kwargs: Any) -> models.UpdateResult:
@@ -313,7 +318,12 @@ class EdgeStore:
 
     # ------------------------------------------------------------------ reads
     def retrieve(
-        self, collection_name: str, ids: Iterable[Any], with_payload: Any = True, with_vectors: Any = False, **kwargs: Any
+        self,
+        collection_name: str,
+        ids: Iterable[Any],
+        with_payload: Any = True,
+        with_vectors: Any = False,
+        **kwargs: Any,
     ) -> list[models.Record]:
         shard = self._collection(collection_name).shard
         found = shard.retrieve([to_edge_id(i) for i in ids], edge_with_payload(with_payload), with_vectors)

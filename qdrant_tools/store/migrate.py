@@ -52,7 +52,9 @@ def _copy_collection(local: object, store: EdgeStore, name: str, batch_size: int
             break
     stored = store.count(name, exact=True).count
     if stored != copied:  # pragma: no cover - would be an engine bug
-        raise StoreError(f"collection {name!r}: copied {copied} points but the new store holds {stored}; nothing swapped")
+        raise StoreError(
+            f"collection {name!r}: copied {copied} points but the new store holds {stored}; nothing swapped"
+        )
     return copied
 
 
@@ -77,7 +79,9 @@ def migrate_local_storage(
     """
     source = Path(source)
     if folder_kind(source) != "legacy-local":
-        raise NotAStoreError(f"{str(source)!r} is not a folder of qdrant-client's local mode (no meta.json); nothing to migrate")
+        raise NotAStoreError(
+            f"{str(source)!r} is not a folder of qdrant-client's local mode (no meta.json); nothing to migrate"
+        )
     in_place = target is None
     dest = source.with_name(source.name + _TMP_SUFFIX) if in_place else Path(target)  # type: ignore[arg-type]
     backup = source.with_name(source.name + BACKUP_SUFFIX)

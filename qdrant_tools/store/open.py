@@ -86,7 +86,12 @@ def open_store(
 
 
 def open_server(
-    url: str, api_key: str | None = None, *, allow_insecure_api_key: bool = False, timeout: float = 10.0, retry: bool = False
+    url: str,
+    api_key: str | None = None,
+    *,
+    allow_insecure_api_key: bool = False,
+    timeout: float = 10.0,
+    retry: bool = False,
 ) -> Any:
     """A ``QdrantClient`` for the server at ``url``, checked with one request.
 

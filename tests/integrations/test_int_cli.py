@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+
 from llamaindex_posfair.cli import main
 from qdrant_tools.schema import VectorSpec, ensure_collection
 from qdrant_tools.store import open_store
