@@ -28,7 +28,7 @@ import qdrant_edge as E
 from qdrant_client import models
 
 from qdrant_tools.store.config import CollectionRecord
-from qdrant_tools.store.enums import from_edge
+from qdrant_tools.store.enums import from_edge, to_edge
 from qdrant_tools.store.layout import COLLECTION_META, SHARD, fsync_dir, write_json_atomic
 
 
@@ -58,6 +58,28 @@ class EdgeCollection:
         data = json.loads((folder / COLLECTION_META).read_text(encoding="utf-8"))
         record = CollectionRecord.model_validate(data)
         return cls(folder, record, E.EdgeShard.load(str(folder / SHARD)))
+
+    def add_vector(self, name: str, params: models.VectorParams) -> None:
+        """Add a named dense vector (existing points lack it until re-written); idempotent.
+
+        The shard learns it first, then ``collection.json``: a crash in between
+        leaves a vector the record does not show yet, and a retry completes it.
+        """
+        multi = params.multivector_config
+        self.shard.update(
+            E.UpdateOperation.create_dense_vector(
+                name,
+                params.size,
+                to_edge(E.Distance, params.distance),
+                multivector_config=E.MultiVectorConfig(to_edge(E.MultiVectorComparator, multi.comparator))
+                if multi
+                else None,
+                datatype=to_edge(E.VectorStorageDatatype, params.datatype) if params.datatype else None,
+            )
+        )
+        vectors = {**self.record.named, name: params}
+        self.record = self.record.model_copy(update={"vectors": vectors})
+        write_json_atomic(self.folder / COLLECTION_META, self.record.model_dump(mode="json", exclude_none=True))
 
     def multivectors(self) -> set[str]:
         return {n for n, p in self.record.named.items() if p.multivector_config is not None}

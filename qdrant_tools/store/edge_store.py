@@ -7,7 +7,7 @@ folder. It answers the qdrant-client calls posfair (and LlamaIndex's
 =========================  ================================================================
 collections                ``collection_exists``, ``get_collections``, ``create_collection``
                            (named vectors, multivectors, HNSW, quantization, optimizers),
-                           ``get_collection``, ``delete_collection``
+                           ``get_collection``, ``delete_collection``, ``create_vector_name``
 points                     ``upsert`` (``Batch`` or ``PointStruct`` s), ``upload_points``,
                            ``retrieve``, ``scroll``, ``count``, ``delete`` (ids or filter)
 payload indexes            ``create_payload_index``, ``delete_payload_index``
@@ -80,7 +80,6 @@ _ALTERNATIVES = {
     "search_groups": "query_points_groups",
     "upload_collection": "upsert(models.Batch(...)) or upload_points",
     "update_collection": "create a new collection with the new settings and re-ingest",
-    "create_vector_name": "create a new collection with the extra vector and re-ingest",
     "create_snapshot": "close the store and copy its folder",
     "recreate_collection": "delete_collection then create_collection",
     "recommend": "query_points",
@@ -247,6 +246,30 @@ class EdgeStore:
         folder.rename(doomed)  # one rename: the collection is gone even if the removal is interrupted
         shutil.rmtree(doomed, ignore_errors=True)
         return True
+
+    def create_vector_name(
+        self, collection_name: str, vector_name: str, vector_name_config: Any, **kwargs: Any
+    ) -> models.UpdateResult:
+        """Add a named dense vector (or multivector) to a collection of named vectors; existing points lack it.
+
+        Raises:
+            UnsupportedCallError: a sparse vector, or a collection with one unnamed vector.
+        """
+        col = self._collection(collection_name)
+        dense = getattr(vector_name_config, "dense", None)
+        if dense is None or not isinstance(col.record.vectors, dict):
+            raise UnsupportedCallError(
+                "create_vector_name: the embedded store adds dense vectors to collections of named vectors only; "
+                "create a new collection with every vector and re-ingest"
+            )
+        params = models.VectorParams(
+            size=dense.size,
+            distance=dense.distance,
+            multivector_config=dense.multivector_config,
+            datatype=dense.datatype,
+        )
+        col.add_vector(vector_name, params)
+        return _COMPLETED
 
     def get_collection(self, collection_name: str, **kwargs: Any) -> models.CollectionInfo:
         return self._collection(collection_name).info()
