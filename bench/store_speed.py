@@ -1,7 +1,8 @@
 """Embedded store speed: qdrant-client's local mode vs the Qdrant Edge store (``open_store(path)``).
 
 Points are 384-dim unit vectors of low intrinsic dimension, like real text
-embeddings: a random 16-dim subspace plus isotropic noise, normalised. Each
+embeddings: a random 16-dim subspace plus isotropic noise (half the norm of
+the subspace part by default), normalised. Each
 point carries a payload like posfair's (``doc_id``, ``group`` (10 values),
 ``chunk_index``, 200 characters of text). Queries are fresh draws from the
 same distribution; "exact" answers come from numpy.
@@ -60,15 +61,18 @@ class Row:
     counted: bool
 
 
-def make_data(n: int, n_queries: int, dim: int, intrinsic: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` points and ``n_queries`` queries: a random ``intrinsic``-dim subspace plus noise, unit length."""
+def make_data(
+    n: int, n_queries: int, dim: int, intrinsic: int, noise: float, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` points and ``n_queries`` queries: a random ``intrinsic``-dim subspace plus isotropic noise, unit length.
+
+    ``noise`` is the expected norm of the noise relative to the norm of the subspace part.
+    """
     rng = np.random.default_rng(seed)
-    basis = rng.normal(size=(intrinsic, dim)) / np.sqrt(intrinsic)
+    basis = rng.normal(size=(intrinsic, dim)) / np.sqrt(intrinsic)  # rows of norm ~ sqrt(dim / intrinsic)
 
     def draw(k: int) -> np.ndarray:
-        x = rng.normal(size=(k, intrinsic)) @ basis + 0.15 * rng.normal(size=(k, dim)) / np.sqrt(dim) * np.sqrt(
-            intrinsic
-        )
+        x = rng.normal(size=(k, intrinsic)) @ basis + noise * rng.normal(size=(k, dim))
         return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
     return draw(n), draw(n_queries)
@@ -221,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--local-queries", type=int, default=50, help="queries for local mode, which is slow (default 50)")
     ap.add_argument("--batch", type=int, default=1000, help="points per upsert (default 1000)")
     ap.add_argument("--intrinsic", type=int, default=16, help="intrinsic dimension of the data (default 16)")
+    ap.add_argument("--noise", type=float, default=0.5, help="noise norm / subspace norm (default 0.5)")
     ap.add_argument("--dir", default=None, help="folder for the stores (default: a temporary folder, removed)")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
@@ -229,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     try:
         for n in sizes:
-            x, queries = make_data(n, args.queries, 384, args.intrinsic)
+            x, queries = make_data(n, args.queries, 384, args.intrinsic, args.noise)
             backends = ["edge"] + ([] if args.skip_local_at and n >= args.skip_local_at else ["local"])
             for backend in backends:
                 q = queries if backend == "edge" else queries[: args.local_queries]

@@ -328,7 +328,8 @@ class EdgeStore:
     ) -> models.UpdateResult:
         """Index a payload field (keyword, integer, float, geo, text, bool, datetime, uuid)."""
         schema = field_schema if field_schema is not None else field_type
-        kind = getattr(schema, "type", schema)  # *IndexParams carry their type
+        kind = getattr(schema, "type", schema)  # *IndexParams carry their type (their options are not applied)
+        kind = getattr(kind, "value", kind)
         if kind is None:
             raise ValueError(f"create_payload_index({field_name!r}) needs field_schema, e.g. 'keyword'")
         op = E.UpdateOperation.create_field_index(

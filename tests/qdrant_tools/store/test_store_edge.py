@@ -207,3 +207,8 @@ def test_upload_points_writes_every_point_in_batches(edge):
 def test_edge_store_is_what_open_store_gives_for_a_folder(tmp_path):
     with open_store(tmp_path / "s") as store:
         assert isinstance(store, EdgeStore) and store.path == tmp_path / "s"
+
+
+def test_payload_index_params_objects_create_an_index_of_their_type(edge):
+    edge.create_payload_index("c", "doc_id", field_schema=models.KeywordIndexParams(type="keyword", is_tenant=True))
+    assert edge.get_collection("c").payload_schema["doc_id"].data_type == models.PayloadSchemaType.KEYWORD
