@@ -46,6 +46,7 @@ import shutil
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,8 @@ _ALTERNATIVES = {
     "recreate_collection": "delete_collection then create_collection",
     "recommend": "query_points",
 }
+#: Collections smaller than this are indexed in well under a second: no progress lines for them.
+ANNOUNCE_INDEX_FROM = 5_000
 _DEFAULT_ALTERNATIVE = "use a Qdrant server (url=...) or qdrant-client's local mode (open_store(path, backend='local'))"
 
 
@@ -160,7 +163,9 @@ class EdgeStore:
         """A store in a fresh temporary folder, deleted by :meth:`close` (what ``open_store(":memory:")`` gives)."""
         root = Path(tempfile.mkdtemp(prefix="posfair-store-"))
         layout.init_store(root)
-        return cls(root, FolderLock.acquire(root), temporary=True)
+        store = cls(root, FolderLock.acquire(root), temporary=True)
+        weakref.finalize(store, shutil.rmtree, root, True)  # removed even if never closed
+        return store
 
     @property
     def path(self) -> Path:
@@ -434,7 +439,8 @@ class EdgeStore:
         """Build the HNSW index of points written since the last build (and merge small segments).
 
         Blocks until done (Qdrant Edge reports no progress while it works, so with
-        ``show_progress`` a line on stderr says when it starts and ends).
+        ``show_progress`` a line on stderr says when it starts and ends, from
+        :data:`ANNOUNCE_INDEX_FROM` points on).
         Queries before it are exact; after it they use the index.
 
         Returns:
@@ -442,11 +448,12 @@ class EdgeStore:
         """
         col = self._collection(collection_name)
         n = col.shard.info().points_count
-        if show_progress and n:
+        announce = show_progress and n >= ANNOUNCE_INDEX_FROM
+        if announce:
             print(f"building the search index of {collection_name!r} ({n:,} points) ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         col.shard.optimize()
         seconds = time.perf_counter() - t0
-        if show_progress and n:
+        if announce:
             print(f"search index of {collection_name!r} ready in {seconds:.1f}s", file=sys.stderr, flush=True)
         return seconds

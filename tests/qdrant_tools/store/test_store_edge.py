@@ -212,3 +212,13 @@ def test_edge_store_is_what_open_store_gives_for_a_folder(tmp_path):
 def test_payload_index_params_objects_create_an_index_of_their_type(edge):
     edge.create_payload_index("c", "doc_id", field_schema=models.KeywordIndexParams(type="keyword", is_tenant=True))
     assert edge.get_collection("c").payload_schema["doc_id"].data_type == models.PayloadSchemaType.KEYWORD
+
+
+def test_an_unclosed_temporary_store_is_removed_when_collected():
+    import gc
+
+    store = open_store(":memory:")
+    folder = store.path
+    del store
+    gc.collect()
+    assert not folder.exists()

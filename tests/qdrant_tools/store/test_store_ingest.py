@@ -48,8 +48,15 @@ def test_local_mode_has_no_index_step(encoder, corpus):
     assert report.chunks_written > 0 and report.index_seconds == 0
 
 
-def test_progress_lines_announce_the_index(tmp_path, encoder, corpus, capsys):
+def test_progress_lines_announce_the_index(tmp_path, encoder, corpus, capsys, monkeypatch):
+    monkeypatch.setattr("qdrant_tools.store.edge_store.ANNOUNCE_INDEX_FROM", 1)
     with open_store(tmp_path / "s") as store:
         ingest_path(store, "c", corpus, {"calibrated": encoder}, IngestConfig(chunk_tokens=12, overlap_tokens=2))
     err = capsys.readouterr().err
     assert "building the search index of 'c'" in err and "ready in" in err
+
+
+def test_a_small_collection_is_indexed_without_progress_lines(tmp_path, encoder, corpus, capsys):
+    with open_store(tmp_path / "s") as store:
+        ingest_path(store, "c", corpus, {"calibrated": encoder}, IngestConfig(chunk_tokens=12, overlap_tokens=2))
+    assert "search index" not in capsys.readouterr().err
