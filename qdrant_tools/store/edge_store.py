@@ -248,6 +248,7 @@ class EdgeStore:
         if not folder.exists():
             return False
         doomed = folder.with_name(f".deleting-{collection_name}")
+        shutil.rmtree(doomed, ignore_errors=True)  # left by an interrupted earlier delete
         folder.rename(doomed)  # one rename: the collection is gone even if the removal is interrupted
         shutil.rmtree(doomed, ignore_errors=True)
         return True
