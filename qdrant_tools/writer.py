@@ -289,10 +289,10 @@ class QdrantWriter:
         ingestion asks when it finishes; a server indexes in the background and local mode never does
         (both: 0.0, nothing called).
         """
-        build = getattr(self.client.wrapped, "build_index", None)
-        if build is None or not self.client.collection_exists(self.collection):
-            return 0.0
-        return float(build(self.collection, show_progress=show_progress))
+        inner = self.client.wrapped
+        if getattr(type(inner), "build_index", None) is None or not self.client.collection_exists(self.collection):
+            return 0.0  # looked up on the class: a Mock(wraps=client) invents every attribute
+        return float(inner.build_index(self.collection, show_progress=show_progress))
 
     def _delete(self, flt: models.Filter) -> int:
         n = self.client.count(self.collection, count_filter=flt, exact=True).count
