@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
     print(
-        f"\n{os.cpu_count()} CPUs; 384 dims, intrinsic dimension {args.intrinsic}; {args.queries} queries "
+        f"\n{os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.1f}); 384 dims, intrinsic dimension "
+        f"{args.intrinsic}, noise {args.noise}; {args.queries} queries "
         f"({args.local_queries} for local mode); filter: keyword `group`, 10% of the points\n"
     )
     print(table(rows))
