@@ -1,7 +1,8 @@
 """Ingestion throughput: ``posfair ingest`` vs LlamaIndex's HuggingFaceEmbedding + QdrantVectorStore.
 
-Same folder, same model, same chunks, same embedded Qdrant (local mode on
-disk), same encoder batch size; model loading is excluded from every timing.
+Same folder, same model, same chunks, same embedded Qdrant (the Qdrant Edge
+store of ``open_store`` on disk), same encoder batch size; model loading is
+excluded from every timing.
 
 * ``llamaindex``: the chunk texts produced by posfair's chunker become
   ``TextNode``s, then ``IngestionPipeline([HuggingFaceEmbedding], vector_store=QdrantVectorStore)``.
@@ -47,7 +48,8 @@ def time_llamaindex(texts: list[str], model_path: str, batch_size: int, store: P
     from llama_index.core.ingestion import IngestionPipeline
     from llama_index.core.schema import TextNode
     from llama_index.vector_stores.qdrant import QdrantVectorStore
-    from qdrant_client import QdrantClient
+
+    from qdrant_tools.store import open_store
 
     try:
         from llama_index.embeddings.huggingface import HuggingFaceEmbedding
@@ -60,7 +62,7 @@ def time_llamaindex(texts: list[str], model_path: str, batch_size: int, store: P
         embed = PosFairEmbedding(model_name=model_path, calibration=None, embed_batch_size=batch_size)
         label = "SentenceTransformer stand-in"
     nodes = [TextNode(text=t) for t in texts]
-    client = QdrantClient(path=str(store))
+    client = open_store(store)
     vs = QdrantVectorStore(client=client, collection_name="bench")
     embed.get_text_embedding_batch(texts[:batch_size])  # warm-up, not timed
     t0 = time.perf_counter()
@@ -72,11 +74,10 @@ def time_llamaindex(texts: list[str], model_path: str, batch_size: int, store: P
 
 
 def time_posfair(folder: Path, encoder, vectors: dict, batch_size: int, store: Path) -> tuple[float, int]:
-    from qdrant_client import QdrantClient
-
     from qdrant_tools.ingest import IngestConfig, ingest_path
+    from qdrant_tools.store import open_store
 
-    client = QdrantClient(path=str(store))
+    client = open_store(store)
     encoder.encode_documents(["warm up"] * batch_size)  # warm-up, not timed
     t0 = time.perf_counter()
     report = ingest_path(client, "bench", folder, vectors, IngestConfig(show_progress=False))

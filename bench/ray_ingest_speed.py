@@ -62,18 +62,18 @@ def main() -> None:
     import numpy as np
     import ray
     import torch
-    from qdrant_client import QdrantClient
 
     from llamaindex_posfair import CalibrationConfig, EncoderSet, EncoderSpec, PosFairEncoder
     from llamaindex_posfair.encoders.models import BUNDLED_MINILM
     from qdrant_tools.ingest import IngestConfig, ingest_path
     from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
+    from qdrant_tools.store import open_store
 
     calibration = CalibrationConfig()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         corpus = build_corpus(args.docs, Path(tmp))
-        client = QdrantClient(":memory:")
+        client = open_store(":memory:")
 
         enc = PosFairEncoder(BUNDLED_MINILM, calibration, device="cpu")
         threads0 = torch.get_num_threads()

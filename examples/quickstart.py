@@ -1,12 +1,13 @@
-"""End to end: ingest examples/data into embedded Qdrant, query with and without the reranker.
+"""End to end: ingest examples/data into the embedded Qdrant store, query with and without the reranker.
 
 Runs offline on CPU in well under a minute with the bundled all-MiniLM-L6-v2:
 
     HF_HUB_OFFLINE=1 python examples/quickstart.py
 
 1. ``qdrant_tools.ingest_path`` writes a "vanilla" and a "calibrated" named
-   vector per chunk into one collection (idempotent: run it twice, nothing is
-   written the second time).
+   vector per chunk into one collection of the embedded store
+   (``qdrant_tools.store.open_store``: Qdrant Edge in a folder; idempotent: run
+   it twice, nothing is written the second time).
 2. LlamaIndex retrieves through ``QdrantVectorStore`` + ``PosFairEmbedding``:
    first on the vanilla vector, then the same candidates re-scored by
    ``PositionFairRerank`` (position fairness without re-indexing), then
@@ -42,7 +43,6 @@ def show(title: str, nodes) -> None:
 def main() -> int:
     from llama_index.core import VectorStoreIndex
     from llama_index.vector_stores.qdrant import QdrantVectorStore
-    from qdrant_client import QdrantClient
 
     from llamaindex_posfair import (
         BUNDLED_MINILM,
@@ -53,12 +53,13 @@ def main() -> int:
     )
     from llamaindex_posfair.integrations import CalibrationView
     from qdrant_tools import IngestConfig, ingest_path
+    from qdrant_tools.store import open_store
 
     encoder = PosFairEncoder(BUNDLED_MINILM, calibration=CalibrationConfig(basket_size=128, strength=0.5))
     plain = CalibrationView(encoder, None)  # same loaded model, calibration off
 
     with tempfile.TemporaryDirectory() as tmp:
-        client = QdrantClient(path=os.path.join(tmp, "qdrant"))  # embedded, on disk
+        client = open_store(os.path.join(tmp, "qdrant"))  # embedded Qdrant Edge, on disk
         vectors = {"vanilla": plain, "calibrated": encoder}
         report = ingest_path(client, "quickstart", DATA, vectors, IngestConfig(show_progress=False))
         print(report.summary())
@@ -66,6 +67,7 @@ def main() -> int:
         print(f"second run: {again.chunks_written} chunks written, {len(again.unchanged)} files unchanged")
 
         def retriever(vector: str, enc, k: int):
+            # QdrantVectorStore takes the embedded store where it expects a QdrantClient (sync calls)
             store = QdrantVectorStore(client=client, collection_name="quickstart", dense_vector_name=vector)
             index = VectorStoreIndex.from_vector_store(store, embed_model=PosFairEmbedding(encoder=enc))
             return index.as_retriever(similarity_top_k=k)

@@ -13,11 +13,12 @@ Modules (each importable on its own):
     driver    the steps both ingestion paths share
     ingest    single-process ingestion
     ray_ingest  distributed ingestion on Ray Data
+    store     open_store: the embedded Qdrant Edge store, a server client, or local mode
 
 Example:
-    >>> from qdrant_client import QdrantClient
     >>> from qdrant_tools import IngestConfig, ingest_path
-    >>> report = ingest_path(QdrantClient(":memory:"), "demo", "examples/data",
+    >>> from qdrant_tools.store import open_store
+    >>> report = ingest_path(open_store("./.posfair/qdrant"), "demo", "examples/data",
     ...                      {"calibrated": encoder}, IngestConfig())  # doctest: +SKIP
 """
 

@@ -7,7 +7,8 @@ Both paths are the same five steps; only step 4 differs::
     3. plan_ingestion -> writer.ensure (collection + payload indexes) -> finish interrupted updates
     4. encode the planned chunks (local batches, or a Ray actor pool) -> PointBatch stream
     5. IngestionRun.write: upsert(wait=True) each batch; a document's stale
-       versions are deleted once its new version is complete; then prune
+       versions are deleted once its new version is complete; then prune and
+       build the search index (IngestionRun.finish)
 
 Guarantees (for both paths, because they live here and in the writer):
 
@@ -104,6 +105,7 @@ class IngestionRun:
     tracker: CompletionTracker
     versions: dict[str, str]
     started: float
+    show_progress: bool = False
 
     @classmethod
     def start(
@@ -152,6 +154,7 @@ class IngestionRun:
             tracker=CompletionTracker({d.doc.doc_id: d.done for d in todo}),
             versions={d.doc.doc_id: d.version for d in todo},
             started=time.perf_counter() if started is None else started,
+            show_progress=settings.show_progress,
         )
         for d in plan.documents:  # an interrupted update: the new version is all there, only stale points remain
             if d.action == "cleanup":
@@ -187,10 +190,17 @@ class IngestionRun:
                 bar.close()
 
     def finish(self) -> None:
-        """Prune documents no longer in the input (if asked), warn about truncated chunks, stop the clock."""
+        """Prune (if asked), build the search index, warn about truncated chunks, stop the clock.
+
+        The index is built here, once the points are written, so the first query
+        after an ingestion does not pay for it (the embedded store; a server
+        indexes in the background).
+        """
         if self.plan.prune:
             self.report.chunks_deleted += self.writer.delete_documents(self.plan.prune)
             self.report.pruned.extend(self.plan.prune)
+        if self.report.chunks_written or self.report.chunks_deleted:
+            self.report.index_seconds += self.writer.build_index(show_progress=self.show_progress)
         if self.report.chunks_truncated:
             logger.warning(
                 "%d chunks exceeded the model window of %d tokens and were truncated when embedded",

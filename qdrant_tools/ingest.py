@@ -6,9 +6,9 @@ its state -> :func:`qdrant_tools.plan.plan_ingestion` -> chunk and embed the
 planned chunks here, ``batch_size`` at a time -> :class:`qdrant_tools.writer.QdrantWriter`.
 
 Example:
-    >>> from qdrant_client import QdrantClient
     >>> from qdrant_tools.ingest import IngestConfig, ingest_path
-    >>> client = QdrantClient(path="./.posfair/qdrant")              # doctest: +SKIP
+    >>> from qdrant_tools.store import open_store
+    >>> client = open_store("./.posfair/qdrant")                     # doctest: +SKIP
     >>> report = ingest_path(client, "demo", "examples/data",
     ...                      {"calibrated": encoder}, IngestConfig())  # doctest: +SKIP
     >>> print(report.summary())                                      # doctest: +SKIP
@@ -82,7 +82,8 @@ def ingest_documents(
     """Ingest decoded documents; see :mod:`qdrant_tools.driver` for the guarantees.
 
     Args:
-        client: a ``QdrantClient`` (embedded or server); the writer adds the retries.
+        client: what :func:`qdrant_tools.store.open_store` returns (embedded store or server
+            ``QdrantClient``); the writer adds the retries.
         collection: collection name; created with the right named vectors and payload indexes if missing.
         documents: documents with distinct ``doc_id``.
         vectors: vector name -> encoder, e.g. ``{"calibrated": enc}`` or

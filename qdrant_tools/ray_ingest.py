@@ -21,17 +21,17 @@ re-encodes only its missing chunks. A killed worker process is restarted by Ray
 and its batch re-run (bounded by ``max_worker_restarts``); an exception raised
 by an encoder (e.g. out of memory) is *not* retried and stops the run.
 
-The driver is the only Qdrant writer: embedded local mode allows one process
+The driver is the only Qdrant writer: the embedded store allows one process
 per storage folder, and one writer with ``wait=True`` keeps a server well fed
 for the worker counts measured in ``docs/scale-out.md``.
 
 Example:
     >>> import ray
-    >>> from qdrant_client import QdrantClient
     >>> from llamaindex_posfair import EncoderSet, EncoderSpec
     >>> from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
+    >>> from qdrant_tools.store import open_store
     >>> ray.init(num_cpus=2, include_dashboard=False)                        # doctest: +SKIP
-    >>> report = ray_ingest_path(QdrantClient(path="./.posfair/qdrant"), "demo", "examples/data",
+    >>> report = ray_ingest_path(open_store("./.posfair/qdrant"), "demo", "examples/data",
     ...                          EncoderSet.single(EncoderSpec()), RayIngestConfig(num_workers=2))  # doctest: +SKIP
 """
 
@@ -277,7 +277,7 @@ def ray_ingest_documents(
     """Ingest decoded documents with a Ray actor pool; see the module docstring.
 
     Args:
-        client: ``QdrantClient`` (embedded or server) used by the driver only; the writer adds the retries.
+        client: what :func:`qdrant_tools.store.open_store` returns, used by the driver only; the writer adds the retries.
         collection: created with the encoders' named vectors and payload indexes if missing.
         documents: documents with distinct ``doc_id``.
         factory: picklable ``device -> {vector name: encoder}``, e.g. an ``EncoderSet``.

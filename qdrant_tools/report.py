@@ -48,6 +48,7 @@ class IngestReport:
     chunking: str = ""
     vectors: dict[str, str] = field(default_factory=dict)  # vector name -> encoder fingerprint
     embed_seconds: float = 0.0
+    index_seconds: float = 0.0  # building the search index after the writes (embedded store)
     seconds: float = 0.0
 
     @property
@@ -80,7 +81,8 @@ class IngestReport:
             f"{self.files_seen} files seen, {len(self.new)} new, {len(self.changed)} changed, "
             f"{len(self.unchanged)} unchanged, {len(self.skipped)} skipped",
             f"chunks: {self.chunks_written} written, {self.chunks_deleted} stale deleted "
-            f"({self.chunking}); {self.seconds:.1f}s, {self.chunks_per_second:.1f} chunks/s",
+            f"({self.chunking}); {self.seconds:.1f}s, {self.chunks_per_second:.1f} chunks/s"
+            + (f" (search index {self.index_seconds:.1f}s)" if self.index_seconds >= 0.05 else ""),
         ]
         if self.resumed:
             lines.append(

@@ -99,13 +99,13 @@ class ServerConfig:
     def is_tls(self) -> bool:
         return urlsplit(self.url).scheme == "https"
 
-    def api_key(self) -> str | None:
-        """The API key from the environment, or None; raises before it could travel over http.
+    def api_key(self, key: str | None = None) -> str | None:
+        """``key``, else the API key from the environment, else None; raises before it could travel over http.
 
         Raises:
             InsecureApiKeyError: a key is set, the URL is ``http://`` and not explicitly allowed.
         """
-        key = os.environ.get(self.api_key_env) or None
+        key = key or os.environ.get(self.api_key_env) or None
         if key and not self.is_tls and not self.allow_insecure_api_key:
             raise InsecureApiKeyError(
                 f"refusing to send ${self.api_key_env} over plain http to {self.base_url}; use an https:// URL, "
@@ -121,13 +121,12 @@ class ServerConfig:
             base_url=self.base_url, headers=headers, timeout=self.timeout, verify=self.verify, transport=transport
         )
 
-    def qdrant_client(self, **kwargs: Any) -> Any:
-        """A ``QdrantClient`` for this server (same key policy)."""
+    def qdrant_client(self, api_key: str | None = None, **kwargs: Any) -> Any:
+        """A ``QdrantClient`` for this server (same key policy; ``api_key`` overrides the environment's)."""
         from qdrant_client import QdrantClient
 
-        return QdrantClient(
-            url=self.base_url, api_key=self.api_key(), timeout=int(self.timeout), https=self.is_tls, **kwargs
-        )
+        key = self.api_key(api_key)
+        return QdrantClient(url=self.base_url, api_key=key, timeout=int(self.timeout), https=self.is_tls, **kwargs)
 
 
 @dataclass(frozen=True)

@@ -373,9 +373,11 @@ def _cmp_hnsw(prefix: str, want: HnswSpec | None, have: Any, out: list[Differenc
 def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
     """Compare the live collection with ``spec``; never writes.
 
-    Settings the spec leaves ``None`` are not compared. In embedded local mode
-    collection-level HNSW/quantization, shards, replication, on-disk payload
-    and payload indexes are not kept, so they are listed as ``unverified``.
+    Settings the spec leaves ``None`` are not compared. In qdrant-client's local
+    mode collection-level HNSW/quantization, shards, replication, on-disk payload
+    and payload indexes are not kept, so they are listed as ``unverified``; the
+    embedded Qdrant Edge store keeps all of them but shards, replication and
+    write consistency (one shard), which it lists as ``unverified``.
     """
     report = ValidationReport(collection=spec.name, exists=bool(client.collection_exists(spec.name)))
     if not report.exists:
@@ -425,6 +427,9 @@ def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
             report.unverified.append("payload_indexes")
         return report
 
+    # a store that records some settings without honouring them (the embedded Qdrant Edge store: one shard)
+    skipped = tuple(getattr(getattr(client, "wrapped", client), "unverified_settings", ()))
+    report.unverified = [k for k in skipped if getattr(spec, k, None) is not None]
     for key, fixable in (
         ("shard_number", False),
         ("replication_factor", True),
@@ -432,6 +437,8 @@ def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
         ("on_disk_payload", True),
     ):
         want = getattr(spec, key)
+        if key in skipped:
+            continue
         if want is not None and getattr(params, key, None) != want:
             diffs.append(Difference(key, want, getattr(params, key, None), fixable))
     _cmp_hnsw("", spec.hnsw, info.config.hnsw_config, diffs)

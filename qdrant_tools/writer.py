@@ -17,7 +17,10 @@
 
 It uses only ``collection_exists``, ``create_collection``, ``get_collection``,
 ``upsert``, ``scroll``, ``count``, ``delete`` and ``create_payload_index``,
-so any store offering qdrant-client's method names can stand behind it.
+so any store offering qdrant-client's method names can stand behind it
+(:func:`qdrant_tools.store.open_store`); a store that builds its index on
+request (the embedded Qdrant Edge store) also gets ``build_index`` once the
+ingestion is done.
 
 A point may carry several named vectors, and a named vector may be a
 multivector (a list of vectors per point, e.g. for late interaction), so
@@ -297,6 +300,18 @@ class QdrantWriter:
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Delete every posfair point of ``doc_ids`` (prune); return how many."""
         return sum(self._delete(models.Filter(must=_doc_filter(d))) for d in doc_ids)
+
+    def build_index(self, *, show_progress: bool = False) -> float:
+        """Build the search index of what was written, where the store builds it on request; return seconds.
+
+        The embedded Qdrant Edge store (:class:`qdrant_tools.store.EdgeStore`) indexes when asked, so an
+        ingestion asks when it finishes; a server indexes in the background and local mode never does
+        (both: 0.0, nothing called).
+        """
+        inner = self.client.wrapped
+        if getattr(type(inner), "build_index", None) is None or not self.client.collection_exists(self.collection):
+            return 0.0  # looked up on the class: a Mock(wraps=client) invents every attribute
+        return float(inner.build_index(self.collection, show_progress=show_progress))
 
     def _delete(self, flt: models.Filter) -> int:
         n = self.client.count(self.collection, count_filter=flt, exact=True).count

@@ -93,7 +93,7 @@ def run_collection(args: argparse.Namespace) -> int:
         plan = migrate_collection(client, spec, dry_run=args.dry_run)
         print(plan.summary() + ("\n(dry run: nothing changed)" if args.dry_run else ""))
         return 1 if plan.not_applied else 0
-    except CollectionMismatchError as exc:
+    except (CollectionMismatchError, NotImplementedError) as exc:  # NotImplementedError: embedded store limits
         raise CliError(str(exc)) from None
     finally:
         client.close()

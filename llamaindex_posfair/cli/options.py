@@ -91,7 +91,7 @@ def add_storage_args(p: argparse.ArgumentParser, *, collection: bool = True, ser
         p.add_argument(
             "--path",
             default=None,
-            help=f"embedded Qdrant storage folder (default: {DEFAULT_STORAGE}); one process at a time",
+            help=f"embedded Qdrant (Edge) storage folder (default: {DEFAULT_STORAGE}); one process at a time",
         )
     p.add_argument(
         "--qdrant-url",
@@ -111,63 +111,32 @@ def storage_label(args: argparse.Namespace) -> str:
     return args.qdrant_url or (getattr(args, "path", None) or DEFAULT_STORAGE)
 
 
-def _server_client(args: argparse.Namespace, retry: bool) -> Any:
-    from qdrant_client import QdrantClient
-
-    url = args.qdrant_url
-    api_key = os.environ.get(API_KEY_ENV) or None
-    if api_key and url.lower().startswith("http://") and not args.allow_insecure_api_key:
-        raise CliError(
-            f"refusing to send ${API_KEY_ENV} over plain http to {url}; use an https:// URL, "
-            f"unset {API_KEY_ENV}, or pass --allow-insecure-api-key"
-        )
-    try:
-        client = QdrantClient(url=url, api_key=api_key, timeout=10)
-        client.get_collections()
-    except Exception as exc:  # network: report, do not retry here
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise CliError(
-            f"cannot reach Qdrant at {url} ({type(exc).__name__}: {first}); start the server, check "
-            "--qdrant-url and the API key, or drop --qdrant-url to use embedded storage"
-        ) from None
-    if retry:
-        from qdrant_tools.retry import RetryingClient
-
-        return RetryingClient(client)
-    return client
-
-
 def open_client(args: argparse.Namespace, *, must_exist: bool = False, retry: bool = False) -> Any:
-    """Open embedded storage (default) or a server, with clear errors.
+    """Open the storage the flags name through :func:`qdrant_tools.store.open_store`, with CLI errors.
 
-    With ``retry=True`` a server client is wrapped in
-    :class:`qdrant_tools.retry.RetryingClient` (idempotent calls are retried with
-    bounded backoff on timeouts, 5xx and 429; never on 4xx).
+    Embedded (default): the Qdrant Edge store in ``--path`` (default
+    ``./.posfair/qdrant``). Server: ``--qdrant-url``, key from ``$QDRANT_API_KEY``;
+    with ``retry=True`` wrapped in :class:`qdrant_tools.retry.RetryingClient`
+    (idempotent calls retried with bounded backoff on timeouts, 5xx and 429; never on 4xx).
 
     Raises:
-        CliError: the embedded folder is locked by another process, does not exist
-            (``must_exist``), the server is unreachable, or an API key would be sent
-            over plain http.
+        CliError: the folder is locked by another process, missing (``must_exist``), written by
+            the old local mode (with how to migrate), not a store; the server is unreachable;
+            an API key would be sent over plain http.
     """
-    if args.qdrant_url:
-        return _server_client(args, retry)
-    from qdrant_client import QdrantClient
+    from qdrant_tools.store import StoreError, open_store
 
-    path = getattr(args, "path", None) or DEFAULT_STORAGE
-    if must_exist and not os.path.isdir(path):
-        raise CliError(
-            f"no embedded Qdrant storage at {path!r}; run `posfair ingest PATH --collection NAME` first "
-            "(or pass --path / --qdrant-url)"
-        )
+    url = args.qdrant_url
     try:
-        return QdrantClient(path=path)
-    except RuntimeError as exc:
-        if "already accessed" in str(exc):
-            raise CliError(
-                f"embedded Qdrant storage {path!r} is in use by another process (embedded mode allows one client "
-                "per folder); wait for it to finish, use another --path, or run a Qdrant server (--qdrant-url)"
-            ) from None
-        raise
+        return open_store(
+            path=None if url else (getattr(args, "path", None) or DEFAULT_STORAGE),
+            url=url,
+            must_exist=must_exist,
+            allow_insecure_api_key=args.allow_insecure_api_key,
+            retry=retry,
+        )
+    except (StoreError, ValueError) as exc:
+        raise CliError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- model (one EncoderSpec)

@@ -126,10 +126,12 @@ class PosFairRetriever(BaseRetriever):
 
     @classmethod
     def from_path(cls, path: str, collection: str, **kwargs: Any) -> PosFairRetriever:
-        """Open embedded storage at ``path`` and retrieve from it; :meth:`close` closes the storage too."""
-        from qdrant_client import QdrantClient
+        """Open storage with :func:`qdrant_tools.store.open_store` (a folder: the embedded store; ``url=``
+        in ``kwargs``: a server) and retrieve from it; :meth:`close` closes the storage too."""
+        from qdrant_tools.store import open_store
 
-        client = QdrantClient(path=path)
+        url = kwargs.pop("url", None)
+        client = open_store(None if url else path, url=url, must_exist=not url)
         try:
             retriever = cls(client, collection, **kwargs)
         except BaseException:

@@ -11,7 +11,7 @@ from qdrant_tools.retry import RetryingClient
 
 
 class _FakeServerClient:
-    def __init__(self, url=None, api_key=None, timeout=None):
+    def __init__(self, url=None, api_key=None, timeout=None, **kwargs):
         self.url = url
         self.calls = 0
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
-from qdrant_client import QdrantClient
 
 from llamaindex_posfair.cli import main
 from qdrant_tools.schema import VectorSpec, ensure_collection
+from qdrant_tools.store import open_store
 
 
 class _Loaded:
@@ -103,12 +104,12 @@ def test_query_rerank_keeps_retrieval_scores(tmp_path, capsys, fake_cli, example
 
 
 def test_locked_embedded_storage_is_reported(tmp_path, capsys, fake_cli, example_data):
-    holder = QdrantClient(path=str(tmp_path / "q"))
+    holder = open_store(tmp_path / "q")
     try:
         rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"))
     finally:
         holder.close()
-    assert rc == 2 and "in use by another process" in err
+    assert rc == 2 and f"is in use by process {os.getpid()}" in err
 
 
 def test_api_key_over_plain_http_is_refused_and_not_printed(capsys, monkeypatch, fake_cli):
@@ -125,11 +126,11 @@ def test_unreachable_server_is_reported(capsys, monkeypatch, fake_cli):
 
 
 def test_schema_mismatch_via_cli_writes_nothing(tmp_path, capsys, fake_cli, example_data):
-    c = QdrantClient(path=str(tmp_path / "q"))
+    c = open_store(tmp_path / "q")
     ensure_collection(c, "demo", [VectorSpec("calibrated", 8)])
     c.close()
     rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"))
-    c = QdrantClient(path=str(tmp_path / "q"))
+    c = open_store(tmp_path / "q")
     n = c.count("demo").count
     c.close()
     assert rc == 2 and "has size 8" in err and "produces size 256" in err and n == 0
@@ -238,7 +239,9 @@ def test_no_subchunks_flag_writes_the_single_vector_layout(tmp_path, capsys, fak
     store = str(tmp_path / "q")
     base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
     rc, _, _ = run(capsys, *base, "--no-subchunks")
-    client = QdrantClient(path=store)
+    from qdrant_tools.store import open_store
+
+    client = open_store(store)
     vectors = client.get_collection("demo").config.params.vectors
     client.close()
     assert rc == 0 and set(vectors) == {"calibrated"}

@@ -1,4 +1,9 @@
-"""PosFairEmbedding / PositionFairRerank inside LlamaIndex with QdrantVectorStore (embedded Qdrant)."""
+"""PosFairEmbedding / PositionFairRerank inside LlamaIndex with QdrantVectorStore (embedded Qdrant).
+
+``QdrantVectorStore`` is handed each embedded backend of ``open_store``: the
+Qdrant Edge store (the default, which speaks qdrant-client's method names)
+and qdrant-client's local mode (a real ``QdrantClient``).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,11 @@ from llama_index.core import Document, StorageContext, VectorStoreIndex
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.llms import MockLLM
 from llama_index.vector_stores.qdrant import QdrantVectorStore
-from qdrant_client import AsyncQdrantClient, QdrantClient
+from qdrant_client import AsyncQdrantClient
 
 from llamaindex_posfair import PosFairEmbedding, PositionFairRerank
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.store import open_store
 
 DOCS = [
     Document(text="honeybees dance to share the direction of flowers", metadata={"name": "bees"}),
@@ -19,9 +25,9 @@ DOCS = [
 ]
 
 
-@pytest.fixture
-def qdrant():
-    c = QdrantClient(":memory:")
+@pytest.fixture(params=["edge", "local"])
+def qdrant(request):
+    c = open_store(":memory:", backend=request.param)
     yield c
     c.close()
 

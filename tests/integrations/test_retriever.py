@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from qdrant_client import QdrantClient
 
 from llamaindex_posfair.integrations.retriever import FingerprintMismatchError, PosFairRetriever
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.search import SearchSettings
+from qdrant_tools.store import open_store
 
 
 @pytest.fixture
 def store(fake_encoder, example_data):
-    client = QdrantClient(":memory:")
+    client = open_store(":memory:")
     ingest_path(client, "demo", example_data, {"calibrated": fake_encoder}, IngestConfig(show_progress=False))
     yield client
     client.close()
@@ -57,7 +57,7 @@ def test_another_encoder_is_refused(store, make_fake):
 
 
 def test_plain_vector_is_queried_with_the_plain_view(fake_encoder, example_data, make_fake):
-    client = QdrantClient(":memory:")
+    client = open_store(":memory:")
     plain = make_fake(calibration=None)
     ingest_path(client, "v", example_data, {"vanilla": plain}, IngestConfig(show_progress=False))
     calibrated = make_fake()  # same model, calibration on: its plain view wrote the vector
@@ -68,9 +68,18 @@ def test_plain_vector_is_queried_with_the_plain_view(fake_encoder, example_data,
 
 def test_missing_collection_is_named(fake_encoder):
     with pytest.raises(LookupError, match="collection 'nope' not found"):
-        PosFairRetriever(QdrantClient(":memory:"), "nope", encoder=fake_encoder)
+        PosFairRetriever(open_store(":memory:"), "nope", encoder=fake_encoder)
 
 
 def test_empty_query_is_refused(store, fake_encoder):
     with pytest.raises(ValueError, match="non-empty"):
         PosFairRetriever(store, "demo", encoder=fake_encoder).retrieve("  ")
+
+
+def test_from_path_opens_and_closes_the_embedded_store(tmp_path, fake_encoder, example_data):
+    client = open_store(str(tmp_path / "s"))
+    ingest_path(client, "demo", example_data, {"calibrated": fake_encoder}, IngestConfig(show_progress=False))
+    client.close()
+    with PosFairRetriever.from_path(str(tmp_path / "s"), "demo", encoder=fake_encoder) as r:
+        assert r.retrieve("waggle dance of honeybees")[0].node.metadata["doc_id"] == "honeybees.txt"
+    open_store(str(tmp_path / "s")).close()  # the lock was released

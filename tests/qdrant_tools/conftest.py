@@ -1,10 +1,12 @@
-"""Fixtures for qdrant_tools tests: the shared fake encoder (``tests/fakes.py``) and an in-memory Qdrant."""
+"""Fixtures for qdrant_tools tests: the shared fake encoder (``tests/fakes.py``) and a temporary store of each
+embedded backend."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from qdrant_client import QdrantClient
+
+from qdrant_tools.store import open_store
 
 
 @pytest.fixture
@@ -19,9 +21,10 @@ def encoder(make_encoder):
     return make_encoder()
 
 
-@pytest.fixture
-def client():
-    c = QdrantClient(":memory:")
+@pytest.fixture(params=["edge", "local"])
+def client(request):
+    """A temporary store: the embedded Qdrant Edge store (the default) and qdrant-client's local mode."""
+    c = open_store(":memory:", backend=request.param)
     yield c
     c.close()
 

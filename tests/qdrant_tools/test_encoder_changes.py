@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from qdrant_client import QdrantClient
 
 from llamaindex_posfair import EncoderSpec
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.store import open_store
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 
@@ -33,7 +33,7 @@ def _fingerprints(client):
 
 
 def test_reingest_with_another_dtype_re_embeds_everything(model_folder):
-    client = QdrantClient(":memory:")
+    client = open_store(":memory:")
     first = _ingest(client, EncoderSpec(model=str(model_folder), dtype="float32"))
     again = _ingest(client, EncoderSpec(model=str(model_folder), dtype="float32"))
     assert again.chunks_written == 0 and len(again.unchanged) == 5
@@ -45,7 +45,7 @@ def test_reingest_with_another_dtype_re_embeds_everything(model_folder):
 def test_reingest_after_retraining_in_place_re_embeds_everything(model_folder):
     from sentence_transformers import SentenceTransformer
 
-    client = QdrantClient(":memory:")
+    client = open_store(":memory:")
     first = _ingest(client, EncoderSpec(model=str(model_folder)))
     st = SentenceTransformer(str(model_folder), device="cpu")
     next(iter(st.parameters())).data.add_(0.01)

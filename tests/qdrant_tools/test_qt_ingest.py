@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from qdrant_client import QdrantClient
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.schema import SchemaMismatchError, VectorSpec, ensure_collection
 from qdrant_tools.spec import CollectionSpec, VectorConfig
+from qdrant_tools.store import open_store
 from qdrant_tools.writer import QdrantWriter
 
 # the single-vector layout: these tests are about planning and writing, not sub-chunks (test_subchunk_ingest.py)
@@ -57,7 +57,7 @@ def test_changed_file_replaces_only_its_chunks(client, encoder, corpus):
 
 
 def test_failure_mid_ingest_then_rerun_stores_every_chunk_once(client, make_encoder, corpus):
-    reference = QdrantClient(":memory:")
+    reference = open_store(":memory:", backend="local")
     ingest_path(reference, "c", corpus, {"calibrated": make_encoder()}, CFG)
     expected = set(points(reference))
     with pytest.raises(RuntimeError, match="injected failure"):
@@ -159,12 +159,13 @@ def test_removed_file_is_kept_unless_prune(client, encoder, corpus):
     assert r.pruned == ["b.md"] and "b.md" not in stored_records(client, "c")
 
 
-def test_state_survives_reopening_embedded_storage(tmp_path, encoder, corpus):
-    c1 = QdrantClient(path=str(tmp_path / "q"))
+@pytest.mark.parametrize("backend", ["edge", "local"])
+def test_state_survives_reopening_embedded_storage(tmp_path, encoder, corpus, backend):
+    c1 = open_store(tmp_path / "q", backend=backend)
     ingest_path(c1, "c", corpus, {"calibrated": encoder}, CFG)
     ids = set(points(c1))
     c1.close()
-    c2 = QdrantClient(path=str(tmp_path / "q"))
+    c2 = open_store(tmp_path / "q", backend=backend)
     r = ingest_path(c2, "c", corpus, {"calibrated": encoder}, CFG)
     assert r.chunks_written == 0 and set(points(c2)) == ids
     c2.close()
@@ -258,7 +259,7 @@ def test_transient_qdrant_errors_are_retried_by_the_writer_not_the_caller(client
 
     from qdrant_tools.retry import RetryPolicy
 
-    reference = QdrantClient(":memory:")
+    reference = open_store(":memory:", backend="local")
     ingest_path(reference, "c", corpus, {"calibrated": encoder}, CFG)
     recorded, left = Mock(wraps=client), [2]
 

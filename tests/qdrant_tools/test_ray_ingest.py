@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from qdrant_client import QdrantClient
 
 from llamaindex_posfair import CalibrationConfig, EncoderSet, EncoderSpec
 from qdrant_tools.encoding import token_budget_batches
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
+from qdrant_tools.store import open_store
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 CHUNK = 64
@@ -97,7 +97,7 @@ def reference(recipe):
     from llamaindex_posfair import CalibrationView
 
     enc = recipe.vectors["calibrated"].load(device="cpu")
-    client = QdrantClient(":memory:")
+    client = open_store(":memory:")
     report = ingest_path(
         client,
         "single",
@@ -141,7 +141,7 @@ def config(**kw) -> RayIngestConfig:
 
 @pytest.mark.slow
 def test_ray_ingestion_equals_single_process_and_rerun_is_a_noop(ray_session, recipe, reference):
-    client = QdrantClient(":memory:")
+    client = open_store(":memory:")
     report = ray_ingest_path(client, "ray", DATA, recipe, config())
     assert report.chunks_written == len(reference) and sorted(report.new) == sorted(
         ["honeybees.txt", "lighthouse.md", "printing.md", "sourdough.txt", "tides.md"]
@@ -153,7 +153,7 @@ def test_ray_ingestion_equals_single_process_and_rerun_is_a_noop(ray_session, re
 
 
 def index_calls(recorded) -> list[tuple]:
-    """(field, schema) of every create_payload_index call a Mock(wraps=client) saw (embedded mode keeps none)."""
+    """(field, schema) of every create_payload_index call a Mock(wraps=client) saw."""
     return [c.args[1:3] for c in recorded.create_payload_index.call_args_list]
 
 
@@ -163,7 +163,7 @@ def test_both_paths_write_the_same_points_and_payload_indexes(ray_session, recip
 
     from qdrant_client import models
 
-    local, ray_client = Mock(wraps=QdrantClient(":memory:")), Mock(wraps=QdrantClient(":memory:"))
+    local, ray_client = Mock(wraps=open_store(":memory:")), Mock(wraps=open_store(":memory:"))
     vectors = recipe.load(device="cpu")
     ingest_path(local, "c", DATA, vectors, IngestConfig(chunk_tokens=CHUNK, show_progress=False))
     ray_ingest_path(ray_client, "c", DATA, recipe, config())
@@ -179,7 +179,7 @@ def test_ray_resumes_a_partly_stored_document_chunk_by_chunk(ray_session, recipe
 
     missing = sorted(pid for pid, (payload, _) in reference.items() if payload["doc_id"] == "tides.md")[:2]
     size = len(next(iter(reference.values()))[1]["calibrated"])
-    client = QdrantClient(":memory:")
+    client = open_store(":memory:")
     client.create_collection(
         "part",
         vectors_config={
@@ -245,7 +245,7 @@ class KillFirstWorker:
 def test_killed_worker_is_restarted_and_every_chunk_is_stored_once(ray_session, recipe, reference, tmp_path):
     ray_session.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     marker = tmp_path / "killed"
-    client = QdrantClient(":memory:")
+    client = open_store(":memory:")
     report = ray_ingest_path(client, "killed", DATA, KillFirstWorker(recipe, str(marker)), config())
     assert marker.exists()  # a worker really died mid-run
     assert report.chunks_written >= len(reference)  # the lost batch was re-run
@@ -259,8 +259,8 @@ DRIVER = textwrap.dedent(
     import os, sys, time, pickle
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import ray
-    from qdrant_client import QdrantClient
     from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
+    from qdrant_tools.store import open_store
     address, storage, data, recipe_file = sys.argv[1:5]
     recipe = pickle.load(open(recipe_file, "rb"))
     ray.init(address=address, include_dashboard=False, log_to_driver=False)
@@ -272,7 +272,7 @@ DRIVER = textwrap.dedent(
 
     config = RayIngestConfig(num_workers=1, chunk_tokens=CHUNK_TOKENS, docs_per_task=2, write_batch_size=8,
                              token_budget=512, show_progress=False, plan_on="driver")
-    ray_ingest_path(QdrantClient(path=storage), "resume", data, recipe, config, on_write=on_write)
+    ray_ingest_path(open_store(storage), "resume", data, recipe, config, on_write=on_write)
     print("FINISHED", flush=True)
 """.replace("CHUNK_TOKENS", str(CHUNK))
 )
@@ -311,7 +311,7 @@ def test_driver_killed_mid_run_then_rerun_stores_every_chunk_once(ray_session, r
             proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
 
-    client = QdrantClient(path=str(storage))
+    client = open_store(storage)
     partial = client.count("resume", exact=True).count
     assert 0 < partial < len(reference)
     report = ray_ingest_path(client, "resume", DATA, recipe, config())

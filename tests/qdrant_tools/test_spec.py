@@ -1,4 +1,4 @@
-"""Collection specs: parse, create, validate, migrate (embedded Qdrant; server-only settings via a fake info)."""
+"""Collection specs: parse, create, validate, migrate (both embedded stores; server-only settings via a fake info)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 from pydantic import ValidationError
-from qdrant_client import QdrantClient, models
+from qdrant_client import models
 
 from qdrant_tools.spec import (
     CollectionMismatchError,
@@ -17,15 +17,17 @@ from qdrant_tools.spec import (
     SpecError,
     VectorConfig,
     create_collection,
+    is_embedded,
     migrate_collection,
     plan_migration,
     validate_collection,
 )
+from qdrant_tools.store import open_store
 
 
-@pytest.fixture
-def client():
-    c = QdrantClient(":memory:")
+@pytest.fixture(params=["edge", "local"])
+def client(request):
+    c = open_store(":memory:", backend=request.param)
     yield c
     c.close()
 
@@ -103,7 +105,11 @@ def test_create_then_validate_matches_and_lists_unverified_settings(client):
     assert create_collection(client, spec) is True
     report = validate_collection(client, spec)
     assert report.ok and report.differences == []
-    assert report.unverified == ["shard_number", "replication_factor", "payload_indexes"]
+    unverified = {  # local mode keeps no payload indexes; the Edge store keeps them but is one shard
+        "local": ["shard_number", "replication_factor", "payload_indexes"],
+        "edge": ["shard_number", "replication_factor"],
+    }
+    assert report.unverified == unverified["local" if is_embedded(client) else "edge"]
     assert create_collection(client, spec) is False  # exists and matches
 
 

@@ -182,3 +182,11 @@ def test_an_operator_spec_must_hold_every_encoder_vector_with_its_size():
         spec_for_vectors("c", {"vanilla": 384}, base)
     with pytest.raises(ValueError, match="spec describes collection 'c' but the ingestion writes 'd'"):
         spec_for_vectors("d", {"calibrated": 384}, base)
+
+
+def test_build_index_is_called_only_on_stores_that_have_it(client):
+    writer = QdrantWriter(Mock(wraps=client), spec())
+    writer.ensure()
+    assert writer.build_index() == 0.0  # a mock has no build_index of its own, whatever it wraps
+    direct = QdrantWriter(client, spec()).build_index()
+    assert (direct > 0.0) == hasattr(type(client), "build_index")

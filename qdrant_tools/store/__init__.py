@@ -1,0 +1,45 @@
+"""Qdrant storage for posfair: one opener, an embedded Qdrant Edge store, and the local-mode migration.
+
+* :func:`open_store` opens a folder (Qdrant Edge, embedded), a temporary
+  store (``":memory:"``) or a server (``url=``); everything posfair does with
+  Qdrant goes through what it returns.
+* :class:`EdgeStore` speaks qdrant-client's method names and
+  ``qdrant_client.models`` types, one Qdrant Edge shard per collection.
+* :func:`migrate_local_storage` converts a folder written by qdrant-client's
+  local mode (the embedded store of earlier versions).
+
+Example:
+    >>> from qdrant_client import models
+    >>> from qdrant_tools.store import open_store
+    >>> with open_store(":memory:") as store:
+    ...     store.create_collection("d", vectors_config={"v": models.VectorParams(size=2,
+    ...                             distance=models.Distance.DOT)})
+    True
+"""
+
+from qdrant_tools.store.edge_store import EdgeStore
+from qdrant_tools.store.errors import (
+    LegacyStorageError,
+    NotAStoreError,
+    ServerUnreachableError,
+    StoreError,
+    StoreLockedError,
+    StoreNotFoundError,
+    UnsupportedCallError,
+)
+from qdrant_tools.store.migrate import migrate_local_storage
+from qdrant_tools.store.open import open_server, open_store
+
+__all__ = [
+    "EdgeStore",
+    "LegacyStorageError",
+    "NotAStoreError",
+    "ServerUnreachableError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreNotFoundError",
+    "UnsupportedCallError",
+    "migrate_local_storage",
+    "open_server",
+    "open_store",
+]

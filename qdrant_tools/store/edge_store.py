@@ -1,0 +1,460 @@
+"""The embedded store: Qdrant Edge shards behind qdrant-client's method names and models.
+
+:class:`EdgeStore` is what :func:`qdrant_tools.store.open_store` returns for a
+folder. It answers the qdrant-client calls posfair (and LlamaIndex's
+``QdrantVectorStore``) make, with ``qdrant_client.models`` in and out:
+
+=========================  ================================================================
+collections                ``collection_exists``, ``get_collections``, ``create_collection``
+                           (named vectors, multivectors, HNSW, quantization, optimizers),
+                           ``get_collection``, ``delete_collection``, ``create_vector_name``
+points                     ``upsert`` (``Batch`` or ``PointStruct`` s), ``upload_points``,
+                           ``retrieve``, ``scroll``, ``count``, ``delete`` (ids or filter)
+payload indexes            ``create_payload_index``, ``delete_payload_index``
+queries                    ``query_points`` (vector / multivector, ``using``, nested
+                           ``prefetch``, filter, fusion), ``query_batch_points``,
+                           ``query_points_groups``
+=========================  ================================================================
+
+Anything else qdrant-client offers raises :class:`UnsupportedCallError`
+naming the method and the alternative. Each collection is one Edge shard
+under ``<folder>/collections/<name>``; every write goes through Edge's
+write-ahead log before the call returns, so a process killed afterwards keeps
+it. One process opens a folder at a time (:mod:`qdrant_tools.store.lock`).
+
+New points are searched exactly until :meth:`EdgeStore.build_index` builds
+the HNSW index (ingestion calls it when it finishes); after that, queries
+use the index and points written later are searched exactly beside it.
+
+Example:
+    >>> import tempfile
+    >>> from qdrant_client import models
+    >>> store = EdgeStore.open(tempfile.mkdtemp())
+    >>> store.create_collection("demo", vectors_config={"node": models.VectorParams(size=2,
+    ...                         distance=models.Distance.COSINE)})
+    True
+    >>> _ = store.upsert("demo", models.Batch(ids=[1, 2], vectors={"node": [[1, 0], [0, 1]]},
+    ...                  payloads=[{"doc_id": "a"}, {"doc_id": "b"}]))
+    >>> [p.id for p in store.query_points("demo", query=[0.9, 0.1], using="node").points]
+    [1, 2]
+    >>> store.close()
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as E
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.models import QueryResponse  # models.QueryResponse is fastembed's
+
+from qdrant_tools.store import layout
+from qdrant_tools.store.collection import EdgeCollection
+from qdrant_tools.store.config import CLUSTER_SETTINGS, CollectionRecord
+from qdrant_tools.store.enums import to_edge
+from qdrant_tools.store.errors import (
+    LegacyStorageError,
+    NotAStoreError,
+    StoreError,
+    StoreNotFoundError,
+    UnsupportedCallError,
+)
+from qdrant_tools.store.filters import to_edge_filter
+from qdrant_tools.store.groups import group_hits, payload_request
+from qdrant_tools.store.ids import from_edge_id, to_edge_id
+from qdrant_tools.store.lock import FolderLock
+from qdrant_tools.store.points import edge_points
+from qdrant_tools.store.requests import batch_request, edge_order_by, edge_with_payload, query_request
+from qdrant_tools.store.results import record, scored_point
+
+_COMPLETED = models.UpdateResult(operation_id=None, status=models.UpdateStatus.COMPLETED)
+_ALTERNATIVES = {
+    "search": "query_points",
+    "search_batch": "query_batch_points",
+    "search_groups": "query_points_groups",
+    "upload_collection": "upsert(models.Batch(...)) or upload_points",
+    "update_collection": "create a new collection with the new settings and re-ingest",
+    "create_snapshot": "close the store and copy its folder",
+    "recreate_collection": "delete_collection then create_collection",
+    "recommend": "query_points",
+}
+#: Collections smaller than this are indexed in well under a second: no progress lines for them.
+ANNOUNCE_INDEX_FROM = 5_000
+_DEFAULT_ALTERNATIVE = "use a Qdrant server (url=...) or qdrant-client's local mode (open_store(path, backend='local'))"
+
+
+def legacy_message(path: str | Path) -> str:
+    """What to do with a folder written by qdrant-client's local mode."""
+    path = Path(path)
+    return (
+        f"{str(path)!r} was written by qdrant-client's local mode, the embedded store of earlier versions; the "
+        f"embedded store is now Qdrant Edge. Convert it once with `posfair storage migrate --path {path}` (the old "
+        f"folder is kept as {str(path) + '.local-backup'!r}), or re-ingest into a new folder: "
+        "`posfair ingest PATH --collection NAME --path NEW_FOLDER` (or delete the old folder and re-ingest). "
+        "To read it as it is, open it with open_store(path, backend='local')"
+    )
+
+
+class EdgeStore:
+    """Embedded Qdrant (one Qdrant Edge shard per collection) with qdrant-client's method names.
+
+    Build it with :func:`qdrant_tools.store.open_store` (or :meth:`open` /
+    :meth:`temporary`); close it with :meth:`close` or a ``with`` block.
+    See the module docstring for the supported methods.
+
+    Example:
+        >>> with EdgeStore.temporary() as store:
+        ...     store.collection_exists("demo")
+        False
+    """
+
+    #: ``create_collection`` settings that a single embedded shard records but cannot honour.
+    unverified_settings = CLUSTER_SETTINGS
+
+    def __init__(self, root: Path, lock: FolderLock, *, temporary: bool = False) -> None:
+        self._root = root
+        self._lock: FolderLock | None = lock
+        self._temporary = temporary
+        self._open: dict[str, EdgeCollection] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    def open(cls, path: str | Path, *, must_exist: bool = False) -> EdgeStore:
+        """Open (or create) the store at ``path`` and lock it for this process.
+
+        Raises:
+            StoreNotFoundError: ``must_exist`` and nothing is there.
+            LegacyStorageError: a folder of qdrant-client's local mode (the message says how to migrate).
+            NotAStoreError: a folder with other files.
+            StoreLockedError: another process has it open.
+        """
+        root = Path(path)
+        kind = layout.folder_kind(root)
+        if kind == "legacy-local":
+            raise LegacyStorageError(legacy_message(path))
+        if kind == "other":
+            raise NotAStoreError(
+                f"{str(path)!r} exists and is not an embedded Qdrant store (it holds other files); "
+                "pass a new or empty folder (--path)"
+            )
+        if must_exist and kind != "store":
+            raise StoreNotFoundError(
+                f"no embedded Qdrant storage at {str(path)!r}; run `posfair ingest PATH --collection NAME` first "
+                "(or pass --path / --qdrant-url)"
+            )
+        root.mkdir(parents=True, exist_ok=True)
+        lock = FolderLock.acquire(root)
+        try:
+            layout.read_marker(root) if kind == "store" else layout.init_store(root)
+        except Exception:
+            lock.release()
+            raise
+        return cls(root, lock)
+
+    @classmethod
+    def temporary(cls) -> EdgeStore:
+        """A store in a fresh temporary folder, deleted by :meth:`close` (what ``open_store(":memory:")`` gives)."""
+        root = Path(tempfile.mkdtemp(prefix="posfair-store-"))
+        layout.init_store(root)
+        store = cls(root, FolderLock.acquire(root), temporary=True)
+        weakref.finalize(store, shutil.rmtree, root, True)  # removed even if never closed
+        return store
+
+    @property
+    def path(self) -> Path:
+        """The storage folder."""
+        return self._root
+
+    def close(self, **kwargs: Any) -> None:
+        """Flush and close every shard, release the folder (idempotent)."""
+        for col in self._open.values():
+            col.close()
+        self._open.clear()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+            if self._temporary:
+                shutil.rmtree(self._root, ignore_errors=True)
+
+    def __enter__(self) -> EdgeStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._lock is None else "open"
+        return f"EdgeStore({str(self._root)!r}, {state})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or not (hasattr(QdrantClient, name) or name in _ALTERNATIVES):
+            raise AttributeError(name)
+
+        def unsupported(*args: Any, **kwargs: Any) -> Any:
+            raise UnsupportedCallError(
+                f"{name} is not supported by the embedded Qdrant Edge store; "
+                f"{_ALTERNATIVES.get(name, _DEFAULT_ALTERNATIVE)}"
+            )
+
+        return unsupported
+
+    def _collection(self, name: str) -> EdgeCollection:
+        if self._lock is None:
+            raise StoreError(f"the store at {str(self._root)!r} is closed; open it again with open_store(path)")
+        col = self._open.get(name)
+        if col is None:
+            if not self.collection_exists(name):
+                raise ValueError(f"Collection {name} not found (existing: {layout.list_collections(self._root)})")
+            col = self._open[name] = EdgeCollection.open(layout.collection_dir(self._root, name))
+        return col
+
+    # ------------------------------------------------------------------ collections
+    def get_collections(self, **kwargs: Any) -> models.CollectionsResponse:
+        names = layout.list_collections(self._root)
+        return models.CollectionsResponse(collections=[models.CollectionDescription(name=n) for n in names])
+
+    def collection_exists(self, collection_name: str, **kwargs: Any) -> bool:
+        folder = layout.collection_dir(self._root, collection_name)
+        return (folder / layout.COLLECTION_META).is_file()
+
+    def create_collection(self, collection_name: str, **kwargs: Any) -> bool:
+        """Create a collection from qdrant-client's ``create_collection`` arguments (see :class:`CollectionRecord`).
+
+        Raises:
+            ValueError: it exists already, or no ``vectors_config``.
+            UnsupportedCallError: sparse vectors, custom sharding, ``init_from``, strict mode.
+        """
+        self._collection_guard()
+        if self.collection_exists(collection_name):
+            raise ValueError(f"Collection {collection_name} already exists; delete_collection it first")
+        record = CollectionRecord.from_create_kwargs(kwargs)
+        folder = layout.collection_dir(self._root, collection_name)
+        self._open[collection_name] = EdgeCollection.create(folder, record)
+        return True
+
+    def delete_collection(self, collection_name: str, **kwargs: Any) -> bool:
+        self._collection_guard()
+        col = self._open.pop(collection_name, None)
+        if col is not None:
+            col.close()
+        folder = layout.collection_dir(self._root, collection_name)
+        if not folder.exists():
+            return False
+        doomed = folder.with_name(f".deleting-{collection_name}")
+        shutil.rmtree(doomed, ignore_errors=True)  # left by an interrupted earlier delete
+        folder.rename(doomed)  # one rename: the collection is gone even if the removal is interrupted
+        shutil.rmtree(doomed, ignore_errors=True)
+        return True
+
+    def create_vector_name(
+        self, collection_name: str, vector_name: str, vector_name_config: Any, **kwargs: Any
+    ) -> models.UpdateResult:
+        """Add a named dense vector (or multivector) to a collection of named vectors; existing points lack it.
+
+        Raises:
+            UnsupportedCallError: a sparse vector, or a collection with one unnamed vector.
+        """
+        col = self._collection(collection_name)
+        dense = getattr(vector_name_config, "dense", None)
+        if dense is None or not isinstance(col.record.vectors, dict):
+            raise UnsupportedCallError(
+                "create_vector_name: the embedded store adds dense vectors to collections of named vectors only; "
+                "create a new collection with every vector and re-ingest"
+            )
+        params = models.VectorParams(
+            size=dense.size,
+            distance=dense.distance,
+            multivector_config=dense.multivector_config,
+            datatype=dense.datatype,
+        )
+        col.add_vector(vector_name, params)
+        return _COMPLETED
+
+    def get_collection(self, collection_name: str, **kwargs: Any) -> models.CollectionInfo:
+        return self._collection(collection_name).info()
+
+    def _collection_guard(self) -> None:
+        if self._lock is None:
+            raise StoreError(f"the store at {str(self._root)!r} is closed; open it again with open_store(path)")
+
+    # ------------------------------------------------------------------ writes
+    def _update(self, collection_name: str, op: Any) -> models.UpdateResult:
+        self._collection(collection_name).shard.update(op)
+        return _COMPLETED
+
+    def upsert(
+        self,
+        collection_name: str,
+        points: models.Batch | Iterable[models.PointStruct],
+        wait: bool = True,
+        update_filter: models.Filter | None = None,
+        update_mode: models.UpdateMode | None = None,
+        **kwargs: Any,
+    ) -> models.UpdateResult:
+        """Insert or replace points; in the WAL when it returns (``wait`` is always honoured)."""
+        mode = to_edge(E.UpdateMode, update_mode) if update_mode is not None else None
+        op = E.UpdateOperation.upsert_points(edge_points(points), to_edge_filter(update_filter), mode)
+        return self._update(collection_name, op)
+
+    def upload_points(
+        self, collection_name: str, points: Iterable[models.PointStruct], batch_size: int = 64, **kwargs: Any
+    ) -> None:
+        """``upsert`` ``batch_size`` points at a time (``parallel``, ``max_retries`` are not needed here)."""
+        batch: list[models.PointStruct] = []
+        for p in points:
+            batch.append(p)
+            if len(batch) >= batch_size:
+                self.upsert(collection_name, batch)
+                batch = []
+        if batch:
+            self.upsert(collection_name, batch)
+
+    def delete(
+        self, collection_name: str, points_selector: Any, wait: bool = True, **kwargs: Any
+    ) -> models.UpdateResult:
+        """Delete points by ids (a list or ``PointIdsList``) or by filter (``Filter`` or ``FilterSelector``)."""
+        if isinstance(points_selector, models.FilterSelector):
+            points_selector = points_selector.filter
+        if isinstance(points_selector, models.Filter):
+            op = E.UpdateOperation.delete_points_by_filter(to_edge_filter(points_selector))
+        else:
+            ids = points_selector.points if isinstance(points_selector, models.PointIdsList) else points_selector
+            op = E.UpdateOperation.delete_points([to_edge_id(i) for i in ids])
+        return self._update(collection_name, op)
+
+    def create_payload_index(
+        self, collection_name: str, field_name: str, field_schema: Any = None, field_type: Any = None, **kwargs: Any
+    ) -> models.UpdateResult:
+        """Index a payload field (keyword, integer, float, geo, text, bool, datetime, uuid)."""
+        schema = field_schema if field_schema is not None else field_type
+        kind = getattr(schema, "type", schema)  # *IndexParams carry their type (their options are not applied)
+        kind = getattr(kind, "value", kind)
+        if kind is None:
+            raise ValueError(f"create_payload_index({field_name!r}) needs field_schema, e.g. 'keyword'")
+        op = E.UpdateOperation.create_field_index(
+            field_name, to_edge(E.PayloadSchemaType, models.PayloadSchemaType(kind))
+        )
+        return self._update(collection_name, op)
+
+    def delete_payload_index(self, collection_name: str, field_name: str, **kwargs: Any) -> models.UpdateResult:
+        return self._update(collection_name, E.UpdateOperation.delete_field_index(field_name))
+
+    # ------------------------------------------------------------------ reads
+    def retrieve(
+        self,
+        collection_name: str,
+        ids: Iterable[Any],
+        with_payload: Any = True,
+        with_vectors: Any = False,
+        **kwargs: Any,
+    ) -> list[models.Record]:
+        shard = self._collection(collection_name).shard
+        found = shard.retrieve([to_edge_id(i) for i in ids], edge_with_payload(with_payload), with_vectors)
+        return [record(r) for r in found]
+
+    def scroll(
+        self,
+        collection_name: str,
+        scroll_filter: models.Filter | None = None,
+        limit: int = 10,
+        order_by: Any = None,
+        offset: Any = None,
+        with_payload: Any = True,
+        with_vectors: Any = False,
+        **kwargs: Any,
+    ) -> tuple[list[models.Record], Any]:
+        """One page of points in id order (or ``order_by``); returns ``(points, next_page_offset)``."""
+        request = E.ScrollRequest(
+            offset=to_edge_id(offset) if offset is not None else None,
+            limit=limit,
+            filter=to_edge_filter(scroll_filter),
+            with_payload=edge_with_payload(with_payload),
+            with_vector=with_vectors,
+            order_by=edge_order_by(order_by),
+        )
+        found, next_offset = self._collection(collection_name).shard.scroll(request)
+        return [record(r) for r in found], (from_edge_id(next_offset) if next_offset is not None else None)
+
+    def count(
+        self, collection_name: str, count_filter: models.Filter | None = None, exact: bool = True, **kwargs: Any
+    ) -> models.CountResult:
+        request = E.CountRequest(exact=exact, filter=to_edge_filter(count_filter))
+        return models.CountResult(count=self._collection(collection_name).shard.count(request))
+
+    def query_points(self, collection_name: str, query: Any = None, **kwargs: Any) -> QueryResponse:
+        """Score points with a vector, a multivector (MaxSim) or a fusion of prefetches; see :mod:`.requests`."""
+        kwargs.pop("shard_key_selector", None)
+        kwargs.pop("consistency", None)
+        kwargs.pop("timeout", None)
+        if kwargs.pop("lookup_from", None) is not None:
+            raise UnsupportedCallError("query_points(lookup_from=...) is not supported by the embedded store")
+        request = query_request(query=query, **kwargs)
+        hits = self._collection(collection_name).shard.query(request)
+        return QueryResponse(points=[scored_point(p) for p in hits])
+
+    def query_batch_points(
+        self, collection_name: str, requests: Iterable[models.QueryRequest], **kwargs: Any
+    ) -> list[QueryResponse]:
+        batch = E.QueryBatchRequest([batch_request(r) for r in requests])
+        answers = self._collection(collection_name).shard.query_batch(batch)
+        return [QueryResponse(points=[scored_point(p) for p in hits]) for hits in answers]
+
+    def query_points_groups(
+        self,
+        collection_name: str,
+        group_by: str,
+        query: Any = None,
+        limit: int = 10,
+        group_size: int = 3,
+        with_payload: Any = True,
+        **kwargs: Any,
+    ) -> models.GroupsResult:
+        """The best ``limit`` groups of points sharing ``group_by``'s value, ``group_size`` hits each.
+
+        Re-queries with a longer ranking until those groups are full or the ranking runs out (see :mod:`.groups`).
+        """
+        if kwargs.pop("with_lookup", None) is not None:
+            raise UnsupportedCallError("query_points_groups(with_lookup=...) is not supported by the embedded store")
+        selector, trim = payload_request(with_payload, group_by)
+        fetch = max(limit * group_size, 1)
+        while True:
+            hits = self.query_points(collection_name, query, limit=fetch, with_payload=selector, **kwargs).points
+            groups, complete = group_hits(hits, group_by, limit, group_size)
+            if complete or len(hits) < fetch:
+                break
+            fetch *= 4
+        for g in groups:
+            for h in g.hits:
+                h.payload = trim(h.payload)
+        return models.GroupsResult(groups=groups)
+
+    # ------------------------------------------------------------------ index
+    def build_index(self, collection_name: str, *, show_progress: bool = False) -> float:
+        """Build the HNSW index of points written since the last build (and merge small segments).
+
+        Blocks until done (Qdrant Edge reports no progress while it works, so with
+        ``show_progress`` a line on stderr says when it starts and ends, from
+        :data:`ANNOUNCE_INDEX_FROM` points on).
+        Queries before it are exact; after it they use the index.
+
+        Returns:
+            Seconds taken.
+        """
+        col = self._collection(collection_name)
+        n = col.shard.info().points_count
+        announce = show_progress and n >= ANNOUNCE_INDEX_FROM
+        if announce:
+            print(f"building the search index of {collection_name!r} ({n:,} points) ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        col.shard.optimize()
+        seconds = time.perf_counter() - t0
+        if announce:
+            print(f"search index of {collection_name!r} ready in {seconds:.1f}s", file=sys.stderr, flush=True)
+        return seconds

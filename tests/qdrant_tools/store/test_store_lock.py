@@ -1,0 +1,51 @@
+"""One process per storage folder: a second open fails with the holder's pid and never touches the data."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from qdrant_tools.store import StoreLockedError, open_store
+from tests.qdrant_tools.store.conftest import fill
+
+_HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from qdrant_tools.store import open_store
+    store = open_store(sys.argv[1])
+    print("open", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_a_second_open_in_the_same_process_names_this_process(tmp_path):
+    with open_store(tmp_path / "s"), pytest.raises(StoreLockedError, match=f"is in use by process {os.getpid()}"):
+        open_store(tmp_path / "s")
+
+
+def test_another_process_holding_the_folder_is_named_and_the_data_is_intact(tmp_path):
+    with open_store(tmp_path / "s") as store:
+        fill(store)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path / "s")], stdout=subprocess.PIPE, env=env)
+    try:
+        assert holder.stdout.readline().strip() == b"open"
+        with pytest.raises(StoreLockedError, match=f"in use by process {holder.pid}.*--qdrant-url"):
+            open_store(tmp_path / "s")
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    with open_store(tmp_path / "s") as store:  # a killed holder leaves no stale lock
+        assert store.count("c").count == 60
+
+
+def test_closing_releases_the_folder(tmp_path):
+    open_store(tmp_path / "s").close()
+    with open_store(tmp_path / "s") as store:
+        assert store.get_collections().collections == []
