@@ -11,6 +11,8 @@ Two equivalent forms (METHODS.md, part A):
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from llamaindex_posfair.calibration.baskets import (
@@ -128,6 +130,187 @@ def calibrate_weights(
     return torch.where(keep, a, mixed).to(dtype)
 
 
+def row_strength(
+    active: torch.Tensor,
+    strength: float | torch.Tensor,
+    n_content: torch.Tensor,
+    rows: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[B, *, R, 1]`` ``lambda`` per row: 0 for inactive sequences, rows without content and rows not edited.
+
+    Args:
+        active: ``[B]`` sequences to calibrate.
+        strength: ``lambda``, a float or a per-sequence ``[B]`` tensor.
+        n_content: ``[B, H|1, R]`` content baskets each row can see.
+        rows: optional ``[B, R]`` bool, the rows to edit.
+    """
+    batch = active.shape[0]
+    lam = _strength_tensor(strength, batch, active.device) * active.view(batch, 1, 1, 1).float()
+    if rows is not None:
+        lam = lam * rows.view(batch, 1, -1, 1).float()
+    return lam * (n_content > 0).unsqueeze(-1).float()
+
+
+def basket_shares(present: torch.Tensor, sizes: torch.Tensor | None, weighting: str) -> torch.Tensor:
+    """Calibrated share of the content mass per basket (sums to 1 over the baskets present in a row).
+
+    Args:
+        present: ``[..., K]`` bool, the row can see the basket.
+        sizes: ``[..., K]`` tokens per basket (needed for ``weighting="length"``).
+        weighting: ``"equal"`` or ``"length"``.
+
+    Raises:
+        ValueError: ``weighting`` is unknown, or ``"length"`` without ``sizes``.
+    """
+    if weighting == "length" and sizes is None:
+        raise ValueError('basket_weighting="length" needs basket_lengths')
+    size = torch.ones_like(present, dtype=torch.float32) if sizes is None else sizes.expand_as(present)
+    return _basket_shares(size, present, weighting)
+
+
+class BasketMerge:
+    """Online form of :func:`merge_basket_states`: content baskets are added one at a time.
+
+    Keeps one stacked running output ``[2, B, H, R, d]`` (the original row, and
+    the calibrated content part), so memory does not grow with the number of
+    baskets, and each basket costs one fused multiply-add over it. The original
+    row is accumulated as ``sum_b exp(lse_b - ref) o_b`` against a per-row
+    reference ``ref`` that is raised (and the sum rescaled) only when a basket's
+    log-sum-exp exceeds it by more than :attr:`HEADROOM`, so ``exp`` never overflows.
+
+    Args:
+        iso_scores: ``[B, H, R, J]`` scores of isolated keys (``-inf`` if absent), or
+            ``None`` when the batch has no isolated key.
+        iso_values: ``[B, H, J, d]`` values of isolated keys (``None`` with ``iso_scores``).
+
+    Example (one row, two baskets; the first holds 90% of the original mass):
+        >>> import torch
+        >>> merge = BasketMerge()
+        >>> yes, half = torch.ones(1, 1, 1, dtype=torch.bool), torch.full((1, 1, 1), 0.5)
+        >>> merge.add(torch.log(torch.full((1, 1, 1), 0.9)), torch.tensor([[[[1.0, 0.0]]]]), yes, half)
+        >>> merge.add(torch.log(torch.full((1, 1, 1), 0.1)), torch.tensor([[[[0.0, 1.0]]]]), yes, half)
+        >>> lam = torch.ones(1, 1, 1, 1)
+        >>> merge.result(lam, torch.full((1, 1, 1), 2.0), torch.zeros(1, 0), torch.zeros(1, 0), original=True)
+        (tensor([[[[0.5000, 0.5000]]]]), tensor([[[[0.9000, 0.1000]]]]))
+    """
+
+    #: Largest ``lse_b - ref`` accumulated without rescaling (``exp(64)`` is far below float32's limit).
+    HEADROOM = 64.0
+
+    def __init__(self, iso_scores: torch.Tensor | None = None, iso_values: torch.Tensor | None = None) -> None:
+        self.iso_scores = None if iso_scores is None else iso_scores.float()
+        self.iso_values = None if iso_values is None else iso_values.float()
+        self.acc: torch.Tensor | None = None  # [2, B, H, R, d]: sum exp(lse_b - ref) o_b, sum share_b o_b
+        self.coef: torch.Tensor | None = None  # [2, B, H, R]: this basket's exp(lse_b - ref) and share_b
+        self.ref: torch.Tensor | None = None  # [B, H, R]
+        self.denom: torch.Tensor | None = None  # sum exp(lse_b - ref) (isolated keys included)
+        self._share: torch.Tensor | None = None  # the share now in ``coef[1]``
+
+    def add(self, lse: torch.Tensor, out: torch.Tensor, present: torch.Tensor | None, share: torch.Tensor) -> None:
+        """Add one content basket.
+
+        Args:
+            lse: ``[B, H, R]`` log-sum-exp of the row's scores over the basket's keys.
+            out: ``[B, H, R, d]`` the basket's normalised output (finite where absent).
+            present: bool, broadcastable to ``lse``: the row has an allowed key in the basket
+                (``None``: every row has).
+            share: broadcastable to ``lse``: the basket's calibrated share (see
+                :func:`basket_shares`); passing the same tensor as for the previous
+                basket skips a copy.
+        """
+        lse = lse.float()
+        if present is not None:
+            lse = torch.where(present, lse, float("-inf"))
+        out = out.float()
+        if self.acc is None:
+            self._start(lse, out, share)
+            return
+        mass = torch.exp(lse - self.ref, out=self.coef[0])
+        if bool(mass.amax() > math.exp(self.HEADROOM)):
+            self._raise_ref(lse)
+            mass = torch.exp(lse - self.ref, out=self.coef[0])
+        self.denom.add_(mass)
+        if share is not self._share:
+            self.coef[1].copy_(share.expand_as(lse))
+            self._share = share
+        self.acc.addcmul_(out.unsqueeze(0), self.coef.unsqueeze(-1))
+
+    def _start(self, lse: torch.Tensor, out: torch.Tensor, share: torch.Tensor) -> None:
+        ref = lse
+        if self.iso_scores is not None:
+            ref = torch.maximum(ref, self.iso_scores.amax(-1))
+        # A row with nothing yet gets a finite sentinel: its first basket then exceeds it and sets it.
+        self.ref = torch.where(torch.isfinite(ref), ref, _UNSET)
+        self.coef = _stacked_empty_like(lse, 2)
+        torch.exp(lse - self.ref, out=self.coef[0])
+        self.coef[1].copy_(share.expand_as(lse))
+        self._share = share
+        self.acc = torch.mul(out.unsqueeze(0), self.coef.unsqueeze(-1), out=_stacked_empty_like(out, 2))
+        self.denom = self.coef[0].clone()
+        if self.iso_scores is not None:
+            probs = torch.exp(self.iso_scores - self.ref.unsqueeze(-1))
+            self.acc[0].add_(torch.matmul(probs, self.iso_values))
+            self.denom.add_(probs.sum(-1))
+
+    def _raise_ref(self, lse: torch.Tensor) -> None:
+        new_ref = torch.maximum(self.ref, lse)
+        scale = torch.exp(self.ref - new_ref)
+        self.acc[0].mul_(scale.unsqueeze(-1))
+        self.denom.mul_(scale)
+        self.ref = new_ref
+
+    def result(
+        self,
+        lam: torch.Tensor,
+        n_content: torch.Tensor,
+        iso_mode: torch.Tensor,
+        iso_value: torch.Tensor,
+        original: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(lam * calibrated + (1 - lam) * original, original or None)``, each ``[B, H, R, d]``.
+
+        Consumes the running state (the first output reuses its memory).
+
+        Args:
+            lam: ``[B, H|1, R, 1]`` from :func:`row_strength`.
+            n_content: ``[B, H|1, R]`` content baskets each row can see.
+            iso_mode: ``[B, J]`` policy codes; ``iso_value``: ``[B, J]`` fixed weights.
+            original: also return the original rows.
+
+        Raises:
+            ValueError: no basket was added.
+        """
+        if self.acc is None:
+            raise ValueError("BasketMerge.result needs at least one content basket; add() was never called")
+        denom = self.denom.clamp(min=torch.finfo(torch.float32).tiny).unsqueeze(-1)
+        plain = self.acc[0] / denom if original else None
+        remainder, iso_part = 1.0, None
+        if self.iso_scores is not None:
+            batch = iso_mode.shape[0]
+            a_iso = torch.exp(self.iso_scores - (self.ref.unsqueeze(-1) + torch.log(denom)))
+            present = torch.isfinite(self.iso_scores)
+            n_total = (n_content + present.sum(-1)).unsqueeze(-1)
+            targets = _isolated_targets(a_iso, iso_mode.view(batch, 1, 1, -1), iso_value.view(batch, 1, 1, -1), n_total)
+            targets = torch.where(present, targets, torch.zeros_like(targets))
+            remainder = (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0)
+            iso_part = torch.matmul(targets * lam, self.iso_values)
+        mixed = self.acc[1].mul_(lam * remainder).addcmul_(self.acc[0], (1.0 - lam) / denom)
+        if iso_part is not None:
+            mixed.add_(iso_part)
+        return mixed, plain
+
+
+def _stacked_empty_like(x: torch.Tensor, n: int) -> torch.Tensor:
+    """An empty ``[n, *x.shape]`` whose trailing dims have ``x``'s memory order (so views of it keep it)."""
+    order = sorted(range(x.dim()), key=lambda i: -x.stride(i))
+    base = x.new_empty((n, *(x.shape[i] for i in order)))
+    return base.permute(0, *(1 + order.index(i) for i in range(x.dim())))
+
+
+#: Reference of a row that has seen no key yet (finite, so ``exp(-inf - ref)`` is 0, never NaN).
+_UNSET = -1e30
+
+
 def merge_basket_states(
     content_lse: torch.Tensor,
     content_out: torch.Tensor,
@@ -145,7 +328,8 @@ def merge_basket_states(
     With ``o_b`` the softmax-weighted value average inside basket ``b`` and
     ``lse_b`` its log-sum-exp of scores, the original basket mass is
     ``m_b = exp(lse_b - lse_all)`` and the calibrated output is
-    ``sum_b [lambda * w_b + (1 - lambda) * m_b] * o_b``.
+    ``sum_b [lambda * w_b + (1 - lambda) * m_b] * o_b``. All baskets at once;
+    :class:`BasketMerge` (used here) takes them one at a time.
 
     Args:
         content_lse: ``[B, H, R, K]`` log-sum-exp per content basket (``-inf`` if the
@@ -162,36 +346,22 @@ def merge_basket_states(
 
     Returns:
         ``(calibrated, original)``, each ``[B, H, R, d]``.
-    """
-    dtype = content_out.dtype
-    lse = content_lse.float()
-    s_iso = iso_scores.float()
-    lse_all = torch.logsumexp(torch.cat([lse, s_iso], -1), -1, keepdim=True)
-    lse_all = torch.where(torch.isfinite(lse_all), lse_all, torch.zeros_like(lse_all))
-    mass = torch.exp(lse - lse_all)  # [B,H,R,K]
-    a_iso = torch.exp(s_iso - lse_all)  # [B,H,R,J]
-    present = torch.isfinite(lse)
-    iso_present = torch.isfinite(s_iso)
-    n_content = present.sum(-1, keepdim=True).float()
-    n_total = n_content + iso_present.sum(-1, keepdim=True).float()
-    batch = lse.shape[0]
-    targets = _isolated_targets(a_iso, iso_mode.view(batch, 1, 1, -1), iso_value.view(batch, 1, 1, -1), n_total)
-    targets = torch.where(iso_present, targets, torch.zeros_like(targets))
-    if basket_lengths is None:
-        if basket_weighting != "equal":
-            raise ValueError('basket_weighting="length" needs basket_lengths')
-        sizes = torch.ones_like(mass)
-    else:
-        sizes = basket_lengths.float().view(batch, 1, 1, -1).expand_as(mass)
-    remainder = (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0)
-    share = remainder * _basket_shares(sizes, present, basket_weighting)
 
-    out = content_out.float()
-    values = iso_values.float().unsqueeze(2)  # [B,H,1,J,d]
-    original = (mass.unsqueeze(-1) * out).sum(-2) + (a_iso.unsqueeze(-1) * values).sum(-2)
-    calibrated = (share.unsqueeze(-1) * out).sum(-2) + (targets.unsqueeze(-1) * values).sum(-2)
-    lam = _strength_tensor(strength, batch, original.device)
-    mixed = lam * calibrated + (1.0 - lam) * original
-    keep = (~active.view(batch, 1, 1, 1)) | (n_content == 0)
-    mixed = torch.where(keep, original, mixed)
+    Raises:
+        ValueError: ``basket_weighting`` is unknown, or ``"length"`` without ``basket_lengths``.
+    """
+    if basket_weighting not in ("equal", "length"):
+        raise ValueError(f'basket_weighting must be "equal" or "length", got {basket_weighting!r}')
+    dtype = content_out.dtype
+    batch = content_lse.shape[0]
+    present = torch.isfinite(content_lse)
+    sizes = None if basket_lengths is None else basket_lengths.float().view(batch, 1, 1, -1)
+    shares = basket_shares(present, sizes, basket_weighting)
+    merge = BasketMerge(iso_scores, iso_values)
+    for k in range(content_lse.shape[-1]):
+        out = torch.nan_to_num(content_out[..., k, :].float())
+        merge.add(content_lse[..., k], out, present[..., k], shares[..., k])
+    n_content = present.sum(-1).float()
+    lam = row_strength(active, strength, n_content)
+    mixed, original = merge.result(lam, n_content, iso_mode, iso_value, original=True)
     return mixed.to(dtype), original.to(dtype)

@@ -14,7 +14,13 @@ from llamaindex_posfair.calibration.baskets import (
     POLICY_ORIGINAL,
     build_plan,
 )
-from llamaindex_posfair.calibration.math import calibrate_weights, merge_basket_states
+from llamaindex_posfair.calibration.math import (
+    BasketMerge,
+    basket_shares,
+    calibrate_weights,
+    merge_basket_states,
+    row_strength,
+)
 
 
 @st.composite
@@ -197,3 +203,31 @@ def test_per_sequence_strength_scales_each_row():
     out = calibrate_weights(attn, plan, torch.tensor([0.0, 1.0]))
     assert torch.equal(out[0], attn[0])
     assert torch.allclose(out[1], torch.tensor([[[0.4375, 0.0625, 0.25, 0.25]]]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**16), st.floats(1.0, 300.0), st.floats(0.0, 1.0), st.sampled_from(["equal", "length"]))
+def test_online_merge_survives_extreme_basket_masses(seed, spread, strength, weighting):
+    """Baskets whose log-sum-exps differ by hundreds, or that a row sees only later, merge exactly."""
+    gen = torch.Generator().manual_seed(seed)
+    batch, heads, rows, baskets, dim = 2, 2, 3, 5, 4
+    lse = torch.randn(batch, heads, rows, baskets, generator=gen, dtype=torch.float64) * spread
+    lse = lse.masked_fill(torch.rand(lse.shape, generator=gen) < 0.3, float("-inf"))  # a row misses a basket
+    lse[..., 0] = lse[..., 0].masked_fill(torch.rand(lse[..., 0].shape, generator=gen) < 0.5, float("-inf"))
+    out = torch.randn(batch, heads, rows, baskets, dim, generator=gen, dtype=torch.float64)
+    present = torch.isfinite(lse)
+    sizes = torch.randint(1, 9, (batch, 1, 1, baskets), generator=gen).double()
+    shares = basket_shares(present, sizes, weighting).double()
+    merge = BasketMerge()
+    for k in range(baskets):
+        merge.add(lse[..., k].float(), out[..., k, :].float(), present[..., k], shares[..., k].float())
+    n_content = present.sum(-1).float()
+    lam = row_strength(torch.ones(batch, dtype=torch.bool), strength, n_content)
+    got, original = merge.result(lam, n_content, torch.zeros(batch, 0), torch.zeros(batch, 0), original=True)
+
+    mass = torch.nan_to_num(torch.softmax(lse, -1), nan=0.0)  # rows that see no basket: all -inf
+    expected_original = (mass.unsqueeze(-1) * out).sum(-2)
+    calibrated = (shares.unsqueeze(-1) * out).sum(-2)
+    expected = lam.double() * calibrated + (1 - lam.double()) * expected_original
+    assert torch.allclose(original.double(), expected_original, atol=1e-5)
+    assert torch.allclose(got.double(), expected, atol=1e-5)
