@@ -15,12 +15,15 @@ length sorting, basket planning and pooling included):
   (``--reference``; slow, so it runs on ``--reference-docs`` texts only and its
   ratio is per document).
 
-Timing: one warm-up pass each, then ``--repeats`` rounds; inside a round the
-configurations run back to back in a rotating order, so load from other
-processes hits them alike. The ratio is taken per round (calibrated / off of
-the same round) and the median ratio is reported, beside the median docs/s.
-The load average is printed before and after (``os.getloadavg``): on a shared
-machine, rerun when it exceeds the number of torch threads.
+Timing: one warm-up pass each, then ``--repeats`` rounds. A round encodes
+every text once per configuration, ``--chunk`` texts per ``encode_documents``
+call, the configurations taking turns on each slice (rotating order), so load
+from other processes hits them alike; the reference encodes only the first
+``--reference-docs / --docs`` of each slice. Ratios are taken per round
+(configuration / off of the same round), both for wall time and for process
+CPU time, and the median is reported beside the median docs/s. The load
+average is printed before and after (``os.getloadavg``): on a shared machine,
+rerun when it exceeds the number of torch threads.
 
 Memory: peak live bytes of tensors created during one batch (a
 ``TorchDispatchMode`` counter, see ``bench/calibration_speed.py``; weights
@@ -90,18 +93,29 @@ def mixed_texts(count: int, low: int = 60, high: int = 480, seed: int = 0) -> li
     return out
 
 
-def time_rounds(runs: dict, texts: list[str], repeats: int) -> dict[str, list[float]]:
-    """Seconds per pass for each configuration, ``repeats`` rounds in rotating order."""
+def time_rounds(runs: dict, texts: list[str], repeats: int, chunk: int) -> dict[str, list[tuple[float, float]]]:
+    """``(wall, cpu)`` seconds per round for each configuration.
+
+    A round encodes every text once per configuration, ``chunk`` texts per
+    :meth:`encode_documents` call, the configurations taking turns on each
+    slice (rotating order), so load changes hit them alike.
+    """
     names = list(runs)
-    times: dict[str, list[float]] = {name: [] for name in names}
+    totals: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for r in range(repeats):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for name in order:
-            encode, subset = runs[name]
-            start = time.perf_counter()
-            encode(texts[:subset])
-            times[name].append(time.perf_counter() - start)
-    return times
+        spent = {name: [0.0, 0.0] for name in names}
+        for i, start in enumerate(range(0, len(texts), chunk)):
+            shift = (r + i) % len(names)
+            for name in names[shift:] + names[:shift]:
+                encode, subset = runs[name]
+                part = texts[start : start + chunk][: max(1, subset * chunk // len(texts))]
+                wall, cpu = time.perf_counter(), time.process_time()
+                encode(part)
+                spent[name][0] += time.perf_counter() - wall
+                spent[name][1] += time.process_time() - cpu
+        for name in names:
+            totals[name].append(tuple(spent[name]))
+    return totals
 
 
 def peak_memory(encode, texts: list[str]) -> TensorBytes:
@@ -125,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=256, help="texts per timed pass")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5, help="timed rounds")
+    parser.add_argument("--chunk", type=int, default=64, help="texts per encode_documents call (turn length)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--reference", action="store_true", help="also time the nnsight reference backend")
     parser.add_argument("--reference-docs", type=int, default=32, help="texts per reference pass")
@@ -161,23 +176,29 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(runs: dict, texts: list[str], args) -> None:
-    times = time_rounds(runs, texts, args.repeats)
+    times = time_rounds(runs, texts, args.repeats, args.chunk)
     load_after = os.getloadavg()[0]
-    print(f"{'config':>11} {'docs/s':>8} {'x off':>7} {'peak MiB':>9} {'x off':>7} {'max MiB':>8}")
+    docs = {name: _docs_per_round(subset, texts, args.chunk) for name, (_, subset) in runs.items()}
+    print(f"{'config':>11} {'docs/s':>8} {'x off':>7} {'cpu x off':>9} {'peak MiB':>9} {'x off':>7} {'max MiB':>8}")
     mem = {name: peak_memory(encode, texts[: args.batch_size]) for name, (encode, _) in runs.items()}
-    for name, (_, subset) in runs.items():
-        rate = subset / statistics.median(times[name])
-        ratio = statistics.median(
-            (subset / t) / (len(texts) / t_off) for t, t_off in zip(times[name], times["off"], strict=True)
-        )
+    for name in runs:
+        rate = docs[name] / statistics.median(w for w, _ in times[name])
+        ratios = [
+            [(docs[name] / t[i]) / (docs["off"] / t_off[i]) for t, t_off in zip(times[name], times["off"])]
+            for i in (0, 1)
+        ]
         peak = mem[name].peak / mem["off"].peak
         print(
-            f"{name:>11} {rate:8.2f} {ratio:7.3f} {mem[name].peak / 2**20:9.1f} {peak:7.2f} "
-            f"{mem[name].largest / 2**20:8.1f}",
+            f"{name:>11} {rate:8.2f} {statistics.median(ratios[0]):7.3f} {statistics.median(ratios[1]):9.3f} "
+            f"{mem[name].peak / 2**20:9.1f} {peak:7.2f} {mem[name].largest / 2**20:8.1f}",
             flush=True,
         )
-    print(f"# load average after {load_after:.2f}; per-round calibrated/off ratios: ", end="")
-    print(" ".join(f"{t_off / t:.3f}" for t, t_off in zip(times["calibrated"], times["off"], strict=True)))
+    per_round = " ".join(f"{t_off[0] / t[0]:.3f}" for t, t_off in zip(times["calibrated"], times["off"]))
+    print(f"# load average after {load_after:.2f}; per-round calibrated/off docs/s ratios (wall): {per_round}")
+
+
+def _docs_per_round(subset: int, texts: list[str], chunk: int) -> int:
+    return sum(len(texts[s : s + chunk][: max(1, subset * chunk // len(texts))]) for s in range(0, len(texts), chunk))
 
 
 if __name__ == "__main__":
