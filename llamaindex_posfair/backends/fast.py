@@ -301,9 +301,10 @@ def calibrated_rows(
 
     One fused-kernel call per content basket (keys and values restricted to the
     basket: a view when the basket is the same slice in every sequence, a gather
-    otherwise), each folded into a :class:`BasketMerge` as it comes. ``rows``
-    (``[B, R]`` bool) limits the edit; other rows, inactive sequences and rows
-    without content get their original output.
+    otherwise), each folded into a :class:`BasketMerge` as it comes; in the rare
+    case the unguarded merge overflows, the baskets are merged again guarded.
+    ``rows`` (``[B, R]`` bool) limits the edit; other rows, inactive sequences
+    and rows without content get their original output.
     """
     plan = layout.plan
     q, k, v = query.float(), key.float(), value.float()
@@ -312,10 +313,13 @@ def calibrated_rows(
         iso_values = layout.isolated.take(v)
         iso_scores = torch.matmul(q, layout.isolated.take(k).transpose(-1, -2)) * scaling
         iso_scores = iso_scores.masked_fill(~masks.iso_ok, float("-inf"))
-    merge = BasketMerge(iso_scores, iso_values)
-    for basket, bias, present, share in zip(layout.baskets, masks.biases, masks.present, masks.shares):
-        out, lse = _attention_with_bias(q, basket.take(k), basket.take(v), bias, scaling)
-        merge.add(lse, out, present, share)
+    for guard in (False, True):
+        merge = BasketMerge(iso_scores, iso_values, guard=guard)
+        for basket, bias, present, share in zip(layout.baskets, masks.biases, masks.present, masks.shares):
+            out, lse = _attention_with_bias(q, basket.take(k), basket.take(v), bias, scaling)
+            merge.add(lse, out, present, share)
+        if guard or not merge.overflowed():
+            break
     lam = row_strength(plan.active, plan.strength(strength), masks.n_content, rows)
     mixed, _ = merge.result(lam, masks.n_content, layout.iso_mode, layout.iso_value)
     return mixed

@@ -175,13 +175,18 @@ class BasketMerge:
     the calibrated content part), so memory does not grow with the number of
     baskets, and each basket costs one fused multiply-add over it. The original
     row is accumulated as ``sum_b exp(lse_b - ref) o_b`` against a per-row
-    reference ``ref`` that is raised (and the sum rescaled) only when a basket's
-    log-sum-exp exceeds it by more than :attr:`HEADROOM`, so ``exp`` never overflows.
+    reference ``ref`` (the first basket's, or the isolated keys' largest score).
+    With ``guard=True`` the reference is raised (and the sum rescaled) whenever a
+    basket's log-sum-exp exceeds it by more than :attr:`HEADROOM`, so ``exp`` never
+    overflows; with ``guard=False`` that check (a reduction and a sync per
+    basket) is skipped and :meth:`overflowed` says afterwards whether the sums
+    are still finite: run again guarded if not.
 
     Args:
         iso_scores: ``[B, H, R, J]`` scores of isolated keys (``-inf`` if absent), or
             ``None`` when the batch has no isolated key.
         iso_values: ``[B, H, J, d]`` values of isolated keys (``None`` with ``iso_scores``).
+        guard: check every basket for overflow (see above).
 
     Example (one row, two baskets; the first holds 90% of the original mass):
         >>> import torch
@@ -197,7 +202,10 @@ class BasketMerge:
     #: Largest ``lse_b - ref`` accumulated without rescaling (``exp(64)`` is far below float32's limit).
     HEADROOM = 64.0
 
-    def __init__(self, iso_scores: torch.Tensor | None = None, iso_values: torch.Tensor | None = None) -> None:
+    def __init__(
+        self, iso_scores: torch.Tensor | None = None, iso_values: torch.Tensor | None = None, guard: bool = True
+    ) -> None:
+        self.guard = guard
         self.iso_scores = None if iso_scores is None else iso_scores.float()
         self.iso_values = None if iso_values is None else iso_values.float()
         self.acc: torch.Tensor | None = None  # [2, B, H, R, d]: sum exp(lse_b - ref) o_b, sum share_b o_b
@@ -225,10 +233,10 @@ class BasketMerge:
         if self.acc is None:
             self._start(lse, out, share)
             return
-        mass = torch.exp(lse - self.ref, out=self.coef[0])
-        if bool(mass.amax() > math.exp(self.HEADROOM)):
+        mass = torch.sub(lse, self.ref, out=self.coef[0]).exp_()
+        if self.guard and mass.max().item() > math.exp(self.HEADROOM):
             self._raise_ref(lse)
-            mass = torch.exp(lse - self.ref, out=self.coef[0])
+            mass = torch.sub(lse, self.ref, out=self.coef[0]).exp_()
         self.denom.add_(mass)
         if share is not self._share:
             self.coef[1].copy_(share.expand_as(lse))
@@ -240,9 +248,9 @@ class BasketMerge:
         if self.iso_scores is not None:
             ref = torch.maximum(ref, self.iso_scores.amax(-1))
         # A row with nothing yet gets a finite sentinel: its first basket then exceeds it and sets it.
-        self.ref = torch.where(torch.isfinite(ref), ref, _UNSET)
+        self.ref = torch.nan_to_num(ref, neginf=_UNSET)
         self.coef = _stacked_empty_like(lse, 2)
-        torch.exp(lse - self.ref, out=self.coef[0])
+        torch.sub(lse, self.ref, out=self.coef[0]).exp_()
         self.coef[1].copy_(share.expand_as(lse))
         self._share = share
         self.acc = torch.mul(out.unsqueeze(0), self.coef.unsqueeze(-1), out=_stacked_empty_like(out, 2))
@@ -258,6 +266,14 @@ class BasketMerge:
         self.acc[0].mul_(scale.unsqueeze(-1))
         self.denom.mul_(scale)
         self.ref = new_ref
+
+    def overflowed(self) -> bool:
+        """Whether an unguarded merge may have overflowed (then add the baskets again with ``guard=True``).
+
+        True when some basket's mass exceeded ``exp(HEADROOM)`` (the running sum of
+        masses bounds each of them; a NaN or infinity fails the comparison too).
+        """
+        return self.denom is not None and not self.denom.max().item() <= math.exp(self.HEADROOM)
 
     def result(
         self,
