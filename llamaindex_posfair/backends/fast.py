@@ -255,9 +255,10 @@ def _attention_with_bias(q, k, v, bias, scaling):
     device = q.device.type
     if device not in _KERNEL_OK:
         try:
-            g = torch.Generator(device="cpu").manual_seed(0)
-            tq, tk, tv = (torch.randn(2, 2, 5, 8, generator=g).to(q.device) for _ in range(3))
-            tbias = torch.zeros(2, 1, 5, 5).masked_fill(torch.rand(2, 1, 5, 5, generator=g) > 0.7, float("-inf"))
+            g = torch.Generator(device="cpu").manual_seed(0)  # 16 keys: the width baskets are padded to on GPUs
+            tq = torch.randn(2, 2, 5, 8, generator=g).to(q.device)
+            tk, tv = (torch.randn(2, 2, 16, 8, generator=g).to(q.device) for _ in range(2))
+            tbias = torch.zeros(2, 1, 5, 16).masked_fill(torch.rand(2, 1, 5, 16, generator=g) > 0.7, float("-inf"))
             tbias[..., 0] = 0.0
             a = _kernel_attention_with_lse(tq, tk, tv, tbias.to(q.device), 0.3)
             b = _explicit_attention_with_lse(tq, tk, tv, tbias.to(q.device), 0.3)
