@@ -169,24 +169,30 @@ def basket_shares(present: torch.Tensor, sizes: torch.Tensor | None, weighting: 
 
 
 class BasketMerge:
-    """Online form of :func:`merge_basket_states`: content baskets are added one at a time.
+    """Merge per-basket attention states into calibrated rows, one basket at a time, in bounded memory.
 
-    Keeps one stacked running output ``[2, B, H, R, d]`` (the original row, and
-    the calibrated content part), so memory does not grow with the number of
-    baskets, and each basket costs one fused multiply-add over it. The original
-    row is accumulated as ``sum_b exp(lse_b - ref) o_b`` against a per-row
-    reference ``ref`` (the first basket's, or the isolated keys' largest score).
-    With ``guard=True`` the reference is raised (and the sum rescaled) whenever a
-    basket's log-sum-exp exceeds it by more than :attr:`HEADROOM`, so ``exp`` never
-    overflows; with ``guard=False`` that check (a reduction and a sync per
-    basket) is skipped and :meth:`overflowed` says afterwards whether the sums
-    are still finite: run again guarded if not.
+    The form of :func:`merge_basket_states` the fast backend uses: baskets arrive
+    one by one (one fused-kernel call each). Up to ``buffer`` basket outputs are
+    kept; if no more arrive, :meth:`result` combines them exactly into one output
+    (one multiply-add per basket). A further basket folds them into a running
+    (online) merge that holds two outputs whatever the number of baskets: the
+    original row, accumulated as ``sum_b exp(lse_b - ref) o_b`` against a per-row
+    reference ``ref`` (the first basket's log-sum-exp, or the isolated keys' largest
+    score), and the calibrated content part. Memory never exceeds
+    ``max(buffer, 2)`` outputs.
+
+    Online, with ``guard=True`` the reference is raised (and the sum rescaled)
+    whenever a basket's log-sum-exp exceeds it by more than :attr:`HEADROOM`, so
+    ``exp`` never overflows; with ``guard=False`` that check (a reduction and a
+    sync per basket) is skipped and :meth:`overflowed` says afterwards whether the
+    sums may have overflowed: then add the baskets again guarded.
 
     Args:
         iso_scores: ``[B, H, R, J]`` scores of isolated keys (``-inf`` if absent), or
             ``None`` when the batch has no isolated key.
         iso_values: ``[B, H, J, d]`` values of isolated keys (``None`` with ``iso_scores``).
-        guard: check every basket for overflow (see above).
+        guard: check every basket for overflow once merging online (see above).
+        buffer: basket outputs kept for the exact one-output combination (0: always online).
 
     Example (one row, two baskets; the first holds 90% of the original mass):
         >>> import torch
@@ -199,20 +205,22 @@ class BasketMerge:
         (tensor([[[[0.5000, 0.5000]]]]), tensor([[[[0.9000, 0.1000]]]]))
     """
 
-    #: Largest ``lse_b - ref`` accumulated without rescaling (``exp(64)`` is far below float32's limit).
+    #: Largest ``lse_b - ref`` accumulated online without rescaling (``exp(64)`` is far below float32's limit).
     HEADROOM = 64.0
 
     def __init__(
-        self, iso_scores: torch.Tensor | None = None, iso_values: torch.Tensor | None = None, guard: bool = True
+        self,
+        iso_scores: torch.Tensor | None = None,
+        iso_values: torch.Tensor | None = None,
+        guard: bool = True,
+        buffer: int = 4,
     ) -> None:
-        self.guard = guard
         self.iso_scores = None if iso_scores is None else iso_scores.float()
         self.iso_values = None if iso_values is None else iso_values.float()
-        self.acc: torch.Tensor | None = None  # [2, B, H, R, d]: sum exp(lse_b - ref) o_b, sum share_b o_b
-        self.coef: torch.Tensor | None = None  # [2, B, H, R]: this basket's exp(lse_b - ref) and share_b
-        self.ref: torch.Tensor | None = None  # [B, H, R]
-        self.denom: torch.Tensor | None = None  # sum exp(lse_b - ref) (isolated keys included)
-        self._share: torch.Tensor | None = None  # the share now in ``coef[1]``
+        self.guard = guard
+        self.buffer = buffer
+        self._kept: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._online: _OnlineMerge | None = None
 
     def add(self, lse: torch.Tensor, out: torch.Tensor, present: torch.Tensor | None, share: torch.Tensor) -> None:
         """Add one content basket.
@@ -223,18 +231,119 @@ class BasketMerge:
             present: bool, broadcastable to ``lse``: the row has an allowed key in the basket
                 (``None``: every row has).
             share: broadcastable to ``lse``: the basket's calibrated share (see
-                :func:`basket_shares`); passing the same tensor as for the previous
-                basket skips a copy.
+                :func:`basket_shares`); the same tensor for consecutive baskets saves a copy online.
         """
         lse = lse.float()
         if present is not None:
             lse = torch.where(present, lse, float("-inf"))
-        out = out.float()
+        item = (lse, out.float(), share.float())
+        if self._online is None and len(self._kept) < self.buffer:
+            self._kept.append(item)
+            return
+        if self._online is None:
+            self._online = _OnlineMerge(self.iso_scores, self.iso_values, self.guard, self.HEADROOM)
+            for kept in self._kept:
+                self._online.add(*kept)
+            self._kept = []
+        self._online.add(*item)
+
+    def overflowed(self) -> bool:
+        """Whether an unguarded online merge may have overflowed (then add the baskets again with ``guard=True``)."""
+        return self._online is not None and self._online.overflowed()
+
+    def result(
+        self,
+        lam: torch.Tensor,
+        n_content: torch.Tensor,
+        iso_mode: torch.Tensor,
+        iso_value: torch.Tensor,
+        original: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(lam * calibrated + (1 - lam) * original, original or None)``, each ``[B, H, R, d]``.
+
+        Consumes the state (the online output reuses its memory).
+
+        Args:
+            lam: ``[B, H|1, R, 1]`` from :func:`row_strength`.
+            n_content: ``[B, H|1, R]`` content baskets each row can see.
+            iso_mode: ``[B, J]`` policy codes; ``iso_value``: ``[B, J]`` fixed weights.
+            original: also return the original rows.
+
+        Raises:
+            ValueError: no basket was added.
+        """
+        iso = (self.iso_scores, self.iso_values, iso_mode, iso_value)
+        if self._online is not None:
+            return self._online.result(lam, n_content, iso, original)
+        if not self._kept:
+            raise ValueError("BasketMerge.result needs at least one content basket; add() was never called")
+        return _combine_kept(self._kept, lam, n_content, iso, original)
+
+
+def _iso_targets(a_iso: torch.Tensor, n_content: torch.Tensor, iso: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    """Target weights of the isolated keys (zero where absent) and the content remainder ``1 - sum``."""
+    scores, _, iso_mode, iso_value = iso
+    batch = iso_mode.shape[0]
+    present = torch.isfinite(scores)
+    n_total = (n_content + present.sum(-1)).unsqueeze(-1)
+    targets = _isolated_targets(a_iso, iso_mode.view(batch, 1, 1, -1), iso_value.view(batch, 1, 1, -1), n_total)
+    targets = torch.where(present, targets, torch.zeros_like(targets))
+    return targets, (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0)
+
+
+def _combine_kept(
+    kept: list, lam: torch.Tensor, n_content: torch.Tensor, iso: tuple, original: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Exact combination of every basket at once: ``sum_b [lam w_b + (1 - lam) m_b] o_b`` (+ isolated keys)."""
+    iso_scores, iso_values = iso[0], iso[1]
+    lse = torch.stack([item[0] for item in kept], -1)  # [B, H, R, K]
+    scores = lse if iso_scores is None else torch.cat([lse, iso_scores], -1)
+    top = torch.nan_to_num(scores.amax(-1, keepdim=True), neginf=0.0)
+    probs = (scores - top).exp_()
+    probs.div_(probs.sum(-1, keepdim=True).clamp(min=torch.finfo(torch.float32).tiny))
+    mass = probs[..., : len(kept)]
+    shares = torch.stack([item[2].expand_as(item[0]) for item in kept], -1)
+    remainder, iso_weights = 1.0, None
+    if iso_scores is not None:
+        a_iso = probs[..., len(kept) :]
+        targets, remainder = _iso_targets(a_iso, n_content, iso)
+        iso_weights = (lam * targets + (1.0 - lam) * a_iso, a_iso)
+    coef = (lam * remainder) * shares + (1.0 - lam) * mass
+    plain = _weighted_sum([item[1] for item in kept], mass) if original else None
+    mixed = _weighted_sum([item[1] for item in kept], coef)
+    if iso_weights is not None:
+        mixed.add_(torch.matmul(iso_weights[0], iso_values))
+        if plain is not None:
+            plain.add_(torch.matmul(iso_weights[1], iso_values))
+    return mixed, plain
+
+
+def _weighted_sum(outs: list[torch.Tensor], weights: torch.Tensor) -> torch.Tensor:
+    """``sum_b weights[..., b, None] * outs[b]``: one multiply-add per output, no stacked copy."""
+    total = outs[0] * weights[..., 0:1]
+    for b in range(1, len(outs)):
+        total.addcmul_(outs[b], weights[..., b : b + 1])
+    return total
+
+
+class _OnlineMerge:
+    """The running two-output merge of :class:`BasketMerge` (see there)."""
+
+    def __init__(self, iso_scores, iso_values, guard: bool, headroom: float) -> None:
+        self.iso_scores, self.iso_values = iso_scores, iso_values
+        self.guard, self.limit = guard, math.exp(headroom)
+        self.acc: torch.Tensor | None = None  # [2, B, H, R, d]: sum exp(lse_b - ref) o_b, sum share_b o_b
+        self.coef: torch.Tensor | None = None  # [2, B, H, R]: this basket's exp(lse_b - ref) and share_b
+        self.ref: torch.Tensor | None = None  # [B, H, R]
+        self.denom: torch.Tensor | None = None  # sum exp(lse_b - ref) (isolated keys included)
+        self._share: torch.Tensor | None = None  # the share now in ``coef[1]``
+
+    def add(self, lse: torch.Tensor, out: torch.Tensor, share: torch.Tensor) -> None:
         if self.acc is None:
             self._start(lse, out, share)
             return
         mass = torch.sub(lse, self.ref, out=self.coef[0]).exp_()
-        if self.guard and mass.max().item() > math.exp(self.HEADROOM):
+        if self.guard and mass.max().item() > self.limit:
             self._raise_ref(lse)
             mass = torch.sub(lse, self.ref, out=self.coef[0]).exp_()
         self.denom.add_(mass)
@@ -268,47 +377,16 @@ class BasketMerge:
         self.ref = new_ref
 
     def overflowed(self) -> bool:
-        """Whether an unguarded merge may have overflowed (then add the baskets again with ``guard=True``).
+        # The running sum of masses bounds each of them; NaN or infinity fails the comparison too.
+        return self.denom is not None and not self.denom.max().item() <= self.limit
 
-        True when some basket's mass exceeded ``exp(HEADROOM)`` (the running sum of
-        masses bounds each of them; a NaN or infinity fails the comparison too).
-        """
-        return self.denom is not None and not self.denom.max().item() <= math.exp(self.HEADROOM)
-
-    def result(
-        self,
-        lam: torch.Tensor,
-        n_content: torch.Tensor,
-        iso_mode: torch.Tensor,
-        iso_value: torch.Tensor,
-        original: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``(lam * calibrated + (1 - lam) * original, original or None)``, each ``[B, H, R, d]``.
-
-        Consumes the running state (the first output reuses its memory).
-
-        Args:
-            lam: ``[B, H|1, R, 1]`` from :func:`row_strength`.
-            n_content: ``[B, H|1, R]`` content baskets each row can see.
-            iso_mode: ``[B, J]`` policy codes; ``iso_value``: ``[B, J]`` fixed weights.
-            original: also return the original rows.
-
-        Raises:
-            ValueError: no basket was added.
-        """
-        if self.acc is None:
-            raise ValueError("BasketMerge.result needs at least one content basket; add() was never called")
+    def result(self, lam, n_content, iso: tuple, original: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         denom = self.denom.clamp(min=torch.finfo(torch.float32).tiny).unsqueeze(-1)
         plain = self.acc[0] / denom if original else None
         remainder, iso_part = 1.0, None
         if self.iso_scores is not None:
-            batch = iso_mode.shape[0]
             a_iso = torch.exp(self.iso_scores - (self.ref.unsqueeze(-1) + torch.log(denom)))
-            present = torch.isfinite(self.iso_scores)
-            n_total = (n_content + present.sum(-1)).unsqueeze(-1)
-            targets = _isolated_targets(a_iso, iso_mode.view(batch, 1, 1, -1), iso_value.view(batch, 1, 1, -1), n_total)
-            targets = torch.where(present, targets, torch.zeros_like(targets))
-            remainder = (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0)
+            targets, remainder = _iso_targets(a_iso, n_content, iso)
             iso_part = torch.matmul(targets * lam, self.iso_values)
         mixed = self.acc[1].mul_(lam * remainder).addcmul_(self.acc[0], (1.0 - lam) / denom)
         if iso_part is not None:

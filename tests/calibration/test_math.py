@@ -220,20 +220,26 @@ def _extreme_states(seed, spread, weighting, late_rows=True):
     return lse, out, present, shares
 
 
-def _merged(lse, out, present, shares, guard):
-    merge = BasketMerge(guard=guard)
+def _merged(lse, out, present, shares, guard, buffer=0):
+    merge = BasketMerge(guard=guard, buffer=buffer)
     for k in range(lse.shape[-1]):
         merge.add(lse[..., k].float(), out[..., k, :].float(), present[..., k], shares[..., k].float())
     return merge
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.integers(0, 2**16), st.floats(1.0, 300.0), st.floats(0.0, 1.0), st.sampled_from(["equal", "length"]))
-def test_online_merge_survives_extreme_basket_masses(seed, spread, strength, weighting):
+@given(
+    st.integers(0, 2**16),
+    st.floats(1.0, 300.0),
+    st.floats(0.0, 1.0),
+    st.sampled_from(["equal", "length"]),
+    st.sampled_from([0, 2, 5]),  # online from the start, kept then folded online, kept and combined at once
+)
+def test_merge_survives_extreme_basket_masses(seed, spread, strength, weighting, buffer):
     """Baskets whose log-sum-exps differ by hundreds, or that a row sees only later, merge exactly."""
     lse, out, present, shares = _extreme_states(seed, spread, weighting)
     batch = lse.shape[0]
-    merge = _merged(lse, out, present, shares, guard=True)
+    merge = _merged(lse, out, present, shares, guard=True, buffer=buffer)
     n_content = present.sum(-1).float()
     lam = row_strength(torch.ones(batch, dtype=torch.bool), strength, n_content)
     got, original = merge.result(lam, n_content, torch.zeros(batch, 0), torch.zeros(batch, 0), original=True)
