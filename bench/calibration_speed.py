@@ -18,7 +18,9 @@ memory:
 Throughput is end to end through :meth:`PosFairEncoder.encode_documents`
 (tokenisation and basket planning included), after one warm-up batch, the
 median over ``--repeats`` passes; configurations are interleaved inside each
-repeat so that load from other processes hits them alike.
+repeat so that load from other processes hits them alike, and ``x plain`` is
+the median over repeats of the ratio to ``plain`` in the same repeat. Each row
+ends with the load average (rerun when it exceeds the number of torch threads).
 
 Memory. CPU PyTorch exposes no allocator statistics and process RSS is
 dominated by the allocator's caching and by other threads, so on CPU we count
@@ -237,18 +239,18 @@ def main(argv: list[str] | None = None) -> int:
                     cuda_peak[name] = max(cuda_peak.get(name, 0), torch.cuda.max_memory_allocated())
                 times[name].append(time.perf_counter() - start)
         is_skipped = skipped(encoders["fast"], texts, every)
-        base = len(texts) / statistics.median(times["plain"])
         for name, key, config in configs:
             rate = len(texts) / statistics.median(times[name])
+            paired = statistics.median(p / t for t, p in zip(times[name], times["plain"]))  # same repeat
             if args.no_memory:
                 mem = "        -        -    -"
             else:
                 counter = memory_pass(encoders[key], texts[: args.batch_size], config, length)
                 mem = f"{counter.peak / 2**20:9.1f} {counter.largest / 2**20:8.1f} {counter.square:4d}"
-            line = f"{length:4d} {basket:4d} {is_skipped!s:>5} {name:>9} {rate:8.2f} {rate / base:8.2f} {mem}"
+            line = f"{length:4d} {basket:4d} {is_skipped!s:>5} {name:>9} {rate:8.2f} {paired:8.2f} {mem}"
             if cuda:
                 line += f" {cuda_peak[name] / 2**20:9.1f}"
-            print(line, flush=True)
+            print(line + f"  load {os.getloadavg()[0]:.2f}", flush=True)
     return 0
 
 

@@ -11,7 +11,11 @@ excluded from every timing.
   the files (discovery, reading, chunking, token counting, diff, embed,
   ``upsert(wait=True)``), i.e. what ``posfair ingest`` runs after loading the model.
 
-Each path runs ``--repeats`` times into a fresh store; the best time counts.
+Each path runs ``--repeats`` times into a fresh store, the paths taking turns
+(rotating order) inside each repeat; the best time counts for chunks/s, and the
+calibration cost is the median over repeats of the paired ratio
+(calibration on / off within the same repeat). The load average is printed:
+on a shared machine, rerun when it exceeds the number of torch threads.
 Needs ``llama-index-embeddings-huggingface`` (optional dependency); without it
 a SentenceTransformer-based stand-in with the same batching is used and the
 table says so.
@@ -19,6 +23,7 @@ table says so.
 Usage:
     HF_HUB_OFFLINE=1 python bench/ingest_speed.py                 # examples/data x 8
     HF_HUB_OFFLINE=1 python bench/ingest_speed.py --data DIR --copies 1 --repeats 3
+    HF_HUB_OFFLINE=1 python bench/ingest_speed.py --skip-llamaindex --chunk-tokens 510 --repeats 5
 """
 
 from __future__ import annotations
@@ -73,17 +78,53 @@ def time_llamaindex(texts: list[str], model_path: str, batch_size: int, store: P
     return dt, n, label
 
 
-def time_posfair(folder: Path, encoder, vectors: dict, batch_size: int, store: Path) -> tuple[float, int]:
+def time_posfair(
+    folder: Path, encoder, vectors: dict, batch_size: int, store: Path, chunk_tokens: int | None
+) -> tuple[float, int]:
     from qdrant_tools.ingest import IngestConfig, ingest_path
     from qdrant_tools.store import open_store
 
     client = open_store(store)
     encoder.encode_documents(["warm up"] * batch_size)  # warm-up, not timed
     t0 = time.perf_counter()
-    report = ingest_path(client, "bench", folder, vectors, IngestConfig(show_progress=False))
+    config = IngestConfig(show_progress=False, chunk_tokens=chunk_tokens)
+    report = ingest_path(client, "bench", folder, vectors, config)
     dt = time.perf_counter() - t0
     client.close()
     return dt, report.chunks_written
+
+
+def report(runs: dict, texts: list, docs: list, chunking, label: str, args, load_before: float) -> None:
+    import statistics
+
+    import torch
+
+    print(
+        f"folder: {args.data} x {args.copies} = {len(docs)} files, {len(texts)} chunks "
+        f"({chunking.chunk_tokens}-token chunks), model all-MiniLM-L6-v2, batch {args.batch_size}, "
+        f"torch threads {torch.get_num_threads()}, best of {args.repeats}, "
+        f"load average {load_before:.2f} before / {os.getloadavg()[0]:.2f} after"
+    )
+    names = [
+        ("llamaindex", f"LlamaIndex {label} + QdrantVectorStore"),
+        ("off", "posfair ingest, calibration off"),
+        ("on", "posfair ingest, calibration on (B=128, 0.5)"),
+    ]
+    base_key = "off" if args.skip_llamaindex else "llamaindex"
+    base = len(texts) / min(d for d, _ in runs[base_key])
+    print(f"{'path':<52} {'chunks':>6} {'best s':>7} {'chunks/s':>9} {'vs ' + base_key:>13} {'on/off paired':>13}")
+    paired = statistics.median(off / on for (on, _), (off, _) in zip(runs["on"], runs["off"]))
+    for key, name in names:
+        if not runs[key]:
+            continue
+        best, n = min(runs[key])
+        cps = n / best
+        extra = f"{paired:>12.3f}x" if key == "on" else ""
+        print(f"{name:<52} {n:>6} {best:>7.2f} {cps:>9.1f} {cps / base:>12.2f}x {extra}")
+    print(
+        "# per-repeat on/off chunks/s ratios: "
+        + " ".join(f"{off / on:.3f}" for (on, _), (off, _) in zip(runs["on"], runs["off"]))
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copies", type=int, default=8, help="copies of the folder to ingest (default 8)")
     ap.add_argument("--repeats", type=int, default=2, help="runs per path; the best counts (default 2)")
     ap.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default 32)")
+    ap.add_argument("--chunk-tokens", type=int, default=None, help="as posfair ingest --chunk-tokens (default: auto)")
+    ap.add_argument("--skip-llamaindex", action="store_true", help="time only posfair ingest, calibration off/on")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     from transformers.utils import logging as hf_logging
@@ -109,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         enc = PosFairEncoder(BUNDLED_MINILM, calibration=CalibrationConfig(), batch_size=args.batch_size)
         plain = PosFairEncoder(BUNDLED_MINILM, calibration=None, batch_size=args.batch_size)
         docs, _, _ = load_folder(folder)
-        chunking = resolve_chunking(enc)
+        chunking = resolve_chunking(enc, args.chunk_tokens)
         spans_fn, _spans_name = spans_for(enc)
         texts = [
             c.text
@@ -124,30 +167,22 @@ def main(argv: list[str] | None = None) -> int:
                 max_length=enc.max_length,
             )
         ]
-        rows = []
-        runs = {"llamaindex": [], "off": [], "on": []}
+        runs: dict[str, list[tuple[float, int]]] = {"llamaindex": [], "off": [], "on": []}
         label = ""
+        load_before = os.getloadavg()[0]
         for r in range(args.repeats):
-            dt, n, label = time_llamaindex(texts, bundled_model_path(), args.batch_size, tmp / f"li{r}")
-            runs["llamaindex"].append((dt, n))
-            runs["off"].append(time_posfair(folder, plain, {"vanilla": plain}, args.batch_size, tmp / f"off{r}"))
-            runs["on"].append(time_posfair(folder, enc, {"calibrated": enc}, args.batch_size, tmp / f"on{r}"))
-        base = len(texts) / min(d for d, _ in runs["llamaindex"])
-        print(
-            f"folder: {args.data} x {args.copies} = {len(docs)} files, {len(texts)} chunks "
-            f"({chunking.chunk_tokens}-token chunks), model all-MiniLM-L6-v2, batch {args.batch_size}, "
-            f"torch threads {__import__('torch').get_num_threads()}, best of {args.repeats}"
-        )
-        print(f"{'path':<52} {'chunks':>6} {'best s':>7} {'chunks/s':>9} {'vs LlamaIndex':>13}")
-        for key, name in [
-            ("llamaindex", f"LlamaIndex {label} + QdrantVectorStore"),
-            ("off", "posfair ingest, calibration off"),
-            ("on", "posfair ingest, calibration on (B=128, 0.5)"),
-        ]:
-            best, n = min(runs[key])
-            cps = n / best
-            rows.append((name, n, best, cps))
-            print(f"{name:<52} {n:>6} {best:>7.2f} {cps:>9.1f} {cps / base:>12.2f}x")
+            paths = ["off", "on"] if args.skip_llamaindex else ["llamaindex", "off", "on"]
+            for key in paths[r % len(paths) :] + paths[: r % len(paths)]:
+                store = tmp / f"{key}{r}"
+                if key == "llamaindex":
+                    dt, n, label = time_llamaindex(texts, bundled_model_path(), args.batch_size, store)
+                    runs[key].append((dt, n))
+                else:
+                    encoder, name = (plain, "vanilla") if key == "off" else (enc, "calibrated")
+                    runs[key].append(
+                        time_posfair(folder, encoder, {name: encoder}, args.batch_size, store, args.chunk_tokens)
+                    )
+        report(runs, texts, docs, chunking, label, args, load_before)
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

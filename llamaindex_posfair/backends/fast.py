@@ -3,9 +3,17 @@
 Every row of a calibrated layer is computed by the stock SDPA kernel; only the
 rows to edit (the pooling row, or every row for mean pooling) are recomputed
 from per-basket attention states ``(lse_b, o_b)`` and merged by
-:func:`~llamaindex_posfair.calibration.math.merge_basket_states`. No ``L x L``
-score tensor is formed for unedited rows; for mean pooling, scores exist one
-basket (``L x B``) at a time, and the SDPA pass is skipped entirely.
+:class:`~llamaindex_posfair.calibration.math.BasketMerge`. One fused-kernel call
+per content basket (keys restricted to the basket), folded into two running
+outputs as it comes, so no ``L x L`` score tensor is formed, the queries are
+never copied per basket, and memory does not grow with the number of baskets.
+For mean pooling the SDPA pass is skipped entirely (the merge yields the
+original rows too).
+
+Everything that depends on the batch only (basket key positions, which baskets
+are contiguous slices, the per-basket attention biases derived from the mask)
+is built once per forward pass on the :class:`_ActiveCalibration` and shared by
+the calibrated layers.
 
 The function is registered under :data:`ATTENTION_NAME` through the shared
 :class:`~llamaindex_posfair.backends.hooks.AttentionHook` (transformers'
@@ -25,9 +33,122 @@ from transformers.integrations.sdpa_attention import repeat_kv
 from llamaindex_posfair.backends.hooks import AttentionHook, sdpa_attention
 from llamaindex_posfair.calibration.baskets import BasketPlan, basket_gather_index, isolated_gather_index
 from llamaindex_posfair.calibration.config import layer_strength_map
-from llamaindex_posfair.calibration.math import merge_basket_states
+from llamaindex_posfair.calibration.math import BasketMerge, basket_shares, row_strength
 
 ATTENTION_NAME = "posfair_sdpa"
+
+
+@dataclass(frozen=True)
+class _KeySet:
+    """Some key positions of every sequence: ``index [B, M]`` (or the slice ``start:start+M``) and ``ok [B, M]``."""
+
+    index: torch.Tensor
+    ok: torch.Tensor
+    start: int | None = None  # every sequence's keys lie in ``start : start + M`` (a view, no gather)
+
+    @staticmethod
+    def build(index: torch.Tensor, ok: torch.Tensor, length: int, align: int = 1) -> _KeySet:
+        """Trim ``index``/``ok`` to the widest sequence (rounded up to ``align``) and detect a common slice."""
+        width = max(int(ok.sum(-1).max().item()) if ok.numel() else 0, 1)
+        width = -(-width // align) * align
+        index, ok = _pad_to(index, width), _pad_to(ok, width)
+        first = int(torch.where(ok, index, torch.full_like(index, length)).amin().item()) if ok.numel() else length
+        start = first if first < length else 0
+        slots = start + torch.arange(width, device=index.device).view(1, -1)
+        contiguous = start + width <= length and bool(((index == slots) | ~ok).all().item())
+        return _KeySet(index=index, ok=ok, start=start if contiguous else None)
+
+    @property
+    def width(self) -> int:
+        return self.index.shape[1]
+
+    def take(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [B, H, L, *]`` restricted to these keys: ``[B, H, M, *]``."""
+        if self.start is not None:
+            return x[:, :, self.start : self.start + self.width]
+        batch, heads = x.shape[:2]
+        index = self.index.view(batch, 1, self.width, 1).expand(batch, heads, self.width, x.shape[-1])
+        return x.gather(2, index)
+
+    def allowed(self, allowed: torch.Tensor) -> torch.Tensor:
+        """``[B, 1, Ra, M]``: the keys of ``allowed [B, 1, Ra, L]`` that are in this set."""
+        if self.start is not None:
+            picked = allowed[..., self.start : self.start + self.width]
+        else:
+            batch, _, rows, _ = allowed.shape
+            picked = allowed.gather(-1, self.index.view(batch, 1, 1, -1).expand(batch, 1, rows, self.width))
+        return picked & self.ok.view(self.ok.shape[0], 1, 1, -1)
+
+
+def _pad_to(x: torch.Tensor, width: int) -> torch.Tensor:
+    if x.shape[1] >= width:
+        return x[:, :width]
+    return torch.cat([x, x.new_zeros(x.shape[0], width - x.shape[1])], 1)
+
+
+@dataclass
+class _BatchLayout:
+    """What the calibrated layers share for one batch on one device (built once per forward pass)."""
+
+    plan: BasketPlan
+    baskets: list[_KeySet]
+    sizes: list[torch.Tensor]  # [B] content tokens per basket
+    isolated: _KeySet | None  # None: no isolated key in the batch
+    iso_mode: torch.Tensor  # [B, J]
+    iso_value: torch.Tensor  # [B, J]
+    rows: torch.Tensor  # [B] the pooling row of each sequence (one-row plans)
+    masks: list = field(default_factory=list)  # [(attention_mask, key, _BasketMasks)]
+
+    @staticmethod
+    def build(plan: BasketPlan, device: torch.device) -> _BatchLayout:
+        plan = plan.to(device)
+        length = plan.basket_ids.shape[1]
+        align = 1 if device.type == "cpu" else 16  # the CUDA kernel wants aligned bias rows
+        index, ok = basket_gather_index(plan)
+        baskets = [_KeySet.build(index[:, k], ok[:, k], length, align) for k in range(index.shape[1])]
+        iso_index, iso_ok = isolated_gather_index(plan)
+        isolated = _KeySet.build(iso_index, iso_ok, length) if bool(iso_ok.any()) else None
+        return _BatchLayout(
+            plan=plan,
+            baskets=baskets,
+            sizes=[ok[:, k].sum(-1) for k in range(index.shape[1])],
+            isolated=isolated,
+            iso_mode=plan.iso_mode.gather(1, iso_index),
+            iso_value=plan.iso_value.gather(1, iso_index),
+            rows=plan.row_mask.float().argmax(-1),
+        )
+
+
+@dataclass(frozen=True)
+class _BasketMasks:
+    """What one attention mask implies per basket (built once per mask tensor and batch)."""
+
+    biases: list[torch.Tensor]  # [B, 1, Ra, M_k] float32, -inf outside; a row with no key gets one finite dummy key
+    present: list[torch.Tensor | None]  # [B, 1, Ra] bool: the row has a key in the basket (None: every row has)
+    shares: list[torch.Tensor]  # [B, 1, Ra] the basket's calibrated share (equal shares: the same tensor)
+    n_content: torch.Tensor  # [B, 1, Ra] content baskets each row sees
+    iso_ok: torch.Tensor | None  # [B, 1, Ra, J]
+
+    @staticmethod
+    def build(allowed: torch.Tensor, layout: _BatchLayout) -> _BasketMasks:
+        biases, present = [], []
+        for basket in layout.baskets:
+            ok = basket.allowed(allowed)
+            has_key = ok.any(-1)
+            dummy = torch.zeros_like(ok)
+            dummy[..., 0] = ~has_key  # keeps the kernel finite; BasketMerge gives the row no weight
+            bias = torch.zeros(ok.shape, dtype=torch.float32, device=ok.device)
+            biases.append(bias.masked_fill_(~(ok | dummy), float("-inf")))
+            present.append(has_key)
+        stacked = torch.stack(present, -1)  # [B, 1, Ra, K]
+        sizes = torch.stack(layout.sizes, -1).view(stacked.shape[0], 1, 1, -1).float()
+        shares = list(basket_shares(stacked, sizes, layout.plan.weighting).unbind(-1))
+        for k in range(1, len(shares)):
+            if torch.equal(shares[k], shares[k - 1]):
+                shares[k] = shares[k - 1]  # BasketMerge skips the copy of an unchanged share
+        present = [None if bool(p.all()) else p for p in present]
+        iso_ok = None if layout.isolated is None else layout.isolated.allowed(allowed)
+        return _BasketMasks(biases, present, shares, stacked.sum(-1).float(), iso_ok)
 
 
 @dataclass
@@ -37,24 +158,25 @@ class _ActiveCalibration:
     calls: int = 0
     cache: dict = field(default_factory=dict)
 
-    def indices(self, device: torch.device):
+    def layout(self, device: torch.device) -> _BatchLayout:
+        """The batch layout on ``device`` (built at the first calibrated layer, then reused)."""
         key = str(device)
         if key not in self.cache:
-            content_idx, content_ok = basket_gather_index(self.plan)
-            iso_idx, iso_ok = isolated_gather_index(self.plan)
-            plan = self.plan.to(device)
-            iso_mode = plan.iso_mode.gather(1, iso_idx.to(device))
-            iso_value = plan.iso_value.gather(1, iso_idx.to(device))
-            self.cache[key] = (
-                plan,
-                content_idx.to(device),
-                content_ok.to(device),
-                iso_idx.to(device),
-                iso_ok.to(device),
-                iso_mode,
-                iso_value,
-            )
+            self.cache[key] = _BatchLayout.build(self.plan, device)
         return self.cache[key]
+
+    def masks(
+        self, layout: _BatchLayout, attention_mask: torch.Tensor | None, one_row: bool, q_len: int, is_causal: bool
+    ) -> _BasketMasks:
+        """The per-basket biases for ``attention_mask`` (built once per mask tensor, then reused)."""
+        key = (one_row, q_len, is_causal)
+        for mask, mask_key, masks in layout.masks:
+            if mask is attention_mask and mask_key == key:
+                return masks
+        rows = layout.rows.view(-1, 1) if one_row else None
+        masks = _BasketMasks.build(_allowed_keys(attention_mask, layout.plan, rows, q_len, is_causal), layout)
+        layout.masks.append((attention_mask, key, masks))  # holds the mask, so its identity stays unique
+        return masks
 
 
 @contextlib.contextmanager
@@ -101,16 +223,17 @@ def _allowed_keys(
     return valid
 
 
-def _explicit_attention_with_lse(q, k, v, ok, scaling):
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scaling
-    scores = scores.masked_fill(~ok, float("-inf"))
+def _explicit_attention_with_lse(q, k, v, bias, scaling):
+    """Reference form of the fused call: ``(softmax(q kᵀ·scaling + bias) v, logsumexp)``; empty rows give 0, -inf."""
+    if bias.dtype == torch.bool:
+        bias = torch.zeros(bias.shape, dtype=q.dtype, device=q.device).masked_fill(~bias, float("-inf"))
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scaling + bias
     lse = torch.logsumexp(scores, -1)
     probs = torch.exp(scores - torch.where(torch.isfinite(lse), lse, 0.0).unsqueeze(-1))
     return torch.matmul(probs, v), lse
 
 
-def _kernel_attention_with_lse(q, k, v, ok, scaling):
-    bias = torch.zeros(ok.shape, dtype=q.dtype, device=q.device).masked_fill(~ok, float("-inf"))
+def _kernel_attention_with_lse(q, k, v, bias, scaling):
     if q.device.type == "cpu":
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, 0.0, False, attn_mask=bias, scale=scaling
@@ -127,6 +250,26 @@ def _kernel_attention_with_lse(q, k, v, ok, scaling):
 _KERNEL_OK: dict[str, bool] = {}
 
 
+def _attention_with_bias(q, k, v, bias, scaling):
+    """Fused kernel (checked once per device against the explicit form, which is the fallback)."""
+    device = q.device.type
+    if device not in _KERNEL_OK:
+        try:
+            g = torch.Generator(device="cpu").manual_seed(0)  # 16 keys: the width baskets are padded to on GPUs
+            tq = torch.randn(2, 2, 5, 8, generator=g).to(q.device)
+            tk, tv = (torch.randn(2, 2, 16, 8, generator=g).to(q.device) for _ in range(2))
+            tbias = torch.zeros(2, 1, 5, 16).masked_fill(torch.rand(2, 1, 5, 16, generator=g) > 0.7, float("-inf"))
+            tbias[..., 0] = 0.0
+            a = _kernel_attention_with_lse(tq, tk, tv, tbias.to(q.device), 0.3)
+            b = _explicit_attention_with_lse(tq, tk, tv, tbias.to(q.device), 0.3)
+            _KERNEL_OK[device] = bool(torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5))
+        except Exception:
+            _KERNEL_OK[device] = False
+    if not _KERNEL_OK[device]:
+        return _explicit_attention_with_lse(q, k, v, bias, scaling)
+    return _kernel_attention_with_lse(q, k, v, bias, scaling)
+
+
 def attention_with_lse(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ok: torch.Tensor, scaling: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,87 +280,50 @@ def attention_with_lse(
     attention kernel that also returns the log-sum-exp (checked once per device
     against the explicit computation, with the explicit path as fallback).
     """
-    device = q.device.type
-    if device not in _KERNEL_OK:
-        try:
-            g = torch.Generator(device="cpu").manual_seed(0)
-            tq, tk, tv = (torch.randn(2, 2, 5, 8, generator=g).to(q.device) for _ in range(3))
-            tok = (torch.rand(2, 1, 5, 5, generator=g) > 0.3).to(q.device)
-            tok[..., 0] = True
-            a = _kernel_attention_with_lse(tq, tk, tv, tok, 0.3)
-            b = _explicit_attention_with_lse(tq, tk, tv, tok, 0.3)
-            _KERNEL_OK[device] = bool(torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5))
-        except Exception:
-            _KERNEL_OK[device] = False
-    if not _KERNEL_OK[device]:
-        return _explicit_attention_with_lse(q, k, v, ok, scaling)
-    out, lse = _kernel_attention_with_lse(q, k, v, ok, scaling)
-    empty = ~ok.any(-1).expand_as(lse)
-    lse = lse.masked_fill(empty, float("-inf"))
-    out = out.masked_fill(empty.unsqueeze(-1), 0.0)
-    return out, lse
+    empty = ~ok.any(-1, keepdim=True)
+    bias = torch.zeros(ok.shape, dtype=q.dtype, device=q.device).masked_fill(~ok, float("-inf"))
+    bias[..., :1] = bias[..., :1].masked_fill(empty, 0.0)  # a finite dummy key, zeroed below
+    out, lse = _attention_with_bias(q, k, v, bias, scaling)
+    empty = empty.squeeze(-1).expand_as(lse)
+    return out.masked_fill(empty.unsqueeze(-1), 0.0), lse.masked_fill(empty, float("-inf"))
 
 
 def calibrated_rows(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    allowed: torch.Tensor,
+    masks: _BasketMasks,
+    layout: _BatchLayout,
     scaling: float,
-    active: _ActiveCalibration,
     strength: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Calibrated and original outputs ``[B, H, R, d]`` of the rows in ``query``.
+    rows: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Calibrated outputs ``[B, H, R, d]`` (float32) of the rows in ``query``.
 
-    ``allowed`` is ``[B, 1, R, L]``, or ``[B, 1, 1, L]`` when every row may see the
-    same keys. All content baskets go through one fused-kernel call: keys and
-    values are gathered into ``[B*K, H, M, d]`` and the rows repeated per basket.
+    One fused-kernel call per content basket (keys and values restricted to the
+    basket: a view when the basket is the same slice in every sequence, a gather
+    otherwise), each folded into a :class:`BasketMerge` as it comes; in the rare
+    case the unguarded merge overflows, the baskets are merged again guarded.
+    ``rows`` (``[B, R]`` bool) limits the edit; other rows, inactive sequences
+    and rows without content get their original output.
     """
-    plan, content_idx, content_ok, iso_idx, iso_ok, iso_mode, iso_value = active.indices(query.device)
-    batch, heads, rows, dim = query.shape
+    plan = layout.plan
     q, k, v = query.float(), key.float(), value.float()
-    dim_v = v.shape[-1]
-    num_baskets, width = content_idx.shape[1], content_idx.shape[2]
-    allowed_rows = allowed.shape[2]
-
-    flat = content_idx.view(batch, 1, num_baskets * width, 1)
-    kb = k.gather(2, flat.expand(batch, heads, num_baskets * width, dim))
-    vb = v.gather(2, flat.expand(batch, heads, num_baskets * width, dim_v))
-    kb = kb.view(batch, heads, num_baskets, width, dim).transpose(1, 2).reshape(batch * num_baskets, heads, width, dim)
-    vb = (
-        vb.view(batch, heads, num_baskets, width, dim_v)
-        .transpose(1, 2)
-        .reshape(batch * num_baskets, heads, width, dim_v)
-    )
-    qb = q.unsqueeze(1).expand(batch, num_baskets, heads, rows, dim).reshape(batch * num_baskets, heads, rows, dim)
-    ok = allowed.gather(-1, content_idx.view(batch, 1, 1, -1).expand(batch, 1, allowed_rows, num_baskets * width))
-    ok = ok.view(batch, allowed_rows, num_baskets, width).transpose(1, 2)  # [B, K, Ra, M]
-    ok = (ok & content_ok.view(batch, num_baskets, 1, width)).reshape(batch * num_baskets, 1, allowed_rows, width)
-    out_b, lse_b = attention_with_lse(qb, kb, vb, ok, scaling)
-    content_out = out_b.view(batch, num_baskets, heads, rows, dim_v).permute(0, 2, 3, 1, 4)  # [B,H,R,K,d]
-    content_lse = lse_b.view(batch, num_baskets, heads, rows).permute(0, 2, 3, 1)  # [B,H,R,K]
-
-    width_iso = iso_idx.shape[1]
-    gather = iso_idx.view(batch, 1, width_iso, 1)
-    k_iso = k.gather(2, gather.expand(batch, heads, width_iso, dim))
-    v_iso = v.gather(2, gather.expand(batch, heads, width_iso, dim_v))
-    ok_iso = iso_ok.view(batch, 1, 1, width_iso) & allowed.gather(
-        -1, iso_idx.view(batch, 1, 1, width_iso).expand(batch, 1, allowed_rows, width_iso)
-    )
-    s_iso = torch.matmul(q, k_iso.transpose(-1, -2)) * scaling
-    s_iso = s_iso.masked_fill(~ok_iso, float("-inf"))
-    return merge_basket_states(
-        content_lse,
-        content_out,
-        s_iso,
-        v_iso,
-        iso_mode,
-        iso_value,
-        plan.active,
-        plan.strength(strength),
-        basket_lengths=content_ok.sum(-1),
-        basket_weighting=plan.weighting,
-    )
+    iso_scores = iso_values = None
+    if layout.isolated is not None:
+        iso_values = layout.isolated.take(v)
+        iso_scores = torch.matmul(q, layout.isolated.take(k).transpose(-1, -2)) * scaling
+        iso_scores = iso_scores.masked_fill(~masks.iso_ok, float("-inf"))
+    for guard in (False, True):
+        merge = BasketMerge(iso_scores, iso_values, guard=guard)
+        for basket, bias, present, share in zip(layout.baskets, masks.biases, masks.present, masks.shares):
+            out, lse = _attention_with_bias(q, basket.take(k), basket.take(v), bias, scaling)
+            merge.add(lse, out, present, share)
+        if guard or not merge.overflowed():
+            break
+    lam = row_strength(plan.active, plan.strength(strength), masks.n_content, rows)
+    mixed, _ = merge.result(lam, masks.n_content, layout.iso_mode, layout.iso_value)
+    return mixed
 
 
 def _calibrated_attention(
@@ -238,33 +344,34 @@ def _calibrated_attention(
     active.calls += 1
     if layer not in active.strengths:
         return sdpa_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-    plan = active.indices(query.device)[0]
+    layout = active.layout(query.device)
     batch, heads, q_len, dim = query.shape
-    if plan.basket_ids.shape != (batch, key.shape[2]) or q_len != key.shape[2]:
+    if layout.plan.basket_ids.shape != (batch, key.shape[2]) or q_len != key.shape[2]:
         raise RuntimeError(
             "posfair calibration expects one full forward pass over the planned batch "
-            f"(plan {tuple(plan.basket_ids.shape)}, query length {q_len}, key length {key.shape[2]}); "
+            f"(plan {tuple(layout.plan.basket_ids.shape)}, query length {q_len}, key length {key.shape[2]}); "
             "it does not support KV caches or generation"
         )
     scaling = dim**-0.5 if scaling is None else scaling
     is_causal = bool(kwargs.get("is_causal", getattr(module, "is_causal", False)))
     n_rep = heads // key.shape[1]
     k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)
+    strength = active.strengths[layer]
 
-    if plan.all_rows:
-        allowed = _allowed_keys(attention_mask, plan, None, q_len, is_causal)
-        calibrated, original = calibrated_rows(query, k, v, allowed, scaling, active, active.strengths[layer])
-        edit = plan.row_mask.view(batch, 1, q_len, 1)
-        out = torch.where(edit, calibrated, original).to(query.dtype)
-        return out.transpose(1, 2).contiguous(), None
+    if layout.plan.all_rows:
+        masks = active.masks(layout, attention_mask, False, q_len, is_causal)
+        out = calibrated_rows(query, k, v, masks, layout, scaling, strength, rows=layout.plan.row_mask)
+        return out.to(query.dtype).transpose(1, 2).contiguous(), None
 
     out, _ = sdpa_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
-    rows = plan.row_mask.float().argmax(-1).view(batch, 1)  # one pooling row per sequence
+    rows = layout.rows  # one pooling row per sequence
     q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
-    allowed = _allowed_keys(attention_mask, plan, rows, q_len, is_causal)
-    calibrated, _ = calibrated_rows(q_rows, k, v, allowed, scaling, active, active.strengths[layer])
-    out = out.clone()  # SDPA's output may be saved for its backward
-    out[torch.arange(batch, device=out.device), rows.view(-1)] = calibrated[:, :, 0, :].to(out.dtype)
+    masks = active.masks(layout, attention_mask, True, q_len, is_causal)
+    calibrated = calibrated_rows(q_rows, k, v, masks, layout, scaling, strength)[:, :, 0, :]
+    batch_index = torch.arange(batch, device=out.device)
+    kept = out[batch_index, rows]  # [B, H, d]
+    new_rows = torch.where(layout.plan.active.view(batch, 1, 1), calibrated.to(out.dtype), kept)
+    out = out.index_put((batch_index, rows), new_rows)  # not in place: SDPA's output may be saved for backward
     return out, None
 
 

@@ -113,6 +113,32 @@ def basket_lengths(num_content: int, basket_size: int, layout: str = "fixed") ->
     raise ValueError(f'basket_layout must be "fixed" or "equal", got {layout!r}')
 
 
+def content_basket_ids(content: torch.Tensor, basket_size: int, layout: str = "fixed") -> torch.Tensor:
+    """``[B, L]`` basket index of every content position (``EXCLUDED`` elsewhere), without a loop.
+
+    The ``r``-th content token of a row (in order) goes to basket ``r // B``
+    (``"fixed"``), or, for ``"equal"``, to the basket :func:`basket_lengths` puts it in.
+
+    >>> content_basket_ids(torch.tensor([[True, False, True, True, True]]), 2).tolist()
+    [[0, -1, 0, 1, 1]]
+    """
+    if basket_size < 1:
+        raise ValueError(f"basket_size must be a positive integer, got {basket_size}")
+    rank = content.long().cumsum(-1) - 1
+    if layout == "fixed":
+        ids = rank // basket_size
+    elif layout == "equal":
+        total = content.sum(-1, keepdim=True)
+        count = (-(-total // basket_size)).clamp(min=1)
+        base = total // count
+        extra = total - base * count  # the first ``extra`` baskets hold ``base + 1``
+        long_part = extra * (base + 1)
+        ids = torch.where(rank < long_part, rank // (base + 1), extra + (rank - long_part) // base.clamp(min=1))
+    else:
+        raise ValueError(f'basket_layout must be "fixed" or "equal", got {layout!r}')
+    return torch.where(content, ids, torch.full_like(ids, EXCLUDED))
+
+
 def build_plan(
     valid: torch.Tensor,
     isolated_mode: torch.Tensor,
@@ -125,7 +151,7 @@ def build_plan(
     weighting: str = "equal",
     length_reference: int | None = None,
 ) -> BasketPlan:
-    """Assign every key position of a padded batch to a basket.
+    """Assign every key position of a padded batch to a basket (vectorised: no loop over sequences).
 
     Args:
         valid: ``[B, L]`` bool, ``True`` for real (non-padding) tokens.
@@ -141,40 +167,36 @@ def build_plan(
             ``min(1, content_tokens / length_reference)`` (short passages get less).
 
     Returns:
-        The :class:`BasketPlan`.
+        The :class:`BasketPlan`, on the device of ``valid``.
+
+    Raises:
+        ValueError: ``basket_size`` is not positive or ``layout`` is unknown.
     """
     valid = valid.bool()
-    batch, length = valid.shape
     isolated = (isolated_mode != POLICY_NONE) & valid
     content = valid & ~isolated
-    basket_ids = torch.full((batch, length), EXCLUDED, dtype=torch.long)
-    basket_ids[isolated.cpu()] = ISOLATED
-    num_baskets = torch.zeros(batch, dtype=torch.long)
-    max_len = 0
-    content_cpu = content.cpu()
-    for b in range(batch):
-        positions = torch.nonzero(content_cpu[b], as_tuple=False).flatten()
-        lengths = basket_lengths(int(positions.numel()), basket_size, layout)
-        num_baskets[b] = len(lengths)
-        if lengths:
-            max_len = max(max_len, max(lengths))
-            ids = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
-            basket_ids[b, positions] = ids
+    basket_ids = content_basket_ids(content, basket_size, layout)
+    basket_ids = torch.where(isolated, torch.full_like(basket_ids, ISOLATED), basket_ids)
+    total = content.sum(-1)
+    num_baskets = -(-total // basket_size)
+    if layout == "fixed":
+        longest = total.clamp(max=basket_size)
+    else:
+        longest = -(-total // num_baskets.clamp(min=1))
+    max_len = int(longest.max().item()) if longest.numel() else 0
     active = num_baskets >= 1
     if skip_single_basket:
         active &= num_baskets > 1
-    device = valid.device
     scale = None
     if length_reference is not None:
-        content_tokens = content.sum(-1).float()
-        scale = (content_tokens / float(length_reference)).clamp(max=1.0).to(device)
+        scale = (total.float() / float(length_reference)).clamp(max=1.0)
     return BasketPlan(
-        basket_ids=basket_ids.to(device),
+        basket_ids=basket_ids,
         iso_mode=torch.where(isolated, isolated_mode, torch.zeros_like(isolated_mode)).long(),
         iso_value=isolated_value.float(),
-        num_baskets=num_baskets.to(device),
+        num_baskets=num_baskets,
         row_mask=(row_mask.bool() & valid),
-        active=active.to(device),
+        active=active,
         all_rows=all_rows,
         max_basket_len=max_len,
         strength_scale=scale,
@@ -185,32 +207,37 @@ def build_plan(
 def basket_gather_index(plan: BasketPlan) -> tuple[torch.Tensor, torch.Tensor]:
     """Key positions of every content basket, padded: ``([B, K, M], [B, K, M] valid)``.
 
-    ``K`` is the most baskets of any sequence, ``M`` the longest basket.
+    ``K`` is the most baskets of any sequence, ``M`` the longest basket; positions
+    keep their order inside a basket. Vectorised (a stable sort by basket id).
     """
-    batch, _length = plan.basket_ids.shape
+    ids = plan.basket_ids
+    batch, length = ids.shape
     k_max, m_max = max(plan.max_baskets, 1), max(plan.max_basket_len, 1)
-    index = torch.zeros(batch, k_max, m_max, dtype=torch.long)
-    ok = torch.zeros(batch, k_max, m_max, dtype=torch.bool)
-    ids = plan.basket_ids.cpu()
-    for b in range(batch):
-        for k in range(int(plan.num_baskets[b])):
-            pos = torch.nonzero(ids[b] == k, as_tuple=False).flatten()
-            index[b, k, : pos.numel()] = pos
-            ok[b, k, : pos.numel()] = True
-    device = plan.basket_ids.device
-    return index.to(device), ok.to(device)
+    key = torch.where(ids >= 0, ids, torch.full_like(ids, k_max))  # non-content last
+    sorted_key, order = torch.sort(key, dim=-1, stable=True)
+    counts = torch.zeros(batch, k_max + 1, dtype=torch.long, device=ids.device).scatter_add_(
+        1, key, torch.ones_like(key)
+    )
+    starts = counts.cumsum(-1) - counts
+    within = torch.arange(length, device=ids.device).view(1, -1) - starts.gather(1, sorted_key)
+    sel = sorted_key < k_max
+    rows = torch.arange(batch, device=ids.device).view(-1, 1).expand(batch, length)[sel]
+    index = torch.zeros(batch, k_max, m_max, dtype=torch.long, device=ids.device)
+    ok = torch.zeros(batch, k_max, m_max, dtype=torch.bool, device=ids.device)
+    index[rows, sorted_key[sel], within[sel]] = order[sel]
+    ok[rows, sorted_key[sel], within[sel]] = True
+    return index, ok
 
 
 def isolated_gather_index(plan: BasketPlan) -> tuple[torch.Tensor, torch.Tensor]:
-    """Isolated key positions, padded: ``([B, J], [B, J] valid)``."""
-    iso = (plan.basket_ids == ISOLATED).cpu()
-    batch = iso.shape[0]
-    j_max = max(int(iso.sum(-1).max().item()) if batch else 0, 1)
-    index = torch.zeros(batch, j_max, dtype=torch.long)
-    ok = torch.zeros(batch, j_max, dtype=torch.bool)
-    for b in range(batch):
-        pos = torch.nonzero(iso[b], as_tuple=False).flatten()
-        index[b, : pos.numel()] = pos
-        ok[b, : pos.numel()] = True
-    device = plan.basket_ids.device
-    return index.to(device), ok.to(device)
+    """Isolated key positions, in order, padded: ``([B, J], [B, J] valid)``."""
+    iso = plan.basket_ids == ISOLATED
+    batch, length = iso.shape
+    count = iso.sum(-1, keepdim=True)
+    j_max = max(int(count.max().item()) if batch else 0, 1)
+    _, order = torch.sort((~iso).to(torch.uint8), dim=-1, stable=True)  # isolated first
+    index = torch.zeros(batch, j_max, dtype=torch.long, device=iso.device)
+    width = min(j_max, length)
+    index[:, :width] = order[:, :width]
+    ok = torch.arange(j_max, device=iso.device).view(1, -1) < count
+    return torch.where(ok, index, torch.zeros_like(index)), ok

@@ -11,6 +11,8 @@ Two equivalent forms (METHODS.md, part A):
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from llamaindex_posfair.calibration.baskets import (
@@ -128,6 +130,281 @@ def calibrate_weights(
     return torch.where(keep, a, mixed).to(dtype)
 
 
+def row_strength(
+    active: torch.Tensor,
+    strength: float | torch.Tensor,
+    n_content: torch.Tensor,
+    rows: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``[B, *, R, 1]`` ``lambda`` per row: 0 for inactive sequences, rows without content and rows not edited.
+
+    Args:
+        active: ``[B]`` sequences to calibrate.
+        strength: ``lambda``, a float or a per-sequence ``[B]`` tensor.
+        n_content: ``[B, H|1, R]`` content baskets each row can see.
+        rows: optional ``[B, R]`` bool, the rows to edit.
+    """
+    batch = active.shape[0]
+    lam = _strength_tensor(strength, batch, active.device) * active.view(batch, 1, 1, 1).float()
+    if rows is not None:
+        lam = lam * rows.view(batch, 1, -1, 1).float()
+    return lam * (n_content > 0).unsqueeze(-1).float()
+
+
+def basket_shares(present: torch.Tensor, sizes: torch.Tensor | None, weighting: str) -> torch.Tensor:
+    """Calibrated share of the content mass per basket (sums to 1 over the baskets present in a row).
+
+    Args:
+        present: ``[..., K]`` bool, the row can see the basket.
+        sizes: ``[..., K]`` tokens per basket (needed for ``weighting="length"``).
+        weighting: ``"equal"`` or ``"length"``.
+
+    Raises:
+        ValueError: ``weighting`` is unknown, or ``"length"`` without ``sizes``.
+    """
+    if weighting == "length" and sizes is None:
+        raise ValueError('basket_weighting="length" needs basket_lengths')
+    size = torch.ones_like(present, dtype=torch.float32) if sizes is None else sizes.expand_as(present)
+    return _basket_shares(size, present, weighting)
+
+
+class BasketMerge:
+    """Merge per-basket attention states into calibrated rows, one basket at a time, in bounded memory.
+
+    The form of :func:`merge_basket_states` the fast backend uses: baskets arrive
+    one by one (one fused-kernel call each). Up to ``buffer`` basket outputs are
+    kept; if no more arrive, :meth:`result` combines them exactly into one output
+    (one multiply-add per basket). A further basket folds them into a running
+    (online) merge that holds two outputs whatever the number of baskets: the
+    original row, accumulated as ``sum_b exp(lse_b - ref) o_b`` against a per-row
+    reference ``ref`` (the first basket's log-sum-exp, or the isolated keys' largest
+    score), and the calibrated content part. Memory never exceeds
+    ``max(buffer, 2)`` outputs.
+
+    Online, with ``guard=True`` the reference is raised (and the sum rescaled)
+    whenever a basket's log-sum-exp exceeds it by more than :attr:`HEADROOM`, so
+    ``exp`` never overflows; with ``guard=False`` that check (a reduction and a
+    sync per basket) is skipped and :meth:`overflowed` says afterwards whether the
+    sums may have overflowed: then add the baskets again guarded.
+
+    Args:
+        iso_scores: ``[B, H, R, J]`` scores of isolated keys (``-inf`` if absent), or
+            ``None`` when the batch has no isolated key.
+        iso_values: ``[B, H, J, d]`` values of isolated keys (``None`` with ``iso_scores``).
+        guard: check every basket for overflow once merging online (see above).
+        buffer: basket outputs kept for the exact one-output combination (0: always online).
+
+    Example (one row, two baskets; the first holds 90% of the original mass):
+        >>> import torch
+        >>> merge = BasketMerge()
+        >>> yes, half = torch.ones(1, 1, 1, dtype=torch.bool), torch.full((1, 1, 1), 0.5)
+        >>> merge.add(torch.log(torch.full((1, 1, 1), 0.9)), torch.tensor([[[[1.0, 0.0]]]]), yes, half)
+        >>> merge.add(torch.log(torch.full((1, 1, 1), 0.1)), torch.tensor([[[[0.0, 1.0]]]]), yes, half)
+        >>> lam = torch.ones(1, 1, 1, 1)
+        >>> merge.result(lam, torch.full((1, 1, 1), 2.0), torch.zeros(1, 0), torch.zeros(1, 0), original=True)
+        (tensor([[[[0.5000, 0.5000]]]]), tensor([[[[0.9000, 0.1000]]]]))
+    """
+
+    #: Largest ``lse_b - ref`` accumulated online without rescaling (``exp(64)`` is far below float32's limit).
+    HEADROOM = 64.0
+
+    def __init__(
+        self,
+        iso_scores: torch.Tensor | None = None,
+        iso_values: torch.Tensor | None = None,
+        guard: bool = True,
+        buffer: int = 4,
+    ) -> None:
+        self.iso_scores = None if iso_scores is None else iso_scores.float()
+        self.iso_values = None if iso_values is None else iso_values.float()
+        self.guard = guard
+        self.buffer = buffer
+        self._kept: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._online: _OnlineMerge | None = None
+
+    def add(self, lse: torch.Tensor, out: torch.Tensor, present: torch.Tensor | None, share: torch.Tensor) -> None:
+        """Add one content basket.
+
+        Args:
+            lse: ``[B, H, R]`` log-sum-exp of the row's scores over the basket's keys.
+            out: ``[B, H, R, d]`` the basket's normalised output (finite where absent).
+            present: bool, broadcastable to ``lse``: the row has an allowed key in the basket
+                (``None``: every row has).
+            share: broadcastable to ``lse``: the basket's calibrated share (see
+                :func:`basket_shares`); the same tensor for consecutive baskets saves a copy online.
+        """
+        lse = lse.float()
+        if present is not None:
+            lse = torch.where(present, lse, float("-inf"))
+        item = (lse, out.float(), share.float())
+        if self._online is None and len(self._kept) < self.buffer:
+            self._kept.append(item)
+            return
+        if self._online is None:
+            self._online = _OnlineMerge(self.iso_scores, self.iso_values, self.guard, self.HEADROOM)
+            for kept in self._kept:
+                self._online.add(*kept)
+            self._kept = []
+        self._online.add(*item)
+
+    def overflowed(self) -> bool:
+        """Whether an unguarded online merge may have overflowed (then add the baskets again with ``guard=True``)."""
+        return self._online is not None and self._online.overflowed()
+
+    def result(
+        self,
+        lam: torch.Tensor,
+        n_content: torch.Tensor,
+        iso_mode: torch.Tensor,
+        iso_value: torch.Tensor,
+        original: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``(lam * calibrated + (1 - lam) * original, original or None)``, each ``[B, H, R, d]``.
+
+        Consumes the state (the online output reuses its memory).
+
+        Args:
+            lam: ``[B, H|1, R, 1]`` from :func:`row_strength`.
+            n_content: ``[B, H|1, R]`` content baskets each row can see.
+            iso_mode: ``[B, J]`` policy codes; ``iso_value``: ``[B, J]`` fixed weights.
+            original: also return the original rows.
+
+        Raises:
+            ValueError: no basket was added.
+        """
+        iso = (self.iso_scores, self.iso_values, iso_mode, iso_value)
+        if self._online is not None:
+            return self._online.result(lam, n_content, iso, original)
+        if not self._kept:
+            raise ValueError("BasketMerge.result needs at least one content basket; add() was never called")
+        return _combine_kept(self._kept, lam, n_content, iso, original)
+
+
+def _iso_targets(a_iso: torch.Tensor, n_content: torch.Tensor, iso: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    """Target weights of the isolated keys (zero where absent) and the content remainder ``1 - sum``."""
+    scores, _, iso_mode, iso_value = iso
+    batch = iso_mode.shape[0]
+    present = torch.isfinite(scores)
+    n_total = (n_content + present.sum(-1)).unsqueeze(-1)
+    targets = _isolated_targets(a_iso, iso_mode.view(batch, 1, 1, -1), iso_value.view(batch, 1, 1, -1), n_total)
+    targets = torch.where(present, targets, torch.zeros_like(targets))
+    return targets, (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0)
+
+
+def _combine_kept(
+    kept: list, lam: torch.Tensor, n_content: torch.Tensor, iso: tuple, original: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Exact combination of every basket at once: ``sum_b [lam w_b + (1 - lam) m_b] o_b`` (+ isolated keys)."""
+    iso_scores, iso_values = iso[0], iso[1]
+    lse = torch.stack([item[0] for item in kept], -1)  # [B, H, R, K]
+    scores = lse if iso_scores is None else torch.cat([lse, iso_scores], -1)
+    top = torch.nan_to_num(scores.amax(-1, keepdim=True), neginf=0.0)
+    probs = (scores - top).exp_()
+    probs.div_(probs.sum(-1, keepdim=True).clamp(min=torch.finfo(torch.float32).tiny))
+    mass = probs[..., : len(kept)]
+    shares = torch.stack([item[2].expand_as(item[0]) for item in kept], -1)
+    remainder, iso_weights = 1.0, None
+    if iso_scores is not None:
+        a_iso = probs[..., len(kept) :]
+        targets, remainder = _iso_targets(a_iso, n_content, iso)
+        iso_weights = (lam * targets + (1.0 - lam) * a_iso, a_iso)
+    coef = (lam * remainder) * shares + (1.0 - lam) * mass
+    plain = _weighted_sum([item[1] for item in kept], mass) if original else None
+    mixed = _weighted_sum([item[1] for item in kept], coef)
+    if iso_weights is not None:
+        mixed.add_(torch.matmul(iso_weights[0], iso_values))
+        if plain is not None:
+            plain.add_(torch.matmul(iso_weights[1], iso_values))
+    return mixed, plain
+
+
+def _weighted_sum(outs: list[torch.Tensor], weights: torch.Tensor) -> torch.Tensor:
+    """``sum_b weights[..., b, None] * outs[b]``: one multiply-add per output, no stacked copy."""
+    total = outs[0] * weights[..., 0:1]
+    for b in range(1, len(outs)):
+        total.addcmul_(outs[b], weights[..., b : b + 1])
+    return total
+
+
+class _OnlineMerge:
+    """The running two-output merge of :class:`BasketMerge` (see there)."""
+
+    def __init__(self, iso_scores, iso_values, guard: bool, headroom: float) -> None:
+        self.iso_scores, self.iso_values = iso_scores, iso_values
+        self.guard, self.limit = guard, math.exp(headroom)
+        self.acc: torch.Tensor | None = None  # [2, B, H, R, d]: sum exp(lse_b - ref) o_b, sum share_b o_b
+        self.coef: torch.Tensor | None = None  # [2, B, H, R]: this basket's exp(lse_b - ref) and share_b
+        self.ref: torch.Tensor | None = None  # [B, H, R]
+        self.denom: torch.Tensor | None = None  # sum exp(lse_b - ref) (isolated keys included)
+        self._share: torch.Tensor | None = None  # the share now in ``coef[1]``
+
+    def add(self, lse: torch.Tensor, out: torch.Tensor, share: torch.Tensor) -> None:
+        if self.acc is None:
+            self._start(lse, out, share)
+            return
+        mass = torch.sub(lse, self.ref, out=self.coef[0]).exp_()
+        if self.guard and mass.max().item() > self.limit:
+            self._raise_ref(lse)
+            mass = torch.sub(lse, self.ref, out=self.coef[0]).exp_()
+        self.denom.add_(mass)
+        if share is not self._share:
+            self.coef[1].copy_(share.expand_as(lse))
+            self._share = share
+        self.acc.addcmul_(out.unsqueeze(0), self.coef.unsqueeze(-1))
+
+    def _start(self, lse: torch.Tensor, out: torch.Tensor, share: torch.Tensor) -> None:
+        ref = lse
+        if self.iso_scores is not None:
+            ref = torch.maximum(ref, self.iso_scores.amax(-1))
+        # A row with nothing yet gets a finite sentinel: its first basket then exceeds it and sets it.
+        self.ref = torch.nan_to_num(ref, neginf=_UNSET)
+        self.coef = _stacked_empty_like(lse, 2)
+        torch.sub(lse, self.ref, out=self.coef[0]).exp_()
+        self.coef[1].copy_(share.expand_as(lse))
+        self._share = share
+        self.acc = torch.mul(out.unsqueeze(0), self.coef.unsqueeze(-1), out=_stacked_empty_like(out, 2))
+        self.denom = self.coef[0].clone()
+        if self.iso_scores is not None:
+            probs = torch.exp(self.iso_scores - self.ref.unsqueeze(-1))
+            self.acc[0].add_(torch.matmul(probs, self.iso_values))
+            self.denom.add_(probs.sum(-1))
+
+    def _raise_ref(self, lse: torch.Tensor) -> None:
+        new_ref = torch.maximum(self.ref, lse)
+        scale = torch.exp(self.ref - new_ref)
+        self.acc[0].mul_(scale.unsqueeze(-1))
+        self.denom.mul_(scale)
+        self.ref = new_ref
+
+    def overflowed(self) -> bool:
+        # The running sum of masses bounds each of them; NaN or infinity fails the comparison too.
+        return self.denom is not None and not self.denom.max().item() <= self.limit
+
+    def result(self, lam, n_content, iso: tuple, original: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        denom = self.denom.clamp(min=torch.finfo(torch.float32).tiny).unsqueeze(-1)
+        plain = self.acc[0] / denom if original else None
+        remainder, iso_part = 1.0, None
+        if self.iso_scores is not None:
+            a_iso = torch.exp(self.iso_scores - (self.ref.unsqueeze(-1) + torch.log(denom)))
+            targets, remainder = _iso_targets(a_iso, n_content, iso)
+            iso_part = torch.matmul(targets * lam, self.iso_values)
+        mixed = self.acc[1].mul_(lam * remainder).addcmul_(self.acc[0], (1.0 - lam) / denom)
+        if iso_part is not None:
+            mixed.add_(iso_part)
+        return mixed, plain
+
+
+def _stacked_empty_like(x: torch.Tensor, n: int) -> torch.Tensor:
+    """An empty ``[n, *x.shape]`` whose trailing dims have ``x``'s memory order (so views of it keep it)."""
+    order = sorted(range(x.dim()), key=lambda i: -x.stride(i))
+    base = x.new_empty((n, *(x.shape[i] for i in order)))
+    return base.permute(0, *(1 + order.index(i) for i in range(x.dim())))
+
+
+#: Reference of a row that has seen no key yet (finite, so ``exp(-inf - ref)`` is 0, never NaN).
+_UNSET = -1e30
+
+
 def merge_basket_states(
     content_lse: torch.Tensor,
     content_out: torch.Tensor,
@@ -145,7 +422,8 @@ def merge_basket_states(
     With ``o_b`` the softmax-weighted value average inside basket ``b`` and
     ``lse_b`` its log-sum-exp of scores, the original basket mass is
     ``m_b = exp(lse_b - lse_all)`` and the calibrated output is
-    ``sum_b [lambda * w_b + (1 - lambda) * m_b] * o_b``.
+    ``sum_b [lambda * w_b + (1 - lambda) * m_b] * o_b``. All baskets at once;
+    :class:`BasketMerge` (used here) takes them one at a time.
 
     Args:
         content_lse: ``[B, H, R, K]`` log-sum-exp per content basket (``-inf`` if the
@@ -162,36 +440,22 @@ def merge_basket_states(
 
     Returns:
         ``(calibrated, original)``, each ``[B, H, R, d]``.
-    """
-    dtype = content_out.dtype
-    lse = content_lse.float()
-    s_iso = iso_scores.float()
-    lse_all = torch.logsumexp(torch.cat([lse, s_iso], -1), -1, keepdim=True)
-    lse_all = torch.where(torch.isfinite(lse_all), lse_all, torch.zeros_like(lse_all))
-    mass = torch.exp(lse - lse_all)  # [B,H,R,K]
-    a_iso = torch.exp(s_iso - lse_all)  # [B,H,R,J]
-    present = torch.isfinite(lse)
-    iso_present = torch.isfinite(s_iso)
-    n_content = present.sum(-1, keepdim=True).float()
-    n_total = n_content + iso_present.sum(-1, keepdim=True).float()
-    batch = lse.shape[0]
-    targets = _isolated_targets(a_iso, iso_mode.view(batch, 1, 1, -1), iso_value.view(batch, 1, 1, -1), n_total)
-    targets = torch.where(iso_present, targets, torch.zeros_like(targets))
-    if basket_lengths is None:
-        if basket_weighting != "equal":
-            raise ValueError('basket_weighting="length" needs basket_lengths')
-        sizes = torch.ones_like(mass)
-    else:
-        sizes = basket_lengths.float().view(batch, 1, 1, -1).expand_as(mass)
-    remainder = (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0)
-    share = remainder * _basket_shares(sizes, present, basket_weighting)
 
-    out = content_out.float()
-    values = iso_values.float().unsqueeze(2)  # [B,H,1,J,d]
-    original = (mass.unsqueeze(-1) * out).sum(-2) + (a_iso.unsqueeze(-1) * values).sum(-2)
-    calibrated = (share.unsqueeze(-1) * out).sum(-2) + (targets.unsqueeze(-1) * values).sum(-2)
-    lam = _strength_tensor(strength, batch, original.device)
-    mixed = lam * calibrated + (1.0 - lam) * original
-    keep = (~active.view(batch, 1, 1, 1)) | (n_content == 0)
-    mixed = torch.where(keep, original, mixed)
+    Raises:
+        ValueError: ``basket_weighting`` is unknown, or ``"length"`` without ``basket_lengths``.
+    """
+    if basket_weighting not in ("equal", "length"):
+        raise ValueError(f'basket_weighting must be "equal" or "length", got {basket_weighting!r}')
+    dtype = content_out.dtype
+    batch = content_lse.shape[0]
+    present = torch.isfinite(content_lse)
+    sizes = None if basket_lengths is None else basket_lengths.float().view(batch, 1, 1, -1)
+    shares = basket_shares(present, sizes, basket_weighting)
+    merge = BasketMerge(iso_scores, iso_values)
+    for k in range(content_lse.shape[-1]):
+        out = torch.nan_to_num(content_out[..., k, :].float())
+        merge.add(content_lse[..., k], out, present[..., k], shares[..., k])
+    n_content = present.sum(-1).float()
+    lam = row_strength(active, strength, n_content)
+    mixed, original = merge.result(lam, n_content, iso_mode, iso_value, original=True)
     return mixed.to(dtype), original.to(dtype)

@@ -223,7 +223,7 @@ class PosFairEncoder(SpecSettings):
         batch_size = batch_size or self.batch_size
         pooling = self._pooling_for(config) if config is not None else None
         strengths = config.layer_strengths(self.num_layers) if config is not None else {}
-        order = np.argsort([-len(t) for t in texts], kind="stable")
+        order = self._length_order(texts, batch_size)
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         starts = range(0, len(texts), batch_size)
         for start in tqdm(starts, desc="Encoding", disable=not show_progress_bar, unit="batch"):
@@ -253,6 +253,22 @@ class PosFairEncoder(SpecSettings):
         if self.normalize:
             emb = torch.nn.functional.normalize(emb, p=2, dim=-1)
         return emb.cpu().numpy()
+
+    def _length_order(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """Longest first, so each batch pads little: by token count when there is more than one batch.
+
+        One batch keeps sentence-transformers' order (by characters), as nothing is gained.
+        """
+        if len(texts) <= batch_size:
+            return np.argsort([-len(t) for t in texts], kind="stable")
+        encoded = self.tokenizer(
+            texts,
+            truncation=True,
+            max_length=self.max_length,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+        return np.argsort([-len(ids) for ids in encoded], kind="stable")
 
     # ------------------------------------------------------------------ helpers
     def count_tokens(self, texts: Sequence[str]) -> list[int]:

@@ -17,6 +17,7 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from llamaindex_posfair import CalibrationConfig, PosFairEncoder
 from llamaindex_posfair.backends import fast
+from llamaindex_posfair.calibration.baskets import build_plan
 from llamaindex_posfair.calibration.math import calibrate_weights
 
 
@@ -139,3 +140,38 @@ def test_left_and_right_padding_give_the_same_embeddings(tiny_qwen3_path, mixed_
     single = np.stack([enc.encode_documents([t])[0] for t in mixed_texts])
     assert np.abs(left - single).max() <= 1e-5
     assert np.abs(right - single).max() <= 1e-5
+
+
+class _Layer(torch.nn.Module):
+    layer_idx = 0
+    is_causal = False
+
+
+def _calibrated_float64(q, k, v, mask, plan, strength):
+    """Oracle in float64 (a float32 softmax would round the small baskets' mass to 0)."""
+    p = torch.softmax((q.double() @ k.double().transpose(-1, -2) * 8**-0.5).masked_fill(~mask, float("-inf")), -1)
+    cal = torch.zeros_like(p)
+    for b in range(p.shape[0]):
+        n = int(plan.num_baskets[b])
+        for basket in range(n):
+            sel = plan.basket_ids[b] == basket
+            cal[b][..., sel] = p[b][..., sel] / p[b][..., sel].sum(-1, keepdim=True) / n
+    return (strength * cal + (1 - strength) * p) @ v.double()
+
+
+def test_a_basket_that_dwarfs_the_others_is_merged_exactly():
+    """Scores hundreds apart between baskets overflow the unguarded merge; the guarded rerun is exact."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 12, 8, generator=g) for _ in range(3))
+    q = q * 3
+    k[:, :, 8:] = q[:, :, :1] * 10  # the last basket aligns with row 0: its log-sum-exp is ~250 above the first
+    valid = torch.ones(2, 12, dtype=torch.bool)
+    valid[1, 10:] = False
+    zeros = torch.zeros(2, 12, dtype=torch.long)
+    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=4, skip_single_basket=False, all_rows=True)
+    mask = valid.view(2, 1, 1, 12).expand(2, 1, 12, 12)
+    with fast.calibration_context(plan, (0,), 0.7):
+        out, _ = fast.posfair_attention_forward(_Layer(), q, k, v, mask, scaling=8**-0.5)
+    rows = valid.view(2, 12, 1).expand(2, 12, 2)
+    expected = _calibrated_float64(q, k, v, mask, plan, 0.7).transpose(1, 2)
+    assert torch.allclose(out[rows].double(), expected[rows], atol=1e-5)

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llamaindex_posfair.calibration.baskets import (
     EXCLUDED,
     ISOLATED,
     POLICY_EQUAL,
+    POLICY_ORIGINAL,
     basket_gather_index,
     basket_lengths,
     build_plan,
+    isolated_gather_index,
 )
 
 
@@ -57,3 +59,72 @@ def test_single_basket_sequences_are_inactive_when_skipping():
     zeros = torch.zeros(2, 6, dtype=torch.long)
     plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=4, skip_single_basket=True)
     assert plan.active.tolist() == [True, False]
+
+
+# ---------------------------------------------------------------- the vectorised planner vs a plain loop
+def _loop_basket_ids(valid, mode, basket_size, layout):
+    """Oracle: basket ids by walking each sequence's content positions (the planner before vectorising)."""
+    isolated = (mode != 0) & valid
+    content = valid & ~isolated
+    ids = torch.full(valid.shape, EXCLUDED, dtype=torch.long)
+    ids[isolated] = ISOLATED
+    for b in range(valid.shape[0]):
+        positions = torch.nonzero(content[b]).flatten()
+        lengths = basket_lengths(int(positions.numel()), basket_size, layout)
+        if lengths:
+            ids[b, positions] = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    return ids
+
+
+def _loop_gather(plan):
+    """Oracle: basket and isolated key positions, one sequence and basket at a time."""
+    k_max, m_max = max(plan.max_baskets, 1), max(plan.max_basket_len, 1)
+    iso = plan.basket_ids == ISOLATED
+    j_max = max(int(iso.sum(-1).max()), 1)
+    batch = plan.basket_ids.shape[0]
+    index, ok = torch.zeros(batch, k_max, m_max, dtype=torch.long), torch.zeros(batch, k_max, m_max, dtype=torch.bool)
+    iso_index, iso_ok = torch.zeros(batch, j_max, dtype=torch.long), torch.zeros(batch, j_max, dtype=torch.bool)
+    for b in range(batch):
+        for k in range(int(plan.num_baskets[b])):
+            pos = torch.nonzero(plan.basket_ids[b] == k).flatten()
+            index[b, k, : pos.numel()], ok[b, k, : pos.numel()] = pos, True
+        pos = torch.nonzero(iso[b]).flatten()
+        iso_index[b, : pos.numel()], iso_ok[b, : pos.numel()] = pos, True
+    return index, ok, iso_index, iso_ok
+
+
+@st.composite
+def padded_batches(draw):
+    """Random padded batches (left or right padding) with isolated tokens anywhere."""
+    batch, length = draw(st.integers(1, 5)), draw(st.integers(1, 40))
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+    lengths = torch.randint(0, length + 1, (batch,), generator=gen)
+    valid = torch.arange(length).view(1, -1) < lengths.view(-1, 1)
+    if draw(st.booleans()):
+        valid = valid.flip(-1)
+    mode = torch.where(torch.rand(batch, length, generator=gen) < 0.15, POLICY_ORIGINAL, 0)
+    return valid, mode
+
+
+@settings(max_examples=150, deadline=None)
+@given(padded_batches(), st.integers(1, 12), st.sampled_from(["fixed", "equal"]))
+def test_vectorised_plan_equals_the_loop_planner(case, basket_size, layout):
+    valid, mode = case
+    plan = build_plan(valid, mode, torch.zeros(valid.shape), valid, basket_size, layout=layout)
+    assert torch.equal(plan.basket_ids, _loop_basket_ids(valid, mode, basket_size, layout))
+    content = ((mode == 0) & valid).sum(-1).tolist()
+    expected = [basket_lengths(c, basket_size, layout) for c in content]
+    assert plan.num_baskets.tolist() == [len(x) for x in expected]
+    assert plan.max_basket_len == max((max(x) for x in expected if x), default=0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(padded_batches(), st.integers(1, 12), st.sampled_from(["fixed", "equal"]))
+def test_vectorised_gather_indices_equal_the_loop(case, basket_size, layout):
+    valid, mode = case
+    plan = build_plan(valid, mode, torch.zeros(valid.shape), valid, basket_size, layout=layout)
+    index, ok, iso_index, iso_ok = _loop_gather(plan)
+    got_index, got_ok = basket_gather_index(plan)
+    got_iso, got_iso_ok = isolated_gather_index(plan)
+    assert torch.equal(got_ok, ok) and torch.equal(got_index[ok], index[ok])
+    assert torch.equal(got_iso_ok, iso_ok) and torch.equal(got_iso[iso_ok], iso_index[iso_ok])

@@ -14,7 +14,13 @@ from llamaindex_posfair.calibration.baskets import (
     POLICY_ORIGINAL,
     build_plan,
 )
-from llamaindex_posfair.calibration.math import calibrate_weights, merge_basket_states
+from llamaindex_posfair.calibration.math import (
+    BasketMerge,
+    basket_shares,
+    calibrate_weights,
+    merge_basket_states,
+    row_strength,
+)
 
 
 @st.composite
@@ -197,3 +203,72 @@ def test_per_sequence_strength_scales_each_row():
     out = calibrate_weights(attn, plan, torch.tensor([0.0, 1.0]))
     assert torch.equal(out[0], attn[0])
     assert torch.allclose(out[1], torch.tensor([[[0.4375, 0.0625, 0.25, 0.25]]]))
+
+
+def _extreme_states(seed, spread, weighting, late_rows=True):
+    """Per-basket states whose log-sum-exps differ by up to hundreds; some rows see a basket only later."""
+    gen = torch.Generator().manual_seed(seed)
+    batch, heads, rows, baskets, dim = 2, 2, 3, 5, 4
+    lse = torch.randn(batch, heads, rows, baskets, generator=gen, dtype=torch.float64) * spread
+    lse = lse.masked_fill(torch.rand(lse.shape, generator=gen) < 0.3, float("-inf"))  # a row misses a basket
+    first_missing = torch.rand(lse[..., 0].shape, generator=gen) < (0.5 if late_rows else 0.0)
+    lse[..., 0] = torch.where(first_missing, float("-inf"), torch.randn(lse[..., 0].shape, generator=gen) * spread)
+    out = torch.randn(batch, heads, rows, baskets, dim, generator=gen, dtype=torch.float64)
+    present = torch.isfinite(lse)
+    sizes = torch.randint(1, 9, (batch, 1, 1, baskets), generator=gen).double()
+    shares = basket_shares(present, sizes, weighting).double()
+    return lse, out, present, shares
+
+
+def _merged(lse, out, present, shares, guard, buffer=0):
+    merge = BasketMerge(guard=guard, buffer=buffer)
+    for k in range(lse.shape[-1]):
+        merge.add(lse[..., k].float(), out[..., k, :].float(), present[..., k], shares[..., k].float())
+    return merge
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(0, 2**16),
+    st.floats(1.0, 300.0),
+    st.floats(0.0, 1.0),
+    st.sampled_from(["equal", "length"]),
+    st.sampled_from([0, 2, 5]),  # online from the start, kept then folded online, kept and combined at once
+)
+def test_merge_survives_extreme_basket_masses(seed, spread, strength, weighting, buffer):
+    """Baskets whose log-sum-exps differ by hundreds, or that a row sees only later, merge exactly."""
+    lse, out, present, shares = _extreme_states(seed, spread, weighting)
+    batch = lse.shape[0]
+    merge = _merged(lse, out, present, shares, guard=True, buffer=buffer)
+    n_content = present.sum(-1).float()
+    lam = row_strength(torch.ones(batch, dtype=torch.bool), strength, n_content)
+    got, original = merge.result(lam, n_content, torch.zeros(batch, 0), torch.zeros(batch, 0), original=True)
+
+    mass = torch.nan_to_num(torch.softmax(lse, -1), nan=0.0)  # rows that see no basket: all -inf
+    expected_original = (mass.unsqueeze(-1) * out).sum(-2)
+    calibrated = (shares.unsqueeze(-1) * out).sum(-2)
+    expected = lam.double() * calibrated + (1 - lam.double()) * expected_original
+    assert torch.allclose(original.double(), expected_original, atol=1e-5)
+    assert torch.allclose(got.double(), expected, atol=1e-5)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 2**16), st.floats(1.0, 20.0), st.sampled_from(["equal", "length"]))
+def test_unguarded_merge_is_exact_unless_it_reports_overflow(seed, spread, weighting):
+    lse, out, present, shares = _extreme_states(seed, spread, weighting, late_rows=False)
+    guarded, unguarded = _merged(lse, out, present, shares, True), _merged(lse, out, present, shares, False)
+    assert not guarded.overflowed()
+    if unguarded.overflowed():
+        return
+    n_content = present.sum(-1).float()
+    lam = row_strength(torch.ones(lse.shape[0], dtype=torch.bool), 0.5, n_content)
+    none = torch.zeros(lse.shape[0], 0)
+    expected = guarded.result(lam, n_content, none, none)[0]
+    assert torch.allclose(unguarded.result(lam, n_content, none, none)[0], expected, atol=1e-5)
+
+
+def test_unguarded_merge_reports_a_basket_that_outweighs_the_first_by_far():
+    lse = torch.tensor([[[[0.0, 200.0]]]])
+    out = torch.ones(1, 1, 1, 2, 3)
+    present = torch.ones_like(lse, dtype=torch.bool)
+    assert _merged(lse, out, present, torch.full_like(lse, 0.5), guard=False).overflowed()

@@ -77,6 +77,23 @@ def test_batch_size_does_not_change_embeddings(minilm, mixed_texts):
     assert np.abs(one - many).max() <= 1e-5
 
 
+def test_several_batches_are_formed_longest_first_by_token_count(minilm, monkeypatch):
+    texts = ["a" + " " * 400 + "b", "one two three four five six seven eight nine ten", "x y"]  # chars ≠ tokens
+    seen = []
+    encode_batch = minilm._encode_batch
+    monkeypatch.setattr(
+        minilm, "_encode_batch", lambda batch, *args: (seen.append(batch), encode_batch(batch, *args))[1]
+    )
+    minilm.encode_documents(texts, batch_size=1)
+    assert seen == [[texts[1]], [texts[0]], [texts[2]]]
+
+
+def test_token_sorted_batches_still_equal_sentence_transformers(minilm, minilm_st, mixed_texts):
+    ours = minilm.encode_documents(mixed_texts, calibration=None, batch_size=2)
+    theirs = minilm_st.encode(mixed_texts, normalize_embeddings=True, batch_size=2)
+    assert np.abs(ours - theirs).max() <= 1e-6
+
+
 def test_fingerprint_tracks_settings(minilm):
     assert minilm.fingerprint() != minilm.fingerprint(calibration=None)
     assert minilm.fingerprint() == minilm.fingerprint(calibration=CalibrationConfig(basket_size=32))
