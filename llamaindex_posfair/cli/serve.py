@@ -116,6 +116,21 @@ def _flag_message(exc: Any) -> str:
     return "; ".join(parts)
 
 
+def _local_resources(args: argparse.Namespace) -> dict[str, float]:
+    import torch
+
+    return {"CPU": float(args.local_cpus or os.cpu_count() or 1), "GPU": float(torch.cuda.device_count())}
+
+
+def _check_local(problem: str | None) -> None:
+    """Refuse replicas a local Ray cannot place (before starting it)."""
+    if problem:
+        raise CliError(
+            f"{problem} on this machine; lower --num-cpus / --num-gpus / --replicas (0.5 shares a CPU or GPU), "
+            "raise --local-cpus, or pass --ray-address for a cluster"
+        )
+
+
 class _Stop(Exception):
     """Raised in the main thread by SIGTERM / SIGINT."""
 
@@ -130,15 +145,17 @@ def run_serve(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     if not runner.port_is_free(args.host, args.port):
         raise CliError(f"port {args.port} on {args.host} is in use; pick another --port or stop what holds it")
+    if args.ray_address is None:
+        _check_local(runner.missing_resources(config, _local_resources(args)))
     options.quiet_model_logs(args)
     owns_ray = runner.ensure_ray(args.ray_address, args.local_cpus)
     previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        problem = runner.gpus_missing(config)
-        if problem and owns_ray:
-            raise CliError(f"--num-gpus: {problem}; use --num-gpus 0 on CPU, or --ray-address for a cluster")
+        import ray
+
+        problem = runner.missing_resources(config, ray.cluster_resources())
         if problem:
-            print(f"posfair serve: warning: {problem}; replicas wait until GPUs join the cluster", file=sys.stderr)
+            print(f"posfair serve: warning: {problem}; replicas wait until the cluster has them", file=sys.stderr)
         t0 = time.perf_counter()
         try:
             runner.deploy(config, args.host, args.port)

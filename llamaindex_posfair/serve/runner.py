@@ -51,28 +51,31 @@ def ensure_ray(address: str | None, local_cpus: int | None = None, *, log_to_dri
     return True
 
 
-def gpus_needed(config: ServeConfig) -> float:
-    """GPUs the application needs at its fixed (or minimum) replica counts."""
+def resources_needed(config: ServeConfig) -> dict[str, float]:
+    """CPUs and GPUs the model replicas need at their fixed (or minimum) counts (the ingress needs none)."""
     scaling = config.scaling
-    replicas = scaling.min_replicas if scaling.autoscaling else scaling.replicas
-    needed = 2 * scaling.num_gpus * max(1, replicas or 0)  # embed and rerank
+    replicas = max(1, (scaling.min_replicas if scaling.autoscaling else scaling.replicas) or 0)
+    need = {"CPU": 2 * scaling.num_cpus * replicas, "GPU": 2 * scaling.num_gpus * replicas}  # embed and rerank
     if config.image is not None:
         image = config.image.scaling(scaling)
-        needed += image.num_gpus * image.replicas
-    return needed
+        need["CPU"] += image.num_cpus * image.replicas
+        need["GPU"] += image.num_gpus * image.replicas
+    return need
 
 
-def gpus_missing(config: ServeConfig) -> str | None:
-    """Why the cluster cannot place the GPU replicas now, or ``None``."""
-    import ray
+def missing_resources(config: ServeConfig, have: dict[str, float]) -> str | None:
+    """Why ``have`` (e.g. ``ray.cluster_resources()``) cannot place every replica, or ``None``.
 
-    needed = gpus_needed(config)
-    if needed == 0:
+    Ray Serve would otherwise wait, without an error, for resources that never come.
+    """
+    short = [
+        f"{need:g} {kind}s (have {have.get(kind, 0.0):g})"
+        for kind, need in resources_needed(config).items()
+        if need > have.get(kind, 0.0) + 1e-9
+    ]
+    if not short:
         return None
-    have = float(ray.cluster_resources().get("GPU", 0.0))
-    if have >= needed:
-        return None
-    return f"the replicas need {needed:g} GPUs (embed + rerank + image), and the Ray cluster has {have:g}"
+    return "the replicas (embed + rerank + image) need " + " and ".join(short)
 
 
 def deploy(config: ServeConfig, host: str, port: int) -> Any:

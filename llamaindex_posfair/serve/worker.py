@@ -2,7 +2,8 @@
 
 * :class:`EncoderWorker` holds one text encoder and answers *batches* of embed and
   rerank jobs: the texts of all jobs of a kind are cut into forward passes within a
-  token budget (rows x longest row), so one long text does not blow a whole batch;
+  token budget (rows x longest row) and the spec's ``batch_size`` (rows), so one long
+  text does not blow a whole batch;
 * :class:`ImageWorker` holds one multimodal model and its calibration state and
   answers one image rerank job per forward pass.
 
@@ -135,7 +136,7 @@ class EncoderWorker:
             outputs[j].truncated += int(n > window)
         encode = self.encoder.encode_queries if role == "query" else self.encoder.encode_documents
         for group in token_budget_batches([min(n, window) for n in counts], self.token_budget):
-            vectors = encode([slots.texts[i] for i in group], batch_size=len(group))
+            vectors = encode([slots.texts[i] for i in group])  # rows per pass: at most the spec's batch_size
             for row, i in zip(vectors, group):
                 j, t = slots.refs[i]
                 outputs[j].vectors[t] = row
