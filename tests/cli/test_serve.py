@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -85,14 +87,19 @@ class Served:
     def processes(self) -> set[int]:
         """Descendants of the server, and every process naming its Ray temp folder."""
         found = set()
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             found |= {p.pid for p in psutil.Process(self.proc.pid).children(recursive=True)}
-        except psutil.NoSuchProcess:
-            pass
         for p in psutil.process_iter(["pid", "cmdline"]):
             if any(self.ray_tmp in part for part in (p.info["cmdline"] or [])):
                 found.add(p.info["pid"])
         return found
+
+    def close(self) -> None:
+        """Kill the server if a test failed before stopping it; remove its Ray temp folder."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        shutil.rmtree(self.ray_tmp, ignore_errors=True)
 
     def stop(self, timeout: float = 90.0) -> int:
         self.proc.send_signal(signal.SIGTERM)
@@ -136,8 +143,7 @@ def test_sigterm_stops_the_app_and_the_local_ray_it_started(tmp_path, tiny_bert_
         assert r.status_code == 200 and len(r.json()["data"]) == 3
         assert_stops_cleanly(server)
     finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
+        server.close()
 
 
 @pytest.mark.slow
@@ -160,5 +166,4 @@ def test_shipped_defaults_serve_the_in_process_vectors_and_ranking(tmp_path):
         assert [x["index"] for x in r.json()["results"]] == [int(n.node.node_id) for n in local]
         assert_stops_cleanly(server)
     finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
+        server.close()

@@ -7,7 +7,6 @@ bearer token. Everything binds to 127.0.0.1 and every HTTP call has a timeout.
 
 from __future__ import annotations
 
-import base64
 import concurrent.futures as futures
 import os
 import random
@@ -21,10 +20,10 @@ from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle, TextN
 
 pytest.importorskip("ray.serve")
 
-from llamaindex_posfair import EncoderSpec, PosFairEmbedding, PositionFairRerank  # noqa: E402
-from llamaindex_posfair.serve import runner  # noqa: E402
-from llamaindex_posfair.serve.client import ServeMismatchError  # noqa: E402
-from llamaindex_posfair.serve.config import (  # noqa: E402
+from llamaindex_posfair import EncoderSpec, PosFairEmbedding, PositionFairRerank
+from llamaindex_posfair.serve import runner
+from llamaindex_posfair.serve.client import ServeMismatchError
+from llamaindex_posfair.serve.config import (
     BatchingConfig,
     ImageModelSpec,
     RequestLimits,
