@@ -2,7 +2,7 @@
 
 :class:`PosFairEmbedding` and :class:`PositionFairRerank` keep every LlamaIndex
 concern (fields, events, fusion, sorting, logging) and delegate the model work
-to one small backend object with the same three calls:
+to one small backend object with the same calls (``embed``, ``scores`` and their async twins):
 
 * :class:`LocalEncoderBackend`: a loaded :class:`~llamaindex_posfair.PosFairEncoder`;
 * :class:`RemoteEncoderBackend`: a :class:`~llamaindex_posfair.serve.client.ServeClient`
@@ -179,7 +179,6 @@ def encoder_backend(
 
 
 __all__ = [
-    "UNSET",
     "LocalEncoderBackend",
     "RemoteEncoderBackend",
     "cosine_scores",
