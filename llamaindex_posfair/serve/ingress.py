@@ -16,6 +16,7 @@ Nothing here logs request text. Each answer of a batched route carries
 
 # No ``from __future__ import annotations`` here: FastAPI reads the route annotations of the
 # class-based view Ray Serve builds, and string annotations would turn request bodies into query parameters.
+import asyncio
 import hmac
 import logging
 from typing import Any
@@ -52,6 +53,7 @@ from llamaindex_posfair.serve.worker import EmbedJob, ImageJob, RerankJob
 logger = logging.getLogger("posfair.serve")
 
 BATCH_HEADER = "X-Posfair-Batch-Size"
+HEALTH_WAIT_S = 2.0
 OPEN_PATHS = frozenset({"/health"})
 
 api = FastAPI(title="posfair serve", docs_url=None, redoc_url=None, openapi_url=None)
@@ -176,7 +178,14 @@ class Ingress:
         return self._cards
 
     @api.get("/health")
-    async def health(self) -> dict[str, str]:
+    async def health(self) -> Any:
+        """200 once every model deployment has answered (its model is loaded); 503 while they start."""
+        if self._cards is None:
+            try:
+                await asyncio.wait_for(self._models(), timeout=HEALTH_WAIT_S)
+            except (asyncio.TimeoutError, HTTPException):
+                return error_response(503, "the models are still loading", kind="server_unavailable",
+                                      headers={"Retry-After": "1"})  # fmt: skip
         return {"status": "ok"}
 
     @api.get("/v1/models")

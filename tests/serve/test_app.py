@@ -1,8 +1,9 @@
-"""``posfair serve`` on a local Ray (CPU): one Serve app for the whole module.
+"""``posfair serve`` on a local Ray (CPU): one server for the whole module.
 
-The app serves the tiny random BERT (2 embed and 2 rerank replicas, dynamic
-batching) and a tiny random Qwen2-VL with a fitted calibration state, behind a
-bearer token. Everything binds to 127.0.0.1 and every HTTP call has a timeout.
+The server (a ``posfair serve`` subprocess, see ``conftest.py``) serves the tiny
+random BERT (2 embed and 2 rerank replicas, dynamic batching) and a tiny random
+Qwen2-VL with a fitted calibration state, behind a bearer token. Everything binds
+to 127.0.0.1 and every HTTP call has a timeout.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures as futures
 import os
 import random
+import signal
 import time
 from dataclasses import dataclass
 
@@ -21,16 +23,7 @@ from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle, TextN
 pytest.importorskip("ray.serve")
 
 from llamaindex_posfair import EncoderSpec, PosFairEmbedding, PositionFairRerank
-from llamaindex_posfair.serve import runner
 from llamaindex_posfair.serve.client import ServeMismatchError
-from llamaindex_posfair.serve.config import (
-    BatchingConfig,
-    ImageModelSpec,
-    RequestLimits,
-    ScalingConfig,
-    ServeConfig,
-    token_digest,
-)
 
 TOKEN = "test-token-123"
 TIMEOUT = 60.0
@@ -41,9 +34,10 @@ TEXTS = ["short", " ".join(WORDS * 3), " ".join(WORDS * 9), " ".join(WORDS), "wh
 @dataclass
 class Server:
     url: str
-    config: ServeConfig
+    spec: EncoderSpec
     calibration: str
     images: object
+    process: object
 
     def post(self, path, body, token=TOKEN, client=None):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -65,29 +59,26 @@ def fit_calibration(folder, out):
 
 
 @pytest.fixture(scope="module")
-def server(tiny_bert_path, tmp_path_factory):
+def server(tiny_bert_path, tmp_path_factory, serve_process):
     from llamaindex_posfair.multimodal.tiny import write_synthetic_image_folder
 
-    folder = write_synthetic_image_folder(tmp_path_factory.mktemp("serve_images"), count=8, size=56)
+    tmp = tmp_path_factory.mktemp("serve_app")
+    folder = write_synthetic_image_folder(tmp / "images", count=8, size=56)
     calibration = str(folder / "cal.safetensors")
     adapter = fit_calibration(folder, calibration)
-    config = ServeConfig(
-        encoder=EncoderSpec(model=tiny_bert_path, device="cpu").pinned(),
-        image=ImageModelSpec(model="tiny", calibration=calibration),
-        batching=BatchingConfig(max_batch_size=16, batch_wait_timeout_s=0.02, token_budget=4096),
-        limits=RequestLimits(max_inputs=8, max_documents=20, max_text_chars=2000, max_images=6),
-        scaling=ScalingConfig(replicas=2, num_cpus=0),
-        token_sha256=token_digest(TOKEN),
-    )
-    port = runner.free_port()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("POSFAIR_SERVE_TOKEN", TOKEN)
-        owns = runner.ensure_ray(None, 2, log_to_driver=False)
-        try:
-            runner.deploy(config, "127.0.0.1", port)
-            yield Server(f"http://127.0.0.1:{port}", config, calibration, (adapter, folder))
-        finally:
-            runner.stop(owns, config.app_name)
+    flags = ["--model", tiny_bert_path, "--device", "cpu", "--replicas", "2", "--max-batch-size", "16",
+             "--batch-wait-timeout-s", "0.02", "--token-budget", "4096", "--max-inputs", "8", "--max-documents", "20",
+             "--max-text-chars", "2000", "--max-images", "6", "--mm-model", "tiny", "--mm-calibration", calibration]  # fmt: skip
+    process = serve_process(tmp, *flags, token=TOKEN)
+    try:
+        process.wait_ready()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("POSFAIR_SERVE_TOKEN", TOKEN)  # what the remote classes send
+            spec = EncoderSpec(model=tiny_bert_path).pinned()
+            yield Server(process.url, spec, calibration, (adapter, folder), process)
+        process.stop()
+    finally:
+        process.close()
 
 
 # ---------------------------------------------------------------------- HTTP surface
@@ -101,7 +92,7 @@ def test_health_is_open_and_every_other_route_needs_the_token(server):
 def test_models_name_the_spec_fingerprint_and_the_image_model(server):
     body = httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=TIMEOUT).json()
     text, image = body["data"]
-    assert text["fingerprint"] == server.config.encoder.fingerprint()
+    assert text["fingerprint"] == server.spec.fingerprint()
     assert EncoderSpec.model_validate(text["spec"]).fingerprint() == text["fingerprint"]
     assert image["id"] == server.images[0].model_id and image["calibrated_sizes"] == [4]
 
@@ -178,7 +169,7 @@ def test_a_body_that_is_not_json_is_a_400(server):
 def test_remote_embedding_equals_local_sync_and_async(server, tiny_encoder):
     import asyncio
 
-    remote = PosFairEmbedding(spec=EncoderSpec(model=server.config.encoder.model), endpoint=server.url)
+    remote = PosFairEmbedding(spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
     local = PosFairEmbedding(encoder=tiny_encoder)
     assert remote.spec.fingerprint() == local.spec.fingerprint()
     np.testing.assert_allclose(remote.get_query_embedding(TEXTS[4]), local.get_query_embedding(TEXTS[4]), atol=1e-5)
@@ -190,7 +181,7 @@ def test_remote_embedding_equals_local_sync_and_async(server, tiny_encoder):
 
 
 def test_remote_classes_refuse_a_server_with_other_vectors(server):
-    other = EncoderSpec(model=server.config.encoder.model, calibration=None)
+    other = EncoderSpec(model=server.spec.model, calibration=None)
     with pytest.raises(ServeMismatchError, match="serves other vectors .* calibration"):
         PosFairEmbedding(spec=other, endpoint=server.url)
     with pytest.raises(ServeMismatchError, match="serves other vectors"):
@@ -201,7 +192,7 @@ def test_remote_reranker_equals_local_sync_and_async(server, tiny_encoder):
     import asyncio
 
     nodes = [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=0.1 * i) for i, t in enumerate(TEXTS)]
-    remote = PositionFairRerank(top_n=4, spec=EncoderSpec(model=server.config.encoder.model), endpoint=server.url)
+    remote = PositionFairRerank(top_n=4, spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
     local = PositionFairRerank(top_n=4, encoder=tiny_encoder)
     want = local.postprocess_nodes(nodes, query_str="old mills")
     for got in (
@@ -282,19 +273,16 @@ def test_load_is_all_answered_in_real_batches(server, expected):
 
 
 def test_a_replica_killed_mid_load_leaves_no_request_hanging(server, expected):
-    import ray
-
-    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if "#embed#" in a["name"]]
-    assert len(names) == 2
+    pids = server.process.replica_pids("embed")
+    assert len(pids) == 2
     with futures.ThreadPoolExecutor(1) as pool:
         load = pool.submit(_embed_load, server, 160, 16, expected)
         time.sleep(1.0)
-        ray.kill(ray.get_actor(names[0], namespace="serve"), no_restart=True)
+        os.kill(pids[0], signal.SIGKILL)  # the replica dies as an out-of-memory kill would end it
         out = load.result(timeout=4 * TIMEOUT)
     for status, _, message in out:
         assert status == 200 or (status == 503 and "safe to retry" in message), (status, message)
     assert sum(s == 200 for s, _, _ in out) > 0
     # the client retries what the dead replica dropped: a remote call still succeeds
-    remote = PosFairEmbedding(spec=EncoderSpec(model=server.config.encoder.model), endpoint=server.url)
+    remote = PosFairEmbedding(spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
     np.testing.assert_allclose(remote.get_query_embedding(TEXTS[0]), expected["query"][0], atol=1e-5)
-    assert os.environ.get("POSFAIR_SERVE_TOKEN") == TOKEN
