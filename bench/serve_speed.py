@@ -11,7 +11,7 @@ its passages cut to ``--max-chars`` (``--input-type document``).
 
 Usage:
     python bench/serve_speed.py --requests 400 --concurrency 16
-    python bench/serve_speed.py --input-type document --texts-per-request 4 --device cuda --num-gpus 1 --dtype bfloat16
+    python bench/serve_speed.py --input-type document --texts-per-request 4 --device cuda --num-gpus 0.5 --dtype bfloat16
 """
 
 from __future__ import annotations
