@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import threading
 from typing import Any
 
 from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, BaseEmbedding, Embedding
@@ -12,37 +10,15 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM
-from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec, resolve_spec
+from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
+from llamaindex_posfair.integrations.backend import encoder_backend, spec_and_encoder
+
+__all__ = ["DEFAULT_MODEL", "PosFairEmbedding", "spec_and_encoder"]
 
 logger = logging.getLogger(__name__)
 
 #: The default model: all-MiniLM-L6-v2, shipped with the package (works offline).
 DEFAULT_MODEL = BUNDLED_MINILM
-
-
-def count_truncated(encoder: Any, texts: list[str]) -> int:
-    """How many ``texts`` exceed the encoder's window (special tokens included)."""
-    limit = encoder.max_length
-    return sum(1 for n in encoder.count_tokens(texts) if n > limit)
-
-
-def spec_and_encoder(spec: Any, model_name: Any, calibration: Any, encoder: Any, settings: dict) -> tuple[Any, Any]:
-    """The pinned spec and the loaded encoder of a LlamaIndex class's arguments (loads unless ``encoder`` is given).
-
-    Raises:
-        ValueError: settings that disagree with ``spec`` or with the ``encoder``'s spec.
-    """
-    if encoder is not None:
-        if spec is not None and resolve_spec(spec) != encoder.spec:
-            raise ValueError(
-                "spec= differs from the spec of the encoder= passed beside it; pass one of them "
-                "(encoder= already fixes every encoder setting)"
-            )
-        resolve_spec(encoder.spec, model=model_name, calibration=calibration, **settings)  # raises if they disagree
-        return encoder.spec, encoder
-    spec = resolve_spec(spec, model=model_name, calibration=calibration, **settings)
-    encoder = spec.load()
-    return encoder.spec, encoder
 
 
 class PosFairEmbedding(BaseEmbedding):
@@ -61,6 +37,13 @@ class PosFairEmbedding(BaseEmbedding):
     Texts longer than ``max_length`` tokens are truncated by the model; each call
     logs how many were (``warn_on_truncation``). Empty queries raise.
 
+    With ``endpoint=URL`` the model runs on a ``posfair serve`` server instead
+    (:mod:`llamaindex_posfair.serve`): nothing is loaded here, ``spec`` still says which
+    encoder is expected, and the constructor checks that the server's spec fingerprint
+    equals it (a mismatch raises), so remote vectors equal local ones. Network calls are
+    retried with bounded backoff on transient errors; a bearer token is read from
+    ``$POSFAIR_SERVE_TOKEN``.
+
     To rerank results of an index built with another embedding, use
     :class:`~llamaindex_posfair.PositionFairRerank` instead (no re-indexing).
 
@@ -70,7 +53,9 @@ class PosFairEmbedding(BaseEmbedding):
         spec: a whole :class:`EncoderSpec` instead of ``model_name``/``calibration``/settings.
         encoder: an already loaded ``PosFairEncoder`` (or view) to reuse, e.g. shared with a
             reranker; the spec is then the encoder's.
-        embed_batch_size: texts per model call (LlamaIndex's batching).
+        endpoint: URL of a ``posfair serve`` server (``None``: run the model in this process).
+        endpoint_timeout_s: seconds per HTTP call to ``endpoint`` (each retry included).
+        embed_batch_size: texts per model call (LlamaIndex's batching; per request with ``endpoint``).
         warn_on_truncation: log how many texts of each call were truncated.
         **settings: any other :class:`EncoderSpec` field (``query_prompt``, ``max_length``,
             ``dtype``, ``device``, ``dump_tokens``, ``normalize``, ``trust_remote_code``, ...).
@@ -78,6 +63,8 @@ class PosFairEmbedding(BaseEmbedding):
     Raises:
         OSError: the model cannot be found locally or on the hub.
         ValueError: a setting is invalid, or disagrees with ``spec`` (the message names it).
+        llamaindex_posfair.serve.client.ServeMismatchError: ``endpoint`` serves another encoder.
+        llamaindex_posfair.serve.client.ServeError: ``endpoint`` cannot be reached or refuses the token.
 
     Example:
         >>> from llama_index.core import Document, VectorStoreIndex
@@ -86,6 +73,7 @@ class PosFairEmbedding(BaseEmbedding):
         >>> len(embed.get_query_embedding("where is the evidence?"))
         384
         >>> index = VectorStoreIndex.from_documents([Document(text="...")], embed_model=embed)  # doctest: +SKIP
+        >>> remote = PosFairEmbedding(endpoint="http://gpu-host:8000")  # doctest: +SKIP
     """
 
     spec: EncoderSpec = Field(
@@ -93,9 +81,12 @@ class PosFairEmbedding(BaseEmbedding):
         description="Every encoder setting (model and weights hash, calibration, prompts, max length, dtype, ...).",
     )
     warn_on_truncation: bool = Field(default=True, description="Log how many texts per call were truncated.")
+    endpoint: str | None = Field(
+        default=None, description="URL of a `posfair serve` server; None runs the model in this process."
+    )
+    endpoint_timeout_s: float = Field(default=60.0, gt=0, description="Seconds per HTTP call to the endpoint.")
 
-    _encoder: Any = PrivateAttr(default=None)
-    _lock: Any = PrivateAttr(default=None)
+    _backend: Any = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -107,20 +98,25 @@ class PosFairEmbedding(BaseEmbedding):
         embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
         callback_manager: CallbackManager | None = None,
         warn_on_truncation: bool = True,
+        endpoint: str | None = None,
+        endpoint_timeout_s: float = 60.0,
         **settings: Any,
     ) -> None:
         base = {k: settings.pop(k) for k in list(settings) if k in BaseEmbedding.model_fields}
-        spec, encoder = spec_and_encoder(spec, model_name, calibration, encoder, settings)
+        spec, backend = encoder_backend(
+            spec, model_name, calibration, encoder, settings, endpoint=endpoint, timeout_s=endpoint_timeout_s
+        )
         super().__init__(
             spec=spec,
             model_name=spec.model,
             embed_batch_size=embed_batch_size,
             callback_manager=callback_manager,
             warn_on_truncation=warn_on_truncation,
+            endpoint=endpoint,
+            endpoint_timeout_s=endpoint_timeout_s,
             **base,
         )
-        self._encoder = encoder
-        self._lock = threading.Lock()
+        self._backend = backend
 
     @classmethod
     def class_name(cls) -> str:
@@ -129,8 +125,12 @@ class PosFairEmbedding(BaseEmbedding):
     @property
     def encoder(self) -> Any:
         """The underlying :class:`~llamaindex_posfair.PosFairEncoder` (also satisfies
-        ``qdrant_tools.ingest.Encoder``)."""
-        return self._encoder
+        ``qdrant_tools.ingest.Encoder``).
+
+        Raises:
+            RuntimeError: with ``endpoint`` (no model is loaded in this process).
+        """
+        return local_encoder(self._backend, self.endpoint)
 
     @property
     def calibration(self) -> Any:
@@ -142,25 +142,34 @@ class PosFairEmbedding(BaseEmbedding):
         return self.spec.fingerprint()
 
     # ------------------------------------------------------------------ sync
-    def _encode(self, texts: list[str], role: str) -> list[Embedding]:
-        if self.warn_on_truncation:
-            n = count_truncated(self._encoder, texts)
-            if n:
-                logger.warning(
-                    "%d of %d %ss exceed max_length=%d tokens and were truncated by the model; "
-                    "chunk them shorter (e.g. a SentenceSplitter with chunk_size <= %d)",
-                    n,
-                    len(texts),
-                    role,
-                    self._encoder.max_length,
-                    self._encoder.max_length,
-                )
+    def _warn(self, texts: list[str], role: str, truncated: int) -> None:
+        if truncated:
+            limit = self._backend.max_length
+            logger.warning(
+                "%d of %d %ss exceed max_length=%d tokens and were truncated by the model; "
+                "chunk them shorter (e.g. a SentenceSplitter with chunk_size <= %d)",
+                truncated,
+                len(texts),
+                role,
+                limit,
+                limit,
+            )
         empty = sum(1 for t in texts if not t.strip())
         if empty:
             logger.warning("%d of %d %ss are empty; their embeddings carry no content", empty, len(texts), role)
-        fn = self._encoder.encode_queries if role == "query" else self._encoder.encode_documents
-        with self._lock:
-            arr = fn(texts, batch_size=self.embed_batch_size)
+
+    def _encode(self, texts: list[str], role: str) -> list[Embedding]:
+        arr, truncated = self._backend.embed(
+            texts, _kind(role), batch_size=self.embed_batch_size, count=self.warn_on_truncation
+        )
+        self._warn(texts, role, truncated if self.warn_on_truncation else 0)
+        return arr.tolist()
+
+    async def _aencode(self, texts: list[str], role: str) -> list[Embedding]:
+        arr, truncated = await self._backend.aembed(
+            texts, _kind(role), batch_size=self.embed_batch_size, count=self.warn_on_truncation
+        )
+        self._warn(texts, role, truncated if self.warn_on_truncation else 0)
         return arr.tolist()
 
     @staticmethod
@@ -178,13 +187,33 @@ class PosFairEmbedding(BaseEmbedding):
     def _get_text_embeddings(self, texts: list[str]) -> list[Embedding]:
         return self._encode(list(texts), "text")
 
-    # ------------------------------------------------------------------ async (worker thread)
+    # ------------------------------------------------------------------ async (worker thread or async HTTP)
     async def _aget_query_embedding(self, query: str) -> Embedding:
         self._check_query(query)
-        return (await asyncio.to_thread(self._encode, [query], "query"))[0]
+        return (await self._aencode([query], "query"))[0]
 
     async def _aget_text_embedding(self, text: str) -> Embedding:
-        return (await asyncio.to_thread(self._encode, [text], "text"))[0]
+        return (await self._aencode([text], "text"))[0]
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[Embedding]:
-        return await asyncio.to_thread(self._encode, list(texts), "text")
+        return await self._aencode(list(texts), "text")
+
+
+def _kind(role: str) -> str:
+    """``"query"`` or ``"document"`` (LlamaIndex's texts are documents)."""
+    return "query" if role == "query" else "document"
+
+
+def local_encoder(backend: Any, endpoint: str | None) -> Any:
+    """The loaded encoder of a local backend.
+
+    Raises:
+        RuntimeError: the class runs its model on ``endpoint``.
+    """
+    encoder = getattr(backend, "encoder", None)
+    if encoder is None:
+        raise RuntimeError(
+            f"no encoder is loaded in this process: the model runs on {endpoint}; build the class without "
+            "endpoint= to use the encoder directly"
+        )
+    return encoder

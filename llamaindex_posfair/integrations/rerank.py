@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any, Literal
 
 import numpy as np
@@ -15,7 +14,8 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
-from llamaindex_posfair.integrations.embedding import spec_and_encoder
+from llamaindex_posfair.integrations.backend import BackendEncoder, encoder_backend
+from llamaindex_posfair.integrations.embedding import local_encoder
 from llamaindex_posfair.integrations.node_scoring import NodeScorer, Scoring
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
@@ -64,6 +64,11 @@ class PositionFairRerank(BaseNodePostprocessor):
     candidates (min-max makes BM25 and cosine scales comparable); with
     ``w = 0`` (default) it is the cosine itself.
 
+    With ``endpoint=URL`` the model runs on a ``posfair serve`` server (same
+    encoder: the constructor checks the server's spec fingerprint): node scoring
+    is one ``POST /v1/rerank``; sub-chunks are cut here and embedded by the
+    server (``POST /v1/embed``). Fusion, ``top_n`` and events stay here.
+
     Emits LlamaIndex's ``ReRankStartEvent``/``ReRankEndEvent`` and a
     ``RERANKING`` callback event, as ``SentenceTransformerRerank`` does.
     For embedding at indexing time use :class:`~llamaindex_posfair.PosFairEmbedding`.
@@ -84,16 +89,20 @@ class PositionFairRerank(BaseNodePostprocessor):
         node_weight: weight of the node cosine in ``"fusion"``.
         drop_duplicates: drop exact duplicate candidates before scoring.
         encoder: an already loaded ``PosFairEncoder`` (or view) to reuse; the spec is then the encoder's.
+        endpoint: URL of a ``posfair serve`` server (``None``: run the model in this process).
+        endpoint_timeout_s: seconds per HTTP call to ``endpoint``.
         **settings: any other ``EncoderSpec`` field (``query_prompt``, ``max_length``, ``device``, ...).
 
     Raises:
         ValueError: no query, or an empty query.
+        llamaindex_posfair.serve.client.ServeMismatchError: ``endpoint`` serves another encoder.
 
     Example:
         >>> from llamaindex_posfair import CalibrationConfig, PositionFairRerank
         >>> rerank = PositionFairRerank(top_n=3, calibration=CalibrationConfig(strength=0.5))
         >>> engine = index.as_query_engine(similarity_top_k=20, node_postprocessors=[rerank])  # doctest: +SKIP
         >>> nodes = rerank.postprocess_nodes(retriever.retrieve("q"), query_str="q")  # doctest: +SKIP
+        >>> remote = PositionFairRerank(top_n=3, endpoint="http://gpu-host:8000")  # doctest: +SKIP
     """
 
     top_n: int = Field(default=5, gt=0, description="Number of nodes returned, best first.")
@@ -128,8 +137,12 @@ class PositionFairRerank(BaseNodePostprocessor):
         default=True, description="Drop exact duplicate candidates (same text and source) before scoring."
     )
 
-    _encoder: Any = PrivateAttr(default=None)
-    _lock: Any = PrivateAttr(default=None)
+    endpoint: str | None = Field(
+        default=None, description="URL of a `posfair serve` server; None runs the model in this process."
+    )
+    endpoint_timeout_s: float = Field(default=60.0, gt=0, description="Seconds per HTTP call to the endpoint.")
+
+    _backend: Any = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -139,13 +152,16 @@ class PositionFairRerank(BaseNodePostprocessor):
         calibration: Any = UNSET,
         spec: Any = None,
         encoder: Any = None,
+        endpoint: str | None = None,
+        endpoint_timeout_s: float = 60.0,
         **settings: Any,
     ) -> None:
         own = {k: settings.pop(k) for k in list(settings) if k in type(self).model_fields}
-        spec, encoder = spec_and_encoder(spec, model_name, calibration, encoder, settings)
-        super().__init__(top_n=top_n, spec=spec, **own)
-        self._encoder = encoder
-        self._lock = threading.Lock()
+        spec, backend = encoder_backend(
+            spec, model_name, calibration, encoder, settings, endpoint=endpoint, timeout_s=endpoint_timeout_s
+        )
+        super().__init__(top_n=top_n, spec=spec, endpoint=endpoint, endpoint_timeout_s=endpoint_timeout_s, **own)
+        self._backend = backend
 
     @classmethod
     def class_name(cls) -> str:
@@ -153,27 +169,22 @@ class PositionFairRerank(BaseNodePostprocessor):
 
     @property
     def encoder(self) -> Any:
-        """The underlying :class:`~llamaindex_posfair.PosFairEncoder`."""
-        return self._encoder
+        """The underlying :class:`~llamaindex_posfair.PosFairEncoder`.
+
+        Raises:
+            RuntimeError: with ``endpoint`` (no model is loaded in this process).
+        """
+        return local_encoder(self._backend, self.endpoint)
 
     @property
     def model_name(self) -> str:
         """The model id (reported in LlamaIndex's rerank events)."""
         return self.spec.model
 
-    def _scores(self, query: str, texts: list[str]) -> np.ndarray:
-        scorer = NodeScorer(
-            self._encoder,
-            scoring=self.scoring,
-            subchunks=SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap),
-            node_weight=self.node_weight,
-        )
-        with self._lock:
-            return scorer.scores(query, texts)
-
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
+    def _start(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None
+    ) -> tuple[list[NodeWithScore], str, list[str]]:
+        """Check the query, emit the start event; the candidates (duplicates dropped), the query, their texts."""
         if query_bundle is None:
             raise ValueError("PositionFairRerank needs the query: pass query_bundle= or query_str=")
         query = query_bundle.query_str
@@ -184,12 +195,11 @@ class PositionFairRerank(BaseNodePostprocessor):
         )
         if self.drop_duplicates:
             nodes = drop_duplicates(nodes)
-        if not nodes:
-            dispatcher.event(ReRankEndEvent(nodes=[]))
-            return []
         mode = _MODES[self.metadata_mode]
-        texts = [n.node.get_content(metadata_mode=mode) for n in nodes]
-        with self.callback_manager.event(
+        return nodes, query, [n.node.get_content(metadata_mode=mode) for n in nodes]
+
+    def _event(self, nodes: list[NodeWithScore], query: str) -> Any:
+        return self.callback_manager.event(
             CBEventType.RERANKING,
             payload={
                 EventPayload.NODES: nodes,
@@ -197,26 +207,62 @@ class PositionFairRerank(BaseNodePostprocessor):
                 EventPayload.QUERY_STR: query,
                 EventPayload.TOP_K: self.top_n,
             },
-        ) as event:
-            cosine = self._scores(query, texts)
-            if self.fusion_weight > 0:
-                first = np.array([n.score if n.score is not None else np.nan for n in nodes], dtype=np.float64)
-                first = np.where(np.isnan(first), np.nanmin(first) if np.isfinite(first).any() else 0.0, first)
-                scores = (1 - self.fusion_weight) * _minmax(cosine) + self.fusion_weight * _minmax(first)
-            else:
-                scores = cosine
-            out = []
-            for n, s in zip(nodes, scores):
-                if self.keep_retrieval_score:
-                    n.node.metadata["retrieval_score"] = n.score
-                out.append(NodeWithScore(node=n.node, score=float(s)))
-            out.sort(key=lambda n: -n.score)
-            out = out[: self.top_n]
-            event.on_end(payload={EventPayload.NODES: out})
+        )
+
+    def _ranked(self, nodes: list[NodeWithScore], cosine: np.ndarray) -> list[NodeWithScore]:
+        """The ``top_n`` nodes by cosine (fused with the first-stage score when ``fusion_weight > 0``)."""
+        if self.fusion_weight > 0:
+            first = np.array([n.score if n.score is not None else np.nan for n in nodes], dtype=np.float64)
+            first = np.where(np.isnan(first), np.nanmin(first) if np.isfinite(first).any() else 0.0, first)
+            scores = (1 - self.fusion_weight) * _minmax(cosine) + self.fusion_weight * _minmax(first)
+        else:
+            scores = cosine
+        out = []
+        for n, s in zip(nodes, scores):
+            if self.keep_retrieval_score:
+                n.node.metadata["retrieval_score"] = n.score
+            out.append(NodeWithScore(node=n.node, score=float(s)))
+        out.sort(key=lambda n: -n.score)
+        return out[: self.top_n]
+
+    def _scores(self, query: str, texts: list[str]) -> np.ndarray:
+        """One score per candidate text (``scoring`` applied; fusion with the first stage is done later)."""
+        if self.scoring == "node":
+            return self._backend.scores(query, texts)
+        scorer = NodeScorer(
+            BackendEncoder(self._backend),
+            scoring=self.scoring,
+            subchunks=SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap),
+            node_weight=self.node_weight,
+        )
+        return scorer.scores(query, texts)
+
+    @staticmethod
+    def _end(out: list[NodeWithScore]) -> list[NodeWithScore]:
         dispatcher.event(ReRankEndEvent(nodes=out))
         return out
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        nodes, query, texts = self._start(nodes, query_bundle)
+        if not nodes:
+            return self._end([])
+        with self._event(nodes, query) as event:
+            out = self._ranked(nodes, self._scores(query, texts))
+            event.on_end(payload={EventPayload.NODES: out})
+        return self._end(out)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
+        """Async: with ``endpoint`` the server call is awaited; a local model runs in a worker thread."""
+        if self.endpoint is None or self.scoring != "node":
+            return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
+        nodes, query, texts = self._start(nodes, query_bundle)
+        if not nodes:
+            return self._end([])
+        with self._event(nodes, query) as event:
+            out = self._ranked(nodes, await self._backend.ascores(query, texts))
+            event.on_end(payload={EventPayload.NODES: out})
+        return self._end(out)

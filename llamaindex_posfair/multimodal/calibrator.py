@@ -36,6 +36,7 @@ __all__ = [
     "CalibrationState",
     "CalibratorConfig",
     "SlotTables",
+    "check_fitted_size",
     "self_consistency_scores",
 ]
 
@@ -119,6 +120,22 @@ class SlotTables:
         return int(self.bias.shape[0])
 
 
+def check_fitted_size(n: int, fitted: Sequence[int]) -> None:
+    """Raise :class:`CalibrationMismatchError` unless a state fitted for ``fitted`` sizes covers ``n`` candidates."""
+    if n in fitted:
+        return
+    fitted = sorted(fitted)
+    if fitted and n > max(fitted):
+        raise CalibrationMismatchError(
+            f"got {n} candidate images but the calibration was fitted for at most N={max(fitted)} "
+            f"(fitted sizes: {fitted}); retrieve at most {max(fitted)} images or refit with samples of {n} candidates"
+        )
+    raise CalibrationMismatchError(
+        f"got {n} candidate images but the calibration has no tables for N={n} (fitted sizes: {fitted}); "
+        f"refit including samples of {n} candidates"
+    )
+
+
 @dataclass
 class CalibrationState:
     """Fitted calibration: model identity, layer range and per-``N`` tables.
@@ -142,18 +159,8 @@ class CalibrationState:
 
     def table(self, n: int) -> SlotTables:
         """The tables for ``n`` candidates, or a clear error if not fitted."""
-        if n in self.tables:
-            return self.tables[n]
-        fitted = self.sizes
-        if fitted and n > max(fitted):
-            raise CalibrationMismatchError(
-                f"got {n} candidate images but the calibration was fitted for at most N={max(fitted)} "
-                f"(fitted sizes: {fitted}); retrieve at most {max(fitted)} images or refit with samples of {n} candidates"
-            )
-        raise CalibrationMismatchError(
-            f"got {n} candidate images but the calibration has no tables for N={n} (fitted sizes: {fitted}); "
-            f"refit including samples of {n} candidates"
-        )
+        check_fitted_size(n, self.sizes)
+        return self.tables[n]
 
     def check_model(self, model_id: str) -> None:
         """Raise :class:`CalibrationMismatchError` if fitted for another model/prompt."""

@@ -5,6 +5,10 @@ Takes the query and the retrieved ``ImageNode``s (e.g. from a
 multimodal LLM over all of them in retrieval order, and orders them by the
 calibrated score (the softmax of the corrected scores over the ``N``
 candidates). The retrieval score is kept in ``metadata["retrieval_score"]``.
+
+With ``endpoint=URL`` the forward pass runs on a ``posfair serve`` server
+(``POST /v1/rerank-images``); the images are loaded here (so a missing or corrupt
+file is named here) and sent losslessly as PNG.
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from .calibrator import AttentionGuidedCalibrator, CalibrationState, CalibratorConfig
+from .calibrator import AttentionGuidedCalibrator, CalibrationState, CalibratorConfig, check_fitted_size
 from .images import load_node_image
 from .types import MultiImageScorer
 
-__all__ = ["AttentionGuidedImageRerank"]
+__all__ = ["AttentionGuidedImageRerank", "make_calibrator", "slot_probabilities"]
 
 dispatcher = get_dispatcher(__name__)
 
@@ -46,25 +50,87 @@ def _restore_serialised(scorer: MultiImageScorer, calibration: Any, kwargs: dict
     return stored_path if calibration is None else calibration
 
 
+def make_calibrator(
+    state: CalibrationState, top_k_layers: int, sharpen: float, variant: str
+) -> AttentionGuidedCalibrator:
+    """The calibrator of a fitted state with these inference settings (cheap: no model call)."""
+    cfg = CalibratorConfig(top_k=top_k_layers, sharpen=sharpen, layer_range=state.layer_range, variant=variant)
+    return AttentionGuidedCalibrator(cfg, state)
+
+
+def slot_probabilities(
+    scorer: MultiImageScorer, calibrator: AttentionGuidedCalibrator | None, method: str, query: str, images: list
+) -> torch.Tensor:
+    """One forward pass; the probability ``[N]`` of each image being the answer (in the given order).
+
+    ``method="vanilla"`` is the softmax of the model's answer scores; the other methods
+    correct them with ``calibrator`` (required for them).
+    """
+    result = scorer.score(query, images)
+    if method == "vanilla":
+        raw = result.logits.double()
+    else:
+        raw = calibrator.scores(result, method)
+    return torch.softmax(raw, dim=0)
+
+
+class _LocalImageBackend:
+    """The multimodal model runs in this process."""
+
+    def __init__(self, scorer: MultiImageScorer, calibrator: AttentionGuidedCalibrator | None) -> None:
+        self.scorer = scorer
+        self.calibrator = calibrator
+
+    def probabilities(self, query: str, images: list, settings: dict[str, Any]) -> torch.Tensor:
+        return slot_probabilities(self.scorer, self.calibrator, settings["method"], query, images)
+
+
+class _RemoteImageBackend:
+    """The multimodal model runs on a ``posfair serve`` server."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def probabilities(self, query: str, images: list, settings: dict[str, Any]) -> torch.Tensor:
+        from llamaindex_posfair.serve.client import image_to_base64
+
+        probs = self.client.rerank_images(query, [image_to_base64(im) for im in images], **settings)
+        return torch.tensor(probs, dtype=torch.float64)
+
+    async def aprobabilities(self, query: str, images: list, settings: dict[str, Any]) -> torch.Tensor:
+        from llamaindex_posfair.serve.client import image_to_base64
+
+        encoded = await asyncio.to_thread(lambda: [image_to_base64(im) for im in images])
+        probs = await self.client.arerank_images(query, encoded, **settings)
+        return torch.tensor(probs, dtype=torch.float64)
+
+
 class AttentionGuidedImageRerank(BaseNodePostprocessor):
     """Rerank retrieved image nodes with an attention-calibrated multimodal LLM.
 
     Args:
         scorer: the multimodal model adapter (e.g.
-            :class:`~llamaindex_posfair.multimodal.qwen_adapter.QwenVLAdapter`).
+            :class:`~llamaindex_posfair.multimodal.qwen_adapter.QwenVLAdapter`);
+            ``None`` with ``endpoint``.
         calibration: a fitted :class:`CalibrationState` or the path of a saved
-            one; required unless ``method="vanilla"``.
+            one; required unless ``method="vanilla"``. With ``endpoint`` the server
+            holds the state; a path given here must then be the same file (checked).
+        endpoint: URL of a ``posfair serve`` server with an image model (``None``: local).
+        endpoint_timeout_s: seconds per HTTP call to ``endpoint``.
         top_n: number of nodes returned.
         method: ``"ours"`` (calibrated, default), ``"vanilla"``, ``"pride"`` or ``"attention"``.
         top_k_layers, sharpen, variant: inference settings of the calibrator.
         keep_retrieval_score: keep the retriever's score in ``metadata["retrieval_score"]``.
 
     Raises:
-        ValueError: missing calibration for a calibrated method.
-        CalibrationMismatchError: the calibration was fitted for another model.
+        ValueError: missing calibration for a calibrated method, or neither/both of
+            ``scorer`` and ``endpoint``.
+        CalibrationMismatchError: the calibration was fitted for another model, or the
+            server's model or calibration differs from ``model_id`` / ``calibration``.
 
     Example:
         >>> rerank = AttentionGuidedImageRerank(scorer=adapter, calibration="cal.safetensors", top_n=3)  # doctest: +SKIP
+        >>> remote = AttentionGuidedImageRerank(endpoint="http://gpu-host:8000", top_n=3)  # doctest: +SKIP
         >>> engine = index.as_query_engine(similarity_top_k=4, node_postprocessors=[rerank])  # doctest: +SKIP
 
     Use ``SentenceTransformerRerank`` for text nodes instead.
@@ -87,48 +153,112 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
     calibration_path: str | None = Field(
         default=None, description="Path of the calibration state, when it was loaded from a file."
     )
+    endpoint: str | None = Field(
+        default=None, description="URL of a `posfair serve` server; None runs the model in this process."
+    )
+    endpoint_timeout_s: float = Field(default=120.0, gt=0, description="Seconds per HTTP call to the endpoint.")
 
-    _scorer: Any = PrivateAttr()
-    _calibrator: AttentionGuidedCalibrator | None = PrivateAttr(default=None)
+    _backend: Any = PrivateAttr(default=None)
+    _sizes: list[int] | None = PrivateAttr(default=None)
 
     def __init__(
         self,
-        scorer: MultiImageScorer,
+        scorer: MultiImageScorer | None = None,
         calibration: CalibrationState | str | Path | None = None,
+        *,
+        endpoint: str | None = None,
         **kwargs: Any,
     ) -> None:
+        if (scorer is None) == (endpoint is None):
+            raise ValueError("pass either scorer= (a local multimodal model) or endpoint= (a posfair serve URL)")
+        if endpoint is not None:
+            self._init_remote(endpoint, calibration, kwargs)
+            return
         calibration = _restore_serialised(scorer, calibration, kwargs)
         path = None
         if isinstance(calibration, (str, Path)):
             path = str(calibration)
             calibration = CalibrationState.load(calibration, model_id=scorer.model_id)
         super().__init__(model_id=scorer.model_id, calibration_path=path, **kwargs)
-        if calibration is None and self.method != "vanilla":
-            raise ValueError(
-                f"method={self.method!r} needs a calibration state; fit one with "
-                "AttentionGuidedCalibrator().fit(scorer, samples) (it returns the state; .save(path) writes it) "
-                "or use method='vanilla'"
-            )
-        self._scorer = scorer
+        self._require_calibration(calibration is not None)
+        calibrator = None
         if calibration is not None:
             calibration.check_model(scorer.model_id)
-            cfg = CalibratorConfig(
-                top_k=self.top_k_layers, sharpen=self.sharpen, layer_range=calibration.layer_range, variant=self.variant
+            calibrator = make_calibrator(calibration, self.top_k_layers, self.sharpen, self.variant)
+            self._sizes = calibration.sizes
+        self._backend = _LocalImageBackend(scorer, calibrator)
+
+    def _init_remote(self, endpoint: str, calibration: Any, kwargs: dict[str, Any]) -> None:
+        from llamaindex_posfair.serve.client import ServeClient
+
+        if isinstance(calibration, CalibrationState):
+            raise ValueError(
+                "with endpoint= the server holds the calibration state; pass its file path to check it, or nothing"
             )
-            self._calibrator = AttentionGuidedCalibrator(cfg, calibration)
+        stored_path = kwargs.pop("calibration_path", None)  # from_dict(to_dict()) passes it
+        calibration = stored_path if calibration is None else calibration
+        client = ServeClient(endpoint, timeout_s=kwargs.get("endpoint_timeout_s", 120.0))
+        card = client.check_image_model(kwargs.pop("model_id", None) or None, calibration)
+        path = str(calibration) if calibration is not None else None
+        super().__init__(model_id=card.id, calibration_path=path, endpoint=endpoint, **kwargs)
+        self._require_calibration(bool(card.calibrated_sizes))
+        self._sizes = card.calibrated_sizes
+        self._backend = _RemoteImageBackend(client)
+
+    def _require_calibration(self, present: bool) -> None:
+        if not present and self.method != "vanilla":
+            raise ValueError(
+                f"method={self.method!r} needs a calibration state; fit one with "
+                "AttentionGuidedCalibrator().fit(scorer, samples) (it returns the state; .save(path) writes it), "
+                "start the server with --mm-calibration, or use method='vanilla'"
+            )
+
+    def _check_count(self, n: int) -> None:
+        """Fail before loading anything when the calibration has no tables for ``n`` images."""
+        if self._sizes is not None:
+            check_fitted_size(n, self._sizes)
 
     @classmethod
     def class_name(cls) -> str:
         return "AttentionGuidedImageRerank"
 
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "top_k_layers": self.top_k_layers,
+            "sharpen": self.sharpen,
+            "variant": self.variant,
+        }
+
     def rerank_scores(self, query: str, images: list) -> torch.Tensor:
         """Calibrated probabilities ``[N]`` of each image being the answer (in the given order)."""
-        result = self._scorer.score(query, images)
-        if self.method == "vanilla":
-            raw = result.logits.double()
-        else:
-            raw = self._calibrator.scores(result, self.method)
-        return torch.softmax(raw, dim=0)
+        return self._backend.probabilities(query, images, self._settings())
+
+    def _start(self, nodes: list[NodeWithScore], query_bundle: QueryBundle) -> list:
+        """Start event, count check and image loading: every input error is raised before any compute."""
+        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self.model_id))
+        self._check_count(len(nodes))  # N not fitted: fail before loading anything
+        return [load_node_image(n.node) for n in nodes]  # raises, naming the node, before any compute
+
+    def _event(self, nodes: list[NodeWithScore], query: str) -> Any:
+        return self.callback_manager.event(
+            CBEventType.RERANKING,
+            payload={
+                EventPayload.NODES: nodes,
+                EventPayload.MODEL_NAME: self.model_id,
+                EventPayload.QUERY_STR: query,
+                EventPayload.TOP_K: self.top_n,
+            },
+        )
+
+    def _ranked(self, nodes: list[NodeWithScore], probs: torch.Tensor) -> list[NodeWithScore]:
+        out = []
+        for n, p in zip(nodes, probs.tolist()):
+            node = n.node
+            if self.keep_retrieval_score:
+                node.metadata["retrieval_score"] = n.score
+            out.append(NodeWithScore(node=node, score=float(p)))
+        return sorted(out, key=lambda x: -x.score)[: self.top_n]
 
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -137,27 +267,9 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
             raise ValueError("query_bundle is required: the reranker scores images against the query text")
         if len(nodes) < 2:
             return list(nodes)[: self.top_n]
-        dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self.model_id))
-        if self._calibrator is not None:
-            self._calibrator.state.table(len(nodes))  # N not fitted: fail before loading anything
-        images = [load_node_image(n.node) for n in nodes]  # raises, naming the node, before any compute
-        with self.callback_manager.event(
-            CBEventType.RERANKING,
-            payload={
-                EventPayload.NODES: nodes,
-                EventPayload.MODEL_NAME: self.model_id,
-                EventPayload.QUERY_STR: query_bundle.query_str,
-                EventPayload.TOP_K: self.top_n,
-            },
-        ) as event:
-            probs = self.rerank_scores(query_bundle.query_str, images)
-            out = []
-            for n, p in zip(nodes, probs.tolist()):
-                node = n.node
-                if self.keep_retrieval_score:
-                    node.metadata["retrieval_score"] = n.score
-                out.append(NodeWithScore(node=node, score=float(p)))
-            out = sorted(out, key=lambda x: -x.score)[: self.top_n]
+        images = self._start(nodes, query_bundle)
+        with self._event(nodes, query_bundle.query_str) as event:
+            out = self._ranked(nodes, self.rerank_scores(query_bundle.query_str, images))
             event.on_end(payload={EventPayload.NODES: out})
         dispatcher.event(ReRankEndEvent(nodes=out))
         return out
@@ -165,5 +277,13 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        # the forward pass is CPU/GPU-bound: keep it off the event loop
-        return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
+        """Async: with ``endpoint`` the server call is awaited; a local forward pass runs in a worker thread."""
+        if self.endpoint is None or query_bundle is None or len(nodes) < 2:
+            return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
+        images = await asyncio.to_thread(self._start, nodes, query_bundle)
+        with self._event(nodes, query_bundle.query_str) as event:
+            probs = await self._backend.aprobabilities(query_bundle.query_str, images, self._settings())
+            out = self._ranked(nodes, probs)
+            event.on_end(payload={EventPayload.NODES: out})
+        dispatcher.event(ReRankEndEvent(nodes=out))
+        return out

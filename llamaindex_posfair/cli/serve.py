@@ -1,0 +1,183 @@
+"""``posfair serve``: embeddings and reranking over HTTP, one model per Ray Serve replica.
+
+Routes: ``POST /v1/embeddings`` (OpenAI shape + ``input_type``), ``POST /v1/rerank``
+(Cohere/TEI shape), ``POST /v1/rerank-images`` (with ``--mm-model``), ``GET /v1/models``
+(model id, spec fingerprint, spec), ``GET /health``. A bearer token is required when
+``$POSFAIR_SERVE_TOKEN`` is set. Ctrl-C or SIGTERM shuts the application down, and the
+local Ray if this command started it.
+
+Example:
+    posfair serve --port 8000
+    ray start --head && posfair serve --ray-address auto --num-gpus 1 --replicas 4 --host 0.0.0.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from llamaindex_posfair.cli import options
+from llamaindex_posfair.cli.options import CliError
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="serve embeddings and reranking over HTTP on Ray Serve",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    options.add_model_args(p)
+    g = p.add_argument_group("HTTP")
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 = all)")
+    g.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    r = p.add_argument_group("Ray")
+    r.add_argument("--ray-address", default=None, help='Ray cluster ("auto", "ray://head:10001"); default: local Ray')
+    r.add_argument("--local-cpus", type=int, default=None, help="CPUs of a local Ray (default: all)")
+    r.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per model replica (0 = CPU; 0.5 packs two)")
+    r.add_argument("--num-cpus", type=float, default=1.0, help="CPUs per model replica (default 1)")
+    r.add_argument("--replicas", type=int, default=1, help="replicas per model deployment (default 1)")
+    r.add_argument("--min-replicas", type=int, default=None, help="autoscaling: fewest replicas (with --max-replicas)")
+    r.add_argument("--max-replicas", type=int, default=None, help="autoscaling: most replicas (with --min-replicas)")
+    b = p.add_argument_group("batching")
+    b.add_argument("--max-batch-size", type=int, default=32, help="requests merged into one batch (1 = no batching)")
+    b.add_argument("--batch-wait-timeout-s", type=float, default=0.01, help="seconds a batch waits to fill")
+    b.add_argument("--token-budget", type=int, default=16384, help="padded tokens per forward pass")
+    lim = p.add_argument_group("request limits")
+    lim.add_argument("--max-inputs", type=int, default=512, help="texts per /v1/embeddings request")
+    lim.add_argument("--max-documents", type=int, default=1000, help="documents per /v1/rerank request")
+    lim.add_argument("--max-text-chars", type=int, default=100_000, help="characters per text")
+    lim.add_argument("--max-images", type=int, default=12, help="images per /v1/rerank-images request")
+    lim.add_argument("--allow-image-urls", action="store_true", help="fetch http(s) image URLs (off: base64 only)")
+    m = p.add_argument_group("image reranker (optional)")
+    m.add_argument("--mm-model", default=None, help="Qwen2-VL / Qwen2.5-VL folder or hub id ('tiny': random, tests)")
+    m.add_argument("--mm-calibration", default=None, help="fitted calibration state (.safetensors)")
+    m.add_argument("--mm-dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    m.add_argument("--mm-max-pixels", type=int, default=448 * 448, help="resolution cap per image")
+    m.add_argument("--mm-replicas", type=int, default=1, help="replicas of the image deployment (default 1)")
+    m.add_argument("--mm-num-gpus", type=float, default=None, help="GPUs per image replica (default: --num-gpus)")
+    p.set_defaults(handler=run_serve)
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~llamaindex_posfair.serve.config.ServeConfig` the flags describe (the spec pinned if possible).
+
+    Raises:
+        CliError: an invalid value (named by its flag) or a calibration file that does not exist.
+    """
+    from pydantic import ValidationError
+
+    from llamaindex_posfair.serve import config as C
+
+    spec = options.spec_from_args(args)
+    with contextlib.suppress(ValueError):  # a hub model not downloaded here: the replicas download it
+        spec = spec.pinned()  # every replica then refuses other model files
+    if args.mm_calibration and not os.path.isfile(args.mm_calibration):
+        raise CliError(
+            f"--mm-calibration {args.mm_calibration!r} does not exist; fit one with "
+            "AttentionGuidedCalibrator().fit(scorer, samples) and save it with .save(path)"
+        )
+    token = os.environ.get(C.TOKEN_ENV) or None
+    try:
+        return C.ServeConfig(
+            encoder=spec,
+            image=_image_spec(args, C),
+            batching=C.BatchingConfig(max_batch_size=args.max_batch_size, batch_wait_timeout_s=args.batch_wait_timeout_s,
+                                      token_budget=args.token_budget),
+            limits=C.RequestLimits(max_inputs=args.max_inputs, max_documents=args.max_documents,
+                                   max_text_chars=args.max_text_chars, max_images=args.max_images,
+                                   allow_image_urls=args.allow_image_urls),
+            scaling=C.ScalingConfig(replicas=args.replicas, min_replicas=args.min_replicas,
+                                    max_replicas=args.max_replicas, num_gpus=args.num_gpus, num_cpus=args.num_cpus),
+            token_sha256=C.token_digest(token) if token else None,
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise CliError(_flag_message(exc)) from None
+
+
+def _image_spec(args: argparse.Namespace, C: Any) -> Any:
+    if args.mm_model is None:
+        if args.mm_calibration:
+            raise CliError("--mm-calibration needs --mm-model (the model it was fitted for)")
+        return None
+    return C.ImageModelSpec(model=args.mm_model, calibration=args.mm_calibration, dtype=args.mm_dtype,
+                            max_pixels=args.mm_max_pixels, replicas=args.mm_replicas,
+                            num_gpus=args.mm_num_gpus)  # fmt: skip
+
+
+def _flag_message(exc: Any) -> str:
+    parts = []
+    for e in exc.errors():
+        name = str(e["loc"][-1]) if e["loc"] else ""
+        flag = "--" + name.replace("_", "-") if name else "a setting"
+        parts.append(f"{flag}: {str(e['msg']).removeprefix('Value error, ')}")
+    return "; ".join(parts)
+
+
+def _local_resources(args: argparse.Namespace) -> dict[str, float]:
+    import torch
+
+    return {"CPU": float(args.local_cpus or os.cpu_count() or 1), "GPU": float(torch.cuda.device_count())}
+
+
+def _check_local(problem: str | None) -> None:
+    """Refuse replicas a local Ray cannot place (before starting it)."""
+    if problem:
+        raise CliError(
+            f"{problem} on this machine; lower --num-cpus / --num-gpus / --replicas (0.5 shares a CPU or GPU), "
+            "raise --local-cpus, or pass --ray-address for a cluster"
+        )
+
+
+class _Stop(Exception):
+    """Raised in the main thread by SIGTERM / SIGINT."""
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise _Stop(signal.Signals(signum).name)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from llamaindex_posfair.serve import runner
+
+    config = config_from_args(args)
+    if not runner.port_is_free(args.host, args.port):
+        raise CliError(f"port {args.port} on {args.host} is in use; pick another --port or stop what holds it")
+    if args.ray_address is None:
+        _check_local(runner.missing_resources(config, _local_resources(args)))
+    options.quiet_model_logs(args)
+    owns_ray = runner.ensure_ray(args.ray_address, args.local_cpus)
+    previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        import ray
+
+        problem = runner.missing_resources(config, ray.cluster_resources())
+        if problem:
+            print(f"posfair serve: warning: {problem}; replicas wait until the cluster has them", file=sys.stderr)
+        t0 = time.perf_counter()
+        try:
+            runner.deploy(config, args.host, args.port)
+        except RuntimeError as exc:  # a replica could not start (its log is above)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CliError(f"the application did not start: {first}") from None
+        print(
+            f"posfair serve: ready at http://{args.host}:{args.port} ({config.encoder.describe()}; "
+            f"{time.perf_counter() - t0:.0f}s to start); Ctrl-C stops it",
+            flush=True,
+        )
+        while True:
+            time.sleep(3600)
+    except _Stop as why:
+        print(f"posfair serve: {why}: shutting down", file=sys.stderr, flush=True)
+    finally:
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)  # a second signal must not cut the shutdown short
+        runner.stop(owns_ray, config.app_name)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return 0

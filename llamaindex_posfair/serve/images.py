@@ -1,0 +1,101 @@
+"""Images of a ``/v1/rerank-images`` request: base64 or data URIs, or ``http(s)`` URLs where allowed.
+
+The server never reads its own files for a client: a path or ``file://`` URL is
+refused, and ``http(s)://`` URLs are fetched only with
+``RequestLimits.allow_image_urls`` (off by default), with a timeout and a size
+cap. Every image is decoded fully (:func:`llamaindex_posfair.multimodal.images.load_image`
+on bytes), so a corrupt one is named by its index before any model runs.
+
+Example:
+    >>> import asyncio
+    >>> asyncio.run(decode_images(["not an image"], RequestLimits()))
+    Traceback (most recent call last):
+    ...
+    llamaindex_posfair.serve.images.WireImageError: images[0] is not valid base64 ...
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from typing import Any
+
+from llamaindex_posfair.serve.config import RequestLimits
+
+
+class WireImageError(ValueError):
+    """An image of a request cannot be used; the message names it (``images[i]``)."""
+
+
+def _base64_bytes(text: str, what: str, limits: RequestLimits) -> bytes:
+    payload = text.split(",", 1)[1] if text.startswith("data:") else text
+    if len(payload) > limits.max_image_bytes * 4 // 3 + 4:
+        raise WireImageError(f"{what} is larger than the server's limit of {limits.max_image_bytes} bytes")
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise WireImageError(
+            f"{what} is not valid base64; send the image file's bytes base64-encoded (or a data: URI)"
+        ) from None
+
+
+async def _fetch(url: str, what: str, limits: RequestLimits) -> bytes:
+    import httpx
+
+    try:
+        async with (
+            httpx.AsyncClient(timeout=limits.image_url_timeout_s, follow_redirects=True) as client,
+            client.stream("GET", url) as response,
+        ):
+            if response.status_code >= 400:
+                raise WireImageError(f"{what}: fetching {url} answered HTTP {response.status_code}")
+            data = bytearray()
+            async for chunk in response.aiter_bytes():
+                data.extend(chunk)
+                if len(data) > limits.max_image_bytes:
+                    raise WireImageError(f"{what}: {url} is larger than the limit of {limits.max_image_bytes} bytes")
+            return bytes(data)
+    except httpx.HTTPError as exc:
+        raise WireImageError(f"{what}: cannot fetch {url} ({type(exc).__name__})") from None
+
+
+async def image_bytes(item: str, index: int, limits: RequestLimits) -> bytes:
+    """The bytes of ``images[index]``.
+
+    Raises:
+        WireImageError: invalid base64, too large, a URL while URLs are off, a local path, a failed fetch.
+    """
+    what = f"images[{index}]"
+    lowered = item[:16].lower()
+    if lowered.startswith(("http://", "https://")):
+        if not limits.allow_image_urls:
+            raise WireImageError(
+                f"{what} is a URL, and this server does not fetch URLs; send the image base64-encoded, or start "
+                "the server with --allow-image-urls"
+            )
+        return await _fetch(item, what, limits)
+    if lowered.startswith("file:") or item.startswith(("/", "./", "../", "~")):
+        raise WireImageError(f"{what} looks like a file path; the server reads no local files, send base64")
+    data = _base64_bytes(item, what, limits)
+    if len(data) > limits.max_image_bytes:
+        raise WireImageError(f"{what} is larger than the server's limit of {limits.max_image_bytes} bytes")
+    return data
+
+
+async def decode_images(items: Sequence[str], limits: RequestLimits) -> list[Any]:
+    """Decoded RGB images of a request, in order.
+
+    Raises:
+        WireImageError: the first image that cannot be used, by index.
+    """
+    from llamaindex_posfair.multimodal.images import ImageLoadError, load_image
+
+    out = []
+    for i, item in enumerate(items):
+        data = await image_bytes(item, i, limits)
+        try:
+            out.append(load_image(data))
+        except ImageLoadError as exc:
+            raise WireImageError(f"images[{i}]: {exc}") from None
+    return out

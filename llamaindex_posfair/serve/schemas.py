@@ -1,0 +1,244 @@
+"""Wire formats of ``posfair serve`` (pydantic), shared by the server and the client.
+
+* ``POST /v1/embeddings`` — OpenAI's shape plus ``input_type`` (``"query"`` or
+  ``"document"``: prompts and calibration differ by kind);
+* ``POST /v1/rerank`` — the Cohere / TEI shape (``query``, ``documents``, ``top_n`` ->
+  ``results: [{index, relevance_score}]``, best first);
+* ``POST /v1/rerank-images`` — a query and base64 images (URLs only where the server
+  allows them) -> the ranking and the calibrated probability of each slot;
+* ``GET /v1/models`` — the served models, each with its spec fingerprint;
+* errors — OpenAI's ``{"error": {"message", "type", "param"}}``.
+
+Shape checks live here (the message names the field and what is valid); limits
+that depend on the server's configuration are checked by the ingress.
+
+Example:
+    >>> EmbeddingRequest(input="hello").texts()
+    ['hello']
+    >>> EmbeddingRequest(input=[]).texts()
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for EmbeddingRequest
+    ...
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+InputType = Literal["query", "document"]
+ImageMethod = Literal["ours", "vanilla", "pride", "attention"]
+
+
+class _Wire(BaseModel):
+    # clients of other ecosystems send fields we do not use (user, truncate, ...): ignore them
+    model_config = ConfigDict(extra="ignore", protected_namespaces=())
+
+
+def _text_list(value: Any, name: str) -> Any:
+    """``value`` as a non-empty list of non-empty strings, or a ValueError naming the first problem."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError(f"{name} must be a string or a list of strings, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty; send at least one text")
+    for i, text in enumerate(value):
+        if not isinstance(text, str):
+            hint = " (token-id arrays are not accepted; send text)" if isinstance(text, (int, list)) else ""
+            raise ValueError(f"{name}[{i}] must be a string, got {type(text).__name__}{hint}")
+        if not text.strip():
+            raise ValueError(f"{name}[{i}] is empty; every text must contain non-whitespace characters")
+    return value
+
+
+def _query(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError(f"query must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise ValueError("query is empty; send a non-empty query")
+    return value
+
+
+# --------------------------------------------------------------------------- embeddings
+class EmbeddingRequest(_Wire):
+    """``POST /v1/embeddings``: OpenAI's request plus ``input_type``."""
+
+    input: str | list[str] = Field(description="One text or a list of texts.")
+    model: str | None = Field(None, description="The served model id or its fingerprint; None = the served model.")
+    input_type: InputType = Field("document", description='"query" or "document" (prompt and calibration).')
+    encoding_format: Literal["float", "base64"] = Field("float", description="Vectors as floats or base64 float32.")
+    dimensions: int | None = Field(None, gt=0, description="Must equal the model's dimension when given.")
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _check_input(cls, value: Any) -> Any:
+        return _text_list(value, "input")
+
+    def texts(self) -> list[str]:
+        return [self.input] if isinstance(self.input, str) else list(self.input)
+
+
+class EmbeddingData(_Wire):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class Usage(_Wire):
+    prompt_tokens: int = 0
+    total_tokens: int = 0
+
+
+class EmbeddingResponse(_Wire):
+    """OpenAI's response; ``truncated`` counts the inputs cut at the model's window."""
+
+    object: Literal["list"] = "list"
+    data: list[EmbeddingData]
+    model: str
+    usage: Usage
+    truncated: int = 0
+
+    def matrix(self) -> np.ndarray:
+        """The embeddings as a float32 ``[n, d]`` array, in input order (either encoding)."""
+        rows = sorted(self.data, key=lambda d: d.index)
+        return np.stack([decode_vector(r.embedding) for r in rows]) if rows else np.zeros((0, 0), np.float32)
+
+
+def encode_vector(vector: np.ndarray, encoding_format: str) -> list[float] | str:
+    """One embedding in OpenAI's ``"float"`` (list) or ``"base64"`` (little-endian float32) encoding."""
+    v = np.asarray(vector, dtype="<f4")
+    return base64.b64encode(v.tobytes()).decode() if encoding_format == "base64" else v.tolist()
+
+
+def decode_vector(value: list[float] | str) -> np.ndarray:
+    """Inverse of :func:`encode_vector`."""
+    if isinstance(value, str):
+        return np.frombuffer(base64.b64decode(value), dtype="<f4").astype(np.float32)
+    return np.asarray(value, dtype=np.float32)
+
+
+# --------------------------------------------------------------------------- rerank
+class RerankDocument(_Wire):
+    text: str
+
+
+class RerankRequest(_Wire):
+    """``POST /v1/rerank``: Cohere's / TEI's request (documents as strings or ``{"text": ...}``)."""
+
+    query: str
+    documents: list[str] = Field(description='Texts, or Cohere\'s {"text": ...} objects.')
+    top_n: int | None = Field(None, gt=0, description="Results returned, best first; None = all.")
+    return_documents: bool = Field(False, description="Echo each result's document.")
+    model: str | None = Field(None, description="The served model id or its fingerprint; None = the served model.")
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _check_query(cls, value: Any) -> Any:
+        return _query(value)
+
+    @field_validator("documents", mode="before")
+    @classmethod
+    def _check_documents(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValueError(f"documents must be a list of strings, got {type(value).__name__}")
+        return _text_list([d.get("text", d) if isinstance(d, dict) else d for d in value], "documents")
+
+
+class RerankResult(_Wire):
+    index: int
+    relevance_score: float
+    document: RerankDocument | None = None
+
+
+class RerankResponse(_Wire):
+    """Results best first (``top_n`` of them); ``relevance_score`` is the cosine."""
+
+    results: list[RerankResult]
+    model: str
+
+    def scores(self, n: int) -> np.ndarray:
+        """Scores in input order (all ``n`` documents must be in the response)."""
+        out = np.full(n, np.nan)
+        for r in self.results:
+            out[r.index] = r.relevance_score
+        if np.isnan(out).any():
+            raise ValueError(f"the server returned {len(self.results)} scores for {n} documents; request top_n={n}")
+        return out
+
+
+# --------------------------------------------------------------------------- image rerank
+class ImageRerankRequest(_Wire):
+    """``POST /v1/rerank-images``: a query and 2..N images (base64, data URIs, or URLs where allowed)."""
+
+    query: str
+    images: list[str] = Field(description="Base64 images or data URIs; http(s) URLs only where the server allows.")
+    top_n: int | None = Field(None, gt=0, description="Results returned, best first; None = all.")
+    method: ImageMethod = Field("ours", description="'ours' (calibrated), 'vanilla', 'pride' or 'attention'.")
+    top_k_layers: int = Field(2, gt=0, description="Layers chosen per query by visual evidence strength.")
+    sharpen: float = Field(5.0, ge=0, description="Sharpening of the attention posterior.")
+    variant: Literal["linear", "log_mixture"] = Field("linear", description="Bias correction.")
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _check_query(cls, value: Any) -> Any:
+        return _query(value)
+
+    @field_validator("images", mode="before")
+    @classmethod
+    def _check_images(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValueError(f"images must be a list of base64 strings, got {type(value).__name__}")
+        if len(value) < 2:
+            raise ValueError(f"images must hold at least 2 images to rank, got {len(value)}")
+        for i, item in enumerate(value):
+            if not isinstance(item, str) or not item:
+                raise ValueError(f"images[{i}] must be a non-empty base64 string, got {type(item).__name__}")
+        return value
+
+
+class ImageRerankResponse(_Wire):
+    """``results`` best first; ``probabilities`` per input slot (they sum to 1)."""
+
+    results: list[RerankResult]
+    probabilities: list[float]
+    model: str
+    method: ImageMethod
+
+
+# --------------------------------------------------------------------------- models, health, errors
+class ModelCard(_Wire):
+    """One served model: its id, kind and (text encoder) spec fingerprint and spec."""
+
+    id: str
+    object: Literal["model"] = "model"
+    owned_by: str = "posfair"
+    kind: Literal["embedding", "image-rerank"]
+    fingerprint: str | None = None
+    spec: dict[str, Any] | None = None
+    dimension: int | None = None
+    max_length: int | None = None
+    calibrated_sizes: list[int] | None = None
+    routes: list[str] = Field(default_factory=list)
+
+
+class ModelList(_Wire):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+    def card(self, kind: str) -> ModelCard | None:
+        return next((c for c in self.data if c.kind == kind), None)
+
+
+class ErrorDetail(_Wire):
+    message: str
+    type: str = "invalid_request_error"
+    param: str | None = None
+
+
+class ErrorResponse(_Wire):
+    error: ErrorDetail

@@ -1,0 +1,223 @@
+"""The model side of a ``posfair serve`` replica, without Ray (so it is testable on its own).
+
+* :class:`EncoderWorker` holds one text encoder and answers *batches* of embed and
+  rerank jobs: the texts of all jobs of a kind are cut into forward passes within a
+  token budget (rows x longest row) and the spec's ``batch_size`` (rows), so one long
+  text does not blow a whole batch;
+* :class:`ImageWorker` holds one multimodal model and its calibration state and
+  answers one image rerank job per forward pass.
+
+The Ray Serve deployments (:mod:`.deployments`) only wrap these in ``@serve.batch``.
+
+Example:
+    >>> worker = EncoderWorker(EncoderSpec(), token_budget=4096)           # doctest: +SKIP
+    >>> [out] = worker.embed_batch([EmbedJob(("a query",), "query")])      # doctest: +SKIP
+    >>> out.vectors.shape                                                  # doctest: +SKIP
+    (1, 384)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llamaindex_posfair.encoders.spec import EncoderSpec
+from llamaindex_posfair.integrations.backend import Role, cosine_scores
+from llamaindex_posfair.serve.config import ImageModelSpec
+from llamaindex_posfair.serve.schemas import ModelCard
+
+
+@dataclass(frozen=True)
+class EmbedJob:
+    """The texts of one request, all of one kind."""
+
+    texts: tuple[str, ...]
+    role: Role
+
+
+@dataclass
+class EmbedOutput:
+    """Vectors ``[n, d]`` of one job, its token count, how many of its texts were truncated,
+    and how many requests shared its batch (set by the deployment)."""
+
+    vectors: np.ndarray
+    tokens: int = 0
+    truncated: int = 0
+    batch_size: int = 1
+
+
+@dataclass(frozen=True)
+class RerankJob:
+    query: str
+    documents: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ImageJob:
+    """One image rerank request (decoded RGB images, in slot order) and its calibrator settings."""
+
+    query: str
+    images: tuple[Any, ...]
+    method: str = "ours"
+    top_k_layers: int = 2
+    sharpen: float = 5.0
+    variant: str = "linear"
+
+
+@dataclass
+class _Slots:
+    """Where each text of one kind sits: (job, position) per text."""
+
+    refs: list[tuple[int, int]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+
+
+def _by_role(jobs: Sequence[EmbedJob], role: str) -> _Slots:
+    slots = _Slots()
+    for j, job in enumerate(jobs):
+        if job.role == role:
+            for t, text in enumerate(job.texts):
+                slots.refs.append((j, t))
+                slots.texts.append(text)
+    return slots
+
+
+class EncoderWorker:
+    """One loaded text encoder answering batches of embed and rerank jobs.
+
+    Args:
+        spec: the encoder (pinned: a replica with other model files refuses to start).
+        token_budget: padded tokens per forward pass.
+        encoder: an already loaded encoder to use instead of loading ``spec`` (tests).
+
+    Raises:
+        ValueError / OSError: as :meth:`EncoderSpec.load`.
+    """
+
+    def __init__(self, spec: EncoderSpec, token_budget: int, encoder: Any = None) -> None:
+        self.encoder = encoder if encoder is not None else spec.load()
+        self.token_budget = int(token_budget)
+
+    def card(self) -> ModelCard:
+        """What ``GET /v1/models`` says about this encoder."""
+        spec = self.encoder.spec
+        return ModelCard(
+            id=spec.model,
+            kind="embedding",
+            fingerprint=spec.fingerprint(),
+            spec=spec.model_dump(mode="json"),
+            dimension=int(self.encoder.dimension),
+            max_length=int(self.encoder.max_length),
+            routes=["/v1/embeddings", "/v1/rerank"],
+        )
+
+    def embed_batch(self, jobs: Sequence[EmbedJob]) -> list[EmbedOutput]:
+        """Embed every job's texts; each kind's texts share token-budgeted forward passes."""
+        dim = int(self.encoder.dimension)
+        outputs = [EmbedOutput(np.zeros((len(job.texts), dim), dtype=np.float32)) for job in jobs]
+        for role in ("query", "document"):
+            slots = _by_role(jobs, role)
+            if slots.texts:
+                self._encode_kind(slots, role, outputs)
+        return outputs
+
+    def _encode_kind(self, slots: _Slots, role: str, outputs: list[EmbedOutput]) -> None:
+        from qdrant_tools.encoding import token_budget_batches
+
+        window = int(self.encoder.max_length)
+        counts = self.encoder.count_tokens(slots.texts)
+        for (j, _), n in zip(slots.refs, counts):
+            outputs[j].tokens += min(n, window)
+            outputs[j].truncated += int(n > window)
+        encode = self.encoder.encode_queries if role == "query" else self.encoder.encode_documents
+        for group in token_budget_batches([min(n, window) for n in counts], self.token_budget):
+            vectors = encode([slots.texts[i] for i in group])  # rows per pass: at most the spec's batch_size
+            for row, i in zip(vectors, group):
+                j, t = slots.refs[i]
+                outputs[j].vectors[t] = row
+
+    def rerank_batch(self, jobs: Sequence[RerankJob]) -> list[np.ndarray]:
+        """Cosine of each job's query with each of its documents (input order), as ``PositionFairRerank``."""
+        n = len(jobs)
+        embedded = self.embed_batch(
+            [EmbedJob((job.query,), "query") for job in jobs] + [EmbedJob(job.documents, "document") for job in jobs]
+        )
+        return [cosine_scores(embedded[i].vectors[0], embedded[n + i].vectors) for i in range(n)]
+
+
+def load_image_scorer(spec: ImageModelSpec) -> Any:
+    """The multimodal adapter an :class:`ImageModelSpec` names (``"tiny"``: a tiny random Qwen2-VL)."""
+    import torch
+
+    if spec.model == "tiny":
+        from llamaindex_posfair.multimodal.tiny import build_tiny_adapter
+
+        return build_tiny_adapter("qwen2_vl")
+    from llamaindex_posfair.multimodal.qwen_adapter import QwenVLAdapter
+
+    device = spec.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return QwenVLAdapter.from_pretrained(
+        spec.model, dtype=getattr(torch, spec.dtype), device=device, max_pixels=spec.max_pixels
+    )
+
+
+def file_digest(path: str | Path) -> str:
+    """16-hex-digit SHA-256 of a file's bytes (the identity of a calibration state)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+class ImageWorker:
+    """One multimodal model and its calibration state, answering image rerank jobs.
+
+    Args:
+        spec: the model and the calibration state file.
+        scorer: an already loaded adapter to use instead of loading ``spec.model`` (tests).
+
+    Raises:
+        CalibrationMismatchError: the state was fitted for another model.
+    """
+
+    def __init__(self, spec: ImageModelSpec, scorer: Any = None) -> None:
+        from llamaindex_posfair.multimodal.calibrator import CalibrationState
+
+        self.scorer = scorer if scorer is not None else load_image_scorer(spec)
+        self.state = None
+        self.digest = None
+        if spec.calibration is not None:
+            self.state = CalibrationState.load(spec.calibration, model_id=self.scorer.model_id)
+            self.digest = file_digest(spec.calibration)
+
+    def card(self) -> ModelCard:
+        return ModelCard(
+            id=self.scorer.model_id,
+            kind="image-rerank",
+            fingerprint=self.digest,
+            calibrated_sizes=self.state.sizes if self.state is not None else None,
+            routes=["/v1/rerank-images"],
+        )
+
+    def rerank(self, job: ImageJob) -> list[float]:
+        """The probability of each slot (input order), as ``AttentionGuidedImageRerank`` computes it.
+
+        Raises:
+            ValueError: a calibrated method without a calibration state, or an image count the
+                state or the model does not cover.
+        """
+        from llamaindex_posfair.multimodal.rerank import make_calibrator, slot_probabilities
+
+        if job.method != "vanilla" and self.state is None:
+            raise ValueError(
+                f"method={job.method!r} needs a calibration state, and this server has none; "
+                "use method='vanilla' or start the server with --mm-calibration"
+            )
+        calibrator = None
+        if self.state is not None:
+            calibrator = make_calibrator(self.state, job.top_k_layers, job.sharpen, job.variant)
+            self.state.table(len(job.images))
+        probs = slot_probabilities(self.scorer, calibrator, job.method, job.query, list(job.images))
+        return [float(p) for p in probs.tolist()]

@@ -1,0 +1,288 @@
+"""``posfair serve`` on a local Ray (CPU): one server for the whole module.
+
+The server (a ``posfair serve`` subprocess, see ``conftest.py``) serves the tiny
+random BERT (2 embed and 2 rerank replicas, dynamic batching) and a tiny random
+Qwen2-VL with a fitted calibration state, behind a bearer token. Everything binds
+to 127.0.0.1 and every HTTP call has a timeout.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+import pytest
+from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle, TextNode
+
+pytest.importorskip("ray.serve")
+
+from llamaindex_posfair import EncoderSpec, PosFairEmbedding, PositionFairRerank
+from llamaindex_posfair.serve.client import ServeMismatchError
+
+TOKEN = "test-token-123"
+TIMEOUT = 60.0
+WORDS = "the river carried silt past old mills and quiet towns toward the sea".split()
+TEXTS = ["short", " ".join(WORDS * 3), " ".join(WORDS * 9), " ".join(WORDS), "what carried the silt?"]
+
+
+@dataclass
+class Server:
+    url: str
+    spec: EncoderSpec
+    calibration: str
+    images: object
+    process: object
+
+    def post(self, path, body, token=TOKEN, client=None):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return (client or httpx).post(self.url + path, json=body, headers=headers, timeout=TIMEOUT)
+
+
+def fit_calibration(folder, out):
+    from PIL import Image
+
+    from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator
+    from llamaindex_posfair.multimodal.tiny import build_tiny_adapter
+    from llamaindex_posfair.multimodal.types import Candidates
+
+    adapter = build_tiny_adapter("qwen2_vl")
+    imgs = [Image.open(folder / f"img_{i:03d}.png").convert("RGB") for i in range(8)]
+    samples = [Candidates("a red circle", tuple(imgs[i : i + 4]), answer=i % 4) for i in range(2)]
+    AttentionGuidedCalibrator().fit(adapter, samples).save(out)
+    return adapter
+
+
+@pytest.fixture(scope="module")
+def server(tiny_bert_path, tmp_path_factory, serve_process):
+    from llamaindex_posfair.multimodal.tiny import write_synthetic_image_folder
+
+    tmp = tmp_path_factory.mktemp("serve_app")
+    folder = write_synthetic_image_folder(tmp / "images", count=8, size=56)
+    calibration = str(folder / "cal.safetensors")
+    adapter = fit_calibration(folder, calibration)
+    flags = ["--model", tiny_bert_path, "--device", "cpu", "--replicas", "2", "--max-batch-size", "16",
+             "--batch-wait-timeout-s", "0.02", "--token-budget", "4096", "--max-inputs", "8", "--max-documents", "20",
+             "--max-text-chars", "2000", "--max-images", "6", "--mm-model", "tiny", "--mm-calibration", calibration]  # fmt: skip
+    process = serve_process(tmp, *flags, token=TOKEN)
+    try:
+        process.wait_ready()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("POSFAIR_SERVE_TOKEN", TOKEN)  # what the remote classes send
+            spec = EncoderSpec(model=tiny_bert_path).pinned()
+            yield Server(process.url, spec, calibration, (adapter, folder), process)
+        process.stop()
+    finally:
+        process.close()
+
+
+# ---------------------------------------------------------------------- HTTP surface
+def test_health_is_open_and_every_other_route_needs_the_token(server):
+    assert httpx.get(server.url + "/health", timeout=TIMEOUT).json() == {"status": "ok"}
+    assert httpx.get(server.url + "/v1/models", timeout=TIMEOUT).status_code == 401
+    wrong = server.post("/v1/embeddings", {"input": "x"}, token="nope")
+    assert wrong.status_code == 401 and "bearer token" in wrong.json()["error"]["message"]
+
+
+def test_models_name_the_spec_fingerprint_and_the_image_model(server):
+    body = httpx.get(server.url + "/v1/models", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=TIMEOUT).json()
+    text, image = body["data"]
+    assert text["fingerprint"] == server.spec.fingerprint()
+    assert EncoderSpec.model_validate(text["spec"]).fingerprint() == text["fingerprint"]
+    assert image["id"] == server.images[0].model_id and image["calibrated_sizes"] == [4]
+
+
+@pytest.mark.parametrize("input_type", ["query", "document"])
+@pytest.mark.parametrize("encoding", ["float", "base64"])
+def test_served_embeddings_equal_in_process_ones(server, tiny_encoder, input_type, encoding):
+    from llamaindex_posfair.serve.schemas import EmbeddingResponse
+
+    r = server.post("/v1/embeddings", {"input": TEXTS, "input_type": input_type, "encoding_format": encoding})
+    assert r.status_code == 200, r.text
+    got = EmbeddingResponse.model_validate(r.json()).matrix()
+    fn = tiny_encoder.encode_queries if input_type == "query" else tiny_encoder.encode_documents
+    np.testing.assert_allclose(got, fn(TEXTS), atol=1e-5)
+
+
+def test_rerank_ranks_as_the_in_process_reranker(server, tiny_encoder):
+    from llamaindex_posfair.integrations.backend import LocalEncoderBackend
+
+    r = server.post("/v1/rerank", {"query": "where did the silt go?", "documents": TEXTS, "top_n": 3})
+    assert r.status_code == 200, r.text
+    local = LocalEncoderBackend(tiny_encoder).scores("where did the silt go?", TEXTS)
+    results = r.json()["results"]
+    assert [x["index"] for x in results] == list(np.argsort(-local, kind="stable")[:3])
+    np.testing.assert_allclose([x["relevance_score"] for x in results], np.sort(local)[::-1][:3], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "message"),
+    [
+        ("/v1/embeddings", {"input": ["a"] * 9}, "input holds 9 texts; this server accepts at most 8"),
+        (
+            "/v1/embeddings",
+            {"input": ["a", "b" * 2001]},
+            "input[1] has 2001 characters; this server accepts at most 2000",
+        ),
+        ("/v1/embeddings", {"input": []}, "input must not be empty"),
+        ("/v1/embeddings", {"input": [[101, 102]]}, "input[0] must be a string, got list"),
+        ("/v1/embeddings", {"input": "a", "input_type": "passage"}, "input_type"),
+        ("/v1/embeddings", {"input": "a", "model": "gpt-4"}, "model 'gpt-4' is not served here"),
+        (
+            "/v1/rerank",
+            {"query": "q", "documents": ["d"] * 21},
+            "documents holds 21 texts; this server accepts at most 20",
+        ),
+        ("/v1/rerank", {"query": "", "documents": ["d"]}, "query is empty"),
+        ("/v1/rerank", {"documents": ["d"]}, "query is required"),
+        (
+            "/v1/rerank-images",
+            {"query": "q", "images": ["aGVsbG8=", "!!"]},
+            "images[0]: image bytes is not a readable image",
+        ),
+        (
+            "/v1/rerank-images",
+            {"query": "q", "images": ["x"] * 7},
+            "images holds 7 images; this server ranks at most 6",
+        ),
+        ("/v1/rerank-images", {"query": "q", "images": ["https://a/b.png"] * 2}, "this server does not fetch URLs"),
+    ],
+)
+def test_bad_requests_get_a_400_naming_the_problem(server, path, body, message):
+    r = server.post(path, body)
+    assert r.status_code == 400, r.text
+    assert message in r.json()["error"]["message"]
+
+
+def test_a_body_that_is_not_json_is_a_400(server):
+    r = httpx.post(server.url + "/v1/embeddings", content=b"{not json", timeout=TIMEOUT,
+                   headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})  # fmt: skip
+    assert r.status_code == 400 and "not valid JSON" in r.json()["error"]["message"]
+
+
+# ---------------------------------------------------------------------- remote mode of the LlamaIndex classes
+def test_remote_embedding_equals_local_sync_and_async(server, tiny_encoder):
+    import asyncio
+
+    remote = PosFairEmbedding(spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
+    local = PosFairEmbedding(encoder=tiny_encoder)
+    assert remote.spec.fingerprint() == local.spec.fingerprint()
+    np.testing.assert_allclose(remote.get_query_embedding(TEXTS[4]), local.get_query_embedding(TEXTS[4]), atol=1e-5)
+    np.testing.assert_allclose(remote.get_text_embedding_batch(TEXTS), local.get_text_embedding_batch(TEXTS), atol=1e-5)
+    got = asyncio.run(remote.aget_text_embedding_batch(TEXTS))
+    np.testing.assert_allclose(got, local.get_text_embedding_batch(TEXTS), atol=1e-5)
+    with pytest.raises(RuntimeError, match="no encoder is loaded in this process"):
+        _ = remote.encoder
+
+
+def test_remote_classes_refuse_a_server_with_other_vectors(server):
+    other = EncoderSpec(model=server.spec.model, calibration=None)
+    with pytest.raises(ServeMismatchError, match="serves other vectors .* calibration"):
+        PosFairEmbedding(spec=other, endpoint=server.url)
+    with pytest.raises(ServeMismatchError, match="serves other vectors"):
+        PositionFairRerank(spec=other, endpoint=server.url)
+
+
+def test_remote_reranker_equals_local_sync_and_async(server, tiny_encoder):
+    import asyncio
+
+    nodes = [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=0.1 * i) for i, t in enumerate(TEXTS)]
+    remote = PositionFairRerank(top_n=4, spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
+    local = PositionFairRerank(top_n=4, encoder=tiny_encoder)
+    want = local.postprocess_nodes(nodes, query_str="old mills")
+    for got in (
+        remote.postprocess_nodes(nodes, query_str="old mills"),
+        asyncio.run(remote.apostprocess_nodes(nodes, query_bundle=QueryBundle("old mills"))),
+    ):
+        assert [n.node.node_id for n in got] == [n.node.node_id for n in want]
+        np.testing.assert_allclose([n.score for n in got], [n.score for n in want], atol=1e-5)
+
+
+def test_remote_image_reranker_equals_local(server):
+    from llamaindex_posfair.multimodal.rerank import AttentionGuidedImageRerank
+
+    adapter, folder = server.images
+    nodes = [NodeWithScore(node=ImageNode(image_path=str(folder / f"img_{i:03d}.png"), id_=f"i{i}"), score=1.0)
+             for i in (4, 5, 6, 7)]  # fmt: skip
+    local = AttentionGuidedImageRerank(scorer=adapter, calibration=server.calibration, top_n=4)
+    remote = AttentionGuidedImageRerank(endpoint=server.url, calibration=server.calibration, top_n=4)
+    want = local.postprocess_nodes(nodes, query_bundle=QueryBundle("a red circle"))
+    got = remote.postprocess_nodes(nodes, query_bundle=QueryBundle("a red circle"))
+    assert [n.node.node_id for n in got] == [n.node.node_id for n in want]
+    np.testing.assert_allclose([n.score for n in got], [n.score for n in want], atol=1e-6)
+    assert remote.model_id == adapter.model_id
+
+
+def test_remote_image_reranker_checks_the_count_before_sending(server):
+    from llamaindex_posfair.multimodal.calibrator import CalibrationMismatchError
+    from llamaindex_posfair.multimodal.rerank import AttentionGuidedImageRerank
+
+    _, folder = server.images
+    nodes = [NodeWithScore(node=ImageNode(image_path=str(folder / f"img_{i:03d}.png"), id_=f"i{i}"), score=1.0)
+             for i in range(5)]  # fmt: skip
+    with pytest.raises(CalibrationMismatchError, match="got 5 candidate images .* at most N=4"):
+        AttentionGuidedImageRerank(endpoint=server.url).postprocess_nodes(nodes, query_bundle=QueryBundle("q"))
+
+
+# ---------------------------------------------------------------------- load and faults (kept last: they kill a replica)
+def _embed_load(server, n_requests, threads, expected):
+    """Send ``n_requests`` embeddings requests from ``threads`` threads; (status, batch size, message) each."""
+    rng = random.Random(0)
+    jobs = [
+        (rng.choice(["query", "document"]), rng.sample(range(len(TEXTS)), rng.randint(1, 3))) for _ in range(n_requests)
+    ]
+
+    def one(job, client):
+        kind, idx = job
+        r = server.post("/v1/embeddings", {"input": [TEXTS[i] for i in idx], "input_type": kind}, client=client)
+        if r.status_code == 200:
+            got = np.array([d["embedding"] for d in r.json()["data"]], dtype=np.float32)
+            np.testing.assert_allclose(got, expected[kind][idx], atol=1e-5)
+            return 200, int(r.headers["x-posfair-batch-size"]), ""
+        return r.status_code, 0, r.json()["error"]["message"]
+
+    clients = [httpx.Client() for _ in range(threads)]
+    try:
+        with futures.ThreadPoolExecutor(threads) as pool:
+            return [
+                f.result(timeout=2 * TIMEOUT)
+                for f in [pool.submit(one, j, clients[i % threads]) for i, j in enumerate(jobs)]
+            ]
+    finally:
+        for c in clients:
+            c.close()
+
+
+@pytest.fixture(scope="module")
+def expected(tiny_encoder):
+    return {"query": tiny_encoder.encode_queries(TEXTS), "document": tiny_encoder.encode_documents(TEXTS)}
+
+
+def test_load_is_all_answered_in_real_batches(server, expected):
+    t0 = time.perf_counter()
+    out = _embed_load(server, 200, 16, expected)
+    assert [s for s, _, _ in out] == [200] * 200
+    sizes = [b for _, b, _ in out]
+    assert np.mean(sizes) > 1.0, f"no batching: mean batch size {np.mean(sizes)}"
+    assert time.perf_counter() - t0 < 120
+
+
+def test_a_replica_killed_mid_load_leaves_no_request_hanging(server, expected):
+    pids = server.process.replica_pids("embed")
+    assert len(pids) == 2
+    with futures.ThreadPoolExecutor(1) as pool:
+        load = pool.submit(_embed_load, server, 160, 16, expected)
+        time.sleep(1.0)
+        os.kill(pids[0], signal.SIGKILL)  # the replica dies as an out-of-memory kill would end it
+        out = load.result(timeout=4 * TIMEOUT)
+    for status, _, message in out:
+        assert status == 200 or (status == 503 and "safe to retry" in message), (status, message)
+    assert sum(s == 200 for s, _, _ in out) > 0
+    # the client retries what the dead replica dropped: a remote call still succeeds
+    remote = PosFairEmbedding(spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
+    np.testing.assert_allclose(remote.get_query_embedding(TEXTS[0]), expected["query"][0], atol=1e-5)

@@ -1,0 +1,86 @@
+"""EncoderWorker (no Ray): batched jobs give the in-process vectors and scores; passes stay in the token budget."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llamaindex_posfair.integrations.backend import LocalEncoderBackend
+from llamaindex_posfair.serve.worker import EmbedJob, EncoderWorker, RerankJob
+
+WORDS = "the river carried silt past old mills and quiet towns toward the sea".split()
+TEXTS = ["short", " ".join(WORDS * 3), " ".join(WORDS * 12), " ".join(WORDS), "what carried the silt?"]
+
+
+class Recorder:
+    """Forwards to an encoder and records the texts of every forward pass."""
+
+    def __init__(self, encoder):
+        self._encoder = encoder
+        self.passes: list[list[str]] = []
+
+    def __getattr__(self, name):
+        return getattr(self._encoder, name)
+
+    def encode_queries(self, texts, **kw):
+        self.passes.append(list(texts))
+        return self._encoder.encode_queries(texts, **kw)
+
+    def encode_documents(self, texts, **kw):
+        self.passes.append(list(texts))
+        return self._encoder.encode_documents(texts, **kw)
+
+
+def test_mixed_jobs_equal_in_process_vectors(tiny_encoder):
+    worker = EncoderWorker(tiny_encoder.spec, token_budget=16384, encoder=tiny_encoder)
+    jobs = [EmbedJob(tuple(TEXTS[:2]), "query"), EmbedJob(tuple(TEXTS), "document"), EmbedJob((TEXTS[4],), "query")]
+    out = worker.embed_batch(jobs)
+    np.testing.assert_allclose(out[0].vectors, tiny_encoder.encode_queries(TEXTS[:2]), atol=1e-5)
+    np.testing.assert_allclose(out[1].vectors, tiny_encoder.encode_documents(TEXTS), atol=1e-5)
+    np.testing.assert_allclose(out[2].vectors, tiny_encoder.encode_queries(TEXTS[4:]), atol=1e-5)
+
+
+def test_forward_passes_stay_within_the_token_budget(tiny_encoder):
+    rec = Recorder(tiny_encoder)
+    budget = 200
+    worker = EncoderWorker(tiny_encoder.spec, token_budget=budget, encoder=rec)
+    [out] = worker.embed_batch([EmbedJob(tuple(TEXTS), "document")])
+    assert len(rec.passes) > 1
+    for texts in rec.passes:
+        padded = len(texts) * max(tiny_encoder.count_tokens(texts))
+        assert padded <= budget or len(texts) == 1
+    np.testing.assert_allclose(out.vectors, tiny_encoder.encode_documents(TEXTS), atol=1e-5)
+
+
+def test_truncated_texts_and_tokens_are_counted(tiny_encoder):
+    spec = tiny_encoder.spec.model_copy(update={"max_length": 16})
+    short = spec.load()
+    [out] = EncoderWorker(spec, token_budget=4096, encoder=short).embed_batch([EmbedJob(tuple(TEXTS), "document")])
+    counts = short.count_tokens(TEXTS)
+    assert out.truncated == sum(n > 16 for n in counts) == 2
+    assert out.tokens == sum(min(n, 16) for n in counts)
+
+
+def test_rerank_batch_scores_as_the_in_process_reranker(tiny_encoder):
+    worker = EncoderWorker(tiny_encoder.spec, token_budget=512, encoder=tiny_encoder)
+    jobs = [RerankJob("silt", tuple(TEXTS)), RerankJob("towns", tuple(TEXTS[::-1]))]
+    got = worker.rerank_batch(jobs)
+    local = LocalEncoderBackend(tiny_encoder)
+    for job, scores in zip(jobs, got):
+        np.testing.assert_allclose(scores, local.scores(job.query, list(job.documents)), atol=1e-5)
+
+
+def test_card_names_the_pinned_spec(tiny_encoder):
+    card = EncoderWorker(tiny_encoder.spec, token_budget=512, encoder=tiny_encoder).card()
+    assert card.fingerprint == tiny_encoder.fingerprint()
+    assert card.spec["weights"] == tiny_encoder.spec.weights and card.dimension == 32
+
+
+def test_image_method_without_calibration_is_refused():
+    from llamaindex_posfair.multimodal.simulator import SimulatedMLLM
+    from llamaindex_posfair.serve.config import ImageModelSpec
+    from llamaindex_posfair.serve.worker import ImageJob, ImageWorker
+
+    worker = ImageWorker(ImageModelSpec(model="sim"), scorer=SimulatedMLLM())
+    with pytest.raises(ValueError, match="method='ours' needs a calibration state, and this server has none"):
+        worker.rerank(ImageJob("q", ("a", "b")))
