@@ -25,6 +25,7 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import asdict
 from typing import Any
 
 from llamaindex_posfair.cli.eval import add_data_args, cache_dir_from_args, float_list, int_list, load_split
@@ -49,6 +50,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--subchunk-overlaps", default="0,1,2", help="sentence overlaps (default 0,1,2)")
     p.add_argument("--calibrations", default="off,paper,posfair-minilm", help="'off' and preset names")
     p.add_argument("--prefetch-limits", type=int_list, default=(20, 50, 100), help="prefetch limits")
+    p.add_argument(
+        "--reference-prefetch-limits",
+        type=int_list,
+        default=(200, 500),
+        help="larger prefetch limits reported for the choice, not chosen from (default 200,500)",
+    )
     p.add_argument("--node-weights", type=float_list, default=(0.0, 0.1, 0.2, 0.3, 0.5), help="fusion weights")
     p.add_argument("--finalists", type=int_at_least(1), default=3, help="sub-chunk layouts tuned further")
     p.add_argument("--tolerance", type=float, default=1.0, help="harmonic-mean margin of the rule, in points")
@@ -89,6 +96,7 @@ def _grid(args: argparse.Namespace) -> Any:
         subchunk_overlaps=_overlaps(args.subchunk_overlaps),
         calibrations=tuple(c.strip() for c in args.calibrations.split(",") if c.strip()),
         prefetch_limits=tuple(args.prefetch_limits),
+        reference_prefetch_limits=tuple(args.reference_prefetch_limits),
         node_weights=tuple(args.node_weights),
         finalists=args.finalists,
         tolerance=args.tolerance / 100.0,
@@ -146,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
         "benchmark": report.name,
         "select_benchmark": select.name,
         "rule": SELECTION_RULE.format(slack=grid.bytes_slack) + f"; tolerance {100 * grid.tolerance:g} points",
+        "grid": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(grid).items()},
         "chosen": outcome.chosen.setting.to_dict(),
         "chosen_on_select": {"harmonic": outcome.chosen.harmonic, "psi": outcome.chosen.result.ndcg.psi},
         **outcome.notes,

@@ -14,7 +14,7 @@ Pure orchestration over :mod:`llamaindex_posfair.eval.main_job` and the runner
 4. **report** (reported split, e.g. ``test``): the shipped single-vector main job
    (the baseline of every interval), the single-vector layouts, the choice, the
    choice with int8 sub-chunks, and the choice scored by exact MaxSim (the
-   prefetch's cost).
+   prefetch's cost), and with larger prefetch limits (the prefetch's recall curve).
 
 Example:
     >>> from llamaindex_posfair.eval.main_job_protocol import MainJobGrid
@@ -134,7 +134,11 @@ class MainJobGrid:
         layout_calibration: the calibration of the layout stage (the shipped one).
         prefetch_limits: tried on the finalists; the largest is used in the layout stage.
         node_weights: fusion weights tried on the finalists (at the largest prefetch limit).
-        finalists: sub-chunk layouts carried to the finalist stage.
+        finalists: sub-chunk layouts carried to the finalist stage (the best overlap of each of the
+            best node size × budget pairs).
+        reference_prefetch_limits: larger prefetch limits reported for the choice (not candidates: on a
+            small benchmark they approach exact MaxSim over the whole corpus, which does not carry over
+            to a large one).
         tolerance: harmonic-mean margin of the rule (0.01 = one point of nDCG@10 ×100).
         bytes_slack: relative storage difference the rule treats as equal.
         depth: nodes asked per query of the single-vector layout.
@@ -151,6 +155,7 @@ class MainJobGrid:
     prefetch_limits: tuple[int, ...] = (20, 50, 100)
     node_weights: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.5)
     finalists: int = 3
+    reference_prefetch_limits: tuple[int, ...] = (200, 500)
     tolerance: float = 0.01
     bytes_slack: float = 0.05
     depth: int = 100
@@ -268,19 +273,27 @@ class MainJobProtocol:
         return MainJobOutcome(sweep, chosen, reported, refs, notes)
 
     def finalist_layouts(self, layouts: Sequence[Scored]) -> list[Setting]:
-        """The best sub-chunk layouts of the layout stage (by harmonic mean), and the rule's own pick."""
+        """The rule's pick among the sub-chunk layouts of the layout stage, then the rule's pick of each
+        further node size × budget pair, best first, up to ``grid.finalists`` layouts."""
         sub = [s for s in layouts if s.setting.subchunks is not None]
-        ranked = sorted(sub, key=lambda s: -s.harmonic)[: self.grid.finalists]
-        ranked.append(choose(sub, self.grid.tolerance, self.grid.bytes_slack))
-        return list(dict.fromkeys(s.setting for s in ranked))
+        pairs: dict[tuple[int, int], list[Scored]] = {}
+        for s in sub:
+            pairs.setdefault((s.setting.node_tokens, s.setting.subchunks.max_tokens), []).append(s)  # type: ignore[union-attr]
+        picks = [choose(group, self.grid.tolerance, self.grid.bytes_slack) for group in pairs.values()]
+        first = choose(sub, self.grid.tolerance, self.grid.bytes_slack)
+        ranked = [first, *sorted((p for p in picks if p is not first), key=lambda s: -s.harmonic)]
+        return [s.setting for s in ranked[: self.grid.finalists]]
 
     def reference_settings(self, chosen: Setting) -> list[Setting]:
-        """The choice with int8 sub-chunks (through the store and simulated) and by exact MaxSim."""
+        """The choice with int8 sub-chunks (through the store and simulated), with the larger reference
+        prefetch limits, and by exact MaxSim."""
         if chosen.subchunks is None:
             return []
+        larger = [p for p in self.grid.reference_prefetch_limits if p > chosen.prefetch_limit]
         return [
             replace(chosen, quantization="int8"),
             replace(chosen, scoring="int8-simulated"),
+            *[replace(chosen, prefetch_limit=p) for p in larger],
             replace(chosen, scoring="exact"),
         ]
 

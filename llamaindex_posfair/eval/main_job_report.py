@@ -46,13 +46,15 @@ def captions(
         f"{chosen}. `[exact]` = the same vectors scored by exact MaxSim (no prefetch bound); `int8` through the "
         f"store = int8 sub-chunk collection (qdrant-client's local mode ignores quantization: same scores, "
         f"storage accounted); `[int8-simulated]` = the two-stage query in numpy with sub-chunk vectors rounded "
-        f"through int8 scalar quantization (no rescoring). " + _COLUMNS
+        f"through int8 scalar quantization (no rescoring); rows with a larger prefetch limit than the grid's "
+        f"are references (the prefetch's recall curve), not candidates. " + _COLUMNS
     )
     sweep = (
         f"The sweep on `{select.name}` (selection split), sorted by harmonic mean: layout stage (every node size "
         f"× sub-chunk budget × sentence overlap at the shipped calibration, the largest prefetch limit, no "
         f"fusion; single-vector layouts per calibration), then finalists (calibration × prefetch limit, and × "
-        f"node weight at the largest prefetch), then reference rows of the choice. " + _COLUMNS
+        f"node weight at the largest prefetch), then reference rows of the choice (int8, larger prefetch limits, "
+        f"exact MaxSim; not candidates). " + _COLUMNS
     )
     return summary, sweep
 
