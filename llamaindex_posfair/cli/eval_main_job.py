@@ -9,7 +9,7 @@ the shipped single-vector main job::
     posfair eval-main-job --out results/main_job
 
 writes ``summary.md/csv`` (test), ``sweep.md/csv`` (dev), ``ndcg_by_group.png``,
-``frontier.png`` (harmonic nDCG@10 vs bytes per node) and ``run.json`` (the
+``frontier.png`` (harmonic nDCG@10 vs vector bytes per passage) and ``run.json`` (the
 choice, the rule and the command). Embeddings are memoised on disk
 (``--cache-dir``), so a rerun takes minutes.
 

@@ -153,8 +153,8 @@ class StorageStats:
 
     Example:
         >>> s = StorageStats(nodes=2, passages=1, dim=4, dense_per_node=1, subchunk_vectors=6)
-        >>> s.vectors_per_node, s.bytes_per_node, s.bytes_per_node_int8
-        (4.0, 64.0, 28.0)
+        >>> s.vectors_per_node, s.bytes_per_node, s.bytes_per_node_int8, s.bytes_per_passage
+        (4.0, 64.0, 28.0, 128.0)
     """
 
     nodes: int
@@ -182,6 +182,12 @@ class StorageStats:
         return 4.0 * self.dim * self.vectors_per_node
 
     @property
+    def bytes_per_passage(self) -> float:
+        """float32 vector bytes per passage (the corpus's vector storage over its passages): the fair
+        storage unit across node sizes, since a smaller node holds fewer sub-chunks but there are more nodes."""
+        return self.bytes_per_node * self.nodes / max(self.passages, 1)
+
+    @property
     def bytes_per_node_int8(self) -> float:
         """Vector bytes per node searched with int8 sub-chunks: float32 node vectors + one byte per
         sub-chunk dimension (Qdrant keeps the float originals besides, on disk when ``on_disk``)."""
@@ -195,6 +201,7 @@ class StorageStats:
             "vectors_per_passage": round(self.vectors_per_passage, 3),
             "bytes_per_node": round(self.bytes_per_node, 1),
             "bytes_per_node_int8": round(self.bytes_per_node_int8, 1),
+            "bytes_per_passage": round(self.bytes_per_passage, 1),
             "store_bytes": self.store_bytes,
         }
 

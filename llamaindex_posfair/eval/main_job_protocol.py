@@ -52,8 +52,9 @@ logger = logging.getLogger(__name__)
 #: The rule :func:`choose` applies, in words (written to ``run.json``).
 SELECTION_RULE = (
     "on the selection split only: take the best harmonic-mean nDCG@10 H*; among settings with H >= H* - "
-    "tolerance, keep those whose float32 bytes per node are within {slack:.0%} of the fewest; among them the "
-    "lowest PSI, then the highest H, then the larger prefetch limit (safer recall on a larger corpus)"
+    "tolerance, keep those whose float32 vector bytes per passage (corpus storage; node sizes differ) are within "
+    "{slack:.0%} of the fewest; among them the lowest PSI, then the highest H, then the larger prefetch limit "
+    "(safer recall on a larger corpus)"
 )
 
 #: An encoder for a node size and a calibration name (``"off"`` or a preset name).
@@ -208,8 +209,8 @@ def choose(scored: Sequence[Scored], tolerance: float = 0.01, bytes_slack: float
         raise ValueError("nothing to choose from: score at least one setting on the selection split")
     best = max(s.harmonic for s in scored)
     near = [s for s in scored if s.harmonic >= best - tolerance - 1e-12]
-    fewest = min(s.stats.storage.bytes_per_node for s in near)
-    cheap = [s for s in near if s.stats.storage.bytes_per_node <= fewest * (1 + bytes_slack)]
+    fewest = min(s.stats.storage.bytes_per_passage for s in near)
+    cheap = [s for s in near if s.stats.storage.bytes_per_passage <= fewest * (1 + bytes_slack)]
     return min(cheap, key=lambda s: (round(s.result.ndcg.psi, 9), -s.harmonic, -s.setting.prefetch_limit))
 
 

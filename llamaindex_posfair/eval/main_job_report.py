@@ -28,7 +28,8 @@ _COLUMNS = (
     "paired bootstrap interval (queries resampled within groups). Prefetch R@10 = share of the exact top-10 "
     "nodes (numpy over every stored vector) the store returns in its top 10. bytes/node = vector bytes per "
     "node: float32 (4·dim per vector), and int8 = float32 node vector + 1 byte per sub-chunk dimension (the "
-    "quantized copy; Qdrant keeps the float originals besides, on disk if asked). chunks/s = nodes ingested "
+    "quantized copy; Qdrant keeps the float originals besides, on disk if asked); bytes/passage = float32 vector "
+    "bytes of the whole corpus per passage (the storage unit the rule compares: node sizes differ). chunks/s = nodes ingested "
     "per second, memoised embeddings charged at their measured cold cost. p50/p99 = wall time of one "
     "`qdrant_tools.search.search` call (query embedding not included)."
 )
@@ -99,7 +100,8 @@ def table_markdown(
     with_ci = baseline is not None and groups is not None
     head = ["system", *group_order, "harmonic", "PSI"]
     head += ["ΔH vs first row [95% CI]"] if with_ci else []
-    head += ["prefetch R@10", "vectors/node", "bytes/node f32", "bytes/node int8", "chunks/s", "p50 ms", "p99 ms"]
+    head += ["prefetch R@10", "vectors/node", "bytes/node f32", "bytes/node int8", "bytes/passage f32"]
+    head += ["chunks/s", "p50 ms", "p99 ms"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in scored:
         r, st = s.result, s.stats
@@ -113,6 +115,7 @@ def table_markdown(
                 cells.append(f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
         cells += [_num(100 * st.prefetch_recall, ".1f"), f"{st.storage.vectors_per_node:.1f}"]
         cells += [f"{st.storage.bytes_per_node:,.0f}", f"{st.storage.bytes_per_node_int8:,.0f}"]
+        cells.append(f"{st.storage.bytes_per_passage:,.0f}")
         cells += [_num(st.ingest_chunks_per_second, ".2f"), _num(st.query_p50_ms, ".1f"), _num(st.query_p99_ms, ".1f")]
         lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
@@ -120,11 +123,14 @@ def table_markdown(
 
 
 def plot_frontier(sweep: Sequence[Scored], chosen: Scored, path: Path, title: str = "") -> Path:
-    """Harmonic nDCG@10 (y) against float32 bytes per node (x, log) over the sweep; the Pareto frontier
-    (no other setting both smaller and better) joined, the choice circled, single-vector layouts as squares."""
+    """Harmonic nDCG@10 (y) against float32 vector bytes per passage (x, log) over the sweep; the Pareto
+    frontier (no other setting both smaller and better) joined, the choice circled, single-vector layouts
+    as squares."""
     plt = _plt()
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
     fig, ax = plt.subplots(figsize=(6.6, 4.4), dpi=100)
-    xs = [s.stats.storage.bytes_per_node for s in sweep]
+    xs = [s.stats.storage.bytes_per_passage for s in sweep]
     ys = [100 * s.harmonic for s in sweep]
     single = [s.setting.subchunks is None for s in sweep]
     sc = ax.scatter(
@@ -145,11 +151,13 @@ def plot_frontier(sweep: Sequence[Scored], chosen: Scored, path: Path, title: st
             front.append((x, y))
             best = y
     ax.plot([p[0] for p in front], [p[1] for p in front], color="red", lw=1, label="frontier")
-    cx, cy = chosen.stats.storage.bytes_per_node, 100 * chosen.harmonic
+    cx, cy = chosen.stats.storage.bytes_per_passage, 100 * chosen.harmonic
     ax.scatter([cx], [cy], s=160, facecolors="none", edgecolors="red", linewidths=1.5, label="chosen")
     fig.colorbar(sc, ax=ax, label="PSI (lower is fairer)")
     ax.set_xscale("log")
-    ax.set_xlabel("vector bytes per node (float32)")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g} kB"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("vector bytes per passage (float32; whole corpus / passages)")
     ax.set_ylabel("harmonic mean nDCG@10 (%)")
     ax.set_title(title or "storage vs position-fair quality")
     ax.grid(alpha=0.3, which="both")
@@ -171,7 +179,7 @@ def write_main_job(
     model_label: str = "",
 ) -> tuple[str, list[Path]]:
     """``summary.md/csv`` (reported split), ``sweep.md/csv`` (selection split), ``ndcg_by_group.png``,
-    ``frontier.png`` and ``run.json`` in ``out``. Returns the summary table and the paths."""
+    ``frontier.png`` (harmonic vs bytes per passage) and ``run.json`` in ``out``. Returns the summary table and the paths."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     shipped = outcome.reported[0]

@@ -98,6 +98,7 @@ def test_storage_accounting_of_a_known_corpus(plain):
 def test_storage_stats_per_passage_counts_every_node():
     s = StorageStats(nodes=6, passages=2, dim=10, dense_per_node=1, subchunk_vectors=12)
     assert (s.vectors_per_node, s.vectors_per_passage, s.bytes_per_node) == (3.0, 9.0, 120.0)
+    assert s.bytes_per_passage == 360.0  # three nodes of 120 bytes per passage
 
 
 @pytest.mark.parametrize("weight", [0.0, 0.4])
