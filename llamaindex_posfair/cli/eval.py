@@ -53,14 +53,14 @@ def _non_negative_int(text: str) -> int:
     return _positive_int(text)
 
 
-def _floats(text: str) -> tuple[float, ...]:
+def float_list(text: str) -> tuple[float, ...]:
     try:
         return tuple(float(v) for v in text.split(",") if v.strip())
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
 
 
-def _ints(text: str) -> tuple[int, ...]:
+def int_list(text: str) -> tuple[int, ...]:
     try:
         return tuple(_positive_int(v) for v in text.split(",") if v.strip())
     except argparse.ArgumentTypeError as exc:
@@ -100,14 +100,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _add_data_args(p)
+    add_data_args(p)
     _add_grid_args(p)
     _add_system_args(p)
     _add_run_args(p)
     p.set_defaults(handler=run)
 
 
-def _add_data_args(p: argparse.ArgumentParser) -> None:
+def add_data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="needle", choices=("needle", "beir", "fineweb-posq", "squad-posq", "posir"))
     p.add_argument("--data", default=None, help="local path of the benchmark (default: the shipped needle-prose)")
     p.add_argument("--split", default="test", help="split that is reported (default: test; 'none' = a file read whole)")
@@ -126,8 +126,8 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_grid_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--basket-sizes", type=_ints, default=(64, 128, 256))
-    p.add_argument("--strengths", type=_floats, default=(0.3, 0.5, 0.7, 1.0))
+    p.add_argument("--basket-sizes", type=int_list, default=(64, 128, 256))
+    p.add_argument("--strengths", type=float_list, default=(0.3, 0.5, 0.7, 1.0))
     p.add_argument(
         "--layer-sets",
         type=_layer_sets,
@@ -138,7 +138,7 @@ def _add_grid_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-variants", action="store_true", help="skip the named calibration variants (eval/variants.py)")
     p.add_argument(
         "--fusion-alphas",
-        type=_floats,
+        type=float_list,
         default=tuple(i / 10 for i in range(11)),
         help="fusion weights α of the vanilla score tried on the selection split",
     )
@@ -163,7 +163,7 @@ def _add_system_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-length", type=_positive_int, default=512, help="encoder window (MiniLM's card says 256)")
     p.add_argument("--preset", default="posfair-minilm", help="calibration preset also reported ('none' = skip)")
     p.add_argument(
-        "--chunk-sizes", type=_ints, default=(64, 128, 256), help="chunk-max chunk sizes in tokens ('' = none)"
+        "--chunk-sizes", type=int_list, default=(64, 128, 256), help="chunk-max chunk sizes in tokens ('' = none)"
     )
     p.add_argument(
         "--multivector-tokens",
@@ -210,7 +210,7 @@ class _Setup:
     truncated: int
 
 
-def _splits(args: argparse.Namespace) -> tuple[str | None, str | None]:
+def splits(args: argparse.Namespace) -> tuple[str | None, str | None]:
     """(reported split, selection split); the selection split is never the reported one."""
     report = None if args.split.lower() == "none" else args.split
     if args.no_grid:
@@ -229,7 +229,7 @@ def _splits(args: argparse.Namespace) -> tuple[str | None, str | None]:
     return report, select
 
 
-def _load(args: argparse.Namespace, split: str | None) -> Any:
+def load_split(args: argparse.Namespace, split: str | None) -> Any:
     from llamaindex_posfair.eval.loaders import load_benchmark
 
     bench = load_benchmark(args.format, args.data, split=split)
@@ -238,10 +238,11 @@ def _load(args: argparse.Namespace, split: str | None) -> Any:
     return bench
 
 
-def _cache_dir(args: argparse.Namespace) -> str | None:
+def cache_dir_from_args(args: argparse.Namespace, name: str = "eval") -> str | None:
+    """``--cache-dir``, or ``$XDG_CACHE_HOME/llamaindex_posfair/NAME``; ``None`` with ``--no-cache``."""
     if args.no_cache:
         return None
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "llamaindex_posfair" / "eval"
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "llamaindex_posfair" / name
     return args.cache_dir or str(default)
 
 
@@ -274,7 +275,7 @@ def _protocol(args: argparse.Namespace, encoder: Any, selecting: bool) -> Any:
         fixed=fixed,
         encode_batch_size=args.encode_batch_size,
         show_progress=not args.no_progress,
-        cache_dir=_cache_dir(args),
+        cache_dir=cache_dir_from_args(args),
     )
 
 
@@ -285,9 +286,9 @@ def _setup(args: argparse.Namespace) -> _Setup:
     from llamaindex_posfair.eval.protocol import baseline_systems, check_held_apart, truncated_passages
     from llamaindex_posfair.eval.systems import DenseSystem
 
-    report_split, select_split = _splits(args)
-    report = _load(args, report_split)
-    select = _load(args, select_split) if select_split is not None else None
+    report_split, select_split = splits(args)
+    report = load_split(args, report_split)
+    select = load_split(args, select_split) if select_split is not None else None
     if select is not None:
         check_held_apart(select, report)
     model = args.model or BUNDLED_MINILM

@@ -367,6 +367,7 @@ class Protocol:
             batch_size=self.encode_batch_size,
             show_progress_bar=self.show_progress,
             cache_dir=self.cache_dir,
+            doc_ids=bench.doc_ids,
         )
         points = dict(plan.grid.points())
         configs = {**points, **plan.variants}

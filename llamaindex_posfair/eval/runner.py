@@ -186,6 +186,7 @@ def run_eval(
         batch_size=batch_size,
         show_progress_bar=show_progress_bar,
         cache_dir=cache_dir,
+        doc_ids=bench.doc_ids,
     )
     results = []
     bar = tqdm(systems, desc=f"systems on {bench.name}", unit="system", disable=not show_progress_bar)

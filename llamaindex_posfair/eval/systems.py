@@ -79,6 +79,8 @@ class EncodeCache:
         cache_dir: If set, every matrix is also saved there as ``.npy`` (keyed by
             encoder fingerprint, role and a hash of the texts), so an interrupted
             run resumes without re-encoding.
+        doc_ids: The passages' ids (systems that store documents by id, like the
+            main job, use them); default ``"0"``, ``"1"``, ...
 
     Example:
         >>> cache = EncodeCache(["a passage"], ["a query"])
@@ -93,10 +95,14 @@ class EncodeCache:
         batch_size: int = 16,
         show_progress_bar: bool = False,
         cache_dir: str | None = None,
+        doc_ids: Sequence[str] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+        if doc_ids is not None and (len(doc_ids) != len(docs) or len(set(doc_ids)) != len(doc_ids)):
+            raise ValueError(f"doc_ids must name each of the {len(docs)} passages once, got {len(doc_ids)} ids")
         self.docs = list(docs)
+        self.doc_ids = [str(i) for i in range(len(self.docs))] if doc_ids is None else [str(d) for d in doc_ids]
         self.queries = list(queries)
         self.batch_size = batch_size
         self.show_progress_bar = show_progress_bar

@@ -1,0 +1,30 @@
+"""``posfair eval-main-job`` user errors: one line on stderr, exit status 2, before any model loads."""
+
+from __future__ import annotations
+
+import pytest
+
+from llamaindex_posfair.cli import main
+
+
+def _error(capsys, argv: list[str]) -> str:
+    assert main(["eval-main-job", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("posfair eval-main-job: error: ") and "Traceback" not in err
+    return err
+
+
+def test_selecting_on_the_reported_split_is_refused(capsys):
+    assert "held-apart" in _error(capsys, ["--split", "dev", "--select-split", "dev"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--subchunk-overlaps", "1,-1"], "--subchunk-overlaps"),
+        (["--windows", "510=512"], "--windows"),
+        (["--calibrations", "off,nope"], "unknown calibration preset 'nope'"),
+    ],
+)
+def test_bad_values_are_user_errors(capsys, argv, needle):
+    assert needle in _error(capsys, [*argv, "--out", "unused"])
