@@ -138,9 +138,7 @@ def tables(evals: dict[str, dict], bench: Any) -> dict[str, list[dict]]:
     for setting in ("single", "layout"):
         results = {k: _summary(v[setting]["per_query"], bench) for k, v in evals.items() if setting in v}
         base, plain = results.get("base"), results.get("plain")
-        out[setting] = [
-            comparison_row(k, r, base, plain, bench.groups, bench.group_order) for k, r in results.items()
-        ]
+        out[setting] = [comparison_row(k, r, base, plain, bench.groups, bench.group_order) for k, r in results.items()]
     return out
 
 

@@ -131,6 +131,8 @@ def _configs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 
     if args.corpus and args.data:
         raise CliError("--corpus builds training pairs from raw text and --data reads triples; pass one of them")
+    if args.corpus and not os.path.exists(args.corpus):
+        raise CliError(f"--corpus {args.corpus!r} does not exist; pass a folder of .txt/.md files")
     if args.corpus and args.eval_path:
         raise CliError("--corpus evaluates on its own held-apart documents; drop --eval (or use --no-eval)")
     try:

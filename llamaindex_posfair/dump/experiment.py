@@ -153,7 +153,9 @@ def comparison_row(
     row["harmonic"] = round(100 * result.ndcg.harmonic, 1)
     row["PSI"] = round(result.ndcg.psi, 3)
     row["ΔH vs base [95% CI]"] = _ci(result, base if result is not base else None, groups, seed)
-    row["ΔH vs plain [95% CI]"] = _ci(result, plain if plain is not None and result is not plain else None, groups, seed)
+    row["ΔH vs plain [95% CI]"] = _ci(
+        result, plain if plain is not None and result is not plain else None, groups, seed
+    )
     return row
 
 
