@@ -202,26 +202,8 @@ def write_outputs(out: Path, parts: dict[str, list[dict]], caption: str, run: di
     (out / "run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    os.nice(max(0, args.nice - os.nice(0)))
-    from llamaindex_posfair.dump.experiment import parse_arms
-    from llamaindex_posfair.encoders.models import bundled_model_path
-    from llamaindex_posfair.eval.loaders import load_shipped
-
-    t_start, arms = time.perf_counter(), parse_arms(args.arms)
-    layout_arms = {a.name for a in parse_arms(args.layout_arms)} if args.layout_arms else {a.name for a in arms}
-    trained = [train_arm(arm, args) for arm in arms]
-    bench = load_shipped("needle-prose", "test")
-    cache = Path(args.models) / "eval"
-    models = {"base": bundled_model_path(), **{r["arm"]: str(Path(args.models) / r["arm"]) for r in trained}}
-    evals, eval_seconds = {}, {}
-    for label, folder in models.items():
-        if label != "base" and not (Path(folder) / "train_report.json").exists():
-            continue
-        t0 = time.perf_counter()
-        evals[label] = evaluate_model(label, folder, bench, label == "base" or label in layout_arms, cache)
-        eval_seconds[label] = round(time.perf_counter() - t0, 1)
+def write_all(args: argparse.Namespace, trained: list[dict], evals: dict, bench: Any, started: float, argv) -> None:
+    """Tables of everything finished so far (called after every arm, so a stopped run still reports)."""
     parts = {**tables(evals, bench), "in_domain": in_domain_rows(trained), "training": training_rows(trained)}
     first = next((r["report"] for r in trained if r.get("report")), {})
     caption = (
@@ -234,9 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     run = {
         "command": "python scripts/dump_experiment.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "wall_seconds": round(time.perf_counter() - t_start, 1),
+        "wall_seconds": round(time.perf_counter() - started, 1),
         "cpu_seconds_children": round(_cpu_children(), 1),
-        "eval_seconds": eval_seconds,
+        "cpu_seconds_self": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]), 1),
+        "eval_seconds": {k: {s: v[s].get("seconds") for s in ("single", "layout") if s in v} for k, v in evals.items()},
         "load_average_end": os.getloadavg(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "layout_note": "main job's layout scored directly (ingest_documents + search on QdrantClient(':memory:')); "
@@ -246,6 +229,29 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {k: first.get(k) for k in ("training", "pairs", "passage_tokens", "dev_documents")},
     }
     write_outputs(Path(args.out), parts, caption, run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.nice(max(0, args.nice - os.nice(0)))
+    from llamaindex_posfair.dump.experiment import parse_arms
+    from llamaindex_posfair.encoders.models import bundled_model_path
+    from llamaindex_posfair.eval.loaders import load_shipped
+
+    started, arms = time.perf_counter(), parse_arms(args.arms)
+    layout_arms = {a.name for a in parse_arms(args.layout_arms)} if args.layout_arms else {a.name for a in arms}
+    bench = load_shipped("needle-prose", "test")
+    cache = Path(args.models) / "eval"
+    trained: list[dict] = []
+    evals: dict[str, dict] = {}
+    for arm in arms:  # train, then score at once: a run stopped early still reports what it finished
+        trained.append(train_arm(arm, args))
+        if "base" not in evals:
+            evals["base"] = evaluate_model("base", bundled_model_path(), bench, True, cache)
+        folder = Path(args.models) / arm.name
+        if (folder / "train_report.json").exists():
+            evals[arm.name] = evaluate_model(arm.name, str(folder), bench, arm.name in layout_arms, cache)
+        write_all(args, trained, evals, bench, started, argv)
     print((Path(args.out) / "summary.md").read_text(encoding="utf-8"))
     return 0
 

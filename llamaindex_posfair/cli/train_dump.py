@@ -263,6 +263,20 @@ def _evaluate(model: Any, sets: dict, label: str, args: argparse.Namespace, scal
     return out
 
 
+def _keep_text_window(model: Any, k: int) -> int:
+    """Grow ``max_seq_length`` by the ``k`` prefix tokens when the position table allows it.
+
+    The prefix then takes no room from the text: passages at the node size are
+    not truncated in training, and ``posfair ingest`` cuts the same nodes for
+    the trained model as for its base.
+    """
+    limit = getattr(model[0].auto_model.config, "max_position_embeddings", None)
+    wanted = int(model.max_seq_length) + k
+    if limit is not None and wanted <= int(limit):
+        model.max_seq_length = wanted
+    return int(model.max_seq_length)
+
+
 def _load_base(args: argparse.Namespace, model_path: str) -> Any:
     from sentence_transformers import SentenceTransformer
 
@@ -295,6 +309,8 @@ def run_train_dump(args: argparse.Namespace) -> int:
     report["eval_base"] = _evaluate(model, sets, "base model", args, train_cfg.scale)
     if dump_cfg is not None:
         add_dump_prefix(model, dump_cfg)
+        if args.max_length is None:
+            report["max_seq_length"] = _keep_text_window(model, dump_cfg.num_tokens)
         report["eval_before"] = _evaluate(model, sets, "prefixed, untrained", args, train_cfg.scale)
     start = time.perf_counter()
     checkpoints = os.path.join(args.out, CHECKPOINT_DIR)

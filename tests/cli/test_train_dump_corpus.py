@@ -120,3 +120,18 @@ def test_the_trained_folder_works_in_posfair_ingest_and_query(trained, corpus, t
     assert main(["query", "where do the flowers grow", *common, "--json", "--top-k", "3"]) == 0
     hits = json.loads(capsys.readouterr().out)["results"]
     assert len(hits) == 3 and {h["doc_id"] for h in hits} <= set(TOPICS)
+
+
+class _Model(list):
+    def __init__(self, max_seq_length, max_positions):
+        config = type("C", (), {"max_position_embeddings": max_positions})()
+        super().__init__([type("T", (), {"auto_model": type("A", (), {"config": config})()})()])
+        self.max_seq_length = max_seq_length
+
+
+@pytest.mark.parametrize(("window", "positions", "expected"), [(256, 512, 260), (512, 512, 512)])
+def test_the_prefix_takes_no_room_from_the_text_when_positions_allow(window, positions, expected):
+    from llamaindex_posfair.cli.train_dump import _keep_text_window
+
+    model = _Model(window, positions)
+    assert _keep_text_window(model, 4) == expected == model.max_seq_length
