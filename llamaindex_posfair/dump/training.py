@@ -27,6 +27,7 @@ from llamaindex_posfair.dump.config import (
 )
 from llamaindex_posfair.dump.metrics import infonce_loss, ranking_metrics
 from llamaindex_posfair.dump.model import input_embeddings
+from llamaindex_posfair.dump.pairs import EvalSet
 from llamaindex_posfair.encoders.prefix_tokens import prefix_token_ids
 
 logger = logging.getLogger(__name__)
@@ -152,6 +153,7 @@ class TrainReport:
     train_losses: list[float] = field(default_factory=list)
     bf16: bool = False
     cached: bool = False
+    resumed_from: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -160,7 +162,18 @@ class TrainReport:
             "train_losses": self.train_losses,
             "bf16": self.bf16,
             "cached": self.cached,
+            "resumed_from": self.resumed_from,
         }
+
+
+def latest_checkpoint(folder: str | Path | None) -> str | None:
+    """The newest ``checkpoint-N`` folder under ``folder`` (highest ``N``), or None."""
+    if folder is None or not Path(folder).is_dir():
+        return None
+    found = [
+        (int(p.name.split("-")[1]), p) for p in Path(folder).glob("checkpoint-*") if p.name.split("-")[1].isdigit()
+    ]
+    return str(max(found)[1]) if found else None
 
 
 def train_dump(
@@ -170,6 +183,9 @@ def train_dump(
     *,
     output_dir: str | Path | None = None,
     show_progress_bar: bool = False,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_steps: int = 50,
+    callbacks: Sequence[Any] = (),
 ) -> TrainReport:
     """Train a DUMP model (from :func:`~llamaindex_posfair.dump.model.add_dump_prefix`) in place.
 
@@ -177,15 +193,21 @@ def train_dump(
     positive is the target, its hard negative and every other row of the
     batch are negatives. With ``config.mini_batch_size`` the gradient-cache
     variant (``CachedMultipleNegativesRankingLoss``) is used instead, for large
-    batches. What trains follows ``model.posfair_dump.mode``.
+    batches. What trains follows ``model.posfair_dump.mode``; for the plain
+    fine-tune control (no prefix, everything trains) use :func:`train_contrastive`.
 
     Args:
         model: A SentenceTransformer prepared by ``add_dump_prefix``.
         triples: Training triples (see :func:`load_triples`).
         config: Training settings (default ``DumpTrainingConfig()``).
-        output_dir: Trainer scratch folder (default: a temporary folder). No
-            checkpoints are written; save with ``save_dump_model``.
+        output_dir: Trainer scratch folder (default: a temporary folder).
         show_progress_bar: Show the trainer's tqdm bar.
+        checkpoint_dir: If set, a checkpoint is written there every
+            ``checkpoint_steps`` steps (the latest one kept) and training resumes
+            from the latest checkpoint found there: rerun the same call after an
+            interruption. Save the result with ``save_dump_model``.
+        checkpoint_steps: Steps between checkpoints.
+        callbacks: Extra ``transformers.TrainerCallback`` objects.
 
     Returns:
         A :class:`TrainReport` (steps, wall time, logged losses).
@@ -199,14 +221,6 @@ def train_dump(
         >>> model = add_dump_prefix(SentenceTransformer(path), DumpConfig(mode="full"))  # doctest: +SKIP
         >>> report = train_dump(model, load_triples(bundled_split("train")))  # doctest: +SKIP
     """
-    from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.base.sampler import BatchSamplers
-    from sentence_transformers.sentence_transformer.losses import (
-        CachedMultipleNegativesRankingLoss,
-        MultipleNegativesRankingLoss,
-    )
-
     config = config or DumpTrainingConfig()
     dump: DumpConfig | None = getattr(model, "posfair_dump", None)
     if not isinstance(dump, DumpConfig):
@@ -216,12 +230,93 @@ def train_dump(
             f"weight_decay must be 0 in mode {dump.mode!r}, got {config.weight_decay}: decoupled weight decay "
             "would move the embedding rows this mode keeps frozen"
         )
+    return train_contrastive(
+        model,
+        triples,
+        config,
+        mode=dump.mode,
+        output_dir=output_dir,
+        show_progress_bar=show_progress_bar,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_steps=checkpoint_steps,
+        callbacks=callbacks,
+    )
+
+
+def _loss(model: Any, config: DumpTrainingConfig) -> Any:
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+        MultipleNegativesRankingLoss,
+    )
+
+    if config.cached:
+        return CachedMultipleNegativesRankingLoss(
+            model, scale=config.scale, mini_batch_size=config.mini_batch_size, show_progress_bar=False
+        )
+    return MultipleNegativesRankingLoss(model, scale=config.scale)
+
+
+def _training_args(config: DumpTrainingConfig, folder: str, bf16: bool, checkpoint_steps: int | None, show: bool):
+    from sentence_transformers import SentenceTransformerTrainingArguments
+    from sentence_transformers.base.sampler import BatchSamplers
+
+    saving = {"save_strategy": "no"}
+    if checkpoint_steps is not None:
+        saving = {"save_strategy": "steps", "save_steps": checkpoint_steps, "save_total_limit": 1}
+    return SentenceTransformerTrainingArguments(
+        output_dir=folder,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps if config.max_steps is not None else -1,
+        per_device_train_batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        warmup_steps=float(config.warmup_ratio),  # transformers 5: a float < 1 is a ratio
+        weight_decay=config.weight_decay,
+        bf16=bf16,
+        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        logging_steps=config.logging_steps,
+        report_to="none",
+        seed=config.seed,
+        data_seed=config.seed,
+        disable_tqdm=not show,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        **saving,
+    )
+
+
+def train_contrastive(
+    model: Any,
+    triples: Sequence[Triple],
+    config: DumpTrainingConfig | None = None,
+    *,
+    mode: str = "full",
+    output_dir: str | Path | None = None,
+    show_progress_bar: bool = False,
+    checkpoint_dir: str | Path | None = None,
+    checkpoint_steps: int = 50,
+    callbacks: Sequence[Any] = (),
+) -> TrainReport:
+    """InfoNCE training of any SentenceTransformer, in place (what :func:`train_dump` runs).
+
+    With ``mode="full"`` and a model without prefix this is the plain
+    fine-tune the paper compares against; the other modes need the prefix
+    tokens of :func:`~llamaindex_posfair.dump.model.add_dump_prefix`. See
+    :func:`train_dump` for the arguments.
+
+    Raises:
+        ValueError: fewer than 2 triples, or a frozen-row mode on a model without prefix tokens.
+    """
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer
+
+    config = config or DumpTrainingConfig()
     if len(triples) < 2:
         raise ValueError(f"need at least 2 triples for in-batch negatives, got {len(triples)}")
     prefix_ids = prefix_token_ids(model.tokenizer)
+    if mode != "full" and not prefix_ids:
+        raise ValueError(f"mode {mode!r} trains or freezes prefix rows, but the model has no prefix tokens")
     if config.max_length is not None:
         model.max_seq_length = config.max_length
-
     dataset = Dataset.from_dict(
         {
             "anchor": [t.query for t in triples],
@@ -229,46 +324,32 @@ def train_dump(
             "negative": [t.negative for t in triples],
         }
     )
-    if config.cached:
-        loss = CachedMultipleNegativesRankingLoss(
-            model, scale=config.scale, mini_batch_size=config.mini_batch_size, show_progress_bar=False
-        )
-    else:
-        loss = MultipleNegativesRankingLoss(model, scale=config.scale)
-
     bf16 = _use_bf16(config.precision)
-    handles = configure_trainable(model, dump.mode, prefix_ids)
-    scratch = tempfile.TemporaryDirectory(prefix="posfair-dump-") if output_dir is None else None
+    handles = configure_trainable(model, mode, prefix_ids)
+    scratch = None
+    if checkpoint_dir is None and output_dir is None:
+        scratch = tempfile.TemporaryDirectory(prefix="posfair-dump-")
+    folder = str(checkpoint_dir or output_dir or scratch.name)
     try:
-        args = SentenceTransformerTrainingArguments(
-            output_dir=str(output_dir or scratch.name),
-            num_train_epochs=config.epochs,
-            max_steps=config.max_steps if config.max_steps is not None else -1,
-            per_device_train_batch_size=config.batch_size,
-            learning_rate=config.learning_rate,
-            warmup_steps=float(config.warmup_ratio),  # transformers 5: a float < 1 is a ratio
-            weight_decay=config.weight_decay,
-            bf16=bf16,
-            batch_sampler=BatchSamplers.NO_DUPLICATES,
-            logging_steps=config.logging_steps,
-            save_strategy="no",
-            report_to="none",
-            seed=config.seed,
-            data_seed=config.seed,
-            disable_tqdm=not show_progress_bar,
-            dataloader_num_workers=0,
-            dataloader_pin_memory=torch.cuda.is_available(),
+        every = checkpoint_steps if checkpoint_dir is not None else None
+        args = _training_args(config, folder, bf16, every, show_progress_bar)
+        trainer = SentenceTransformerTrainer(
+            model=model, args=args, train_dataset=dataset, loss=_loss(model, config), callbacks=list(callbacks)
         )
-        trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
         if not show_progress_bar:
             from transformers.trainer_callback import PrinterCallback
 
             trainer.remove_callback(PrinterCallback)
+        resume = latest_checkpoint(checkpoint_dir)
+        if resume:
+            logger.info("resuming from %s", resume)
         start = time.perf_counter()
-        trainer.train()
+        trainer.train(resume_from_checkpoint=resume)
         seconds = time.perf_counter() - start
         losses = [float(e["loss"]) for e in trainer.state.log_history if "loss" in e]
-        return TrainReport(trainer.state.global_step, seconds, losses, bf16=bf16, cached=config.cached)
+        return TrainReport(
+            trainer.state.global_step, seconds, losses, bf16=bf16, cached=config.cached, resumed_from=resume
+        )
     finally:
         for handle in handles:
             handle.remove()
@@ -317,6 +398,33 @@ def evaluate_retrieval(
     out["infonce"] = infonce_loss(torch.from_numpy(q), torch.from_numpy(pos), torch.from_numpy(neg), scale=scale)
     out["n_queries"] = float(len(triples))
     out["n_docs"] = float(len(docs))
+    return out
+
+
+def evaluate_eval_set(
+    model: Any, eval_set: EvalSet, *, batch_size: int = 64, show_progress_bar: bool = False
+) -> dict[str, float]:
+    """Retrieval quality of ``model`` on an in-domain :class:`~llamaindex_posfair.dump.pairs.EvalSet`.
+
+    Returns:
+        ``{"ndcg@10", "mrr@10", "recall@1", "recall@5", "recall@10", "ndcg@10[begin|middle|end]",
+        "n_queries", "n_docs"}``; the thirds split queries by where their sentence sits in its passage.
+
+    Example:
+        >>> evaluate_eval_set(model, build_eval_set(dev_passages, 2, seed=0, removed=False))  # doctest: +SKIP
+    """
+    enc = dict(
+        batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=show_progress_bar
+    )
+    scores = model.encode(eval_set.queries, **enc) @ model.encode(eval_set.corpus, **enc).T
+    out = ranking_metrics(scores, eval_set.relevant)
+    thirds = np.minimum((np.asarray(eval_set.rel_positions) * 3).astype(int), 2)
+    for i, name in enumerate(("begin", "middle", "end")):
+        rows = np.flatnonzero(thirds == i)
+        if len(rows):
+            out[f"ndcg@10[{name}]"] = ranking_metrics(scores[rows], [eval_set.relevant[r] for r in rows])["ndcg@10"]
+    out["n_queries"] = float(len(eval_set.queries))
+    out["n_docs"] = float(len(eval_set.corpus))
     return out
 
 
