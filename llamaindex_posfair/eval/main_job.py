@@ -58,6 +58,7 @@ __all__ = [
     "NodeVectors",
     "StorageStats",
     "StoreIndex",
+    "edge_store",
     "eval_search",
     "int8_roundtrip",
     "local_store",
@@ -75,8 +76,15 @@ def local_store(folder: str) -> Any:
     return QdrantClient(path=folder)
 
 
-#: How the harness opens an embedded store in a folder (swap for ``qdrant_tools.store.open_store``).
-DEFAULT_CLIENT_FACTORY: Callable[[str], Any] = local_store
+def edge_store(folder: str) -> Any:
+    """The shipped embedded default: Qdrant Edge in ``folder`` (:func:`qdrant_tools.store.open_store`)."""
+    from qdrant_tools.store import open_store
+
+    return open_store(folder)
+
+
+#: How the harness opens an embedded store in a folder: the store ``posfair ingest`` uses by default.
+DEFAULT_CLIENT_FACTORY: Callable[[str], Any] = edge_store
 
 
 # ------------------------------------------------------------------ settings
