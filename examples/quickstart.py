@@ -1,20 +1,19 @@
-"""End to end: ingest examples/data into the embedded Qdrant store, query with and without the reranker.
+"""End to end, the idempotent way: ingest examples/data, retrieve in a LlamaIndex query engine, rerank another index.
 
-Runs offline on CPU in well under a minute with the bundled all-MiniLM-L6-v2:
+Runs offline on CPU in about a minute with the bundled all-MiniLM-L6-v2:
 
     HF_HUB_OFFLINE=1 python examples/quickstart.py
 
-1. ``qdrant_tools.ingest_path`` writes a "vanilla" and a "calibrated" named
-   vector per chunk into one collection of the embedded store
-   (``qdrant_tools.store.open_store``: Qdrant Edge in a folder; idempotent: run
-   it twice, nothing is written the second time).
-2. LlamaIndex retrieves through ``QdrantVectorStore`` + ``PosFairEmbedding``:
-   first on the vanilla vector, then the same candidates re-scored by
-   ``PositionFairRerank`` (position fairness without re-indexing), then
-   directly on the calibrated vector.
-3. A constructed case where position matters (the same evidence at the start
-   or the end of a passage): the plain model ranks the late-evidence passage
-   third, the calibrated reranker first.
+1. ``qdrant_tools.ingest_path`` (what ``posfair ingest`` runs) writes the main
+   job's layout into the embedded Qdrant Edge store: one point per 254-token
+   node with its node vector and its sentence-aligned sub-chunk vectors. Point
+   ids are deterministic, so the second run writes nothing.
+2. ``PosFairRetriever`` answers through that collection (node prefetch,
+   best-sub-chunk re-scoring, one ``query_points`` call) inside LlamaIndex's
+   ``RetrieverQueryEngine`` (a ``MockLLM`` here: plug in yours).
+3. Rerank-only mode for an index built with plain LlamaIndex: deterministic node
+   ids (so re-running does not duplicate hits), then ``PositionFairRerank``
+   scoring each candidate by its best sub-chunk. Every store is closed.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -29,7 +29,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DATA = Path(__file__).resolve().parent / "data"
-QUERY = "Who was the last keeper of the Gull Rock light, and for how long?"
+QUERY = "How far can the water level change in the Bay of Fundy?"
 
 
 def show(title: str, nodes) -> None:
@@ -37,70 +37,67 @@ def show(title: str, nodes) -> None:
     for i, n in enumerate(nodes, 1):
         md = n.node.metadata
         text = " ".join(n.node.get_content().split())
-        print(f"  {i}. {n.score:.4f}  {md['doc_id']} [{md['start_char']}:{md['end_char']}]  {text[:90]}...")
+        print(f"  {i}. {n.score:.4f}  {md.get('file_name', md.get('doc_id', '?'))}  {text[:80]}...")
+
+
+def stable_id(i: int, doc) -> str:
+    """Node ids from the document id and position: re-running the pipeline overwrites, never duplicates."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{doc.id_}#{i}"))
 
 
 def main() -> int:
-    from llama_index.core import VectorStoreIndex
+    from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex
+    from llama_index.core.llms import MockLLM
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.query_engine import RetrieverQueryEngine
     from llama_index.vector_stores.qdrant import QdrantVectorStore
 
     from llamaindex_posfair import (
         BUNDLED_MINILM,
-        CalibrationConfig,
         PosFairEmbedding,
         PosFairEncoder,
+        PosFairRetriever,
         PositionFairRerank,
     )
-    from llamaindex_posfair.integrations import CalibrationView
     from qdrant_tools import IngestConfig, ingest_path
     from qdrant_tools.store import open_store
 
-    encoder = PosFairEncoder(BUNDLED_MINILM, calibration=CalibrationConfig(basket_size=128, strength=0.5))
-    plain = CalibrationView(encoder, None)  # same loaded model, calibration off
-
+    encoder = PosFairEncoder(BUNDLED_MINILM, calibration=None)  # the main job's default: sub-chunks, uncalibrated
     with tempfile.TemporaryDirectory() as tmp:
         client = open_store(os.path.join(tmp, "qdrant"))  # embedded Qdrant Edge, on disk
-        vectors = {"vanilla": plain, "calibrated": encoder}
-        report = ingest_path(client, "quickstart", DATA, vectors, IngestConfig(show_progress=False))
-        print(report.summary())
-        again = ingest_path(client, "quickstart", DATA, vectors, IngestConfig(show_progress=False))
-        print(f"second run: {again.chunks_written} chunks written, {len(again.unchanged)} files unchanged")
+        try:
+            for run in (1, 2):
+                report = ingest_path(
+                    client, "quickstart", DATA, {"vanilla": encoder}, IngestConfig(show_progress=False)
+                )
+                print(f"run {run}: {report.chunks_written} nodes written, {len(report.unchanged)} files unchanged")
+            with PosFairRetriever(client, "quickstart", encoder=encoder, top_k=3) as retriever:
+                engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM())
+                show(f"query engine sources for {QUERY!r}:", engine.query(QUERY).source_nodes)
+        finally:
+            client.close()
 
-        def retriever(vector: str, enc, k: int):
-            # QdrantVectorStore takes the embedded store where it expects a QdrantClient (sync calls)
-            store = QdrantVectorStore(client=client, collection_name="quickstart", dense_vector_name=vector)
-            index = VectorStoreIndex.from_vector_store(store, embed_model=PosFairEmbedding(encoder=enc))
-            return index.as_retriever(similarity_top_k=k)
-
-        print(f"\nquery: {QUERY!r}")
-        candidates = retriever("vanilla", plain, 6).retrieve(QUERY)
-        show("vanilla vector (no reranker):", candidates[:3])
-        rerank = PositionFairRerank(top_n=3, encoder=encoder, keep_retrieval_score=True)
-        show("vanilla vector + PositionFairRerank:", rerank.postprocess_nodes(candidates, query_str=QUERY))
-        show("calibrated vector:", retriever("calibrated", encoder, 3).retrieve(QUERY))
-        client.close()
-
-    # A constructed case where position matters: the same evidence at the start or the end of a passage.
-    from llama_index.core.schema import NodeWithScore, TextNode
-
-    filler = " ".join((DATA / "sourdough.txt").read_text().split()[:110])
-    bees = (DATA / "honeybees.txt").read_text().split()
-    needle = (
-        "The last resident keeper of the Gull Rock lighthouse was Ada Pennock, who kept the light for nineteen years."
-    )
-    passages = {
-        "evidence-first": f"{needle} {filler}",
-        "evidence-last": f"{filler} {needle}",
-        "distractor-1": "Gull Rock lighthouse stands on a granite island off the northern coast. "
-        + " ".join(bees[:110]),
-        "distractor-2": "Lighthouse keepers once trimmed wicks and wound clockwork every night. "
-        + " ".join(bees[20:130]),
-    }
-    question = "Who was the last keeper of the Gull Rock lighthouse?"
-    for label, enc in [("plain model", plain), ("position-fair (calibrated)", encoder)]:
-        nodes = [NodeWithScore(node=TextNode(text=t, id_=k)) for k, t in passages.items()]
-        ranked = PositionFairRerank(top_n=4, encoder=enc).postprocess_nodes(nodes, query_str=question)
-        print(f"\nrerank with {label}: " + ", ".join(f"{n.node.node_id} {n.score:.3f}" for n in ranked))
+        # Rerank-only: an index built by plain LlamaIndex, with ids that make re-running idempotent.
+        docs = SimpleDirectoryReader(str(DATA), filename_as_id=True).load_data()
+        client = open_store(os.path.join(tmp, "llamaindex"))
+        try:
+            store = QdrantVectorStore(client=client, collection_name="docs")
+            for _ in (1, 2):
+                index = VectorStoreIndex.from_documents(
+                    docs,
+                    embed_model=PosFairEmbedding(encoder=encoder),
+                    transformations=[SentenceSplitter(chunk_size=250, chunk_overlap=25, id_func=stable_id)],
+                    storage_context=StorageContext.from_defaults(vector_store=store),
+                )
+            print(f"\nLlamaIndex collection after two runs: {client.count('docs').count} points (no duplicates)")
+            candidates = index.as_retriever(similarity_top_k=10).retrieve(QUERY)
+            rerank = PositionFairRerank(top_n=3, encoder=encoder, scoring="subchunks")
+            show(
+                "PositionFairRerank(scoring='subchunks') over its top 10:",
+                rerank.postprocess_nodes(candidates, query_str=QUERY),
+            )
+        finally:
+            client.close()
     return 0
 
 

@@ -19,6 +19,7 @@ _EXPORTS = {
     "CalibrationView": "llamaindex_posfair.encoders.view",
     "PosFairEmbedding": "llamaindex_posfair.integrations.embedding",
     "PositionFairRerank": "llamaindex_posfair.integrations.rerank",
+    "PosFairRetriever": "llamaindex_posfair.integrations.retriever",
 }
 
 __all__ = sorted(_EXPORTS)

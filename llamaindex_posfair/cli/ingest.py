@@ -90,11 +90,19 @@ def ingest_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def encoder_set_from_args(args: argparse.Namespace) -> Any:
-    """The named vectors the flags describe (an ``EncoderSet`` of one model)."""
+    """The named vectors the flags describe (an ``EncoderSet`` of one model).
+
+    Without calibration flags the sub-chunk layout is stored uncalibrated (the main-job sweep
+    chose it on dev: calibration buys nothing at 32-token sub-chunks and costs ingest time);
+    the single-vector layout and ``--both-vectors`` keep calibration on.
+    """
     from llamaindex_posfair.encoders.spec import EncoderSet
 
+    off = not args.no_subchunks and not args.both_vectors
     try:
-        return EncoderSet.single(options.spec_from_args(args), both=args.both_vectors, name=args.vector_name)
+        return EncoderSet.single(
+            options.spec_from_args(args, calibration_off_by_default=off), both=args.both_vectors, name=args.vector_name
+        )
     except ValueError as exc:
         raise CliError(
             str(exc).replace("both vectors", "--both-vectors").replace("the vector name", "--vector-name")

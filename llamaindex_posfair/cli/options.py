@@ -150,7 +150,11 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         default=BUNDLED_MINILM,
         help=f"model folder or hub name (default: {BUNDLED_MINILM}, the bundled model, offline)",
     )
-    g.add_argument("--no-calibration", action="store_true", help="plain model, no position-fair calibration")
+    g.add_argument(
+        "--no-calibration",
+        action="store_true",
+        help="plain model, no calibration (posfair ingest: the default with sub-chunks; --preset paper calibrates)",
+    )
     g.add_argument(
         "--preset",
         default=None,
@@ -206,8 +210,11 @@ def error_message(exc: Exception) -> str:
     return str(exc)
 
 
-def calibration_from_args(args: argparse.Namespace) -> Any:
+def calibration_from_args(args: argparse.Namespace, off_by_default: bool = False) -> Any:
     """The ``CalibrationConfig`` the flags describe (``None`` with ``--no-calibration``).
+
+    ``off_by_default``: no calibration flag at all means no calibration (the sub-chunk
+    layout of ``posfair ingest``, where the dev sweep found calibration buys nothing).
 
     Raises:
         CliError: ``--preset`` together with basket/strength/layers flags, an unknown preset, invalid values.
@@ -219,6 +226,8 @@ def calibration_from_args(args: argparse.Namespace) -> Any:
 
     explicit = {"basket_size": args.basket_size, "strength": args.strength, "layers": args.layers}
     given = {k: v for k, v in explicit.items() if v is not None}
+    if off_by_default and not (given or args.preset or args.no_calibration):
+        return None
     if args.no_calibration:
         if given or args.preset:
             raise CliError("--no-calibration switches calibration off; drop --preset/--basket-size/--strength/--layers")
@@ -239,8 +248,10 @@ def calibration_from_args(args: argparse.Namespace) -> Any:
         raise CliError(error_message(exc)) from None
 
 
-def spec_from_args(args: argparse.Namespace) -> Any:
+def spec_from_args(args: argparse.Namespace, calibration_off_by_default: bool = False) -> Any:
     """The :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` the model flags describe.
+
+    ``calibration_off_by_default``: see :func:`calibration_from_args`.
 
     Raises:
         CliError: an invalid value (the message names the flag's field).
@@ -252,7 +263,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     try:
         return EncoderSpec(
             model=args.model,
-            calibration=calibration_from_args(args),
+            calibration=calibration_from_args(args, calibration_off_by_default),
             max_length=args.max_length,
             batch_size=args.encode_batch_size,
             query_prompt=args.query_prompt,

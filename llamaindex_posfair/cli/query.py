@@ -50,6 +50,11 @@ def register(subparsers: Any) -> None:
     g.add_argument("--rerank", action="store_true", help="re-score candidates with PositionFairRerank")
     g.add_argument("--candidates", type=int, default=20, help="first-stage candidates for --rerank (default 20)")
     g.add_argument("--fusion-weight", type=float, default=0.0, help="weight of the first-stage score in --rerank")
+    g.add_argument(
+        "--endpoint",
+        default=None,
+        help="encode queries on this `posfair serve` URL (its encoder must have written the collection)",
+    )
     b = p.add_argument_group("many queries")
     b.add_argument("--queries-file", default=None, help="JSONL ({'id', 'text'}) or one query per line")
     b.add_argument("--out", default=None, help="write the JSONL answers of --queries-file here (default: stdout)")
@@ -132,19 +137,27 @@ class _Answerer:
 
     def __init__(self, args: argparse.Namespace, client: Any) -> None:
         from llamaindex_posfair.integrations.retriever import FingerprintMismatchError, PosFairRetriever
+        from llamaindex_posfair.serve.client import ServeError
 
-        encoder = options.load_spec(options.spec_from_args(args), args)
+        remote = args.endpoint is not None
+        encoder = None if remote else options.load_spec(options.spec_from_args(args), args)
+        settings = _settings(args)
         try:
-            self.retriever = PosFairRetriever(client, args.collection, encoder=encoder, settings=_settings(args))
+            if remote:
+                self.retriever = PosFairRetriever(client, args.collection, endpoint=args.endpoint, settings=settings)
+            else:
+                self.retriever = PosFairRetriever(client, args.collection, encoder=encoder, settings=settings)
         except LookupError:
             names = [c.name for c in client.get_collections().collections]
             raise CliError(
                 f"collection {args.collection!r} not found (existing: {names or 'none'}); "
                 f"run `posfair ingest PATH --collection {args.collection}` first"
             ) from None
-        except (FingerprintMismatchError, ValueError) as exc:
+        except (FingerprintMismatchError, ServeError, ValueError) as exc:
             raise CliError(str(exc)) from None
-        self.rerank = _reranker(args, self.retriever.encoder) if args.rerank else None
+        if args.rerank and remote:
+            raise CliError("--rerank runs the reranker in this process; drop --endpoint or --rerank")
+        self.rerank = _reranker(args, encoder) if args.rerank else None  # calibrated even over a plain collection
         self.top_k = args.top_k
 
     def answer(self, query: str) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from llamaindex_posfair.encoders.spec import resolve_spec
+from llamaindex_posfair.integrations.node_scoring import NODE_SCORING, NodeScorer, ScoringSettings
 
 Role = Literal["query", "document"]
 
@@ -95,15 +96,14 @@ class LocalEncoderBackend:
     async def aembed(self, texts: list[str], role: Role, **kwargs: Any) -> tuple[np.ndarray, int]:
         return await asyncio.to_thread(self.embed, texts, role, **kwargs)
 
-    def scores(self, query: str, texts: list[str]) -> np.ndarray:
-        """Cosine of the query with each text, in the given order."""
+    def scores(self, query: str, texts: list[str], scoring: ScoringSettings = NODE_SCORING) -> np.ndarray:
+        """Score of each text for the query, in the given order (node cosine, best sub-chunk or fusion)."""
+        scorer = NodeScorer(self.encoder, scoring.scoring, scoring.subchunks, scoring.node_weight)
         with self._lock:
-            q = self.encoder.encode_queries([query])[0]
-            d = self.encoder.encode_documents(texts)
-        return cosine_scores(q, d)
+            return scorer.scores(query, texts)
 
-    async def ascores(self, query: str, texts: list[str]) -> np.ndarray:
-        return await asyncio.to_thread(self.scores, query, texts)
+    async def ascores(self, query: str, texts: list[str], scoring: ScoringSettings = NODE_SCORING) -> np.ndarray:
+        return await asyncio.to_thread(self.scores, query, texts, scoring)
 
 
 class RemoteEncoderBackend:
@@ -140,30 +140,11 @@ class RemoteEncoderBackend:
     async def aembed(self, texts: list[str], role: Role, **_: Any) -> tuple[np.ndarray, int]:
         return await self.client.aembed(texts, role)
 
-    def scores(self, query: str, texts: list[str]) -> np.ndarray:
-        return self.client.rerank(query, texts)
+    def scores(self, query: str, texts: list[str], scoring: ScoringSettings = NODE_SCORING) -> np.ndarray:
+        return self.client.rerank(query, texts, **scoring.wire())
 
-    async def ascores(self, query: str, texts: list[str]) -> np.ndarray:
-        return await self.client.arerank(query, texts)
-
-
-class BackendEncoder:
-    """A backend seen as an encoder (``encode_queries`` / ``encode_documents``), e.g. for
-    :class:`~llamaindex_posfair.integrations.node_scoring.NodeScorer`; the local model's
-    tokenizer cuts sub-chunks when there is one, else whitespace tokens do."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-
-    @property
-    def tokenizer(self) -> Any:
-        return getattr(getattr(self.backend, "encoder", None), "tokenizer", None)
-
-    def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self.backend.embed(list(texts), "query", count=False)[0]
-
-    def encode_documents(self, texts: list[str]) -> np.ndarray:
-        return self.backend.embed(list(texts), "document", count=False)[0]
+    async def ascores(self, query: str, texts: list[str], scoring: ScoringSettings = NODE_SCORING) -> np.ndarray:
+        return await self.client.arerank(query, texts, **scoring.wire())
 
 
 def encoder_backend(
@@ -199,7 +180,6 @@ def encoder_backend(
 
 
 __all__ = [
-    "BackendEncoder",
     "LocalEncoderBackend",
     "RemoteEncoderBackend",
     "cosine_scores",

@@ -27,12 +27,102 @@ from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig, subchunk_t
 Scoring = Literal["node", "subchunks", "fusion"]
 SCORINGS: tuple[str, ...] = ("node", "subchunks", "fusion")
 
-__all__ = ["SCORINGS", "NodeScorer", "Scoring"]
+__all__ = [
+    "NODE_SCORING",
+    "SCORINGS",
+    "NodeScorer",
+    "Scoring",
+    "ScoringPlan",
+    "ScoringSettings",
+    "check_scoring",
+    "combine_scores",
+    "plan_scoring",
+]
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def check_scoring(scoring: str, node_weight: float) -> None:
+    """Raise ``ValueError`` for an unknown ``scoring`` or a ``node_weight`` outside [0, 1]."""
+    if scoring not in SCORINGS:
+        raise ValueError(f'scoring must be "node", "subchunks" or "fusion", got {scoring!r}')
+    if not 0.0 <= node_weight <= 1.0:
+        raise ValueError(f"node_weight must lie in [0, 1], got {node_weight!r}")
+
+
+@dataclass(frozen=True)
+class ScoringSettings:
+    """How candidates are scored (what ``PositionFairRerank`` and ``POST /v1/rerank`` share).
+
+    Raises:
+        ValueError: an unknown ``scoring`` or a ``node_weight`` outside [0, 1].
+    """
+
+    scoring: Scoring = "node"
+    subchunks: SubchunkConfig = DEFAULT_SUBCHUNKS
+    node_weight: float = 0.3
+
+    def __post_init__(self) -> None:
+        check_scoring(self.scoring, self.node_weight)
+
+    def wire(self) -> dict[str, Any]:
+        """The fields of a ``/v1/rerank`` request that carry these settings."""
+        return {
+            "scoring": self.scoring,
+            "subchunk_tokens": self.subchunks.max_tokens,
+            "subchunk_overlap": self.subchunks.overlap_sentences,
+            "node_weight": self.node_weight,
+        }
+
+
+NODE_SCORING = ScoringSettings()
+
+
+@dataclass(frozen=True)
+class ScoringPlan:
+    """What to embed to score candidates: the node texts first (``n_nodes`` of them), then their sub-chunks.
+
+    Args:
+        texts: every document text to embed, in that order.
+        n_nodes: how many leading ``texts`` are whole candidates (0 for ``"subchunks"``).
+        owners: for each sub-chunk text, the index of its candidate.
+    """
+
+    texts: list[str]
+    n_nodes: int
+    owners: np.ndarray
+
+
+def plan_scoring(texts: Sequence[str], scoring: Scoring, subchunks: SubchunkConfig, spans_fn: Any) -> ScoringPlan:
+    """The texts to embed for ``scoring`` (pure: no model call); ``spans_fn`` tokenizes for the budget."""
+    nodes = list(texts) if scoring != "subchunks" else []
+    pieces: list[str] = []
+    owners: list[int] = []
+    if scoring != "node":
+        for i, text in enumerate(texts):
+            subs = [s.text for s in subchunk_text(text, subchunks, spans_fn)] or [text]
+            pieces.extend(subs)
+            owners.extend([i] * len(subs))
+    return ScoringPlan(nodes + pieces, len(nodes), np.asarray(owners, dtype=np.int64))
+
+
+def combine_scores(
+    query: np.ndarray, vectors: np.ndarray, plan: ScoringPlan, n: int, scoring: Scoring, node_weight: float
+) -> np.ndarray:
+    """One score per candidate (float32) from the query vector and the vectors of ``plan.texts``."""
+    q = _unit_rows(query[None, :])[0]
+    sims = _unit_rows(vectors) @ q if len(vectors) else np.zeros(0, np.float32)
+    node = sims[: plan.n_nodes]
+    if scoring == "node":
+        return node.astype(np.float32)
+    best = np.full(n, -np.inf, dtype=np.float32)
+    np.maximum.at(best, plan.owners, sims[plan.n_nodes :].astype(np.float32))
+    if scoring == "subchunks":
+        return best
+    return (node_weight * node + (1.0 - node_weight) * best).astype(np.float32)
 
 
 @dataclass
@@ -57,31 +147,13 @@ class NodeScorer:
     node_weight: float = 0.3
 
     def __post_init__(self) -> None:
-        if self.scoring not in SCORINGS:
-            raise ValueError(f'scoring must be "node", "subchunks" or "fusion", got {self.scoring!r}')
-        if not 0.0 <= self.node_weight <= 1.0:
-            raise ValueError(f"node_weight must lie in [0, 1], got {self.node_weight!r}")
+        check_scoring(self.scoring, self.node_weight)
 
     def scores(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        """One score per text (float32), higher is better."""
-        q = _unit_rows(self.encoder.encode_queries([query]))[0]
+        """One score per text (float32), higher is better; one query and one document encode call."""
+        q = np.asarray(self.encoder.encode_queries([query]), dtype=np.float32)[0]
         if not texts:
             return np.zeros(0, dtype=np.float32)
-        node = _unit_rows(self.encoder.encode_documents(list(texts))) @ q if self.scoring != "subchunks" else None
-        if self.scoring == "node":
-            return node
-        best = self._best_subchunks(q, texts)
-        return best if node is None else self.node_weight * node + (1.0 - self.node_weight) * best
-
-    def _best_subchunks(self, q: np.ndarray, texts: Sequence[str]) -> np.ndarray:
-        spans_fn, _ = spans_for(self.encoder)
-        pieces: list[str] = []
-        owners: list[int] = []
-        for i, text in enumerate(texts):
-            subs = [s.text for s in subchunk_text(text, self.subchunks, spans_fn)] or [text]
-            pieces.extend(subs)
-            owners.extend([i] * len(subs))
-        sims = _unit_rows(self.encoder.encode_documents(pieces)) @ q
-        best = np.full(len(texts), -np.inf, dtype=np.float32)
-        np.maximum.at(best, np.asarray(owners), sims.astype(np.float32))
-        return best
+        plan = plan_scoring(texts, self.scoring, self.subchunks, spans_for(self.encoder)[0])
+        vectors = np.asarray(self.encoder.encode_documents(plan.texts), dtype=np.float32)
+        return combine_scores(q, vectors, plan, len(texts), self.scoring, self.node_weight)

@@ -14,9 +14,9 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
-from llamaindex_posfair.integrations.backend import BackendEncoder, encoder_backend
+from llamaindex_posfair.integrations.backend import encoder_backend
 from llamaindex_posfair.integrations.embedding import local_encoder
-from llamaindex_posfair.integrations.node_scoring import NodeScorer, Scoring
+from llamaindex_posfair.integrations.node_scoring import Scoring, ScoringSettings
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
 dispatcher = get_dispatcher(__name__)
@@ -64,10 +64,10 @@ class PositionFairRerank(BaseNodePostprocessor):
     candidates (min-max makes BM25 and cosine scales comparable); with
     ``w = 0`` (default) it is the cosine itself.
 
-    With ``endpoint=URL`` the model runs on a ``posfair serve`` server (same
-    encoder: the constructor checks the server's spec fingerprint): node scoring
-    is one ``POST /v1/rerank``; sub-chunks are cut here and embedded by the
-    server (``POST /v1/embed``). Fusion, ``top_n`` and events stay here.
+    With ``endpoint=URL`` the candidates are scored by a ``posfair serve`` server
+    (one ``POST /v1/rerank`` with the same scoring settings; same encoder: the
+    constructor checks the server's spec fingerprint); fusion with the first
+    stage, ``top_n`` and events stay here.
 
     Emits LlamaIndex's ``ReRankStartEvent``/``ReRankEndEvent`` and a
     ``RERANKING`` callback event, as ``SentenceTransformerRerank`` does.
@@ -225,17 +225,10 @@ class PositionFairRerank(BaseNodePostprocessor):
         out.sort(key=lambda n: -n.score)
         return out[: self.top_n]
 
-    def _scores(self, query: str, texts: list[str]) -> np.ndarray:
-        """One score per candidate text (``scoring`` applied; fusion with the first stage is done later)."""
-        if self.scoring == "node":
-            return self._backend.scores(query, texts)
-        scorer = NodeScorer(
-            BackendEncoder(self._backend),
-            scoring=self.scoring,
-            subchunks=SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap),
-            node_weight=self.node_weight,
+    def _scoring(self) -> ScoringSettings:
+        return ScoringSettings(
+            self.scoring, SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap), self.node_weight
         )
-        return scorer.scores(query, texts)
 
     @staticmethod
     def _end(out: list[NodeWithScore]) -> list[NodeWithScore]:
@@ -249,7 +242,7 @@ class PositionFairRerank(BaseNodePostprocessor):
         if not nodes:
             return self._end([])
         with self._event(nodes, query) as event:
-            out = self._ranked(nodes, self._scores(query, texts))
+            out = self._ranked(nodes, self._backend.scores(query, texts, self._scoring()))
             event.on_end(payload={EventPayload.NODES: out})
         return self._end(out)
 
@@ -257,12 +250,12 @@ class PositionFairRerank(BaseNodePostprocessor):
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         """Async: with ``endpoint`` the server call is awaited; a local model runs in a worker thread."""
-        if self.endpoint is None or self.scoring != "node":
+        if self.endpoint is None:
             return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
         nodes, query, texts = self._start(nodes, query_bundle)
         if not nodes:
             return self._end([])
         with self._event(nodes, query) as event:
-            out = self._ranked(nodes, await self._backend.ascores(query, texts))
+            out = self._ranked(nodes, await self._backend.ascores(query, texts, self._scoring()))
             event.on_end(payload={EventPayload.NODES: out})
         return self._end(out)

@@ -32,7 +32,7 @@ from llamaindex_posfair.encoders.spec import EncoderSpec
 from qdrant_tools import payload as P
 from qdrant_tools.search import Hit, Layout, SearchSettings, collection_layout, search
 
-__all__ = ["FingerprintMismatchError", "PosFairRetriever", "hit_to_node"]
+__all__ = ["FingerprintMismatchError", "PosFairRetriever", "RemoteQueryEncoder", "hit_to_node"]
 
 #: Payload fields shown to the LLM as node metadata; the rest stays out of prompts.
 NODE_METADATA = (P.DOC_ID, P.FILE_NAME, P.SOURCE, P.CHUNK_INDEX, P.START_CHAR, P.END_CHAR)
@@ -82,6 +82,48 @@ def query_encoder(encoder: Any, stored: str | None, vector: str, collection: str
     )
 
 
+class RemoteQueryEncoder:
+    """Query encoding by a ``posfair serve`` server (what :class:`PosFairRetriever` needs of an encoder)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.spec = backend.spec
+        self.model_id = backend.spec.model
+
+    def fingerprint(self) -> str:
+        return self.spec.fingerprint()
+
+    def encode_queries(self, texts: list[str]) -> Any:
+        return self.backend.embed(list(texts), "query")[0]
+
+
+def remote_query_encoder(
+    endpoint: str, spec: EncoderSpec | None, timeout_s: float, stored: str | None, vector: str, collection: str
+) -> RemoteQueryEncoder:
+    """The server's encoder, checked against ``spec`` (if given) and against the stored fingerprint.
+
+    Raises:
+        FingerprintMismatchError: the server's encoder did not write ``vector``.
+        llamaindex_posfair.serve.client.ServeMismatchError: the server serves no encoder, or not ``spec``.
+    """
+    from llamaindex_posfair.integrations.backend import RemoteEncoderBackend
+    from llamaindex_posfair.serve.client import ServeClient, ServeMismatchError
+
+    if spec is None:
+        card = ServeClient(endpoint, timeout_s=timeout_s).models().card("embedding")
+        if card is None or card.spec is None:
+            raise ServeMismatchError(f"posfair serve at {endpoint} serves no text encoder")
+        spec = EncoderSpec.model_validate(card.spec)
+    encoder = RemoteQueryEncoder(RemoteEncoderBackend.connect(endpoint, spec, timeout_s))
+    if stored is not None and stored != encoder.fingerprint():
+        raise FingerprintMismatchError(
+            f"vector {vector!r} of collection {collection!r} was written by an encoder with fingerprint {stored}, "
+            f"but posfair serve at {endpoint} serves {encoder.model_id} with {encoder.fingerprint()}; start the "
+            "server with the model and calibration flags used at ingest time"
+        )
+    return encoder
+
+
 class PosFairRetriever(BaseRetriever):
     """Retrieve nodes from a posfair collection: node vector prefetch, best-sub-chunk re-scoring.
 
@@ -90,6 +132,9 @@ class PosFairRetriever(BaseRetriever):
         collection: the collection written by ``posfair ingest``.
         spec: the encoder (an ``EncoderSpec``; default: the bundled MiniLM, calibrated) — or pass ``encoder``.
         encoder: an already loaded ``PosFairEncoder`` to reuse.
+        endpoint: URL of a ``posfair serve`` server that encodes the queries (nothing is loaded here);
+            its fingerprint must be the collection's (and ``spec``'s, when given).
+        endpoint_timeout_s: seconds per HTTP call to ``endpoint``.
         top_k: nodes returned.
         settings: the rest of :class:`qdrant_tools.search.SearchSettings` (vector, prefetch limit, node
             weight, evidence); ``top_k`` overrides its ``limit``.
@@ -107,6 +152,8 @@ class PosFairRetriever(BaseRetriever):
         *,
         spec: EncoderSpec | None = None,
         encoder: Any = None,
+        endpoint: str | None = None,
+        endpoint_timeout_s: float = 60.0,
         top_k: int = 5,
         settings: SearchSettings | None = None,
         callback_manager: CallbackManager | None = None,
@@ -119,9 +166,14 @@ class PosFairRetriever(BaseRetriever):
         self.settings = SearchSettings(**{**base.__dict__, "limit": top_k})
         self.layout: Layout = collection_layout(client, collection)
         self.vector = self.layout.node_vector(self.settings.vector)
-        loaded = encoder if encoder is not None else (spec or EncoderSpec()).load()
         stored = _stored_fingerprint(client, collection, self.vector)
-        self.encoder = query_encoder(loaded, stored, self.vector, collection)
+        if endpoint is not None:
+            if encoder is not None:
+                raise ValueError("encoder= runs the model here and endpoint= on a server; pass one of them")
+            self.encoder = remote_query_encoder(endpoint, spec, endpoint_timeout_s, stored, self.vector, collection)
+        else:
+            loaded = encoder if encoder is not None else (spec or EncoderSpec()).load()
+            self.encoder = query_encoder(loaded, stored, self.vector, collection)
         self._lock = threading.Lock()
 
     @classmethod

@@ -285,13 +285,14 @@ class ServeClient:
         out = EmbeddingResponse.model_validate(await self.arequest("POST", "/v1/embeddings", body))
         return out.matrix(), out.truncated
 
-    def rerank(self, query: str, documents: list[str]) -> np.ndarray:
-        """Cosine of the query with each document, in input order."""
-        body = {"query": query, "documents": list(documents), "top_n": len(documents)}
+    def rerank(self, query: str, documents: list[str], **scoring: Any) -> np.ndarray:
+        """Score of each document for the query, in input order; ``scoring``: the scoring fields of
+        ``/v1/rerank`` (``scoring``, ``subchunk_tokens``, ``subchunk_overlap``, ``node_weight``)."""
+        body = {"query": query, "documents": list(documents), "top_n": len(documents), **scoring}
         return RerankResponse.model_validate(self.request("POST", "/v1/rerank", body)).scores(len(documents))
 
-    async def arerank(self, query: str, documents: list[str]) -> np.ndarray:
-        body = {"query": query, "documents": list(documents), "top_n": len(documents)}
+    async def arerank(self, query: str, documents: list[str], **scoring: Any) -> np.ndarray:
+        body = {"query": query, "documents": list(documents), "top_n": len(documents), **scoring}
         return RerankResponse.model_validate(await self.arequest("POST", "/v1/rerank", body)).scores(len(documents))
 
     def rerank_images(self, query: str, images: list[str], **settings: Any) -> list[float]:

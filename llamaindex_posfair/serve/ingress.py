@@ -215,7 +215,9 @@ class Ingress:
         check_model(body.model, card)
         check_texts([body.query], "query", 1, self._limits)
         check_texts(body.documents, "documents", self._limits.max_documents, self._limits)
-        scores, batch = await call(self._rerank.rerank.remote(RerankJob(body.query, tuple(body.documents))), "rerank")
+        scores, batch = await call(
+            self._rerank.rerank.remote(RerankJob(body.query, tuple(body.documents), body.scoring_settings())), "rerank"
+        )
         response.headers[BATCH_HEADER] = str(batch)
         order = np.argsort(-np.asarray(scores), kind="stable")[: body.top_n or len(scores)]
         results = [

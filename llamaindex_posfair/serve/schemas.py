@@ -30,6 +30,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from llamaindex_posfair.integrations.node_scoring import ScoringSettings
+from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+
 InputType = Literal["query", "document"]
 ImageMethod = Literal["ours", "vanilla", "pride", "attention"]
 
@@ -135,6 +138,22 @@ class RerankRequest(_Wire):
     top_n: int | None = Field(None, gt=0, description="Results returned, best first; None = all.")
     return_documents: bool = Field(False, description="Echo each result's document.")
     model: str | None = Field(None, description="The served model id or its fingerprint; None = the served model.")
+    scoring: Literal["node", "subchunks", "fusion"] = Field(
+        "node",
+        description="'node': cosine of the whole document; 'subchunks': of its best sentence-aligned "
+        "sub-chunk; 'fusion': node_weight * node + (1 - node_weight) * best sub-chunk (as PositionFairRerank).",
+    )
+    subchunk_tokens: int = Field(DEFAULT_SUBCHUNKS.max_tokens, ge=4, description="Token budget of a sub-chunk.")
+    subchunk_overlap: int = Field(
+        DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
+    )
+    node_weight: float = Field(0.3, ge=0.0, le=1.0, description="Weight of the node cosine in 'fusion'.")
+
+    def scoring_settings(self) -> ScoringSettings:
+        """The request's scoring as the settings ``PositionFairRerank`` uses."""
+        return ScoringSettings(
+            self.scoring, SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap), self.node_weight
+        )
 
     @field_validator("query", mode="before")
     @classmethod

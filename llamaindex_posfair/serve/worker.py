@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from llamaindex_posfair.encoders.spec import EncoderSpec
-from llamaindex_posfair.integrations.backend import Role, cosine_scores
+from llamaindex_posfair.integrations.backend import Role
+from llamaindex_posfair.integrations.node_scoring import NODE_SCORING, ScoringSettings, combine_scores, plan_scoring
 from llamaindex_posfair.serve.config import ImageModelSpec
 from llamaindex_posfair.serve.schemas import ModelCard
 
@@ -55,6 +56,7 @@ class EmbedOutput:
 class RerankJob:
     query: str
     documents: tuple[str, ...]
+    scoring: ScoringSettings = NODE_SCORING
 
 
 @dataclass(frozen=True)
@@ -142,12 +144,26 @@ class EncoderWorker:
                 outputs[j].vectors[t] = row
 
     def rerank_batch(self, jobs: Sequence[RerankJob]) -> list[np.ndarray]:
-        """Cosine of each job's query with each of its documents (input order), as ``PositionFairRerank``."""
+        """Each job's score of each of its documents (input order), as ``PositionFairRerank`` scores them.
+
+        Sub-chunks of every job (``scoring`` other than ``"node"``) share the batch's forward passes.
+        """
+        from qdrant_tools.encoding import spans_for
+
         n = len(jobs)
+        spans_fn = spans_for(self.encoder)[0]
+        plans = [plan_scoring(j.documents, j.scoring.scoring, j.scoring.subchunks, spans_fn) for j in jobs]
         embedded = self.embed_batch(
-            [EmbedJob((job.query,), "query") for job in jobs] + [EmbedJob(job.documents, "document") for job in jobs]
+            [EmbedJob((job.query,), "query") for job in jobs]
+            + [EmbedJob(tuple(plan.texts), "document") for plan in plans]
         )
-        return [cosine_scores(embedded[i].vectors[0], embedded[n + i].vectors) for i in range(n)]
+        return [
+            combine_scores(
+                embedded[i].vectors[0], embedded[n + i].vectors, plans[i], len(job.documents),
+                job.scoring.scoring, job.scoring.node_weight,
+            )
+            for i, job in enumerate(jobs)
+        ]  # fmt: skip
 
 
 def load_image_scorer(spec: ImageModelSpec) -> Any:

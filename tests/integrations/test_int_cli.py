@@ -79,7 +79,8 @@ def test_ingest_json_is_the_report_dict_plus_storage(tmp_path, capsys, fake_cli,
     )
     rep = json.loads(out)
     assert rc == 0 and set(rep) == set(IngestReport(collection="demo").to_dict()) | {"storage"}
-    assert rep["storage"] == store and rep["vectors"] == {"calibrated": fake_cli.encoders[-1].fingerprint()}
+    # the sub-chunk layout (default) is stored uncalibrated unless a calibration flag is given
+    assert rep["storage"] == store and rep["vectors"] == {"vanilla": fake_cli.encoders[-1].fingerprint()}
     assert len(rep["new"]) == 5 and rep["resumed"] == [] and rep["created_collection"] is True
 
 
@@ -129,7 +130,9 @@ def test_schema_mismatch_via_cli_writes_nothing(tmp_path, capsys, fake_cli, exam
     c = open_store(tmp_path / "q")
     ensure_collection(c, "demo", [VectorSpec("calibrated", 8)])
     c.close()
-    rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"))
+    rc, _, err = run(
+        capsys, "ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"), "--preset", "paper"
+    )
     c = open_store(tmp_path / "q")
     n = c.count("demo").count
     c.close()
@@ -245,10 +248,23 @@ def test_no_subchunks_flag_writes_the_single_vector_layout(tmp_path, capsys, fak
     vectors = client.get_collection("demo").config.params.vectors
     client.close()
     assert rc == 0 and set(vectors) == {"calibrated"}
-    rc, _, err = run(capsys, *base)  # the default sub-chunk layout must not be mixed into it
+    rc, _, err = run(capsys, *base, "--preset", "paper")  # the sub-chunk layout must not be mixed into it
     assert rc == 2 and "sub-chunk layout" in err
 
 
 def test_bad_subchunk_budget_names_the_flag(tmp_path, capsys, fake_cli, example_data):
     rc, _, err = run(capsys, "ingest", str(example_data), "--path", str(tmp_path / "q"), "--subchunk-tokens", "2")
     assert rc == 2 and "--subchunk-tokens must be an integer >= 4, got 2" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "vector"),
+    [((), "vanilla"), (("--no-subchunks",), "calibrated"), (("--preset", "paper"), "calibrated")],
+)
+def test_ingest_calibrates_by_default_only_without_subchunks(tmp_path, capsys, fake_cli, example_data, flags, vector):
+    store = str(tmp_path / "q")
+    rc, out, _ = run(
+        capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress", "--json", *flags
+    )
+    assert rc == 0 and list(json.loads(out)["vectors"]) == [vector]
+    assert (fake_cli.encoders[-1].spec.calibration is None) == (vector == "vanilla")

@@ -188,12 +188,15 @@ def test_remote_classes_refuse_a_server_with_other_vectors(server):
         PositionFairRerank(spec=other, endpoint=server.url)
 
 
-def test_remote_reranker_equals_local_sync_and_async(server, tiny_encoder):
+@pytest.mark.parametrize("scoring", ["node", "subchunks"])
+def test_remote_reranker_equals_local_sync_and_async(server, tiny_encoder, scoring):
     import asyncio
 
-    nodes = [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=0.1 * i) for i, t in enumerate(TEXTS)]
-    remote = PositionFairRerank(top_n=4, spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
-    local = PositionFairRerank(top_n=4, encoder=tiny_encoder)
+    texts = [*TEXTS, "Old mills stood by the river. The towns were quiet. Silt went to the sea."]
+    nodes = [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=0.1 * i) for i, t in enumerate(texts)]
+    kw = {"scoring": scoring, "subchunk_tokens": 8}
+    remote = PositionFairRerank(top_n=4, spec=EncoderSpec(model=server.spec.model), endpoint=server.url, **kw)
+    local = PositionFairRerank(top_n=4, encoder=tiny_encoder, **kw)
     want = local.postprocess_nodes(nodes, query_str="old mills")
     for got in (
         remote.postprocess_nodes(nodes, query_str="old mills"),
@@ -286,3 +289,28 @@ def test_a_replica_killed_mid_load_leaves_no_request_hanging(server, expected):
     # the client retries what the dead replica dropped: a remote call still succeeds
     remote = PosFairEmbedding(spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
     np.testing.assert_allclose(remote.get_query_embedding(TEXTS[0]), expected["query"][0], atol=1e-5)
+
+
+def test_retriever_encodes_queries_on_the_server_and_checks_the_collection(server, tiny_encoder, tmp_path):
+    from llamaindex_posfair.encoders.view import CalibrationView
+    from llamaindex_posfair.integrations.retriever import FingerprintMismatchError, PosFairRetriever
+    from qdrant_tools import IngestConfig, ingest_path
+    from qdrant_tools.store import open_store
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i, text in enumerate(TEXTS):
+        (folder / f"d{i}.txt").write_text(f"{text}. The mill stood by the river.", encoding="utf-8")
+    client = open_store(":memory:")
+    try:
+        config = IngestConfig(show_progress=False)
+        ingest_path(client, "cal", folder, {"calibrated": tiny_encoder}, config)
+        ingest_path(client, "plain", folder, {"vanilla": CalibrationView(tiny_encoder, None)}, config)
+        local = PosFairRetriever(client, "cal", encoder=tiny_encoder, top_k=3).retrieve("where is the mill?")
+        remote = PosFairRetriever(client, "cal", endpoint=server.url, top_k=3).retrieve("where is the mill?")
+        assert [n.node.node_id for n in remote] == [n.node.node_id for n in local]
+        np.testing.assert_allclose([n.score for n in remote], [n.score for n in local], atol=1e-5)
+        with pytest.raises(FingerprintMismatchError, match="start the server with the model and calibration"):
+            PosFairRetriever(client, "plain", endpoint=server.url)
+    finally:
+        client.close()

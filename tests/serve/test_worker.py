@@ -70,6 +70,32 @@ def test_rerank_batch_scores_as_the_in_process_reranker(tiny_encoder):
         np.testing.assert_allclose(scores, local.scores(job.query, list(job.documents)), atol=1e-5)
 
 
+@pytest.mark.parametrize("scoring", ["subchunks", "fusion"])
+def test_rerank_batch_scores_subchunks_as_the_in_process_reranker(tiny_encoder, scoring):
+    from llamaindex_posfair.integrations.node_scoring import ScoringSettings
+    from qdrant_tools.subchunks import SubchunkConfig
+
+    docs = [". ".join(" ".join(WORDS[i : i + 4]) for i in range(0, len(WORDS), 3)) + ".", "A mill. The sea."]
+    settings = ScoringSettings(scoring, SubchunkConfig(8, 0), 0.4)
+    worker = EncoderWorker(tiny_encoder.spec, token_budget=512, encoder=tiny_encoder)
+    jobs = [RerankJob("silt", tuple(docs), settings), RerankJob("towns", tuple(TEXTS[::-1]))]
+    got = worker.rerank_batch(jobs)
+    local = LocalEncoderBackend(tiny_encoder)
+    np.testing.assert_allclose(got[0], local.scores("silt", docs, settings), atol=1e-5)
+    np.testing.assert_allclose(got[1], local.scores("towns", TEXTS[::-1]), atol=1e-5)
+    from llamaindex_posfair.integrations.backend import cosine_scores
+    from qdrant_tools.encoding import spans_for
+    from qdrant_tools.subchunks import subchunk_text
+
+    q = tiny_encoder.encode_queries(["silt"])[0]
+    pieces = [[p.text for p in subchunk_text(d, settings.subchunks, spans_for(tiny_encoder)[0])] for d in docs]
+    assert len(pieces[0]) > 1  # the first document really is cut
+    best = np.array([cosine_scores(q, tiny_encoder.encode_documents(p)).max() for p in pieces])
+    node = cosine_scores(q, tiny_encoder.encode_documents(docs))
+    want = best if scoring == "subchunks" else 0.4 * node + 0.6 * best
+    np.testing.assert_allclose(got[0], want, atol=1e-6)
+
+
 def test_card_names_the_pinned_spec(tiny_encoder):
     card = EncoderWorker(tiny_encoder.spec, token_budget=512, encoder=tiny_encoder).card()
     assert card.fingerprint == tiny_encoder.fingerprint()
