@@ -1,13 +1,23 @@
 """Query a collection written by posfair ingestion: node vectors, re-scored by their best sub-chunk.
 
-With the sub-chunk layout (:mod:`qdrant_tools.subchunks`) one ``query_points``
-call does both stages inside Qdrant: a prefetch finds ``prefetch_limit``
-candidates through the node vector (HNSW), and the candidates are re-scored by
-MaxSim over their sub-chunk multivector — with one query vector that is
-``max_j cos(q, s_j)``, the node's best sub-chunk. Optionally the node's own
-cosine is fused in, ``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)``
-(the node vectors of the candidates come back with the same call). Without
-sub-chunks the node vector is searched directly.
+With the sub-chunk layout (:mod:`qdrant_tools.subchunks`) a node scores
+MaxSim over its sub-chunk multivector — with one query vector that is
+``max_j cos(q, s_j)``, the node's best sub-chunk — in one ``query_points`` call:
+
+* a collection of at most ``exact_up_to`` nodes is scored *exactly*: the
+  multivector (no HNSW graph) is scanned over every node, no prefetch;
+* a larger one in two stages: a prefetch finds ``prefetch_limit`` candidates
+  through the node vector (HNSW), re-scored by MaxSim. The node vector is a poor
+  proxy for the best sub-chunk: on ~1,700 nodes of prose, 100 candidates keep
+  only 64% of the exact top 10, and ~60% of the nodes must be prefetched to keep
+  99% (``bench/subchunk_index.py``, docs/storage.md), while the exact scan of
+  those nodes costs the same ~1 ms as the 100-candidate prefetch.
+
+Optionally the node's own cosine is fused in,
+``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)`` (the node vectors of the
+candidates come back with the same call; a collection of at most
+``exact_up_to`` nodes makes every node a candidate). Without sub-chunks the
+node vector is searched directly.
 
 Only qdrant-client method names are used (``get_collection``, ``query_points``,
 ``retrieve``), so the embedded store and a server answer alike.
@@ -39,10 +49,12 @@ class Layout:
     Args:
         dense: dense vector names with their sizes.
         subchunks: the sub-chunk multivector's name, or ``None`` (single-vector layout).
+        points: nodes in the collection when the layout was read (``None`` = unknown).
     """
 
     dense: dict[str, int]
     subchunks: str | None
+    points: int | None = None
 
     def node_vector(self, requested: str | None = None) -> str:
         """The dense vector to search: ``requested``, else ``"calibrated"`` if present, else the only one.
@@ -74,13 +86,14 @@ def collection_layout(client: Any, collection: str) -> Layout:
     """
     if not client.collection_exists(collection):
         raise LookupError(f"collection {collection!r} not found")
-    vectors = client.get_collection(collection).config.params.vectors
+    info = client.get_collection(collection)
+    vectors = info.config.params.vectors
     if not isinstance(vectors, dict):
         raise ValueError(f"collection {collection!r} has one unnamed vector; it was not written by posfair ingest")
     dense = {n: p.size for n, p in vectors.items() if getattr(p, "multivector_config", None) is None}
     multi = [n for n, p in vectors.items() if getattr(p, "multivector_config", None) is not None]
     sub = SUBCHUNK_VECTOR if SUBCHUNK_VECTOR in multi else None
-    return Layout(dense=dense, subchunks=sub)
+    return Layout(dense=dense, subchunks=sub, points=info.points_count)
 
 
 @dataclass(frozen=True)
@@ -91,7 +104,11 @@ class SearchSettings:
         limit: hits returned.
         vector: the dense (node) vector to search; ``None`` = ``"calibrated"`` or the only one.
         subchunks: re-score by the best sub-chunk when the collection has sub-chunk vectors.
-        prefetch_limit: candidates found through the node vector and re-scored (bounds recall).
+        prefetch_limit: candidates found through the node vector and re-scored (bounds recall),
+            in collections of more than ``exact_up_to`` nodes.
+        exact_up_to: collections of at most this many nodes are scored by exact MaxSim over every
+            node (no prefetch; 0 = always prefetch). The scan grows with the sub-chunks stored:
+            ~1 ms per 7,000 sub-chunks on one CPU core.
         node_weight: weight ``w`` of the node cosine in the fused score (0 = best sub-chunk only).
         evidence: also return, per hit, the document offsets of its best-matching sub-chunk
             (one more ``retrieve`` call).
@@ -104,6 +121,7 @@ class SearchSettings:
     vector: str | None = None
     subchunks: bool = True
     prefetch_limit: int = 100
+    exact_up_to: int = 10_000
     node_weight: float = 0.0
     evidence: bool = False
 
@@ -112,6 +130,10 @@ class SearchSettings:
             raise ValueError(f"limit must be a positive integer, got {self.limit!r}")
         if not isinstance(self.prefetch_limit, int) or self.prefetch_limit < 1:
             raise ValueError(f"prefetch_limit must be a positive integer, got {self.prefetch_limit!r}; typical 50-200")
+        if isinstance(self.exact_up_to, bool) or not isinstance(self.exact_up_to, int) or self.exact_up_to < 0:
+            raise ValueError(
+                f"exact_up_to must be an integer >= 0, got {self.exact_up_to!r}; typical 10000 (0 = always prefetch)"
+            )
         if not 0.0 <= self.node_weight <= 1.0:
             raise ValueError(f"node_weight must lie in [0, 1], got {self.node_weight!r}; 0 = best sub-chunk only")
 
@@ -136,12 +158,25 @@ def _node_query(client, collection, q, vector, settings, query_filter) -> list[A
     ).points
 
 
-def _subchunk_query(client, collection, q, vector, settings, query_filter, sub) -> list[Any]:
-    fused = settings.node_weight > 0
-    limit = max(settings.limit, settings.prefetch_limit) if fused else settings.limit
-    prefetch = models.Prefetch(
-        query=q.tolist(), using=vector, limit=max(settings.prefetch_limit, limit), filter=query_filter
-    )
+def _exact(settings: SearchSettings, layout: Layout) -> bool:
+    """Score every node (the collection holds at most ``exact_up_to`` nodes)."""
+    return layout.points is not None and layout.points <= settings.exact_up_to
+
+
+def _subchunk_query(client, collection, q, vector, settings, query_filter, layout) -> list[Any]:
+    sub, fused, exact = layout.subchunks, settings.node_weight > 0, _exact(settings, layout)
+    if exact and not fused:  # scan the multivector (no HNSW graph): exact MaxSim over every node
+        return client.query_points(
+            collection,
+            query=[q.tolist()],
+            using=sub,
+            limit=settings.limit,
+            query_filter=query_filter,
+            with_payload=True,
+        ).points
+    candidates = max(settings.prefetch_limit, layout.points or 0) if exact else settings.prefetch_limit
+    limit = max(settings.limit, candidates) if fused else settings.limit
+    prefetch = models.Prefetch(query=q.tolist(), using=vector, limit=max(candidates, limit), filter=query_filter)
     points = client.query_points(
         collection,
         prefetch=prefetch,
@@ -214,6 +249,6 @@ def search(
     if sub is None:
         points = _node_query(client, collection, q, vector, settings, query_filter)
     else:
-        points = _subchunk_query(client, collection, q, vector, settings, query_filter, sub)
+        points = _subchunk_query(client, collection, q, vector, settings, query_filter, layout)
     evidence = _evidence(client, collection, q, points, sub) if (settings.evidence and sub) else {}
     return [Hit(str(p.id), float(p.score), dict(p.payload or {}), evidence.get(str(p.id))) for p in points]

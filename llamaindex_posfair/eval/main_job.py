@@ -134,16 +134,21 @@ class NodeLayout:
 
 
 def eval_search(
-    layout: NodeLayout, prefetch_limit: int = 100, node_weight: float = 0.0, depth: int = 100
+    layout: NodeLayout,
+    prefetch_limit: int = 100,
+    node_weight: float = 0.0,
+    depth: int = 100,
+    exact_up_to: int = SearchSettings.exact_up_to,
 ) -> SearchSettings:
     """The ``SearchSettings`` the harness queries with.
 
     A sub-chunk layout returns every re-scored candidate (``limit = prefetch_limit``), so the
     file-level ranking reaches as deep as the prefetch allows and no deeper; the single-vector
-    layout returns ``depth`` nodes.
+    layout returns ``depth`` nodes. ``exact_up_to``: see :class:`SearchSettings` (0 = always the
+    two-stage query, as in :func:`node_scores` with ``prefetch_limit``).
     """
     limit = prefetch_limit if layout.subchunks is not None else depth
-    return SearchSettings(limit=limit, prefetch_limit=prefetch_limit, node_weight=node_weight)
+    return SearchSettings(limit=limit, prefetch_limit=prefetch_limit, node_weight=node_weight, exact_up_to=exact_up_to)
 
 
 # ------------------------------------------------------------------ accounting (pure)

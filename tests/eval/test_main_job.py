@@ -111,7 +111,7 @@ def test_the_store_answers_what_numpy_computes_for_the_two_stage_query(plain, we
     index = StoreIndex.build(plain, list(docs.values()), list(docs), layout, memory_store)
     try:
         q = plain.encode_queries(queries)
-        store, _ = index.answer(q, eval_search(layout, prefetch_limit=5, node_weight=weight))
+        store, _ = index.answer(q, eval_search(layout, prefetch_limit=5, node_weight=weight, exact_up_to=0))
     finally:
         index.close()
     simulated = node_scores(index.vectors, q, weight, prefetch_limit=5)

@@ -119,3 +119,70 @@ def test_int8_quantized_sub_chunks_are_configured_on_the_multivector(client, enc
     params = client.get_collection("c").config.params.vectors["subchunks"]
     assert params.multivector_config is not None and params.quantization_config is not None
     assert params.hnsw_config.m == 0
+
+
+def _numpy_top(pts, q, k, weight=0.0, node_vector="calibrated"):
+    """Exact scores over every node: ``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)``, best ``k`` first."""
+    score = {
+        str(p.id): weight * float(_unit(p.vector[node_vector]) @ _unit(q))
+        + (1 - weight) * float((_unit(p.vector["subchunks"]) @ _unit(q)).max())
+        for p in pts
+    }
+    return sorted(score.items(), key=lambda kv: -kv[1])[:k]
+
+
+def test_a_small_collection_is_scored_by_exact_maxsim_over_every_node(client, encoder):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    pts = _points(client)
+    q = encoder.encode_queries(["how do spring tides form when the moon and sun align"])[0]
+    hits = search(client, "c", q, SearchSettings(limit=5, prefetch_limit=1))  # default exact_up_to >= nodes
+    want = _numpy_top(pts, q, 5)
+    assert [h.id for h in hits] == [i for i, _ in want]
+    assert [h.score for h in hits] == pytest.approx([s for _, s in want], abs=1e-5)
+
+
+def test_a_fused_score_in_a_small_collection_considers_every_node(client, encoder):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    pts = _points(client)
+    q = encoder.encode_queries(["lighthouse keeper lamp"])[0]
+    hits = search(client, "c", q, SearchSettings(limit=3, prefetch_limit=1, node_weight=0.3))
+    want = _numpy_top(pts, q, 3, weight=0.3)
+    assert [h.id for h in hits] == [i for i, _ in want]
+    assert [h.score for h in hits] == pytest.approx([s for _, s in want], abs=1e-5)
+
+
+def test_the_exact_scan_applies_the_query_filter(client, encoder):
+    from qdrant_client import models
+
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    pts = [p for p in _points(client) if p.payload["doc_id"] == "tides.md"]
+    q = encoder.encode_queries(["waggle dance honeybees"])[0]
+    only = models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value="tides.md"))])
+    hits = search(client, "c", q, SearchSettings(limit=3), query_filter=only)
+    assert [h.id for h in hits] == [i for i, _ in _numpy_top(pts, q, 3)]
+
+
+def test_exact_up_to_zero_keeps_the_node_vector_prefetch(client, encoder):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    pts = _points(client)
+    q = encoder.encode_queries(["how do spring tides form when the moon and sun align"])[0]
+    hits = search(client, "c", q, SearchSettings(limit=3, prefetch_limit=3, exact_up_to=0))
+    nearest = _numpy_top(pts, q, 3, weight=1.0)  # the prefetch: the 3 nodes nearest by node cosine
+    assert {h.id for h in hits} == {i for i, _ in nearest}
+
+
+def test_a_collection_larger_than_exact_up_to_is_searched_in_two_stages(client, encoder):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    pts = _points(client)
+    q = encoder.encode_queries(["how do spring tides form when the moon and sun align"])[0]
+    by_node, by_maxsim = ({i for i, _ in _numpy_top(pts, q, 3, weight=w)} for w in (1.0, 0.0))
+    assert by_node != by_maxsim  # the query tells the two strategies apart
+    two_stage = search(client, "c", q, SearchSettings(limit=3, prefetch_limit=3, exact_up_to=len(pts) - 1))
+    exact = search(client, "c", q, SearchSettings(limit=3, prefetch_limit=3, exact_up_to=len(pts)))
+    assert {h.id for h in two_stage} == by_node and {h.id for h in exact} == by_maxsim
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True])
+def test_exact_up_to_must_be_a_non_negative_integer(bad):
+    with pytest.raises(ValueError, match="exact_up_to must be an integer >= 0"):
+        SearchSettings(exact_up_to=bad)
