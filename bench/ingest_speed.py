@@ -79,7 +79,7 @@ def time_llamaindex(texts: list[str], model_path: str, batch_size: int, store: P
 
 
 def time_posfair(
-    folder: Path, encoder, vectors: dict, batch_size: int, store: Path, chunk_tokens: int | None
+    folder: Path, encoder, vectors: dict, batch_size: int, store: Path, chunk_tokens: int | None, subchunks: bool = True
 ) -> tuple[float, int]:
     from qdrant_tools.ingest import IngestConfig, ingest_path
     from qdrant_tools.store import open_store
@@ -87,7 +87,8 @@ def time_posfair(
     client = open_store(store)
     encoder.encode_documents(["warm up"] * batch_size)  # warm-up, not timed
     t0 = time.perf_counter()
-    config = IngestConfig(show_progress=False, chunk_tokens=chunk_tokens)
+    extra = {} if subchunks else {"subchunks": None}  # default: the shipped sub-chunk layout
+    config = IngestConfig(show_progress=False, chunk_tokens=chunk_tokens, **extra)
     report = ingest_path(client, "bench", folder, vectors, config)
     dt = time.perf_counter() - t0
     client.close()
@@ -103,7 +104,8 @@ def report(runs: dict, texts: list, docs: list, chunking, label: str, args, load
         f"folder: {args.data} x {args.copies} = {len(docs)} files, {len(texts)} chunks "
         f"({chunking.chunk_tokens}-token chunks), model all-MiniLM-L6-v2, batch {args.batch_size}, "
         f"torch threads {torch.get_num_threads()}, best of {args.repeats}, "
-        f"load average {load_before:.2f} before / {os.getloadavg()[0]:.2f} after"
+        f"load average {load_before:.2f} before / {os.getloadavg()[0]:.2f} after; posfair layout: "
+        f"{'single vector' if args.no_subchunks else 'node + sub-chunks (shipped)'}"
     )
     names = [
         ("llamaindex", f"LlamaIndex {label} + QdrantVectorStore"),
@@ -134,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2, help="runs per path; the best counts (default 2)")
     ap.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default 32)")
     ap.add_argument("--chunk-tokens", type=int, default=None, help="as posfair ingest --chunk-tokens (default: auto)")
+    ap.add_argument(
+        "--no-subchunks",
+        action="store_true",
+        help="posfair: the single-vector layout (default: the shipped sub-chunks)",
+    )
     ap.add_argument("--skip-llamaindex", action="store_true", help="time only posfair ingest, calibration off/on")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
@@ -180,7 +187,15 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     encoder, name = (plain, "vanilla") if key == "off" else (enc, "calibrated")
                     runs[key].append(
-                        time_posfair(folder, encoder, {name: encoder}, args.batch_size, store, args.chunk_tokens)
+                        time_posfair(
+                            folder,
+                            encoder,
+                            {name: encoder},
+                            args.batch_size,
+                            store,
+                            args.chunk_tokens,
+                            not args.no_subchunks,
+                        )
                     )
         report(runs, texts, docs, chunking, label, args, load_before)
         return 0

@@ -113,7 +113,7 @@ def evaluate_model(label: str, folder: str, bench: Any, layout: bool, cache: Pat
     out["single"] = {"per_query": res.per_query, "seconds": round(time.perf_counter() - t0, 1)}
     if layout:
         t0 = time.perf_counter()
-        encoder = EncoderSpec(model=folder, device="cpu").load()
+        encoder = EncoderSpec(model=folder, calibration=None, device="cpu").load()  # as posfair ingest stores it
         system = StoreLayoutSystem(label, encoder)
         (res,) = score_needle(bench, [system])
         out["layout"] = {"per_query": res.per_query, "seconds": round(time.perf_counter() - t0, 1), **system.params}

@@ -51,6 +51,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--calibrations", default="off,paper,posfair-minilm", help="'off' and preset names")
     p.add_argument("--prefetch-limits", type=int_list, default=(20, 50, 100), help="prefetch limits")
     p.add_argument(
+        "--exact-up-to",
+        type=int_at_least(0),
+        default=None,
+        help="exact MaxSim for collections of at most N nodes (default: the shipped 10000; 0 = always prefetch, "
+        "the large-collection regime)",
+    )
+    p.add_argument(
         "--reference-prefetch-limits",
         type=int_list,
         default=(200, 500),
@@ -100,6 +107,7 @@ def _grid(args: argparse.Namespace) -> Any:
         node_weights=tuple(args.node_weights),
         finalists=args.finalists,
         tolerance=args.tolerance / 100.0,
+        **({} if args.exact_up_to is None else {"exact_up_to": args.exact_up_to}),
     )
 
 
@@ -117,10 +125,16 @@ def _encoders(args: argparse.Namespace, select: Any, grid: Any) -> Any:
     return SpecEncoders(EncoderSpec(model=args.model or BUNDLED_MINILM), memo, probes, _pairs(args.windows))
 
 
-def _store_label() -> str:
+def _store_label(exact_up_to: int) -> str:
     from llamaindex_posfair.eval.main_job import DEFAULT_CLIENT_FACTORY
 
-    return f"the embedded store `{DEFAULT_CLIENT_FACTORY.__module__}.{DEFAULT_CLIENT_FACTORY.__name__}`"
+    store = f"the embedded store `{DEFAULT_CLIENT_FACTORY.__module__}.{DEFAULT_CLIENT_FACTORY.__name__}`"
+    if exact_up_to > 0:
+        return store + (
+            f" (sub-chunk search: exact MaxSim over every node of collections up to {exact_up_to:,} nodes, as "
+            "shipped; the prefetch limits in the labels apply to larger collections only)"
+        )
+    return store + " (sub-chunk search: node-vector prefetch, then MaxSim: the regime of large collections)"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         "command": " ".join(["posfair eval-main-job", *(shlex.quote(a) for a in argv)]),
         "wall_seconds": round(time.perf_counter() - t0, 1),
         "torch_threads": torch.get_num_threads(),
-        "store": _store_label(),
+        "store": _store_label(grid.exact_up_to),
         "benchmark": report.name,
         "select_benchmark": select.name,
         "rule": SELECTION_RULE.format(slack=grid.bytes_slack) + f"; tolerance {100 * grid.tolerance:g} points",

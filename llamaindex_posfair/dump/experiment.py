@@ -9,10 +9,11 @@ paper), ``dump_only-kK``, ``random_prefix-kK`` (frozen random prefix) and
   passage (plain encoder, ``max_length`` 512: nothing truncated), and
 * the **main job's default layout**: the passages ingested by
   :func:`qdrant_tools.ingest.ingest_documents` exactly as ``posfair ingest
-  --model M`` stores them (calibrated node vectors of the encoder's node size,
-  sentence-aligned sub-chunk multivectors) into an in-memory Qdrant, every
-  query answered by :func:`qdrant_tools.search.search`; a passage scores its
-  best node among the hits (``-inf`` if none);
+  --model M`` stores them (node vectors of the encoder's node size and
+  sentence-aligned sub-chunk multivectors, uncalibrated as in the default
+  layout) into an in-memory Qdrant Edge store, every query answered by
+  :func:`qdrant_tools.search.search` (exact MaxSim at this size, as shipped); a
+  passage scores its best node among the hits (``-inf`` if none);
 
 with harmonic mean / PSI / per-third nDCG@10 and paired bootstrap intervals
 (:func:`llamaindex_posfair.eval.metrics.bootstrap_harmonic_diff`) against the
@@ -98,19 +99,18 @@ class StoreLayoutSystem:
     vectors_per_passage: float = float("nan")
 
     def score(self, cache: Any) -> np.ndarray:
-        from qdrant_client import QdrantClient
-
         from qdrant_tools import payload as P
         from qdrant_tools.chunking import SourceDocument, content_hash
         from qdrant_tools.ingest import IngestConfig, ingest_documents
         from qdrant_tools.search import SearchSettings, search
+        from qdrant_tools.store import open_store
         from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 
         subchunks = DEFAULT_SUBCHUNKS if self.subchunks == "default" else self.subchunks
         ids = [f"p{i}" for i in range(cache.n_docs)]
         docs = [SourceDocument(d, t, d, content_hash(t)) for d, t in zip(ids, cache.docs)]
         name = "vanilla" if self.encoder.calibration is None else "calibrated"
-        client = QdrantClient(":memory:")
+        client = open_store(":memory:")  # the shipped embedded store (Qdrant Edge)
         try:
             report = ingest_documents(
                 client, "dump_eval", docs, {name: self.encoder}, IngestConfig(subchunks=subchunks, show_progress=False)

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from qdrant_tools.search import SearchSettings
 from qdrant_tools.subchunks import SubchunkConfig
 
 from .data import PositionBenchmark
@@ -53,8 +54,8 @@ logger = logging.getLogger(__name__)
 SELECTION_RULE = (
     "on the selection split only: take the best harmonic-mean nDCG@10 H*; among settings with H >= H* - "
     "tolerance, keep those whose float32 vector bytes per passage (corpus storage; node sizes differ) are within "
-    "{slack:.0%} of the fewest; among them the lowest PSI, then the highest H, then the larger prefetch limit "
-    "(safer recall on a larger corpus)"
+    "{slack:.0%} of the fewest; among them the lowest PSI, then the highest H, then calibration off (equal "
+    "results for less ingest time), then the larger prefetch limit (safer recall on a larger corpus)"
 )
 
 #: An encoder for a node size and a calibration name (``"off"`` or a preset name).
@@ -143,6 +144,9 @@ class MainJobGrid:
         tolerance: harmonic-mean margin of the rule (0.01 = one point of nDCG@10 ×100).
         bytes_slack: relative storage difference the rule treats as equal.
         depth: nodes asked per query of the single-vector layout.
+        exact_up_to: collections of at most this many nodes are scored by exact MaxSim (the shipped
+            search, :class:`qdrant_tools.search.SearchSettings`); 0 = always the node-vector prefetch
+            (the regime of large collections, where prefetch limits matter).
 
     Raises:
         ValueError: an empty list or a value out of range.
@@ -160,6 +164,7 @@ class MainJobGrid:
     tolerance: float = 0.01
     bytes_slack: float = 0.05
     depth: int = 100
+    exact_up_to: int = SearchSettings.exact_up_to
 
     def __post_init__(self) -> None:
         for name in ("node_tokens", "subchunk_tokens", "subchunk_overlaps", "calibrations", "prefetch_limits"):
@@ -211,7 +216,15 @@ def choose(scored: Sequence[Scored], tolerance: float = 0.01, bytes_slack: float
     near = [s for s in scored if s.harmonic >= best - tolerance - 1e-12]
     fewest = min(s.stats.storage.bytes_per_passage for s in near)
     cheap = [s for s in near if s.stats.storage.bytes_per_passage <= fewest * (1 + bytes_slack)]
-    return min(cheap, key=lambda s: (round(s.result.ndcg.psi, 9), -s.harmonic, -s.setting.prefetch_limit))
+    return min(
+        cheap,
+        key=lambda s: (
+            round(s.result.ndcg.psi, 9),
+            -round(s.harmonic, 9),
+            s.setting.calibration != "off",
+            -s.setting.prefetch_limit,
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -317,5 +330,5 @@ class MainJobProtocol:
 
     def _system(self, s: Setting, pool: IndexPool) -> MainJobSystem:
         encoder = self.encoder_for(s.node_tokens, s.calibration)
-        search = eval_search(s.layout, s.prefetch_limit, s.node_weight, self.grid.depth)
+        search = eval_search(s.layout, s.prefetch_limit, s.node_weight, self.grid.depth, self.grid.exact_up_to)
         return MainJobSystem(s.label(), encoder, s.layout, search, scoring=s.scoring, pool=pool)

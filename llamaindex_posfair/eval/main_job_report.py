@@ -46,7 +46,7 @@ def captions(
         f"`qdrant_tools.search.search`. First row: the main job as shipped. Chosen on `{select.name}` only: "
         f"{chosen}. `[exact]` = the same vectors scored by exact MaxSim (no prefetch bound); `int8` through the "
         f"store = int8 sub-chunk collection (scalar quantization as the store applies it; qdrant-client's "
-        f"local mode ignores it); `[int8-simulated]` = the two-stage query in numpy with sub-chunk vectors rounded "
+        f"local mode ignores it); `[int8-simulated]` = the query in numpy (as the store runs it: two-stage, or exact in a small collection) with sub-chunk vectors rounded "
         f"through int8 scalar quantization (no rescoring); rows with a larger prefetch limit than the grid's "
         f"are references (the prefetch's recall curve), not candidates. " + _COLUMNS
     )

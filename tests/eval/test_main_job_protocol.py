@@ -40,6 +40,13 @@ def test_choose_breaks_equal_storage_by_lower_psi():
     assert choose([unfair, fair], tolerance=0.05).setting == fair.setting
 
 
+def test_choose_breaks_identical_results_by_calibration_off():
+    calibrated = _scored(Setting(510, SMALL, "paper"), {"a": 0.9, "b": 0.8})
+    plain = _scored(Setting(510, SMALL, "off", prefetch_limit=20), {"a": 0.9, "b": 0.8})
+    assert choose([calibrated, plain]).setting == plain.setting
+    assert choose([plain, calibrated]).setting == plain.setting
+
+
 class Planted(MainJobProtocol):
     """Scores are planted: on dev the small budget wins, on test the large one (a dev/test disagreement)."""
 
