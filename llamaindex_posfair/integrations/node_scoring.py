@@ -155,5 +155,9 @@ class NodeScorer:
         if not texts:
             return np.zeros(0, dtype=np.float32)
         plan = plan_scoring(texts, self.scoring, self.subchunks, spans_for(self.encoder)[0])
-        vectors = np.asarray(self.encoder.encode_documents(plan.texts), dtype=np.float32)
+        # nodes and sub-chunks in separate calls: one batch mixing both would pad every sub-chunk to a node's length
+        parts = [plan.texts[: plan.n_nodes], plan.texts[plan.n_nodes :]]
+        vectors = np.concatenate(
+            [np.asarray(self.encoder.encode_documents(p), dtype=np.float32).reshape(len(p), -1) for p in parts if p]
+        )
         return combine_scores(q, vectors, plan, len(texts), self.scoring, self.node_weight)
