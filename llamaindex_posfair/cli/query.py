@@ -238,6 +238,10 @@ def _snippet(r: dict[str, Any], width: int = 200) -> str:
     text = r["text"]
     if "evidence" in r:
         a, b = (x - r["start_char"] for x in r["evidence"])
+        while a > 0 and not text[a - 1].isspace():  # a window of an over-long sentence may start inside a word
+            a -= 1
+        while b < len(text) and not text[b].isspace():
+            b += 1
         text = text[a:b]
     text = " ".join(text.split())
     return text[:width] + ("..." if len(text) > width else "")
