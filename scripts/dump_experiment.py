@@ -185,7 +185,8 @@ def write_outputs(out: Path, parts: dict[str, list[dict]], caption: str, run: di
     out.mkdir(parents=True, exist_ok=True)
     titles = {
         "single": "Needle `test`, single vector per passage (plain encoder, max_length 512)",
-        "layout": "Needle `test`, the main job's default layout (calibrated nodes + sub-chunk MaxSim, via Qdrant)",
+        "layout": "Needle `test`, the main job's default layout (254-tok nodes + ≤32-tok sub-chunks, uncalibrated, "
+        "exact MaxSim through the embedded Qdrant Edge store)",
         "in_domain": "In-domain check: held-apart documents of the training corpus",
         "training": "Training runs",
     }
@@ -222,8 +223,9 @@ def write_all(args: argparse.Namespace, trained: list[dict], evals: dict, bench:
         "eval_seconds": {k: {s: v[s].get("seconds") for s in ("single", "layout") if s in v} for k, v in evals.items()},
         "load_average_end": os.getloadavg(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "layout_note": "main job's layout scored directly (ingest_documents + search on QdrantClient(':memory:')); "
-        "llamaindex_posfair.eval.main_job had not landed",
+        "layout_note": "main job's layout as posfair ingest --model M stores it (qdrant_tools.ingest_documents into "
+        "open_store(':memory:'), Qdrant Edge) and as posfair query searches it (qdrant_tools.search: exact MaxSim "
+        "at this size)",
         "arms": [{k: v for k, v in r.items() if k != "report"} for r in trained],
         "pairs": first.get("pair_statistics"),
         "settings": {k: first.get(k) for k in ("training", "pairs", "passage_tokens", "dev_documents")},
