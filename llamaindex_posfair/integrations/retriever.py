@@ -136,7 +136,7 @@ class PosFairRetriever(BaseRetriever):
             its fingerprint must be the collection's (and ``spec``'s, when given).
         endpoint_timeout_s: seconds per HTTP call to ``endpoint``.
         top_k: nodes returned.
-        settings: the rest of :class:`qdrant_tools.search.SearchSettings` (vector, prefetch limit, node
+        settings: the rest of :class:`qdrant_tools.search.SearchSettings` (default: with ``evidence``; vector, prefetch limit, node
             weight, evidence); ``top_k`` overrides its ``limit``.
         callback_manager: LlamaIndex callbacks.
 
@@ -162,7 +162,7 @@ class PosFairRetriever(BaseRetriever):
         self._client = client
         self._owns_client = False
         self.collection = collection
-        base = settings or SearchSettings()
+        base = settings or SearchSettings(evidence=True)  # the matching sentence comes with every node
         self.settings = SearchSettings(**{**base.__dict__, "limit": top_k})
         self.layout: Layout = collection_layout(client, collection)
         self.vector = self.layout.node_vector(self.settings.vector)

@@ -27,8 +27,9 @@ def test_retrieves_stored_nodes_with_text_and_metadata(store, fake_encoder, exam
     assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
 
 
-def test_evidence_offsets_point_into_the_node(store, fake_encoder):
-    r = PosFairRetriever(store, "demo", encoder=fake_encoder, settings=SearchSettings(evidence=True))
+@pytest.mark.parametrize("settings", [None, SearchSettings(evidence=True)])
+def test_evidence_offsets_point_into_the_node(store, fake_encoder, settings):
+    r = PosFairRetriever(store, "demo", encoder=fake_encoder, settings=settings)  # default: evidence on
     md = r.retrieve("waggle dance")[0].node.metadata
     assert md["start_char"] <= md["evidence_start_char"] < md["evidence_end_char"] <= md["end_char"]
     assert "evidence_start_char" not in r.retrieve("waggle dance")[0].node.get_content(metadata_mode="llm")
