@@ -97,7 +97,7 @@ def train_arm(arm: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 def evaluate_model(label: str, folder: str, bench: Any, layout: bool, cache: Path) -> dict[str, Any]:
     """Single-vector and layout results of one model (cached as JSON)."""
-    from llamaindex_posfair.dump.experiment import StoreLayoutSystem, score_needle
+    from llamaindex_posfair.dump.experiment import layout_system, nodes_per_passage, score_needle
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.eval.systems import DenseSystem
 
@@ -114,9 +114,13 @@ def evaluate_model(label: str, folder: str, bench: Any, layout: bool, cache: Pat
     if layout:
         t0 = time.perf_counter()
         encoder = EncoderSpec(model=folder, calibration=None, device="cpu").load()  # as posfair ingest stores it
-        system = StoreLayoutSystem(label, encoder)
+        system = layout_system(label, encoder)
         (res,) = score_needle(bench, [system])
-        out["layout"] = {"per_query": res.per_query, "seconds": round(time.perf_counter() - t0, 1), **system.params}
+        out["layout"] = {
+            "per_query": res.per_query,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "nodes/passage": nodes_per_passage(system),
+        }
     cache.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out), encoding="utf-8")
     return out

@@ -31,15 +31,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from llamaindex_posfair.dump.config import DUMP_MODES
 from llamaindex_posfair.eval.metrics import bootstrap_harmonic_diff
 
-__all__ = ["Arm", "StoreLayoutSystem", "comparison_row", "parse_arms", "score_needle"]
+__all__ = ["Arm", "comparison_row", "layout_system", "nodes_per_passage", "parse_arms", "score_needle"]
 
 
 @dataclass(frozen=True)
@@ -76,57 +74,26 @@ def parse_arms(text: str) -> list[Arm]:
     return arms
 
 
-@dataclass
-class StoreLayoutSystem:
-    """The main job's stored layout as a system of the eval harness (``score(cache)``).
+def layout_system(name: str, encoder: Any) -> Any:
+    """The main job's default layout for ``encoder`` as a harness system (``score(cache)``).
 
-    Interim: ``llamaindex_posfair.eval.main_job`` (in progress elsewhere) is the
-    harness's home for this; replace this class by it once it lands.
-
-    Args:
-        name: Row label.
-        encoder: A loaded ``PosFairEncoder`` (as ``posfair ingest --model M`` builds it).
-        subchunks: Sub-chunk layout (default: what ``posfair ingest`` ships); ``None`` = single vector per node.
-        prefetch_limit: Candidates found through the node vector and re-scored by MaxSim.
+    :class:`~llamaindex_posfair.eval.main_job.MainJobSystem` with the node size
+    ``posfair ingest --model M`` picks for this encoder (its window), the shipped
+    sub-chunks, and the shipped search (:func:`~llamaindex_posfair.eval.main_job.eval_search`).
+    After ``score``, ``nodes_per_passage(system)`` gives the stored nodes per passage.
     """
+    from llamaindex_posfair.eval.main_job import MainJobSystem, NodeLayout, eval_search
+    from qdrant_tools.encoding import resolve_chunking
+    from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 
-    name: str
-    encoder: Any
-    subchunks: Any = "default"
-    prefetch_limit: int = 100
-    kind: str = "main-job"
-    params: dict[str, Any] = field(default_factory=dict)
-    vectors_per_passage: float = float("nan")
+    layout = NodeLayout(resolve_chunking(encoder).chunk_tokens, DEFAULT_SUBCHUNKS)
+    return MainJobSystem(name, encoder, layout, eval_search(layout))
 
-    def score(self, cache: Any) -> np.ndarray:
-        from qdrant_tools import payload as P
-        from qdrant_tools.chunking import SourceDocument, content_hash
-        from qdrant_tools.ingest import IngestConfig, ingest_documents
-        from qdrant_tools.search import SearchSettings, search
-        from qdrant_tools.store import open_store
-        from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 
-        subchunks = DEFAULT_SUBCHUNKS if self.subchunks == "default" else self.subchunks
-        ids = [f"p{i}" for i in range(cache.n_docs)]
-        docs = [SourceDocument(d, t, d, content_hash(t)) for d, t in zip(ids, cache.docs)]
-        name = "vanilla" if self.encoder.calibration is None else "calibrated"
-        client = open_store(":memory:")  # the shipped embedded store (Qdrant Edge)
-        try:
-            report = ingest_documents(
-                client, "dump_eval", docs, {name: self.encoder}, IngestConfig(subchunks=subchunks, show_progress=False)
-            )
-            self.params = {"nodes/passage": round(report.chunks_written / max(len(docs), 1), 2)}
-            queries = self.encoder.encode_queries(list(cache.queries))
-            settings = SearchSettings(limit=self.prefetch_limit, prefetch_limit=self.prefetch_limit)
-            column = {d: j for j, d in enumerate(ids)}
-            out = np.full((cache.n_queries, cache.n_docs), -np.inf)
-            for i, q in enumerate(queries):
-                for hit in search(client, "dump_eval", q, settings):
-                    j = column[hit.payload[P.DOC_ID]]
-                    out[i, j] = max(out[i, j], hit.score)
-        finally:
-            client.close()
-        return out
+def nodes_per_passage(system: Any) -> float:
+    """Nodes stored per passage by a scored :func:`layout_system`."""
+    storage = system.stats.storage
+    return round(storage.nodes / max(storage.passages, 1), 2)
 
 
 def score_needle(bench: Any, systems: Sequence[Any], batch_size: int = 16) -> list[Any]:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from llamaindex_posfair.dump.experiment import StoreLayoutSystem, comparison_row, parse_arms
+from llamaindex_posfair.dump.experiment import comparison_row, layout_system, nodes_per_passage, parse_arms
 from llamaindex_posfair.eval.metrics import summarize
 from llamaindex_posfair.eval.systems import EncodeCache
 
@@ -34,10 +34,10 @@ def test_store_layout_system_finds_each_passage_through_qdrant(fake_encoder_fact
         "Bread rises because yeast makes gas. Bakers knead the dough before baking.",
     ]
     queries = ["the hive where flowers", "watch the tide tables every", "knead the dough before"]
-    system = StoreLayoutSystem("layout", fake_encoder_factory(dimension=64, max_length=64))
+    system = layout_system("layout", fake_encoder_factory(dimension=64, max_length=64))
     scores = system.score(EncodeCache(docs, queries))
     assert scores.shape == (3, 3) and np.argmax(scores, axis=1).tolist() == [0, 1, 2]
-    assert system.params["nodes/passage"] == 1.0
+    assert nodes_per_passage(system) == 1.0
 
 
 def _result(values: dict[str, float], groups: dict[str, str]):
