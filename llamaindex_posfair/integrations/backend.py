@@ -8,8 +8,9 @@ to one small backend object with the same calls (``embed``, ``scores`` and their
 * :class:`RemoteEncoderBackend`: a :class:`~llamaindex_posfair.serve.client.ServeClient`
   whose server was checked to serve the expected spec (same fingerprint).
 
-Both return the same vectors and scores (the server runs the same encoder and
-:func:`cosine_scores`), so the rest of the code does not know which one it has.
+Both return the same vectors and scores (the server runs the same encoder and the
+same :mod:`~llamaindex_posfair.integrations.node_scoring`), so the rest of the code
+does not know which one it has.
 
 Example:
     >>> spec, backend = encoder_backend(None, None, UNSET, None, {}, endpoint=None)  # doctest: +SKIP
@@ -28,15 +29,6 @@ from llamaindex_posfair.encoders.spec import resolve_spec
 from llamaindex_posfair.integrations.node_scoring import NODE_SCORING, NodeScorer, ScoringSettings
 
 Role = Literal["query", "document"]
-
-
-def cosine_scores(query: np.ndarray, documents: np.ndarray) -> np.ndarray:
-    """Cosine similarity of one query vector ``[d]`` with each row of ``documents`` ``[n, d]`` (float64 ``[n]``)."""
-    q = np.asarray(query, dtype=np.float64)
-    d = np.asarray(documents, dtype=np.float64)
-    q = q / max(float(np.linalg.norm(q)), 1e-12)
-    d = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
-    return d @ q
 
 
 def count_truncated(encoder: Any, texts: list[str]) -> int:
@@ -182,7 +174,6 @@ def encoder_backend(
 __all__ = [
     "LocalEncoderBackend",
     "RemoteEncoderBackend",
-    "cosine_scores",
     "count_truncated",
     "encoder_backend",
     "spec_and_encoder",

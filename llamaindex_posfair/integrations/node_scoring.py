@@ -40,9 +40,13 @@ __all__ = [
 ]
 
 
-def _unit_rows(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float32)
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+def cosine_scores(query: np.ndarray, documents: np.ndarray) -> np.ndarray:
+    """Cosine similarity of one query vector ``[d]`` with each row of ``documents`` ``[n, d]`` (float64 ``[n]``)."""
+    q = np.asarray(query, dtype=np.float64)
+    d = np.asarray(documents, dtype=np.float64).reshape(-1, q.shape[-1])
+    q = q / max(float(np.linalg.norm(q)), 1e-12)
+    d = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
+    return d @ q
 
 
 def check_scoring(scoring: str, node_weight: float) -> None:
@@ -113,8 +117,7 @@ def combine_scores(
     query: np.ndarray, vectors: np.ndarray, plan: ScoringPlan, n: int, scoring: Scoring, node_weight: float
 ) -> np.ndarray:
     """One score per candidate (float32) from the query vector and the vectors of ``plan.texts``."""
-    q = _unit_rows(query[None, :])[0]
-    sims = _unit_rows(vectors) @ q if len(vectors) else np.zeros(0, np.float32)
+    sims = cosine_scores(query, vectors).astype(np.float32)
     node = sims[: plan.n_nodes]
     if scoring == "node":
         return node.astype(np.float32)

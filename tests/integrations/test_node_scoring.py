@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llamaindex_posfair import PositionFairRerank
-from llamaindex_posfair.integrations.node_scoring import NodeScorer
+from llamaindex_posfair.integrations.node_scoring import NodeScorer, cosine_scores
 from qdrant_tools.chunking import whitespace_spans
 from qdrant_tools.subchunks import SubchunkConfig, subchunk_text
 
@@ -80,3 +83,14 @@ def test_same_text_from_two_sources_is_kept(fake_encoder):
     cands = _nodes(("apples are red", "a.txt", 0.5), ("apples are red", "b.txt", 0.4))
     out = PositionFairRerank(top_n=5, encoder=fake_encoder).postprocess_nodes(cands, query_str="red apples")
     assert sorted(n.node.node_id for n in out) == ["n0", "n1"]
+
+
+finite = st.integers(-5, 5).map(float)  # away from the norm floor (1e-12) that guards zero vectors
+
+
+@settings(max_examples=60, deadline=None)
+@given(q=arrays(np.float32, 8, elements=finite), d=arrays(np.float32, (5, 8), elements=finite))
+def test_cosine_scores_are_bounded_and_scale_free(q, d):
+    s = cosine_scores(q, d)
+    assert s.shape == (5,) and np.all(np.abs(s) <= 1 + 1e-9)
+    np.testing.assert_allclose(cosine_scores(3 * q, d * 0.5), s, atol=1e-6)

@@ -83,7 +83,7 @@ def test_rerank_batch_scores_subchunks_as_the_in_process_reranker(tiny_encoder, 
     local = LocalEncoderBackend(tiny_encoder)
     np.testing.assert_allclose(got[0], local.scores("silt", docs, settings), atol=1e-5)
     np.testing.assert_allclose(got[1], local.scores("towns", TEXTS[::-1]), atol=1e-5)
-    from llamaindex_posfair.integrations.backend import cosine_scores
+    from llamaindex_posfair.integrations.node_scoring import cosine_scores
     from qdrant_tools.encoding import spans_for
     from qdrant_tools.subchunks import subchunk_text
 
