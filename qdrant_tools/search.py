@@ -137,6 +137,10 @@ class SearchSettings:
         if not 0.0 <= self.node_weight <= 1.0:
             raise ValueError(f"node_weight must lie in [0, 1], got {self.node_weight!r}; 0 = best sub-chunk only")
 
+    def scores_exactly(self, points: int | None) -> bool:
+        """Whether a sub-chunk collection of ``points`` nodes is scored exactly (``None``: size unknown: no)."""
+        return points is not None and points <= self.exact_up_to
+
 
 @dataclass(frozen=True)
 class Hit:
@@ -158,13 +162,8 @@ def _node_query(client, collection, q, vector, settings, query_filter) -> list[A
     ).points
 
 
-def _exact(settings: SearchSettings, layout: Layout) -> bool:
-    """Score every node (the collection holds at most ``exact_up_to`` nodes)."""
-    return layout.points is not None and layout.points <= settings.exact_up_to
-
-
 def _subchunk_query(client, collection, q, vector, settings, query_filter, layout) -> list[Any]:
-    sub, fused, exact = layout.subchunks, settings.node_weight > 0, _exact(settings, layout)
+    sub, fused, exact = layout.subchunks, settings.node_weight > 0, settings.scores_exactly(layout.points)
     if exact and not fused:  # scan the multivector (no HNSW graph): exact MaxSim over every node
         return client.query_points(
             collection,

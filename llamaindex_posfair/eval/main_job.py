@@ -571,8 +571,7 @@ class MainJobSystem:
             if self.layout.subchunks is None:
                 return nodes, float("nan"), seconds
             return nodes, prefetch_recall(nodes, node_scores(index.vectors, queries, w)), seconds
-        n_nodes = len(index.vectors.node)
-        exact = self.scoring == "exact" or n_nodes <= self.search.exact_up_to  # as the store searches
+        exact = self.scoring == "exact" or self.search.scores_exactly(len(index.vectors.node))  # as the store does
         prefetch = None if exact else self.search.prefetch_limit
         nodes = node_scores(index.vectors, queries, w, prefetch, int8=self.scoring == "int8-simulated")
         return nodes, float("nan"), np.zeros(0)
