@@ -137,26 +137,28 @@ class _Answerer:
 
     def __init__(self, args: argparse.Namespace, client: Any) -> None:
         from llamaindex_posfair.integrations.retriever import FingerprintMismatchError, PosFairRetriever
-        from llamaindex_posfair.serve.client import ServeError
 
         remote = args.endpoint is not None
+        if args.rerank and remote:
+            raise CliError("--rerank runs the reranker in this process; drop --endpoint or --rerank")
+        errors: tuple[type[Exception], ...] = (FingerprintMismatchError, ValueError)
+        if remote:
+            from llamaindex_posfair.serve.client import ServeError
+
+            errors += (ServeError,)
         encoder = None if remote else options.load_spec(options.spec_from_args(args), args)
-        settings = _settings(args)
         try:
-            if remote:
-                self.retriever = PosFairRetriever(client, args.collection, endpoint=args.endpoint, settings=settings)
-            else:
-                self.retriever = PosFairRetriever(client, args.collection, encoder=encoder, settings=settings)
+            self.retriever = PosFairRetriever(
+                client, args.collection, encoder=encoder, endpoint=args.endpoint, settings=_settings(args)
+            )
         except LookupError:
             names = [c.name for c in client.get_collections().collections]
             raise CliError(
                 f"collection {args.collection!r} not found (existing: {names or 'none'}); "
                 f"run `posfair ingest PATH --collection {args.collection}` first"
             ) from None
-        except (FingerprintMismatchError, ServeError, ValueError) as exc:
+        except errors as exc:
             raise CliError(str(exc)) from None
-        if args.rerank and remote:
-            raise CliError("--rerank runs the reranker in this process; drop --endpoint or --rerank")
         self.rerank = _reranker(args, encoder) if args.rerank else None  # calibrated even over a plain collection
         self.top_k = args.top_k
 
