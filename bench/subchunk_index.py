@@ -178,6 +178,14 @@ def write_points(client, collection: str, ids, vectors: dict[str, list], payload
     return time.perf_counter() - t0
 
 
+def subchunk_params(dim: int, m: int | None) -> models.VectorParams:
+    """The sub-chunk multivector as ``posfair ingest`` declares it (``qdrant_tools.spec.VectorConfig``), HNSW ``m``."""
+    from qdrant_tools.spec import HnswSpec, VectorConfig
+
+    hnsw = None if m is None else HnswSpec(m=m)
+    return VectorConfig(name="subchunks", size=dim, multivector=True, hnsw=hnsw).to_qdrant()
+
+
 def build_b(client, v, node_name: str, collection: str = "b", m: int | None = None) -> float:
     """B: node vector + sub-chunk multivector with an HNSW graph (default m; ``m=0``: today's layout)."""
     dim = v.node.shape[1]
@@ -185,12 +193,7 @@ def build_b(client, v, node_name: str, collection: str = "b", m: int | None = No
         collection,
         vectors_config={
             node_name: models.VectorParams(size=dim, distance=models.Distance.COSINE),
-            "subchunks": models.VectorParams(
-                size=dim,
-                distance=models.Distance.COSINE,
-                multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
-                hnsw_config=None if m is None else models.HnswConfigDiff(m=m),
-            ),
+            "subchunks": subchunk_params(dim, m),
         },
     )
     subs = [v.sub[v.owner == i].tolist() for i in range(len(v.ids))]
@@ -266,12 +269,7 @@ def scan_latency(n_nodes: int, per_node: int, n_queries: int = 50, dim: int = 38
             "s",
             vectors_config={
                 "vanilla": models.VectorParams(size=dim, distance=models.Distance.COSINE),
-                "subchunks": models.VectorParams(
-                    size=dim,
-                    distance=models.Distance.COSINE,
-                    multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
-                    hnsw_config=models.HnswConfigDiff(m=0),
-                ),
+                "subchunks": subchunk_params(dim, 0),
             },
         )
         for s in range(0, n_nodes, 256):
