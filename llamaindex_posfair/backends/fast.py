@@ -1,18 +1,23 @@
 """Fast calibration backend: a custom attention function for transformers.
 
-Every row of a calibrated layer is computed by the stock SDPA kernel; only the
-rows to edit (the pooling row, or every row for mean pooling) are recomputed
-from per-basket attention states ``(lse_b, o_b)`` and merged by
-:class:`~llamaindex_posfair.calibration.math.BasketMerge`. One fused-kernel call
-per content basket (keys restricted to the basket), folded into two running
-outputs as it comes, so no ``L x L`` score tensor is formed, the queries are
-never copied per basket, and memory does not grow with the number of baskets.
-For mean pooling the SDPA pass is skipped entirely (the merge yields the
-original rows too).
+Rows a calibrated layer does not edit come from the stock SDPA kernel. The
+edited rows are computed in one of METHODS.md's two forms:
+
+* one pooling row per sequence (``[CLS]`` / last-token pooling): explicitly,
+  ``q·Kᵀ → softmax → calibrate → ·V`` on that row only
+  (:func:`calibrated_pooling_row`, with the batch's
+  :class:`~llamaindex_posfair.calibration.math.WeightCalibration`);
+* every row (mean pooling): from per-basket attention states ``(lse_b, o_b)``,
+  one fused-kernel call per content basket (keys restricted to the basket),
+  merged by :class:`~llamaindex_posfair.calibration.math.BasketMerge`; the SDPA
+  pass is skipped (the merge yields the original rows too), the queries are
+  never copied per basket and memory does not grow with the number of baskets.
+
+No ``L x L`` score tensor is formed.
 
 Everything that depends on the batch only (basket key positions, which baskets
-are contiguous slices, the per-basket attention biases derived from the mask)
-is built once per forward pass on the :class:`_ActiveCalibration` and shared by
+are contiguous slices, the per-basket attention biases derived from the mask,
+the pooling rows' allowed keys and basket matrix) is built once per forward pass on the :class:`_ActiveCalibration` and shared by
 the calibrated layers.
 
 The function is registered under :data:`ATTENTION_NAME` through the shared
@@ -33,7 +38,7 @@ from transformers.integrations.sdpa_attention import repeat_kv
 from llamaindex_posfair.backends.hooks import AttentionHook, sdpa_attention
 from llamaindex_posfair.calibration.baskets import BasketPlan, basket_gather_index, isolated_gather_index
 from llamaindex_posfair.calibration.config import layer_strength_map
-from llamaindex_posfair.calibration.math import BasketMerge, basket_shares, row_strength
+from llamaindex_posfair.calibration.math import BasketMerge, WeightCalibration, basket_shares, row_strength
 
 ATTENTION_NAME = "posfair_sdpa"
 
@@ -91,17 +96,21 @@ class _BatchLayout:
     """What the calibrated layers share for one batch on one device (built once per forward pass)."""
 
     plan: BasketPlan
-    baskets: list[_KeySet]
-    sizes: list[torch.Tensor]  # [B] content tokens per basket
-    isolated: _KeySet | None  # None: no isolated key in the batch
-    iso_mode: torch.Tensor  # [B, J]
-    iso_value: torch.Tensor  # [B, J]
     rows: torch.Tensor  # [B] the pooling row of each sequence (one-row plans)
-    masks: list = field(default_factory=list)  # [(attention_mask, key, _BasketMasks)]
+    baskets: list[_KeySet] = field(default_factory=list)  # all-rows plans only (the merge's baskets)
+    sizes: list[torch.Tensor] = field(default_factory=list)  # [B] content tokens per basket
+    isolated: _KeySet | None = None  # None: no isolated key in the batch
+    iso_mode: torch.Tensor | None = None  # [B, J]
+    iso_value: torch.Tensor | None = None  # [B, J]
+    masks: list = field(default_factory=list)  # [(attention_mask, key, masks)]
 
     @staticmethod
     def build(plan: BasketPlan, device: torch.device) -> _BatchLayout:
+        """The layout of ``plan`` on ``device``; basket key sets only where the merge needs them (all rows)."""
         plan = plan.to(device)
+        rows = plan.row_mask.float().argmax(-1)
+        if not plan.all_rows:
+            return _BatchLayout(plan=plan, rows=rows)  # one row: computed explicitly, no basket key sets
         length = plan.basket_ids.shape[1]
         align = 1 if device.type == "cpu" else 16  # the CUDA kernel wants aligned bias rows
         index, ok = basket_gather_index(plan)
@@ -110,12 +119,12 @@ class _BatchLayout:
         isolated = _KeySet.build(iso_index, iso_ok, length) if bool(iso_ok.any()) else None
         return _BatchLayout(
             plan=plan,
+            rows=rows,
             baskets=baskets,
             sizes=[ok[:, k].sum(-1) for k in range(index.shape[1])],
             isolated=isolated,
             iso_mode=plan.iso_mode.gather(1, iso_index),
             iso_value=plan.iso_value.gather(1, iso_index),
-            rows=plan.row_mask.float().argmax(-1),
         )
 
 
@@ -123,11 +132,19 @@ class _BatchLayout:
 class _BasketMasks:
     """What one attention mask implies per basket (built once per mask tensor and batch)."""
 
-    biases: list[torch.Tensor]  # [B, 1, Ra, M_k] float32, -inf outside; a row with no key gets one finite dummy key
+    biases: list[torch.Tensor | None]  # [B, 1, Ra, M_k] float32, -inf outside (None: every key allowed)
     present: list[torch.Tensor | None]  # [B, 1, Ra] bool: the row has a key in the basket (None: every row has)
     shares: list[torch.Tensor]  # [B, 1, Ra] the basket's calibrated share (equal shares: the same tensor)
     n_content: torch.Tensor  # [B, 1, Ra] content baskets each row sees
     iso_ok: torch.Tensor | None  # [B, 1, Ra, J]
+    strengths: dict = field(default_factory=dict)  # {lambda: [B, 1, Ra, 1] per-row strength}, filled by layers
+
+    def row_strength(self, layout: _BatchLayout, strength: float, rows: torch.Tensor | None) -> torch.Tensor:
+        """Per-row ``lambda`` (:func:`row_strength`), computed once per strength and batch."""
+        if strength not in self.strengths:
+            plan = layout.plan
+            self.strengths[strength] = row_strength(plan.active, plan.strength(strength), self.n_content, rows)
+        return self.strengths[strength]
 
     @staticmethod
     def build(allowed: torch.Tensor, layout: _BatchLayout) -> _BasketMasks:
@@ -135,11 +152,14 @@ class _BasketMasks:
         for basket in layout.baskets:
             ok = basket.allowed(allowed)
             has_key = ok.any(-1)
+            present.append(has_key)
+            if bool(ok.all()):
+                biases.append(None)  # no padding, no causal cut: the kernel runs unmasked (its fastest path)
+                continue
             dummy = torch.zeros_like(ok)
-            dummy[..., 0] = ~has_key  # keeps the kernel finite; BasketMerge gives the row no weight
+            dummy[..., 0] = ~has_key  # a row with no key gets one finite dummy key; BasketMerge gives it no weight
             bias = torch.zeros(ok.shape, dtype=torch.float32, device=ok.device)
             biases.append(bias.masked_fill_(~(ok | dummy), float("-inf")))
-            present.append(has_key)
         stacked = torch.stack(present, -1)  # [B, 1, Ra, K]
         sizes = torch.stack(layout.sizes, -1).view(stacked.shape[0], 1, 1, -1).float()
         shares = list(basket_shares(stacked, sizes, layout.plan.weighting).unbind(-1))
@@ -166,17 +186,37 @@ class _ActiveCalibration:
         return self.cache[key]
 
     def masks(
-        self, layout: _BatchLayout, attention_mask: torch.Tensor | None, one_row: bool, q_len: int, is_causal: bool
+        self, layout: _BatchLayout, attention_mask: torch.Tensor | None, q_len: int, is_causal: bool
     ) -> _BasketMasks:
-        """The per-basket biases for ``attention_mask`` (built once per mask tensor, then reused)."""
-        key = (one_row, q_len, is_causal)
-        for mask, mask_key, masks in layout.masks:
-            if mask is attention_mask and mask_key == key:
-                return masks
-        rows = layout.rows.view(-1, 1) if one_row else None
-        masks = _BasketMasks.build(_allowed_keys(attention_mask, layout.plan, rows, q_len, is_causal), layout)
-        layout.masks.append((attention_mask, key, masks))  # holds the mask, so its identity stays unique
-        return masks
+        """The per-basket biases of every row for ``attention_mask`` (built once per mask tensor, then reused)."""
+        return _cached(
+            layout,
+            attention_mask,
+            ("baskets", q_len, is_causal),
+            lambda: _BasketMasks.build(_allowed_keys(attention_mask, layout.plan, None, q_len, is_causal), layout),
+        )
+
+    def row_calibration(
+        self, layout: _BatchLayout, attention_mask: torch.Tensor | None, q_len: int, is_causal: bool
+    ) -> WeightCalibration:
+        """The pooling rows' keys and baskets (``[B, 1, 1, L]`` rows), built once per mask tensor and batch."""
+        rows = layout.rows.view(-1, 1)
+
+        def build() -> WeightCalibration:
+            allowed = _allowed_keys(attention_mask, layout.plan, rows, q_len, is_causal)
+            return WeightCalibration(layout.plan, allowed, layout.plan.weighting)
+
+        return _cached(layout, attention_mask, ("row", q_len, is_causal), build)
+
+
+def _cached(layout: _BatchLayout, attention_mask: torch.Tensor | None, key: tuple, build):
+    """``build()`` once per (mask tensor, key) and batch: every calibrated layer gets the same mask object."""
+    for mask, mask_key, value in layout.masks:
+        if mask is attention_mask and mask_key == key:
+            return value
+    value = build()
+    layout.masks.append((attention_mask, key, value))  # holds the mask, so its identity stays unique
+    return value
 
 
 @contextlib.contextmanager
@@ -225,9 +265,11 @@ def _allowed_keys(
 
 def _explicit_attention_with_lse(q, k, v, bias, scaling):
     """Reference form of the fused call: ``(softmax(q kᵀ·scaling + bias) v, logsumexp)``; empty rows give 0, -inf."""
-    if bias.dtype == torch.bool:
-        bias = torch.zeros(bias.shape, dtype=q.dtype, device=q.device).masked_fill(~bias, float("-inf"))
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scaling + bias
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scaling
+    if bias is not None and bias.dtype == torch.bool:
+        scores = scores.masked_fill(~bias, float("-inf"))
+    elif bias is not None:
+        scores = scores + bias
     lse = torch.logsumexp(scores, -1)
     probs = torch.exp(scores - torch.where(torch.isfinite(lse), lse, 0.0).unsqueeze(-1))
     return torch.matmul(probs, v), lse
@@ -239,7 +281,8 @@ def _kernel_attention_with_lse(q, k, v, bias, scaling):
             q, k, v, 0.0, False, attn_mask=bias, scale=scaling
         )[:2]
     else:
-        bias = bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+        if bias is not None:
+            bias = bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
         out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
             q, k, v, bias, True, 0.0, False, scale=scaling
         )[:2]
@@ -260,9 +303,12 @@ def _attention_with_bias(q, k, v, bias, scaling):
             tk, tv = (torch.randn(2, 2, 16, 8, generator=g).to(q.device) for _ in range(2))
             tbias = torch.zeros(2, 1, 5, 16).masked_fill(torch.rand(2, 1, 5, 16, generator=g) > 0.7, float("-inf"))
             tbias[..., 0] = 0.0
-            a = _kernel_attention_with_lse(tq, tk, tv, tbias.to(q.device), 0.3)
-            b = _explicit_attention_with_lse(tq, tk, tv, tbias.to(q.device), 0.3)
-            _KERNEL_OK[device] = bool(torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5))
+            ok = True
+            for test_bias in (tbias.to(q.device), None):  # masked and unmasked calls
+                a = _kernel_attention_with_lse(tq, tk, tv, test_bias, 0.3)
+                b = _explicit_attention_with_lse(tq, tk, tv, test_bias, 0.3)
+                ok = ok and torch.allclose(a[0], b[0], atol=1e-5) and torch.allclose(a[1], b[1], atol=1e-5)
+            _KERNEL_OK[device] = bool(ok)
         except Exception:
             _KERNEL_OK[device] = False
     if not _KERNEL_OK[device]:
@@ -288,6 +334,58 @@ def attention_with_lse(
     return out.masked_fill(empty.unsqueeze(-1), 0.0), lse.masked_fill(empty, float("-inf"))
 
 
+def calibrated_pooling_row(
+    q_row: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    calibration: WeightCalibration,
+    strength: torch.Tensor,
+    scaling: float,
+) -> torch.Tensor:
+    """Calibrated output ``[B, H, 1, d]`` (float32) of one row per sequence, computed explicitly.
+
+    ``q_row·Kᵀ·scaling`` over the allowed keys, softmax, calibration, ``·V``: ``O(L·d)``
+    per head (METHODS.md, part A), cheaper than one fused-kernel call per basket for a
+    single row. ``key``/``value`` are ``[B, Hkv, L, d]`` (grouped-query heads are not
+    repeated); ``strength`` is the per-sequence ``lambda`` (``[B]``). Sequences the plan
+    leaves inactive get their original weights back.
+    """
+    scores = _row_times_keys(q_row[:, :, 0].float(), key.float()).mul_(scaling).unsqueeze(2)
+    scores = scores.masked_fill_(~calibration.allowed_keys, float("-inf"))
+    weights = torch.softmax(scores, -1).nan_to_num_(0.0)  # a row with no allowed key: all zero
+    return _weights_times_values(calibration(weights, strength)[:, :, 0], value.float()).unsqueeze(2)
+
+
+def _token_major(x: torch.Tensor) -> torch.Tensor:
+    """``[B, Hkv, L, d]`` as ``[B, L, Hkv·d]`` (a view for the usual projection layout, a copy otherwise)."""
+    batch, kv_heads, length, dim = x.shape
+    return x.transpose(1, 2).reshape(batch, length, kv_heads * dim)
+
+
+def _row_times_keys(q: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """``[B, H, L]`` scores of one query row per head (``q [B, H, d]``) against ``key [B, Hkv, L, d]``.
+
+    One GEMM over the keys as stored (token-major), with the queries spread on a block
+    diagonal (head ``h`` reads kv head ``h // (H / Hkv)``): it reads K once and copies
+    nothing, where ``q @ k.transpose`` would first copy K into head-major order.
+    """
+    batch, heads, dim = q.shape
+    kv_heads = key.shape[1]
+    spread = q.new_zeros(batch, heads, kv_heads, dim)
+    group = torch.arange(heads, device=q.device) // (heads // kv_heads)
+    spread[:, torch.arange(heads, device=q.device), group] = q
+    return torch.bmm(spread.view(batch, heads, kv_heads * dim), _token_major(key).transpose(1, 2))
+
+
+def _weights_times_values(weights: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """``[B, H, d]``: ``weights [B, H, L]`` times ``value [B, Hkv, L, d]``, head ``h`` reading kv head ``h // (H / Hkv)``."""
+    batch, heads, _ = weights.shape
+    kv_heads, dim = value.shape[1], value.shape[3]
+    every = torch.bmm(weights, _token_major(value)).view(batch, heads, kv_heads, dim)
+    group = torch.arange(heads, device=weights.device) // (heads // kv_heads)
+    return every[:, torch.arange(heads, device=weights.device), group]
+
+
 def calibrated_rows(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -307,7 +405,6 @@ def calibrated_rows(
     ``rows`` (``[B, R]`` bool) limits the edit; other rows, inactive sequences
     and rows without content get their original output.
     """
-    plan = layout.plan
     q, k, v = query.float(), key.float(), value.float()
     iso_scores = iso_values = None
     if layout.isolated is not None:
@@ -315,13 +412,13 @@ def calibrated_rows(
         iso_scores = torch.matmul(q, layout.isolated.take(k).transpose(-1, -2)) * scaling
         iso_scores = iso_scores.masked_fill(~masks.iso_ok, float("-inf"))
     for guard in (False, True):
-        merge = BasketMerge(iso_scores, iso_values, guard=guard)
+        merge = BasketMerge(iso_scores, iso_values, guard=guard, owns_outputs=True)
         for basket, bias, present, share in zip(layout.baskets, masks.biases, masks.present, masks.shares):
             out, lse = _attention_with_bias(q, basket.take(k), basket.take(v), bias, scaling)
             merge.add(lse, out, present, share)
         if guard or not merge.overflowed():
             break
-    lam = row_strength(plan.active, plan.strength(strength), masks.n_content, rows)
+    lam = masks.row_strength(layout, strength, rows)
     mixed, _ = merge.result(lam, masks.n_content, layout.iso_mode, layout.iso_value)
     return mixed
 
@@ -354,25 +451,27 @@ def _calibrated_attention(
         )
     scaling = dim**-0.5 if scaling is None else scaling
     is_causal = bool(kwargs.get("is_causal", getattr(module, "is_causal", False)))
-    n_rep = heads // key.shape[1]
-    k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)
     strength = active.strengths[layer]
 
     if layout.plan.all_rows:
-        masks = active.masks(layout, attention_mask, False, q_len, is_causal)
+        n_rep = heads // key.shape[1]
+        k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)
+        masks = active.masks(layout, attention_mask, q_len, is_causal)
         out = calibrated_rows(query, k, v, masks, layout, scaling, strength, rows=layout.plan.row_mask)
         return out.to(query.dtype).transpose(1, 2).contiguous(), None
 
     out, _ = sdpa_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     rows = layout.rows  # one pooling row per sequence
     q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
-    masks = active.masks(layout, attention_mask, True, q_len, is_causal)
-    calibrated = calibrated_rows(q_rows, k, v, masks, layout, scaling, strength)[:, :, 0, :]
+    calibration = active.row_calibration(layout, attention_mask, q_len, is_causal)
+    lam = layout.plan.strength(strength)
+    calibrated = calibrated_pooling_row(q_rows, key, value, calibration, lam, scaling)[:, :, 0, :]
     batch_index = torch.arange(batch, device=out.device)
     kept = out[batch_index, rows]  # [B, H, d]
     new_rows = torch.where(layout.plan.active.view(batch, 1, 1), calibrated.to(out.dtype), kept)
-    out = out.index_put((batch_index, rows), new_rows)  # not in place: SDPA's output may be saved for backward
-    return out, None
+    if out.requires_grad:  # SDPA's output may be saved for backward: write a copy
+        return out.index_put((batch_index, rows), new_rows), None
+    return out.index_put_((batch_index, rows), new_rows), None
 
 
 _HOOK: AttentionHook[_ActiveCalibration] = AttentionHook(ATTENTION_NAME, _calibrated_attention)

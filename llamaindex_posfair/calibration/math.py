@@ -92,42 +92,79 @@ def calibrate_weights(
         >>> calibrate_weights(a, plan, strength=1.0)
         tensor([[[[0.4375, 0.0625, 0.2500, 0.2500]]]])
     """
-    dtype = attn.dtype
-    a = attn.float()
-    batch, _, _, length = a.shape
-    ids = plan.basket_ids.view(batch, 1, 1, length)
-    k_max = max(plan.max_baskets, 1)
-    content = ids >= 0
-    slot = torch.where(content, ids, torch.full_like(ids, k_max)).expand_as(a)  # dummy slot K
-    allowed = content.expand_as(a) if key_allowed is None else (content & key_allowed.bool()).expand_as(a)
-    zeros = a.new_zeros(*a.shape[:-1], k_max + 1)
-    mass = zeros.scatter_add(-1, slot, torch.where(allowed, a, torch.zeros_like(a)))[..., :k_max]
-    size = zeros.scatter_add(-1, slot, allowed.float())[..., :k_max]
-    present = size > 0
-    n_content = present.sum(-1, keepdim=True).float()
+    return WeightCalibration(plan, key_allowed, basket_weighting)(attn, strength)
 
-    iso = (ids == ISOLATED).expand_as(a)
-    if key_allowed is not None:
-        iso = iso & key_allowed.bool().expand_as(a)
-    n_iso = iso.sum(-1, keepdim=True).float()
-    n_total = n_content + n_iso
-    targets = _isolated_targets(
-        a, plan.iso_mode.view(batch, 1, 1, length), plan.iso_value.view(batch, 1, 1, length), n_total
-    )
-    targets = torch.where(iso, targets, torch.zeros_like(targets))
-    remainder = (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0)
-    share = remainder * _basket_shares(size, present, basket_weighting)  # [B,H,R,K]
 
-    basket_mass = torch.gather(torch.cat([mass, mass.new_ones(*mass.shape[:-1], 1)], -1), -1, slot)
-    basket_size = torch.gather(torch.cat([size, size.new_ones(*size.shape[:-1], 1)], -1), -1, slot)
-    basket_share = torch.gather(torch.cat([share, share.new_zeros(*share.shape[:-1], 1)], -1), -1, slot)
-    within = torch.where(basket_mass > 0, a / basket_mass.clamp(min=torch.finfo(a.dtype).tiny), 1.0 / basket_size)
-    calibrated = torch.where(allowed, within * basket_share, torch.zeros_like(a)) + targets
+class WeightCalibration:
+    """:func:`calibrate_weights` in two steps: the plan's part once, then any number of attention rows.
 
-    lam = _strength_tensor(strength, batch, a.device)
-    mixed = lam * calibrated + (1.0 - lam) * a
-    keep = (~plan.active.view(batch, 1, 1, 1)) | (n_content == 0)
-    return torch.where(keep, a, mixed).to(dtype)
+    Everything that depends only on the plan and the allowed keys (basket membership,
+    sizes, shares, isolated targets) is built here, once per batch; :meth:`__call__`
+    does the per-layer work on the rows. Basket sums and per-key broadcasts are matrix
+    products with a one-hot basket matrix (no scatter, no gather).
+
+    Args:
+        plan: the batch's :class:`~llamaindex_posfair.calibration.baskets.BasketPlan`.
+        key_allowed: optional ``[B, 1|H, R, L]`` bool, the keys each row may attend to.
+        basket_weighting: ``"equal"`` or ``"length"`` (see :func:`calibrate_weights`).
+    """
+
+    def __init__(
+        self, plan: BasketPlan, key_allowed: torch.Tensor | None = None, basket_weighting: str = "equal"
+    ) -> None:
+        batch, length = plan.basket_ids.shape
+        ids = plan.basket_ids.view(batch, 1, 1, length)
+        self.allowed_keys = torch.ones_like(ids, dtype=torch.bool) if key_allowed is None else key_allowed.bool()
+        self.allowed = (ids >= 0) & self.allowed_keys  # content keys each row may attend to
+        self.onehot = basket_onehot(plan)  # [B, L, K]
+        size = _times(self.allowed.float(), self.onehot)  # [B, 1|H, R, K]
+        present = size > 0
+        n_content = present.sum(-1, keepdim=True).float()
+        iso = (ids == ISOLATED) & self.allowed_keys
+        n_total = n_content + iso.sum(-1, keepdim=True).float()
+        mode, value = plan.iso_mode.view(batch, 1, 1, length), plan.iso_value.view(batch, 1, 1, length)
+        self.iso_fixed = torch.where(iso & (mode == POLICY_EQUAL), 1.0 / n_total.clamp(min=1), 0.0)
+        self.iso_fixed = self.iso_fixed + torch.where(iso & (mode == POLICY_FIXED), value.float(), 0.0)
+        original = iso & (mode == POLICY_ORIGINAL)
+        self.iso_original = original.float() if bool(original.any()) else None  # None: targets do not depend on a
+        self.shares = _basket_shares(size, present, basket_weighting)
+        if self.iso_original is None:  # the content's share of the row is fixed: scale it once
+            self.shares = (1.0 - self.iso_fixed.sum(-1, keepdim=True)).clamp(min=0.0) * self.shares
+        self.present = present
+        self.size = size.clamp(min=1.0)
+        self.keep = (~plan.active.view(batch, 1, 1, 1)) | (n_content == 0)
+
+    def __call__(self, attn: torch.Tensor, strength: float | torch.Tensor) -> torch.Tensor:
+        """Calibrated ``[B, H, R, L]`` rows (see :func:`calibrate_weights`)."""
+        a = attn.float()
+        if self.iso_original is None:
+            targets, share = self.iso_fixed, self.shares
+        else:
+            targets = self.iso_fixed + self.iso_original * a
+            share = (1.0 - targets.sum(-1, keepdim=True)).clamp(min=0.0) * self.shares  # [B, H, R, K]
+        mass = _times(torch.where(self.allowed, a, 0.0), self.onehot)
+        has_mass = mass > 0
+        # A key of basket b gets a_j * share_b / mass_b, or share_b / size_b when the basket's mass is 0.
+        scale = torch.where(has_mass, share / mass.clamp(min=torch.finfo(a.dtype).tiny), 0.0)
+        per_key = a * _times(scale, self.onehot.transpose(1, 2))
+        if bool((self.present & ~has_mass).any()):
+            uniform = torch.where(has_mass, 0.0, share / self.size)
+            per_key = per_key + _times(uniform, self.onehot.transpose(1, 2))
+        calibrated = torch.where(self.allowed, per_key, 0.0) + targets
+        lam = _strength_tensor(strength, a.shape[0], a.device)
+        return torch.where(self.keep, a, lam * calibrated + (1.0 - lam) * a).to(attn.dtype)
+
+
+def _times(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
+    """``x [B, ..., N] @ matrix [B, N, P]`` as one batched product (``matrix`` is not copied per head/row)."""
+    batch, n = x.shape[0], x.shape[-1]
+    return torch.bmm(x.reshape(batch, -1, n), matrix).view(*x.shape[:-1], matrix.shape[-1])
+
+
+def basket_onehot(plan: BasketPlan) -> torch.Tensor:
+    """``[B, L, K]`` float32: 1 where position ``l`` is in content basket ``k`` (``K`` = most baskets, at least 1)."""
+    baskets = torch.arange(max(plan.max_baskets, 1), device=plan.basket_ids.device)
+    return (plan.basket_ids.unsqueeze(-1) == baskets).float()
 
 
 def row_strength(
@@ -193,6 +230,9 @@ class BasketMerge:
         iso_values: ``[B, H, J, d]`` values of isolated keys (``None`` with ``iso_scores``).
         guard: check every basket for overflow once merging online (see above).
         buffer: basket outputs kept for the exact one-output combination (0: always online).
+        owns_outputs: the outputs passed to :meth:`add` are the merge's to overwrite (the
+            fast backend's kernel outputs): :meth:`result` then writes the calibrated rows
+            into the first one instead of allocating a new tensor.
 
     Example (one row, two baskets; the first holds 90% of the original mass):
         >>> import torch
@@ -214,11 +254,13 @@ class BasketMerge:
         iso_values: torch.Tensor | None = None,
         guard: bool = True,
         buffer: int = 4,
+        owns_outputs: bool = False,
     ) -> None:
         self.iso_scores = None if iso_scores is None else iso_scores.float()
         self.iso_values = None if iso_values is None else iso_values.float()
         self.guard = guard
         self.buffer = buffer
+        self.owns_outputs = owns_outputs
         self._kept: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         self._online: _OnlineMerge | None = None
 
@@ -277,7 +319,7 @@ class BasketMerge:
             return self._online.result(lam, n_content, iso, original)
         if not self._kept:
             raise ValueError("BasketMerge.result needs at least one content basket; add() was never called")
-        return _combine_kept(self._kept, lam, n_content, iso, original)
+        return _combine_kept(self._kept, lam, n_content, iso, original, self.owns_outputs)
 
 
 def _iso_targets(a_iso: torch.Tensor, n_content: torch.Tensor, iso: tuple) -> tuple[torch.Tensor, torch.Tensor]:
@@ -292,25 +334,31 @@ def _iso_targets(a_iso: torch.Tensor, n_content: torch.Tensor, iso: tuple) -> tu
 
 
 def _combine_kept(
-    kept: list, lam: torch.Tensor, n_content: torch.Tensor, iso: tuple, original: bool
+    kept: list, lam: torch.Tensor, n_content: torch.Tensor, iso: tuple, original: bool, in_place: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Exact combination of every basket at once: ``sum_b [lam w_b + (1 - lam) m_b] o_b`` (+ isolated keys)."""
     iso_scores, iso_values = iso[0], iso[1]
     lse = torch.stack([item[0] for item in kept], -1)  # [B, H, R, K]
     scores = lse if iso_scores is None else torch.cat([lse, iso_scores], -1)
+    # Not torch.softmax: over a last dimension of a few baskets it is several times slower than this.
     top = torch.nan_to_num(scores.amax(-1, keepdim=True), neginf=0.0)
     probs = (scores - top).exp_()
     probs.div_(probs.sum(-1, keepdim=True).clamp(min=torch.finfo(torch.float32).tiny))
     mass = probs[..., : len(kept)]
-    shares = torch.stack([item[2].expand_as(item[0]) for item in kept], -1)
-    remainder, iso_weights = 1.0, None
-    if iso_scores is not None:
+    if all(item[2] is kept[0][2] for item in kept):  # equal shares: one broadcast column, no stacked copy
+        shares = kept[0][2].unsqueeze(-1)
+    else:
+        shares = torch.stack([item[2].expand_as(item[0]) for item in kept], -1)
+    if iso_scores is None:
+        coef = torch.lerp(shares, mass, 1.0 - lam)  # lam * shares + (1 - lam) * mass, in one pass
+        iso_weights = None
+    else:
         a_iso = probs[..., len(kept) :]
         targets, remainder = _iso_targets(a_iso, n_content, iso)
         iso_weights = (lam * targets + (1.0 - lam) * a_iso, a_iso)
-    coef = (lam * remainder) * shares + (1.0 - lam) * mass
+        coef = (lam * remainder) * shares + (1.0 - lam) * mass
     plain = _weighted_sum([item[1] for item in kept], mass) if original else None
-    mixed = _weighted_sum([item[1] for item in kept], coef)
+    mixed = _weighted_sum([item[1] for item in kept], coef, in_place)
     if iso_weights is not None:
         mixed.add_(torch.matmul(iso_weights[0], iso_values))
         if plain is not None:
@@ -318,9 +366,15 @@ def _combine_kept(
     return mixed, plain
 
 
-def _weighted_sum(outs: list[torch.Tensor], weights: torch.Tensor) -> torch.Tensor:
-    """``sum_b weights[..., b, None] * outs[b]``: one multiply-add per output, no stacked copy."""
-    total = outs[0] * weights[..., 0:1]
+def _weighted_sum(outs: list[torch.Tensor], weights: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+    """``sum_b weights[..., b, None] * outs[b]``: one multiply-add per output, no stacked copy.
+
+    ``in_place``: accumulate into ``outs[0]`` (no new allocation, its memory order kept).
+    """
+    first = weights[..., 0:1]
+    total = outs[0].mul_(first) if in_place and outs[0].shape == (*first.shape[:-1], outs[0].shape[-1]) else None
+    if total is None:
+        total = outs[0] * first
     for b in range(1, len(outs)):
         total.addcmul_(outs[b], weights[..., b : b + 1])
     return total

@@ -16,6 +16,7 @@ from llamaindex_posfair.calibration.baskets import (
 )
 from llamaindex_posfair.calibration.math import (
     BasketMerge,
+    WeightCalibration,
     basket_shares,
     calibrate_weights,
     merge_basket_states,
@@ -272,3 +273,34 @@ def test_unguarded_merge_reports_a_basket_that_outweighs_the_first_by_far():
     out = torch.ones(1, 1, 1, 2, 3)
     present = torch.ones_like(lse, dtype=torch.bool)
     assert _merged(lse, out, present, torch.full_like(lse, 0.5), guard=False).overflowed()
+
+
+@settings(max_examples=30, deadline=None)
+@given(batches(), st.floats(0.0, 1.0))
+def test_weight_calibration_built_once_serves_every_layer(case, strength):
+    """The plan's part is built once; calibrating two layers' rows equals calibrating each afresh."""
+    plan, attn, _, valid = case
+    allowed = valid.view(valid.shape[0], 1, 1, -1)
+    calibration = WeightCalibration(plan, allowed)
+    other = torch.softmax(torch.log(attn.clamp(min=1e-30)) * 0.5, -1) * allowed
+    for rows in (attn, other):
+        expected = calibrate_weights(rows, plan, strength, key_allowed=allowed)
+        assert torch.allclose(calibration(rows, strength), expected, atol=1e-6)
+
+
+def test_merge_that_owns_its_outputs_writes_into_the_first():
+    g = torch.Generator().manual_seed(0)
+    outs = [torch.randn(1, 2, 3, 4, generator=g) for _ in range(3)]
+    lses = [torch.randn(1, 2, 3, generator=g) for _ in range(3)]
+    share = torch.full((1, 1, 3), 1 / 3)
+    lam, n = torch.full((1, 1, 3, 1), 0.4), torch.full((1, 1, 3), 3.0)
+    results = []
+    for owns in (False, True):
+        merge = BasketMerge(owns_outputs=owns)
+        for lse, out in zip(lses, outs if not owns else [o.clone() for o in outs]):
+            merge.add(lse, out, None, share)
+        first = merge._kept[0][1]
+        mixed, _ = merge.result(lam, n, torch.zeros(1, 0), torch.zeros(1, 0))
+        results.append(mixed)
+        assert (mixed.data_ptr() == first.data_ptr()) == owns
+    assert torch.allclose(results[0], results[1], atol=1e-6)
