@@ -18,9 +18,15 @@ memory:
 Throughput is end to end through :meth:`PosFairEncoder.encode_documents`
 (tokenisation and basket planning included), after one warm-up batch, the
 median over ``--repeats`` passes; configurations are interleaved inside each
-repeat so that load from other processes hits them alike, and ``x plain`` is
-the median over repeats of the ratio to ``plain`` in the same repeat. Each row
-ends with the load average (rerun when it exceeds the number of torch threads).
+repeat, in an order that rotates from repeat to repeat, so that load from other
+processes and position effects hit them alike. ``x plain`` is the median over
+repeats of the ratio to ``plain`` in the same repeat (wall time) and ``cpu x``
+the same for the process's CPU time. Each row ends with the load average (rerun
+when it exceeds the number of torch threads).
+
+Noise control: at 128 tokens with ``B = 128`` the content fits one basket, so
+calibration is skipped (``skip`` True) and all three fast configurations do the
+same work; their spread around 1.00 is the bench's noise at that moment.
 
 Memory. CPU PyTorch exposes no allocator statistics and process RSS is
 dominated by the allocator's caching and by other threads, so on CPU we count
@@ -211,7 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         f"torch threads={torch.get_num_threads()}",
         flush=True,
     )
-    header = f"{'L':>4} {'B':>4} {'skip':>5} {'config':>9} {'docs/s':>8} {'x plain':>8} {'peak MiB':>9} {'max MiB':>8} {'LxL':>4}"
+    header = (
+        f"{'L':>4} {'B':>4} {'skip':>5} {'config':>9} {'docs/s':>8} {'x plain':>8} {'cpu x':>6} "
+        f"{'peak MiB':>9} {'max MiB':>8} {'LxL':>4}"
+    )
     if cuda:
         header += f" {'cuda MiB':>9}"
     print(header, flush=True)
@@ -227,27 +236,33 @@ def main(argv: list[str] | None = None) -> int:
         cuda_peak: dict[str, int] = {}
         for _name, key, config in configs:  # warm-up
             encoders[key].encode_documents(texts[: args.batch_size], calibration=config)
-        for _ in range(args.repeats):
-            for name, key, config in configs:
+        cpu: dict[str, list[float]] = {name: [] for name, _, _ in configs}
+        for repeat in range(args.repeats):
+            turn = repeat % len(configs)
+            for name, key, config in configs[turn:] + configs[:turn]:
                 if cuda:
                     torch.cuda.synchronize()
                     torch.cuda.reset_peak_memory_stats()
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 encoders[key].encode_documents(texts, calibration=config)
                 if cuda:
                     torch.cuda.synchronize()
                     cuda_peak[name] = max(cuda_peak.get(name, 0), torch.cuda.max_memory_allocated())
                 times[name].append(time.perf_counter() - start)
+                cpu[name].append(time.process_time() - start_cpu)
         is_skipped = skipped(encoders["fast"], texts, every)
         for name, key, config in configs:
             rate = len(texts) / statistics.median(times[name])
             paired = statistics.median(p / t for t, p in zip(times[name], times["plain"]))  # same repeat
+            paired_cpu = statistics.median(p / t for t, p in zip(cpu[name], cpu["plain"]))
             if args.no_memory:
                 mem = "        -        -    -"
             else:
                 counter = memory_pass(encoders[key], texts[: args.batch_size], config, length)
                 mem = f"{counter.peak / 2**20:9.1f} {counter.largest / 2**20:8.1f} {counter.square:4d}"
-            line = f"{length:4d} {basket:4d} {is_skipped!s:>5} {name:>9} {rate:8.2f} {paired:8.2f} {mem}"
+            line = (
+                f"{length:4d} {basket:4d} {is_skipped!s:>5} {name:>9} {rate:8.2f} {paired:8.2f} {paired_cpu:6.2f} {mem}"
+            )
             if cuda:
                 line += f" {cuda_peak[name] / 2**20:9.1f}"
             print(line + f"  load {os.getloadavg()[0]:.2f}", flush=True)

@@ -351,8 +351,12 @@ def calibrated_pooling_row(
     leaves inactive get their original weights back.
     """
     scores = _row_times_keys(q_row[:, :, 0].float(), key.float()).mul_(scaling).unsqueeze(2)
-    scores = scores.masked_fill_(~calibration.allowed_keys, float("-inf"))
-    weights = torch.softmax(scores, -1).nan_to_num_(0.0)  # a row with no allowed key: all zero
+    masked = not calibration.every_key_allowed  # padding or a causal cut
+    if masked:
+        scores = scores.masked_fill_(~calibration.allowed_keys, float("-inf"))
+    weights = torch.softmax(scores, -1)
+    if masked:
+        weights = weights.nan_to_num_(0.0)  # a row with no allowed key: all zero
     return _weights_times_values(calibration(weights, strength)[:, :, 0], value.float()).unsqueeze(2)
 
 

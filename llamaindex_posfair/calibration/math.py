@@ -115,6 +115,7 @@ class WeightCalibration:
         batch, length = plan.basket_ids.shape
         ids = plan.basket_ids.view(batch, 1, 1, length)
         self.allowed_keys = torch.ones_like(ids, dtype=torch.bool) if key_allowed is None else key_allowed.bool()
+        self.every_key_allowed = bool(self.allowed_keys.all())
         self.allowed = (ids >= 0) & self.allowed_keys  # content keys each row may attend to
         self.onehot = basket_onehot(plan)  # [B, L, K]
         size = _times(self.allowed.float(), self.onehot)  # [B, 1|H, R, K]

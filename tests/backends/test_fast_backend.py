@@ -97,12 +97,14 @@ def test_fast_matches_explicit_on_minilm_mean_pooling(minilm_path, mixed_texts, 
     assert np.abs(a - b).max() <= 1e-5
 
 
-def test_fast_matches_explicit_without_padding(minilm_path, mixed_texts):
-    """Equal-length texts: no basket has a masked key, so every kernel call runs without a bias."""
+@pytest.mark.parametrize("model", ["minilm_path", "tiny_bert_path"])
+def test_fast_matches_explicit_without_padding(request, model, mixed_texts):
+    """Equal-length texts: no key is masked (every row: kernel calls without a bias; one row: no mask)."""
+    path = request.getfixturevalue(model)
     config = CalibrationConfig(basket_size=32, strength=0.7, layers="last_half")
     texts = [mixed_texts[2], mixed_texts[4], " ".join(reversed(mixed_texts[2].split()))]
-    a = PosFairEncoder(minilm_path, calibration=config, device="cpu", max_length=100).encode_documents(texts)
-    b = _explicit_twin(minilm_path, config, max_length=100).encode_documents(texts)
+    a = PosFairEncoder(path, calibration=config, device="cpu", max_length=100).encode_documents(texts)
+    b = _explicit_twin(path, config, max_length=100).encode_documents(texts)
     assert np.abs(a - b).max() <= 1e-5
 
 
