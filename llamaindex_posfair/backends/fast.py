@@ -29,6 +29,7 @@ The function is registered under :data:`ATTENTION_NAME` through the shared
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -97,6 +98,7 @@ class _BatchLayout:
 
     plan: BasketPlan
     rows: torch.Tensor  # [B] the pooling row of each sequence (one-row plans)
+    all_active: bool = True  # every sequence of the batch is calibrated
     baskets: list[_KeySet] = field(default_factory=list)  # all-rows plans only (the merge's baskets)
     sizes: list[torch.Tensor] = field(default_factory=list)  # [B] content tokens per basket
     isolated: _KeySet | None = None  # None: no isolated key in the batch
@@ -109,8 +111,9 @@ class _BatchLayout:
         """The layout of ``plan`` on ``device``; basket key sets only where the merge needs them (all rows)."""
         plan = plan.to(device)
         rows = plan.row_mask.float().argmax(-1)
-        if not plan.all_rows:
-            return _BatchLayout(plan=plan, rows=rows)  # one row: computed explicitly, no basket key sets
+        all_active = bool(plan.active.all())
+        if not plan.all_rows:  # one row: computed explicitly, no basket key sets
+            return _BatchLayout(plan=plan, rows=rows, all_active=all_active)
         length = plan.basket_ids.shape[1]
         align = 1 if device.type == "cpu" else 16  # the CUDA kernel wants aligned bias rows
         index, ok = basket_gather_index(plan)
@@ -120,6 +123,7 @@ class _BatchLayout:
         return _BatchLayout(
             plan=plan,
             rows=rows,
+            all_active=all_active,
             baskets=baskets,
             sizes=[ok[:, k].sum(-1) for k in range(index.shape[1])],
             isolated=isolated,
@@ -339,7 +343,7 @@ def calibrated_pooling_row(
     key: torch.Tensor,
     value: torch.Tensor,
     calibration: WeightCalibration,
-    strength: torch.Tensor,
+    strength: float | torch.Tensor,
     scaling: float,
 ) -> torch.Tensor:
     """Calibrated output ``[B, H, 1, d]`` (float32) of one row per sequence, computed explicitly.
@@ -347,7 +351,7 @@ def calibrated_pooling_row(
     ``q_row·Kᵀ·scaling`` over the allowed keys, softmax, calibration, ``·V``: ``O(L·d)``
     per head (METHODS.md, part A), cheaper than one fused-kernel call per basket for a
     single row. ``key``/``value`` are ``[B, Hkv, L, d]`` (grouped-query heads are not
-    repeated); ``strength`` is the per-sequence ``lambda`` (``[B]``). Sequences the plan
+    repeated); ``strength`` is ``lambda``, one float or per sequence (``[B]``). Sequences the plan
     leaves inactive get their original weights back.
     """
     scores = _row_times_keys(q_row[:, :, 0].float(), key.float()).mul_(scaling).unsqueeze(2)
@@ -376,8 +380,8 @@ def _row_times_keys(q: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     batch, heads, dim = q.shape
     kv_heads = key.shape[1]
     spread = q.new_zeros(batch, heads, kv_heads, dim)
-    group = torch.arange(heads, device=q.device) // (heads // kv_heads)
-    spread[:, torch.arange(heads, device=q.device), group] = q
+    query_heads, kv_of = _head_groups(heads, kv_heads, q.device)
+    spread[:, query_heads, kv_of] = q
     return torch.bmm(spread.view(batch, heads, kv_heads * dim), _token_major(key).transpose(1, 2))
 
 
@@ -386,8 +390,19 @@ def _weights_times_values(weights: torch.Tensor, value: torch.Tensor) -> torch.T
     batch, heads, _ = weights.shape
     kv_heads, dim = value.shape[1], value.shape[3]
     every = torch.bmm(weights, _token_major(value)).view(batch, heads, kv_heads, dim)
-    group = torch.arange(heads, device=weights.device) // (heads // kv_heads)
-    return every[:, torch.arange(heads, device=weights.device), group]
+    query_heads, kv_of = _head_groups(heads, kv_heads, weights.device)
+    return every[:, query_heads, kv_of]
+
+
+@functools.lru_cache(maxsize=64)
+def _head_groups(heads: int, kv_heads: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(h, h // (H / Hkv))`` for every query head ``h``: the (query head, kv head) pairs to read.
+
+    Built outside inference mode, so the cached tensors also serve passes that record autograd.
+    """
+    with torch.inference_mode(False):
+        query_heads = torch.arange(heads, device=device)
+        return query_heads, query_heads // (heads // kv_heads)
 
 
 def calibrated_rows(
@@ -468,11 +483,12 @@ def _calibrated_attention(
     rows = layout.rows  # one pooling row per sequence
     q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
     calibration = active.row_calibration(layout, attention_mask, q_len, is_causal)
-    lam = layout.plan.strength(strength)
-    calibrated = calibrated_pooling_row(q_rows, key, value, calibration, lam, scaling)[:, :, 0, :]
+    plan = layout.plan
+    lam = min(max(float(strength), 0.0), 1.0) if plan.strength_scale is None else plan.strength(strength)
+    new_rows = calibrated_pooling_row(q_rows, key, value, calibration, lam, scaling)[:, :, 0, :].to(out.dtype)
     batch_index = torch.arange(batch, device=out.device)
-    kept = out[batch_index, rows]  # [B, H, d]
-    new_rows = torch.where(layout.plan.active.view(batch, 1, 1), calibrated.to(out.dtype), kept)
+    if not layout.all_active:  # inactive sequences keep SDPA's row exactly
+        new_rows = torch.where(plan.active.view(batch, 1, 1), new_rows, out[batch_index, rows])
     if out.requires_grad:  # SDPA's output may be saved for backward: write a copy
         return out.index_put((batch_index, rows), new_rows), None
     return out.index_put_((batch_index, rows), new_rows), None

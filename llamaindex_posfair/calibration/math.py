@@ -134,6 +134,8 @@ class WeightCalibration:
         self.present = present
         self.size = size.clamp(min=1.0)
         self.keep = (~plan.active.view(batch, 1, 1, 1)) | (n_content == 0)
+        self.keeps_any = bool(self.keep.any())  # False: every row is calibrated (no where() needed)
+        self._lambdas: dict[float, torch.Tensor] = {}  # float strengths, validated once
 
     def __call__(self, attn: torch.Tensor, strength: float | torch.Tensor) -> torch.Tensor:
         """Calibrated ``[B, H, R, L]`` rows (see :func:`calibrate_weights`)."""
@@ -152,8 +154,17 @@ class WeightCalibration:
             uniform = torch.where(has_mass, 0.0, share / self.size)
             per_key = per_key + _times(uniform, self.onehot.transpose(1, 2))
         calibrated = torch.where(self.allowed, per_key, 0.0) + targets
-        lam = _strength_tensor(strength, a.shape[0], a.device)
-        return torch.where(self.keep, a, lam * calibrated + (1.0 - lam) * a).to(attn.dtype)
+        mixed = torch.lerp(a, calibrated, self._lambda(strength, a.device))  # lam * calibrated + (1 - lam) * a
+        return (torch.where(self.keep, a, mixed) if self.keeps_any else mixed).to(attn.dtype)
+
+    def _lambda(self, strength: float | torch.Tensor, device: torch.device) -> torch.Tensor:
+        """``[B, 1, 1, 1]`` ``lambda`` (checked to lie in ``[0, 1]``; a float only the first time it is seen)."""
+        batch = self.keep.shape[0]
+        if not isinstance(strength, float):
+            return _strength_tensor(strength, batch, device)
+        if strength not in self._lambdas:
+            self._lambdas[strength] = _strength_tensor(strength, batch, device)
+        return self._lambdas[strength]
 
 
 def _times(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:

@@ -44,3 +44,15 @@ def test_row_products_accept_head_major_keys():
     q = torch.randn(2, 4, 5, generator=gen)
     expected = torch.matmul(q.unsqueeze(2), key.transpose(-1, -2))[:, :, 0]
     assert torch.allclose(_row_times_keys(q, key), expected, atol=1e-5)
+
+
+def test_row_products_backpropagate_after_an_inference_pass():
+    """The cached head-group indices, first built under inference mode, still serve a pass that records autograd."""
+    gen = torch.Generator().manual_seed(1)
+    key, value = _projected(2, 6, 2, 4, gen), _projected(2, 6, 2, 4, gen)
+    with torch.inference_mode():
+        _row_times_keys(torch.randn(2, 4, 4), torch.randn(2, 2, 6, 4))  # the same heads, first without autograd
+    q = torch.randn(2, 4, 4, generator=gen, requires_grad=True)
+    weights = torch.softmax(_row_times_keys(q, key), -1)
+    _weights_times_values(weights, value).sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
