@@ -17,8 +17,8 @@ No ``L x L`` score tensor is formed.
 
 Everything that depends on the batch only (basket key positions, which baskets
 are contiguous slices, the per-basket attention biases derived from the mask,
-the pooling rows' allowed keys and basket matrix) is built once per forward pass on the :class:`_ActiveCalibration` and shared by
-the calibrated layers.
+the pooling rows' allowed keys and basket matrix) is built once per forward
+pass on the :class:`_ActiveCalibration` and shared by the calibrated layers.
 
 The function is registered under :data:`ATTENTION_NAME` through the shared
 :class:`~llamaindex_posfair.backends.hooks.AttentionHook` (transformers'
@@ -343,7 +343,7 @@ def calibrated_pooling_row(
     key: torch.Tensor,
     value: torch.Tensor,
     calibration: WeightCalibration,
-    strength: float | torch.Tensor,
+    strength: torch.Tensor,
     scaling: float,
 ) -> torch.Tensor:
     """Calibrated output ``[B, H, 1, d]`` (float32) of one row per sequence, computed explicitly.
@@ -351,7 +351,7 @@ def calibrated_pooling_row(
     ``q_row·Kᵀ·scaling`` over the allowed keys, softmax, calibration, ``·V``: ``O(L·d)``
     per head (METHODS.md, part A), cheaper than one fused-kernel call per basket for a
     single row. ``key``/``value`` are ``[B, Hkv, L, d]`` (grouped-query heads are not
-    repeated); ``strength`` is ``lambda``, one float or per sequence (``[B]``). Sequences the plan
+    repeated); ``strength`` is the per-sequence ``lambda`` (``[B]``). Sequences the plan
     leaves inactive get their original weights back.
     """
     scores = _row_times_keys(q_row[:, :, 0].float(), key.float()).mul_(scaling).unsqueeze(2)
@@ -484,7 +484,7 @@ def _calibrated_attention(
     q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
     calibration = active.row_calibration(layout, attention_mask, q_len, is_causal)
     plan = layout.plan
-    lam = min(max(float(strength), 0.0), 1.0) if plan.strength_scale is None else plan.strength(strength)
+    lam = plan.strength(strength)
     new_rows = calibrated_pooling_row(q_rows, key, value, calibration, lam, scaling)[:, :, 0, :].to(out.dtype)
     batch_index = torch.arange(batch, device=out.device)
     if not layout.all_active:  # inactive sequences keep SDPA's row exactly

@@ -135,7 +135,6 @@ class WeightCalibration:
         self.size = size.clamp(min=1.0)
         self.keep = (~plan.active.view(batch, 1, 1, 1)) | (n_content == 0)
         self.keeps_any = bool(self.keep.any())  # False: every row is calibrated (no where() needed)
-        self._lambdas: dict[float, torch.Tensor] = {}  # float strengths, validated once
 
     def __call__(self, attn: torch.Tensor, strength: float | torch.Tensor) -> torch.Tensor:
         """Calibrated ``[B, H, R, L]`` rows (see :func:`calibrate_weights`)."""
@@ -154,17 +153,9 @@ class WeightCalibration:
             uniform = torch.where(has_mass, 0.0, share / self.size)
             per_key = per_key + _times(uniform, self.onehot.transpose(1, 2))
         calibrated = torch.where(self.allowed, per_key, 0.0) + targets
-        mixed = torch.lerp(a, calibrated, self._lambda(strength, a.device))  # lam * calibrated + (1 - lam) * a
+        lam = _strength_tensor(strength, a.shape[0], a.device)
+        mixed = torch.lerp(a, calibrated, lam)  # lam * calibrated + (1 - lam) * a
         return (torch.where(self.keep, a, mixed) if self.keeps_any else mixed).to(attn.dtype)
-
-    def _lambda(self, strength: float | torch.Tensor, device: torch.device) -> torch.Tensor:
-        """``[B, 1, 1, 1]`` ``lambda`` (checked to lie in ``[0, 1]``; a float only the first time it is seen)."""
-        batch = self.keep.shape[0]
-        if not isinstance(strength, float):
-            return _strength_tensor(strength, batch, device)
-        if strength not in self._lambdas:
-            self._lambdas[strength] = _strength_tensor(strength, batch, device)
-        return self._lambdas[strength]
 
 
 def _times(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
@@ -384,9 +375,8 @@ def _weighted_sum(outs: list[torch.Tensor], weights: torch.Tensor, in_place: boo
     ``in_place``: accumulate into ``outs[0]`` (no new allocation, its memory order kept).
     """
     first = weights[..., 0:1]
-    total = outs[0].mul_(first) if in_place and outs[0].shape == (*first.shape[:-1], outs[0].shape[-1]) else None
-    if total is None:
-        total = outs[0] * first
+    fits = outs[0].shape == torch.broadcast_shapes(outs[0].shape, first.shape)  # the product has outs[0]'s shape
+    total = outs[0].mul_(first) if in_place and fits else outs[0] * first
     for b in range(1, len(outs)):
         total.addcmul_(outs[b], weights[..., b : b + 1])
     return total
