@@ -1,7 +1,7 @@
 """Train a [DUMP]-prefixed all-MiniLM-L6-v2 on the shipped tiny set, save it, use it.
 
 Run:  HF_HUB_OFFLINE=1 python examples/train_dump.py runs/minilm-dump
-(about a minute of CPU; the same as `posfair train-dump --out runs/minilm-dump`).
+(about a minute of CPU; the same as `posfair train-dump --save-model runs/minilm-dump`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ from qdrant_tools.ids import document_version, point_id
 from qdrant_tools.ingest import IngestConfig, ingest_documents, ingest_path
 from qdrant_tools.plan import IngestionPlan, plan_ingestion
 from qdrant_tools.report import IngestReport
-from qdrant_tools.schema import SchemaMismatchError, VectorSpec, check_collection, ensure_collection
+from qdrant_tools.schema import SchemaMismatchError, check_collection, ensure_collection
+from qdrant_tools.spec import VectorConfig
 from qdrant_tools.writer import PointBatch, QdrantWriter
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
     "SchemaMismatchError",
     "SkippedFile",
     "SourceDocument",
-    "VectorSpec",
+    "VectorConfig",
     "check_collection",
     "chunk_text",
     "document_version",

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -41,6 +41,7 @@ from qdrant_tools.encoding import EncoderPlan
 from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion
 from qdrant_tools.report import IngestReport
 from qdrant_tools.retry import RetryPolicy
+from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.spec import CollectionSpec
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 from qdrant_tools.writer import PointBatch, QdrantWriter, spec_for_vectors
@@ -68,6 +69,11 @@ class IngestSettings:
             sub-chunks, so a node is found by its best sub-chunk (:mod:`qdrant_tools.subchunks`);
             ``None`` = the single-vector layout.
         subchunk_quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized (4x smaller).
+        sparse: a BM25 sparse vector of every node's text (:class:`qdrant_tools.sparse.Bm25Sparse`),
+            for hybrid search; ``None`` = none.
+        metadata: collection metadata to record, e.g. ``{RECIPE_KEY: recipe}`` (:mod:`qdrant_tools.metadata`):
+            written when the collection is created (or first recorded into an older one), and checked
+            against what the collection holds before any write.
     """
 
     chunk_tokens: int | None = None
@@ -78,6 +84,8 @@ class IngestSettings:
     show_progress: bool = True
     subchunks: SubchunkConfig | None = DEFAULT_SUBCHUNKS
     subchunk_quantization: Literal["int8"] | None = None
+    sparse: Bm25Sparse | None = None
+    metadata: Mapping[str, Any] | None = None
 
 
 def read_folder(path: str | Path, extensions: Iterable[str], report: R) -> tuple[list[SourceDocument], R]:
@@ -138,7 +146,9 @@ class IngestionRun:
             SchemaMismatchError: the collection (or ``spec``) does not fit the encoders; nothing written.
             ValueError: duplicate document ids; nothing written.
         """
-        spec = spec_for_vectors(collection, encoders.vector_configs(), spec)
+        spec = spec_for_vectors(
+            collection, encoders.vector_configs(), spec, settings.metadata, sparse=encoders.sparse_configs()
+        )
         writer = QdrantWriter(client, spec, descriptions=encoders.descriptions, retry=settings.retry, ordering=ordering)
         writer.check()
         plan = plan_ingestion(

@@ -28,7 +28,8 @@ import numpy as np
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import ChunkingConfig, SourceDocument, SpanFn, chunk_text, tokenizer_spans, whitespace_spans
 from qdrant_tools.ids import document_version, point_id
-from qdrant_tools.spec import HnswSpec, QuantizationSpec, VectorConfig
+from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
+from qdrant_tools.spec import HnswSpec, QuantizationSpec, SparseVectorConfig, VectorConfig
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR, SubchunkConfig, subchunk_text
 from qdrant_tools.writer import PointBatch
 
@@ -136,6 +137,8 @@ class EncoderPlan:
         subchunk_quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized (4x smaller).
         subchunk_source: the vector whose encoder embeds the sub-chunks: ``"calibrated"`` if the run
             writes it, else the first vector.
+        sparse: the BM25 model of the sparse vector :data:`~qdrant_tools.sparse.SPARSE_VECTOR` of each
+            node's text (hybrid search); ``None`` = no sparse vector.
     """
 
     dimensions: dict[str, int]
@@ -148,6 +151,7 @@ class EncoderPlan:
     subchunks: SubchunkConfig | None = None
     subchunk_quantization: str | None = None
     subchunk_source: str | None = None
+    sparse: Bm25Sparse | None = None
 
     @property
     def label(self) -> str:
@@ -157,7 +161,17 @@ class EncoderPlan:
         if self.subchunks is not None:
             s = self.subchunks
             label += f"; sub-chunks of <= {s.max_tokens} tokens, {s.overlap_sentences}-sentence overlap"
+        if self.sparse is not None:
+            label += "; BM25 sparse vectors"
         return label
+
+    def sparse_configs(self) -> list[SparseVectorConfig]:
+        """The collection's sparse vectors: BM25 with the IDF modifier (Qdrant weights query terms by IDF)."""
+        return [] if self.sparse is None else [SparseVectorConfig(name=SPARSE_VECTOR, modifier="idf")]
+
+    def sparse_vectors(self, texts: Sequence[str]) -> dict[str, list[Any]]:
+        """``{SPARSE_VECTOR: one BM25 document vector per text}`` (``{}`` without sparse vectors)."""
+        return {} if self.sparse is None or not texts else {SPARSE_VECTOR: self.sparse.embed_documents(texts)}
 
     def vector_configs(self) -> list[VectorConfig]:
         """The collection's named vectors: one dense vector per encoder, plus the sub-chunk multivector
@@ -178,6 +192,7 @@ def plan_encoders(
     overlap_tokens: int | None = None,
     subchunks: SubchunkConfig | None = None,
     subchunk_quantization: str | None = None,
+    sparse: Bm25Sparse | None = None,
 ) -> EncoderPlan:
     """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
 
@@ -195,20 +210,24 @@ def plan_encoders(
     chunking = resolve_chunking(first, chunk_tokens, overlap_tokens)
     _, spans_name = spans_for(first)
     source = None
+    key = chunking_key(chunking, spans_name)
     if subchunks is not None:
         source = "calibrated" if "calibrated" in vectors else next(iter(vectors))
-        subchunks_key = f"{subchunks.key()};src={source}"
+        key += f";{subchunks.key()};src={source}"
+    if sparse is not None:
+        key += f";bm25={sparse.fingerprint()}"
     return EncoderPlan(
         dimensions={n: int(e.dimension) for n, e in vectors.items()},
         fingerprints={n: e.fingerprint() for n, e in vectors.items()},
         descriptions={n: describe_encoder(e) for n, e in vectors.items()},
         max_length=min(int(e.max_length) for e in vectors.values()),
         chunking=chunking,
-        chunking_key=chunking_key(chunking, spans_name) + ("" if source is None else f";{subchunks_key}"),
+        chunking_key=key,
         spans_name=spans_name,
         subchunks=subchunks,
         subchunk_quantization=subchunk_quantization if subchunks is not None else None,
         subchunk_source=source,
+        sparse=sparse,
     )
 
 
@@ -369,7 +388,12 @@ class ChunkEncoder:
             vectors[name] = arr
         if self.plan.subchunks is not None and chunks:
             vectors[SUBCHUNK_VECTOR] = self._subchunk_vectors(chunks)
-        return PointBatch(ids=[c.point_id for c in chunks], payloads=[c.payload for c in chunks], vectors=vectors)
+        return PointBatch(
+            ids=[c.point_id for c in chunks],
+            payloads=[c.payload for c in chunks],
+            vectors=vectors,
+            sparse=self.plan.sparse_vectors(texts),
+        )
 
     def _subchunk_vectors(self, chunks: Sequence[PlannedChunk]) -> list[np.ndarray]:
         """Per chunk, the ``(k, dim)`` vectors of its sub-chunks, embedded together by the source encoder."""

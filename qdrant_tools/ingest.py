@@ -103,7 +103,12 @@ def ingest_documents(
     report = report or IngestReport(collection=collection)
     t0 = time.perf_counter()
     plan = plan_encoders(
-        vectors, config.chunk_tokens, config.overlap_tokens, config.subchunks, config.subchunk_quantization
+        vectors,
+        config.chunk_tokens,
+        config.overlap_tokens,
+        config.subchunks,
+        config.subchunk_quantization,
+        sparse=config.sparse,
     )
     encoder = ChunkEncoder(vectors, plan)
     run = IngestionRun.start(client, collection, documents, plan, report, config, spec=spec, started=t0)

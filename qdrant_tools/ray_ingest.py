@@ -41,12 +41,13 @@ import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument
 from qdrant_tools.driver import IngestionRun, IngestSettings, read_folder
 from qdrant_tools.encoding import ChunkEncoder, EncoderPlan, plan_encoders
@@ -136,7 +137,9 @@ class RayIngestReport(IngestReport):
 def plan_from_factory(factory: EncoderFactory, settings: IngestSettings) -> EncoderPlan:
     """Load the encoders once on CPU and read their :class:`~qdrant_tools.encoding.EncoderPlan`."""
     s = settings
-    return plan_encoders(factory("cpu"), s.chunk_tokens, s.overlap_tokens, s.subchunks, s.subchunk_quantization)
+    return plan_encoders(
+        factory("cpu"), s.chunk_tokens, s.overlap_tokens, s.subchunks, s.subchunk_quantization, sparse=s.sparse
+    )
 
 
 def _encoder_plan(factory: EncoderFactory, config: RayIngestConfig, on_cluster: bool) -> EncoderPlan:
@@ -187,6 +190,11 @@ def _from_columns(cols: Mapping[str, np.ndarray], names: Iterable[str]) -> Point
         payloads=[json.loads(p) for p in cols["payload"]],
         vectors={name: cols[f"vec:{name}"] for name in names},
     )
+
+
+def with_sparse(batch: PointBatch, plan: EncoderPlan) -> PointBatch:
+    """``batch`` with its BM25 sparse vectors, computed on the driver from the node texts (cheap, deterministic)."""
+    return replace(batch, sparse=plan.sparse_vectors([p[P.TEXT] for p in batch.payloads]))
 
 
 class ChunkEncodeWorker:
@@ -256,7 +264,7 @@ def _encoded_batches(
     saved_bars, ctx.enable_progress_bars = ctx.enable_progress_bars, config.show_progress
     try:
         for cols in ds.iter_batches(batch_size=config.write_batch_size, batch_format="numpy"):
-            yield _from_columns(cols, [v.name for v in plan.vector_configs()])
+            yield with_sparse(_from_columns(cols, [v.name for v in plan.vector_configs()]), plan)
     finally:
         ctx.enable_progress_bars = saved_bars
 

@@ -12,6 +12,11 @@ The delay before attempt ``k + 1`` is drawn uniformly from
 or honours a server's ``Retry-After`` (capped at ``max_delay``). Sleep, clock
 and random source are injectable, so tests never sleep.
 
+The loops are tenacity's (``Retrying`` for :func:`call_with_retry`,
+``AsyncRetrying`` for :func:`acall_with_retry`); :class:`RetryPolicy` is the one
+policy both apply (which errors, how many attempts, which delays, the deadline,
+the log lines).
+
 Example:
     >>> from qdrant_tools.retry import RetryPolicy, call_with_retry
     >>> calls = []
@@ -28,12 +33,15 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, Retrying
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +110,23 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
+def _is_resource_exhausted(exc: BaseException) -> bool:
+    """qdrant-client's ``ResourceExhaustedResponse``: its REST client's form of a 429 with ``Retry-After``."""
+    try:
+        from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
+    except ImportError:  # pragma: no cover - an older qdrant-client
+        return False
+    return isinstance(exc, ResourceExhaustedResponse)
+
+
 def status_code(exc: BaseException) -> int | None:
     """HTTP status carried by ``exc`` (qdrant ``UnexpectedResponse``, httpx ``HTTPStatusError``), else None."""
     code = getattr(exc, "status_code", None)
     if code is None:
         response = getattr(exc, "response", None)
         code = getattr(response, "status_code", None)
+    if code is None and _is_resource_exhausted(exc):
+        code = 429
     return int(code) if isinstance(code, int) else None
 
 
@@ -163,9 +182,9 @@ def retry_after(exc: BaseException) -> float | None:
     headers = getattr(exc, "headers", None)
     if headers is None:
         headers = getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return None
-    value = headers.get("retry-after") or headers.get("Retry-After")
+    value = (headers.get("retry-after") or headers.get("Retry-After")) if headers else None
+    if value is None and _is_resource_exhausted(exc):
+        value = getattr(exc, "retry_after_s", None)
     try:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
@@ -174,10 +193,68 @@ def retry_after(exc: BaseException) -> float | None:
 
 @dataclass
 class RetryStats:
-    """Attempts and sleeps of one :func:`call_with_retry` (filled in place)."""
+    """Attempts and sleeps of one :func:`call_with_retry` / :func:`acall_with_retry` (filled in place)."""
 
     attempts: int = 0
     delays: list[float] = field(default_factory=list)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def _tenacity_options(
+    policy: RetryPolicy,
+    *,
+    clock: Callable[[], float],
+    rng: random.Random | None,
+    stats: RetryStats | None,
+    description: str,
+) -> dict[str, Any]:
+    """Settings of a ``tenacity.Retrying`` or ``AsyncRetrying`` that applies ``policy`` to one call.
+
+    Only the policy lives here; the sync and async loops are tenacity's.
+    """
+    rng = rng or random.Random()
+    start = clock()
+
+    def retryable(state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome is not None and state.outcome.failed else None
+        return isinstance(exc, Exception) and is_retryable(exc, policy)
+
+    def wait(state: RetryCallState) -> float:  # full jitter, or the server's Retry-After (capped)
+        delay = rng.uniform(0.0, policy.bound(state.attempt_number))
+        asked = retry_after(state.outcome.exception())
+        return delay if asked is None else min(policy.max_delay, max(delay, asked))
+
+    def past_deadline(state: RetryCallState) -> bool:  # tenacity computes the wait before it asks stop
+        return policy.deadline is not None and clock() - start + state.upcoming_sleep > policy.deadline
+
+    def stop(state: RetryCallState) -> bool:
+        return state.attempt_number >= policy.max_attempts or past_deadline(state)
+
+    def count(state: RetryCallState) -> None:
+        if stats is not None:
+            stats.attempts = state.attempt_number
+
+    def warn(state: RetryCallState) -> None:
+        if stats is not None:
+            stats.delays.append(state.upcoming_sleep)
+        logger.warning("%s failed (attempt %d/%d): %s; retrying in %.2fs", description, state.attempt_number,
+                       policy.max_attempts, _short(state.outcome.exception()), state.upcoming_sleep)  # fmt: skip
+
+    def give_up(state: RetryCallState) -> Any:
+        exc = state.outcome.exception()
+        if state.attempt_number >= policy.max_attempts:
+            logger.error("%s failed after %d attempts: %s", description, state.attempt_number, _short(exc))
+        else:
+            logger.error("%s: giving up after %d attempts (deadline %.0fs): %s", description,
+                         state.attempt_number, policy.deadline, _short(exc))  # fmt: skip
+        return state.outcome.result()  # re-raises the last error itself, not a tenacity.RetryError
+
+    return {"retry": retryable, "wait": wait, "stop": stop, "before": count, "before_sleep": warn,
+            "retry_error_callback": give_up}  # fmt: skip
 
 
 def call_with_retry(
@@ -191,7 +268,7 @@ def call_with_retry(
     description: str | None = None,
     **kwargs: Any,
 ) -> T:
-    """Call ``fn(*args, **kwargs)``, retrying transient network failures.
+    """Call ``fn(*args, **kwargs)``, retrying transient network failures (a ``tenacity.Retrying``).
 
     Only wrap *idempotent network* calls (upsert with deterministic ids, delete
     by filter, reads). Never wrap local compute.
@@ -210,49 +287,34 @@ def call_with_retry(
         The last exception of ``fn`` once it is not retryable, the attempts are
         used up or the deadline has passed.
     """
-    policy = policy or RetryPolicy()
-    rng = rng or random.Random()
-    stats = stats if stats is not None else RetryStats()
-    name = description or getattr(fn, "__name__", "call")
-    start = clock()
-    while True:
-        stats.attempts += 1
-        try:
-            return fn(*args, **kwargs)
-        except BaseException as exc:
-            if not isinstance(exc, Exception) or not is_retryable(exc, policy):
-                raise
-            if stats.attempts >= policy.max_attempts:
-                logger.error("%s failed after %d attempts: %s", name, stats.attempts, _short(exc))
-                raise
-            delay = rng.uniform(0.0, policy.bound(stats.attempts))
-            asked = retry_after(exc)
-            if asked is not None:
-                delay = min(policy.max_delay, max(delay, asked))
-            if policy.deadline is not None and clock() - start + delay > policy.deadline:
-                logger.error(
-                    "%s: giving up after %d attempts (deadline %.0fs): %s",
-                    name,
-                    stats.attempts,
-                    policy.deadline,
-                    _short(exc),
-                )
-                raise
-            logger.warning(
-                "%s failed (attempt %d/%d): %s; retrying in %.2fs",
-                name,
-                stats.attempts,
-                policy.max_attempts,
-                _short(exc),
-                delay,
-            )
-            stats.delays.append(delay)
-            sleep(delay)
+    options = _tenacity_options(policy or RetryPolicy(), clock=clock, rng=rng, stats=stats,
+                                description=description or getattr(fn, "__name__", "call"))  # fmt: skip
+    return Retrying(sleep=sleep, **options)(fn, *args, **kwargs)
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}"[:300]
+async def acall_with_retry(
+    fn: Callable[..., Awaitable[T]],
+    *args: Any,
+    policy: RetryPolicy | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    rng: random.Random | None = None,
+    stats: RetryStats | None = None,
+    description: str | None = None,
+    **kwargs: Any,
+) -> T:
+    """Async :func:`call_with_retry` (a ``tenacity.AsyncRetrying``): same policy, same retried errors, same logs.
+
+    Example:
+        >>> import asyncio
+        >>> async def ping():
+        ...     return "pong"
+        >>> asyncio.run(acall_with_retry(ping, policy=RetryPolicy(max_attempts=2)))
+        'pong'
+    """
+    options = _tenacity_options(policy or RetryPolicy(), clock=clock, rng=rng, stats=stats,
+                                description=description or getattr(fn, "__name__", "call"))  # fmt: skip
+    return await AsyncRetrying(sleep=sleep, **options)(fn, *args, **kwargs)
 
 
 #: QdrantClient methods that are safe to repeat (reads, and writes keyed by deterministic ids / filters).
@@ -308,6 +370,29 @@ class RetryingClient:
     def wrapped(self) -> Any:
         """The underlying client."""
         return self._client
+
+    # The wrapped store's traits (qdrant_tools.store.protocol.Store), read through store_traits so that a
+    # wrapped QdrantClient, which declares none, answers too: the proxy changes retries, never capabilities.
+    @property
+    def kind(self) -> str:
+        return self._traits().kind
+
+    @property
+    def keeps_payload_indexes(self) -> bool:
+        return self._traits().keeps_payload_indexes
+
+    @property
+    def builds_index_on_request(self) -> bool:
+        return self._traits().builds_index_on_request
+
+    @property
+    def unverified_settings(self) -> tuple[str, ...]:
+        return self._traits().unverified_settings
+
+    def _traits(self) -> Any:
+        from qdrant_tools.store.protocol import store_traits  # lazy: the store package loads Qdrant Edge
+
+        return store_traits(self._client)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)

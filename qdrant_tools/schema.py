@@ -7,23 +7,28 @@ collection: it must exist under that name with the encoder's size and
 distance. A mismatch raises :class:`SchemaMismatchError` naming both sides and
 the fix, and nothing is written.
 
+The vectors are described by :class:`qdrant_tools.spec.VectorConfig`, the one
+type posfair describes a vector it writes with; the encoder behind each (for
+the messages) is passed beside them as ``descriptions``.
+
 Example:
     >>> from qdrant_client import QdrantClient
-    >>> from qdrant_tools.schema import VectorSpec, ensure_collection
+    >>> from qdrant_tools.spec import VectorConfig
     >>> client = QdrantClient(":memory:")
-    >>> ensure_collection(client, "demo", [VectorSpec("calibrated", 384)])
+    >>> ensure_collection(client, "demo", [VectorConfig(name="calibrated", size=384)])
     True
-    >>> ensure_collection(client, "demo", [VectorSpec("calibrated", 384)])
+    >>> ensure_collection(client, "demo", [VectorConfig(name="calibrated", size=384)])
     False
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from qdrant_client import models
+
+from qdrant_tools.spec import VectorConfig
 
 DISTANCES = {d.value.lower(): d for d in models.Distance}
 
@@ -32,39 +37,22 @@ class SchemaMismatchError(ValueError):
     """The collection's vectors do not match the encoder(s) about to write to it."""
 
 
-@dataclass(frozen=True)
-class VectorSpec:
-    """One named vector an ingestion writes.
-
-    Args:
-        name: the Qdrant vector name (e.g. ``"calibrated"``).
-        size: the encoder's output dimension.
-        distance: Qdrant distance; cosine by default (embeddings are normalised).
-        encoder: human-readable description of the encoder, used in errors.
-        multivector: several vectors per point (MaxSim), e.g. a node's sub-chunks.
-    """
-
-    name: str
-    size: int
-    distance: models.Distance = models.Distance.COSINE
-    encoder: str = ""
-    multivector: bool = False
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"vector name must be a non-empty string, got {self.name!r}")
-        if not isinstance(self.size, int) or self.size <= 0:
-            raise ValueError(f"vector size must be a positive integer, got {self.size!r}")
-
-
 def _describe(vectors: Any) -> str:
     if isinstance(vectors, dict):
         return ", ".join(f"{n!r}: size {p.size}, {p.distance.value}" for n, p in sorted(vectors.items())) or "none"
     return f"one unnamed vector (size {vectors.size}, {vectors.distance.value})"
 
 
-def check_collection(client: Any, collection: str, specs: Sequence[VectorSpec]) -> bool:
+def check_collection(
+    client: Any, collection: str, specs: Sequence[VectorConfig], descriptions: Mapping[str, str] | None = None
+) -> bool:
     """Check ``collection`` against ``specs``; return whether it exists.
+
+    Args:
+        client: a store (:func:`qdrant_tools.store.open_store`) or ``QdrantClient``.
+        collection: collection name.
+        specs: the vectors about to be written.
+        descriptions: vector name -> human-readable encoder description, named in errors.
 
     Raises:
         SchemaMismatchError: if it exists with an unnamed vector, without one of
@@ -85,7 +73,8 @@ def check_collection(client: Any, collection: str, specs: Sequence[VectorSpec]) 
             f"{[s.name for s in specs]}; {fix}"
         )
     for spec in specs:
-        who = f"encoder {spec.encoder} " if spec.encoder else "the encoder "
+        encoder = (descriptions or {}).get(spec.name, "")
+        who = f"encoder {encoder} " if encoder else "the encoder "
         params = vectors.get(spec.name)
         if params is None and spec.multivector:
             raise SchemaMismatchError(
@@ -103,10 +92,10 @@ def check_collection(client: Any, collection: str, specs: Sequence[VectorSpec]) 
                 f"vector {spec.name!r} of collection {collection!r} has size {params.size}, but "
                 f"{who}produces size {spec.size}; {fix}"
             )
-        if params.distance != spec.distance:
+        if params.distance != spec.qdrant_distance:
             raise SchemaMismatchError(
                 f"vector {spec.name!r} of collection {collection!r} uses distance {params.distance.value}, "
-                f"but {who}needs {spec.distance.value}; {fix}"
+                f"but {who}needs {spec.qdrant_distance.value}; {fix}"
             )
         if (getattr(params, "multivector_config", None) is not None) != spec.multivector:
             kind = "a multivector" if spec.multivector else "a dense vector"
@@ -116,8 +105,12 @@ def check_collection(client: Any, collection: str, specs: Sequence[VectorSpec]) 
     return True
 
 
-def ensure_collection(client: Any, collection: str, specs: Sequence[VectorSpec]) -> bool:
-    """Check the collection, creating it with ``specs`` if missing.
+def ensure_collection(
+    client: Any, collection: str, specs: Sequence[VectorConfig], descriptions: Mapping[str, str] | None = None
+) -> bool:
+    """Check the collection, creating it with ``specs`` (:meth:`VectorConfig.to_qdrant`) if missing.
+
+    Args: as :func:`check_collection`.
 
     Returns:
         True if the collection was created, False if it already existed and matched.
@@ -125,13 +118,13 @@ def ensure_collection(client: Any, collection: str, specs: Sequence[VectorSpec])
     Raises:
         SchemaMismatchError: see :func:`check_collection`.
     """
-    if check_collection(client, collection, specs):
+    if check_collection(client, collection, specs, descriptions):
         return False
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         raise ValueError(f"vector names must be distinct, got {names}")
     client.create_collection(
         collection,
-        vectors_config={s.name: models.VectorParams(size=s.size, distance=s.distance) for s in specs},
+        vectors_config={s.name: s.to_qdrant() for s in specs},
     )
     return True

@@ -14,10 +14,17 @@ MaxSim over its sub-chunk multivector — with one query vector that is
   those nodes costs the same ~1 ms as the 100-candidate prefetch.
 
 Optionally the node's own cosine is fused in,
-``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)`` (the node vectors of the
-candidates come back with the same call; a collection of at most
-``exact_up_to`` nodes makes every node a candidate). Without sub-chunks the
-node vector is searched directly.
+``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)``, inside Qdrant: a formula
+query over two prefetches (the best-sub-chunk ranking and the node-vector
+ranking, each ``max(limit, fusion_limit)`` deep, the node ranking at least
+``prefetch_limit``); a node missing from one ranking scores 0 there. Without
+sub-chunks the node vector is searched directly.
+
+**Hybrid**: a collection that also stores a BM25 sparse vector of each node
+(:mod:`qdrant_tools.sparse`) and a query that brings its BM25 vector fuse the
+dense ranking above and the BM25 ranking in Qdrant (``Fusion.RRF`` or
+``Fusion.DBSF``), still in one ``query_points`` call. BM25 is position-blind: a
+term counts wherever it sits in the node.
 
 Only qdrant-client method names are used (``get_collection``, ``query_points``,
 ``retrieve``), so the embedded store and a server answer alike.
@@ -31,12 +38,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from qdrant_client import models
 
 from qdrant_tools import payload as P
+from qdrant_tools.sparse import SPARSE_VECTOR
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR
 
 __all__ = ["Hit", "Layout", "SearchSettings", "collection_layout", "search"]
@@ -50,11 +58,13 @@ class Layout:
         dense: dense vector names with their sizes.
         subchunks: the sub-chunk multivector's name, or ``None`` (single-vector layout).
         points: nodes in the collection when the layout was read (``None`` = unknown).
+        sparse: the BM25 sparse vector's name, or ``None`` (no hybrid search).
     """
 
     dense: dict[str, int]
     subchunks: str | None
     points: int | None = None
+    sparse: str | None = None
 
     def node_vector(self, requested: str | None = None) -> str:
         """The dense vector to search: ``requested``, else ``"calibrated"`` if present, else the only one.
@@ -93,7 +103,8 @@ def collection_layout(client: Any, collection: str) -> Layout:
     dense = {n: p.size for n, p in vectors.items() if getattr(p, "multivector_config", None) is None}
     multi = [n for n, p in vectors.items() if getattr(p, "multivector_config", None) is not None]
     sub = SUBCHUNK_VECTOR if SUBCHUNK_VECTOR in multi else None
-    return Layout(dense=dense, subchunks=sub, points=info.points_count)
+    sparse = SPARSE_VECTOR if SPARSE_VECTOR in (info.config.params.sparse_vectors or {}) else None
+    return Layout(dense=dense, subchunks=sub, points=info.points_count, sparse=sparse)
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,11 @@ class SearchSettings:
         node_weight: weight ``w`` of the node cosine in the fused score (0 = best sub-chunk only).
         evidence: also return, per hit, the document offsets of its best-matching sub-chunk
             (one more ``retrieve`` call).
+        sparse: fuse the BM25 sparse vector in (hybrid search), when the collection has one and a
+            sparse query is given.
+        fusion: how the dense ranking (best sub-chunk) and the BM25 ranking are fused in Qdrant:
+            ``"rrf"`` (reciprocal rank fusion) or ``"dbsf"`` (distribution-based score fusion).
+        fusion_limit: candidates of each ranking that enter the fusion.
 
     Raises:
         ValueError: a setting out of range (named, with typical values).
@@ -124,6 +140,9 @@ class SearchSettings:
     exact_up_to: int = 10_000
     node_weight: float = 0.0
     evidence: bool = False
+    sparse: bool = True
+    fusion: Literal["rrf", "dbsf"] = "rrf"
+    fusion_limit: int = 50
 
     def __post_init__(self) -> None:
         if not isinstance(self.limit, int) or self.limit < 1:
@@ -136,6 +155,10 @@ class SearchSettings:
             )
         if not 0.0 <= self.node_weight <= 1.0:
             raise ValueError(f"node_weight must lie in [0, 1], got {self.node_weight!r}; 0 = best sub-chunk only")
+        if self.fusion not in ("rrf", "dbsf"):
+            raise ValueError(f'fusion must be "rrf" or "dbsf", got {self.fusion!r}')
+        if not isinstance(self.fusion_limit, int) or self.fusion_limit < 1:
+            raise ValueError(f"fusion_limit must be a positive integer, got {self.fusion_limit!r}; typical 20-100")
 
     def scores_exactly(self, points: int | None) -> bool:
         """Whether a sub-chunk collection of ``points`` nodes is scored exactly (``None``: size unknown: no)."""
@@ -156,47 +179,62 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / max(float(np.linalg.norm(x)), 1e-12)
 
 
-def _node_query(client, collection, q, vector, settings, query_filter) -> list[Any]:
+def _subchunk_arm(q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, limit: int) -> Any:
+    """Nodes by their best sub-chunk: an exact MaxSim scan of the multivector (no HNSW graph), or MaxSim over
+    ``prefetch_limit`` candidates found through the node vector."""
+    if settings.scores_exactly(layout.points):
+        return models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt)
+    nodes = models.Prefetch(query=q.tolist(), using=vector, limit=max(settings.prefetch_limit, limit), filter=flt)
+    return models.Prefetch(prefetch=nodes, query=[q.tolist()], using=layout.subchunks, limit=limit)
+
+
+def node_fusion(node_weight: float) -> models.FormulaQuery:
+    """``(1 - w) * best sub-chunk + w * node cosine`` over the prefetches ``[sub-chunk arm, node arm]``; a node
+    missing from one arm scores 0 there."""
+    terms = [
+        models.MultExpression(mult=[1.0 - node_weight, "$score[0]"]),
+        models.MultExpression(mult=[node_weight, "$score[1]"]),
+    ]
+    return models.FormulaQuery(formula=models.SumExpression(sum=terms), defaults={"$score[0]": 0.0, "$score[1]": 0.0})
+
+
+def _dense_parts(q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, limit: int) -> dict:
+    """The ``query_points`` arguments of the dense ranking: the node vector, the best sub-chunk, or their fusion
+    in Qdrant: a formula over two prefetches of the same depth (the sub-chunk and the node ranking) — ``limit``
+    deep for an exactly scored collection, else both over the ``prefetch_limit`` node candidates, so every
+    candidate has both scores."""
+    if layout.subchunks is None or not settings.subchunks:
+        return {"query": q.tolist(), "using": vector, "filter": flt}
+    exact = settings.scores_exactly(layout.points)
+    depth = limit if exact else settings.prefetch_limit
+    sub = _subchunk_arm(q, vector, settings, layout, flt, depth if settings.node_weight > 0 else limit)
+    if settings.node_weight == 0:
+        return {"prefetch": sub.prefetch, "query": sub.query, "using": sub.using, "filter": sub.filter}
+    nodes = models.Prefetch(query=q.tolist(), using=vector, limit=depth, filter=flt)
+    return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
+
+
+def _dense_query(client, collection, q, vector, settings, query_filter, layout) -> list[Any]:
+    """The dense ranking in one ``query_points`` call."""
+    fused = settings.node_weight > 0 and layout.subchunks is not None and settings.subchunks
+    depth = max(settings.limit, settings.fusion_limit) if fused else settings.limit  # fused rankings need depth
+    parts = _dense_parts(q, vector, settings, layout, query_filter, depth)
+    flt = parts.pop("filter", None)
+    return client.query_points(collection, **parts, query_filter=flt, limit=settings.limit, with_payload=True).points
+
+
+def _hybrid_query(client, collection, q, sparse_query, vector, settings, query_filter, layout) -> list[Any]:
+    """One ``query_points`` call: the dense ranking and the BM25 ranking, fused in Qdrant (RRF or DBSF)."""
+    limit = max(settings.limit, settings.fusion_limit)
+    dense = _dense_parts(q, vector, settings, layout, query_filter, limit)
+    arms = [
+        models.Prefetch(**dense, limit=limit),
+        models.Prefetch(query=sparse_query, using=layout.sparse, limit=limit, filter=query_filter),
+    ]
+    fusion = models.Fusion.RRF if settings.fusion == "rrf" else models.Fusion.DBSF
     return client.query_points(
-        collection, query=q.tolist(), using=vector, limit=settings.limit, query_filter=query_filter, with_payload=True
+        collection, prefetch=arms, query=models.FusionQuery(fusion=fusion), limit=settings.limit, with_payload=True
     ).points
-
-
-def _subchunk_query(client, collection, q, vector, settings, query_filter, layout) -> list[Any]:
-    sub, fused, exact = layout.subchunks, settings.node_weight > 0, settings.scores_exactly(layout.points)
-    if exact and not fused:  # scan the multivector (no HNSW graph): exact MaxSim over every node
-        return client.query_points(
-            collection,
-            query=[q.tolist()],
-            using=sub,
-            limit=settings.limit,
-            query_filter=query_filter,
-            with_payload=True,
-        ).points
-    candidates = max(settings.prefetch_limit, layout.points or 0) if exact else settings.prefetch_limit
-    limit = max(settings.limit, candidates) if fused else settings.limit
-    prefetch = models.Prefetch(query=q.tolist(), using=vector, limit=max(candidates, limit), filter=query_filter)
-    points = client.query_points(
-        collection,
-        prefetch=prefetch,
-        query=[q.tolist()],
-        using=sub,
-        limit=limit,
-        with_payload=True,
-        with_vectors=[vector] if fused else False,
-    ).points
-    if not fused:
-        return points
-    w = settings.node_weight
-    rescored = []
-    for p in points:
-        node = np.asarray((p.vector or {})[vector], dtype=np.float32)
-        cos = float(_unit(node) @ q)
-        rescored.append(
-            models.ScoredPoint(id=p.id, version=p.version, score=w * cos + (1 - w) * p.score, payload=p.payload)
-        )
-    rescored.sort(key=lambda p: -p.score)
-    return rescored[: settings.limit]
 
 
 def _evidence(
@@ -226,6 +264,7 @@ def search(
     *,
     layout: Layout | None = None,
     query_filter: models.Filter | None = None,
+    sparse_query: models.SparseVector | None = None,
 ) -> list[Hit]:
     """The ``settings.limit`` best nodes for ``query_vector`` (best first).
 
@@ -236,6 +275,9 @@ def search(
         settings: see :class:`SearchSettings`.
         layout: the collection's layout if already read (saves a call).
         query_filter: a Qdrant filter applied to the candidates.
+        sparse_query: the query's BM25 vector (:meth:`qdrant_tools.sparse.Bm25Sparse.embed_query`, with the
+            settings the collection was written with); with a sparse collection and ``settings.sparse``
+            the dense and BM25 rankings are fused (hybrid search).
 
     Raises:
         LookupError / ValueError: see :func:`collection_layout` and :meth:`Layout.node_vector`.
@@ -245,9 +287,9 @@ def search(
     vector = layout.node_vector(settings.vector)
     q = _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1))
     sub = layout.subchunks if settings.subchunks else None
-    if sub is None:
-        points = _node_query(client, collection, q, vector, settings, query_filter)
+    if settings.sparse and layout.sparse and sparse_query is not None:
+        points = _hybrid_query(client, collection, q, sparse_query, vector, settings, query_filter, layout)
     else:
-        points = _subchunk_query(client, collection, q, vector, settings, query_filter, layout)
+        points = _dense_query(client, collection, q, vector, settings, query_filter, layout)
     evidence = _evidence(client, collection, q, points, sub) if (settings.evidence and sub) else {}
     return [Hit(str(p.id), float(p.score), dict(p.payload or {}), evidence.get(str(p.id))) for p in points]

@@ -1,17 +1,26 @@
-"""Collection snapshots on a Qdrant server: create -> download -> sha256 verify -> restore.
+"""Snapshots on a Qdrant server: create -> download -> sha256 verify -> restore.
 
-Embedded local mode (``QdrantClient(path=...)``) has no snapshot API
-(``create_snapshot`` raises ``NotImplementedError``); back it up by copying its
-folder while no client has it open. Everything here talks to a server's REST
-API directly with ``httpx`` (qdrant-client does not download snapshots):
+Embedded storage (the Qdrant Edge store of :mod:`qdrant_tools.store`, or
+``QdrantClient(path=...)``) has no snapshot API (``create_snapshot`` raises
+``NotImplementedError``); back it up by copying its folder while no client has
+it open. On a server, every call but the download goes through qdrant-client:
 
-* ``POST /collections/{c}/snapshots?wait=true``: create; the server reports name, size, sha256;
-* ``GET  /collections/{c}/snapshots/{name}``: download, streamed to ``NAME.part``
-  while hashing, compared with the server's checksum, then renamed; a
-  ``NAME.sha256`` file (``sha256sum`` format) is written beside it;
-* ``POST /collections/{c}/snapshots/upload?priority=snapshot&checksum=...``:
-  restore; the local file is verified *before* anything is sent, and the
-  server verifies the checksum again.
+* ``create_snapshot`` / ``list_snapshots`` / ``delete_snapshot``: the server
+  reports name, size and sha256; ``collection=None`` means a *full* snapshot
+  (the whole storage: ``create_full_snapshot`` and its siblings);
+* the download streams ``GET /collections/{c}/snapshots/{name}`` (or
+  ``/snapshots/{name}``) with ``httpx`` to ``NAME.part`` while hashing, compares
+  with the server's checksum, then renames; a ``NAME.sha256`` file
+  (``sha256sum`` format) is written beside it. qdrant-client has no download:
+  its ``get_snapshot`` parses the body as JSON;
+* :func:`restore_snapshot` uploads a local file (qdrant-client's
+  ``recover_from_uploaded_snapshot``) after verifying it *before* anything is
+  sent; the server verifies the checksum again. :func:`recover_from_location`
+  has the server fetch the file itself (``recover_snapshot``).
+
+Server errors come out as ``httpx.HTTPStatusError`` (status kept: 429 and 5xx
+are retried by :mod:`qdrant_tools.retry`, 4xx are not) and transport failures as
+``httpx.TransportError``, whichever client made the call.
 
 On a cluster a collection snapshot holds only the shards of the node it is
 taken on: snapshot every node (one ``--qdrant-url`` each), or use shard
@@ -28,10 +37,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -45,6 +56,7 @@ logger = logging.getLogger(__name__)
 
 API_KEY_ENV = "QDRANT_API_KEY"
 _CHUNK = 1 << 20
+Priority = Literal["snapshot", "replica", "no_sync"]
 
 
 class InsecureApiKeyError(ValueError):
@@ -126,7 +138,10 @@ class ServerConfig:
         from qdrant_client import QdrantClient
 
         key = self.api_key(api_key)
-        return QdrantClient(url=self.base_url, api_key=key, timeout=int(self.timeout), https=self.is_tls, **kwargs)
+        with warnings.catch_warnings():
+            if self.allow_insecure_api_key:  # asked for explicitly: qdrant-client need not warn again
+                warnings.filterwarnings("ignore", message="Api key is used with an insecure connection")
+            return QdrantClient(url=self.base_url, api_key=key, timeout=int(self.timeout), https=self.is_tls, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -147,70 +162,127 @@ class SnapshotInfo:
             creation_time=data.get("creation_time"),
         )
 
+    @classmethod
+    def from_description(cls, description: Any) -> SnapshotInfo:
+        """From qdrant-client's ``SnapshotDescription``."""
+        return cls(description.name, description.size, description.checksum, description.creation_time)
 
-def _path(collection: str, *rest: str) -> str:
-    return "/".join(["/collections", quote(collection, safe="")] + [quote(r, safe="") for r in rest])
+
+def _what(collection: str | None) -> str:
+    return f"of {collection!r}" if collection is not None else "of the whole storage"
 
 
-def _check(resp: httpx.Response, what: str) -> Any:
+def _url_path(collection: str | None, name: str) -> str:
+    if collection is None:
+        return f"/snapshots/{quote(name, safe='')}"
+    return f"/collections/{quote(collection, safe='')}/snapshots/{quote(name, safe='')}"
+
+
+def _check(resp: httpx.Response, what: str) -> None:
     if resp.status_code >= 400:
         # raising HTTPStatusError keeps the status for the retry classifier (5xx/429 retried, 4xx not)
         detail = resp.text[:300]
         raise httpx.HTTPStatusError(f"{what}: HTTP {resp.status_code}: {detail}", request=resp.request, response=resp)
+
+
+def _status_error(what: str, server: ServerConfig, status: int, detail: str, retry_after: Any = None) -> Exception:
+    request = httpx.Request("GET", server.base_url)
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
+    response = httpx.Response(status, headers=headers, text=detail, request=request)
+    return httpx.HTTPStatusError(f"{what}: HTTP {status}: {detail}", request=request, response=response)
+
+
+@contextlib.contextmanager
+def _server_errors(what: str, server: ServerConfig) -> Iterator[None]:
+    """Turn qdrant-client's errors into the ``httpx`` errors this module documents (status and Retry-After kept)."""
+    from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
     try:
-        return resp.json().get("result")
-    except ValueError as exc:
-        raise SnapshotError(f"{what}: the server did not answer JSON ({resp.text[:200]!r})") from exc
+        yield
+    except UnexpectedResponse as exc:
+        detail = exc.content.decode("utf-8", "replace")[:300]
+        raise _status_error(what, server, exc.status_code or 500, detail, exc.headers.get("retry-after")) from None
+    except ResourceExhaustedResponse as exc:  # qdrant-client's form of a 429 with Retry-After
+        raise _status_error(what, server, 429, str(exc), exc.retry_after_s) from None
+    except ResponseHandlingException as exc:
+        if isinstance(exc.source, httpx.HTTPError):  # transport: timeouts, refused connections
+            raise exc.source from None
+        raise SnapshotError(f"{what}: unexpected answer from {server.base_url} ({exc.source})") from None
 
 
-def _client(server: ServerConfig, http: httpx.Client | None) -> tuple[httpx.Client, bool]:
-    return (http, False) if http is not None else (server.http_client(), True)
+@contextlib.contextmanager
+def _qdrant(server: ServerConfig, client: Any) -> Iterator[Any]:
+    """``client``, or a ``QdrantClient`` for ``server`` closed on exit (no version probe: one request per call)."""
+    if client is not None:
+        yield client
+        return
+    own = server.qdrant_client(check_compatibility=False)
+    try:
+        yield own
+    finally:
+        own.close()
 
 
-def create_snapshot(server: ServerConfig, collection: str, *, http: httpx.Client | None = None) -> SnapshotInfo:
-    """Create a snapshot of ``collection`` on this node and wait for it.
+def create_snapshot(server: ServerConfig, collection: str | None, *, client: Any = None) -> SnapshotInfo:
+    """Create a snapshot of ``collection`` (``None``: the whole storage) on this node and wait for it.
 
     Not retried: a timed-out creation may have succeeded, and repeating it
     would store a second snapshot. List the snapshots and retry by hand.
 
+    Args:
+        server: the node.
+        collection: the collection, or ``None`` for a full snapshot.
+        client: a ``QdrantClient`` to use (default: one for ``server``, closed after the call).
+
     Raises:
         httpx.HTTPStatusError: the server refused (e.g. 404: no such collection).
     """
-    client, own = _client(server, http)
-    try:
-        result = _check(
-            client.post(_path(collection, "snapshots"), params={"wait": "true"}), f"create snapshot of {collection!r}"
-        )
-    finally:
-        if own:
-            client.close()
-    info = SnapshotInfo.from_json(result)
-    logger.info("created snapshot %s of %r (%s bytes, sha256 %s)", info.name, collection, info.size, info.checksum)
+    with _qdrant(server, client) as qdrant, _server_errors(f"create snapshot {_what(collection)}", server):
+        if collection is None:
+            description = qdrant.create_full_snapshot(wait=True)
+        else:
+            description = qdrant.create_snapshot(collection, wait=True)
+    info = SnapshotInfo.from_description(description)
+    logger.info("created snapshot %s %s (%s bytes, sha256 %s)", info.name, _what(collection), info.size, info.checksum)
     return info
 
 
 def list_snapshots(
     server: ServerConfig,
-    collection: str,
+    collection: str | None,
     *,
-    http: httpx.Client | None = None,
+    client: Any = None,
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] | None = None,
 ) -> list[SnapshotInfo]:
-    """Snapshots of ``collection`` on this node (retried: a read)."""
-    client, own = _client(server, http)
-    try:
-        kw = {"sleep": sleep} if sleep else {}
-        result = call_with_retry(
-            lambda: _check(client.get(_path(collection, "snapshots")), f"list snapshots of {collection!r}"),
-            policy=policy,
-            description="list_snapshots",
-            **kw,
-        )
-    finally:
-        if own:
-            client.close()
-    return [SnapshotInfo.from_json(r) for r in result or []]
+    """Snapshots of ``collection`` (``None``: full snapshots) on this node (retried: a read)."""
+    kw = {"sleep": sleep} if sleep else {}
+    what = f"list snapshots {_what(collection)}"
+    with _qdrant(server, client) as qdrant:
+
+        def once() -> list[Any]:
+            with _server_errors(what, server):
+                return qdrant.list_full_snapshots() if collection is None else qdrant.list_snapshots(collection)
+
+        found = call_with_retry(once, policy=policy, description="list_snapshots", **kw)
+    return [SnapshotInfo.from_description(d) for d in found or []]
+
+
+def delete_snapshot(server: ServerConfig, collection: str | None, name: str, *, client: Any = None) -> None:
+    """Delete snapshot ``name`` of ``collection`` (``None``: a full snapshot) on this node.
+
+    Not retried: a timed-out deletion may have succeeded, and the repeat would answer 404.
+
+    Raises:
+        httpx.HTTPStatusError: the server refused (e.g. 404: no such snapshot).
+    """
+    with _qdrant(server, client) as qdrant, _server_errors(f"delete snapshot {name!r} {_what(collection)}", server):
+        if collection is None:
+            qdrant.delete_full_snapshot(name, wait=True)
+        else:
+            qdrant.delete_snapshot(collection, name, wait=True)
+    logger.info("deleted snapshot %s %s", name, _what(collection))
 
 
 def sha256_file(path: str | Path) -> str:
@@ -256,9 +328,45 @@ def verify_snapshot_file(path: str | Path, expected: str | None = None) -> str:
     return actual
 
 
+def _stream_to(client: httpx.Client, url_path: str, name: str, part: Path, show_progress: bool) -> str:
+    """One download attempt of ``url_path`` into ``part``; the sha256 of the bytes written."""
+    h = hashlib.sha256()
+    with client.stream("GET", url_path) as resp:
+        if resp.status_code >= 400:
+            resp.read()
+            _check(resp, f"download snapshot {name!r}")
+        total = int(resp.headers.get("content-length") or 0) or None
+        bar = None
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=total, unit="B", unit_scale=True, desc=f"download {name}")
+        try:
+            with open(part, "wb") as f:
+                for block in resp.iter_bytes(_CHUNK):
+                    f.write(block)
+                    h.update(block)
+                    if bar is not None:
+                        bar.update(len(block))
+        finally:
+            if bar is not None:
+                bar.close()
+    return h.hexdigest()
+
+
+def _reference_checksum(server: ServerConfig, collection: str | None, name: str, **retry: Any) -> str:
+    listed = {s.name: s for s in list_snapshots(server, collection, **retry)}
+    if name not in listed or not listed[name].checksum:
+        raise FileNotFoundError(
+            f"snapshot {name!r} {_what(collection)} is not listed by {server.base_url} "
+            f"(it has {sorted(listed)}); check the name or pass --checksum"
+        )
+    return str(listed[name].checksum)
+
+
 def download_snapshot(
     server: ServerConfig,
-    collection: str,
+    collection: str | None,
     name: str,
     dest_dir: str | Path,
     *,
@@ -268,7 +376,7 @@ def download_snapshot(
     sleep: Callable[[float], None] | None = None,
     show_progress: bool = False,
 ) -> Path:
-    """Download snapshot ``name`` to ``dest_dir/name`` and verify its sha256.
+    """Download snapshot ``name`` (of ``collection``; ``None``: a full snapshot) to ``dest_dir/name`` and verify it.
 
     The reference checksum is ``expected_checksum`` or, if not given, the one
     the server reports for ``name``. The file appears under its final name only
@@ -285,62 +393,39 @@ def download_snapshot(
     dest_dir.mkdir(parents=True, exist_ok=True)
     if Path(name).name != name or name in ("", ".", ".."):
         raise ValueError(f"snapshot name must be a plain file name, got {name!r}")
-    client, own = _client(server, http)
     kw = {"sleep": sleep} if sleep else {}
+    if expected_checksum is None:
+        expected_checksum = _reference_checksum(server, collection, name, policy=policy, **kw)
+    target = dest_dir / name
+    part = target.with_name(name + ".part")
+    client = http if http is not None else server.http_client()
     try:
-        if expected_checksum is None:
-            listed = {s.name: s for s in list_snapshots(server, collection, http=client, policy=policy, **kw)}
-            if name not in listed or not listed[name].checksum:
-                raise FileNotFoundError(
-                    f"snapshot {name!r} of {collection!r} is not listed by {server.base_url} "
-                    f"(it has {sorted(listed)}); check the name or pass --checksum"
-                )
-            expected_checksum = listed[name].checksum
-        target = dest_dir / name
-        part = target.with_name(name + ".part")
-
-        def fetch() -> str:
-            h = hashlib.sha256()
-            with client.stream("GET", _path(collection, "snapshots", name)) as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    _check(resp, f"download snapshot {name!r}")
-                total = int(resp.headers.get("content-length") or 0) or None
-                bar = None
-                if show_progress:
-                    from tqdm.auto import tqdm
-
-                    bar = tqdm(total=total, unit="B", unit_scale=True, desc=f"download {name}")
-                try:
-                    with open(part, "wb") as f:
-                        for block in resp.iter_bytes(_CHUNK):
-                            f.write(block)
-                            h.update(block)
-                            if bar is not None:
-                                bar.update(len(block))
-                finally:
-                    if bar is not None:
-                        bar.close()
-            return h.hexdigest()
-
-        try:
-            actual = call_with_retry(fetch, policy=policy, description="download_snapshot", **kw)
-        except BaseException:
-            part.unlink(missing_ok=True)
-            raise
-        if actual != expected_checksum.lower():
-            part.unlink(missing_ok=True)
-            raise ChecksumMismatchError(
-                f"downloaded snapshot {name!r} has sha256 {actual}, but the server reports {expected_checksum}; "
-                "the transfer was corrupted: download it again"
-            )
-        os.replace(part, target)
-        _sidecar(target).write_text(f"{actual}  {name}\n", encoding="utf-8")
+        actual = call_with_retry(_stream_to, client, _url_path(collection, name), name, part, show_progress,
+                                 policy=policy, description="download_snapshot", **kw)  # fmt: skip
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
     finally:
-        if own:
+        if http is None:
             client.close()
+    if actual != expected_checksum.lower():
+        part.unlink(missing_ok=True)
+        raise ChecksumMismatchError(
+            f"downloaded snapshot {name!r} has sha256 {actual}, but the server reports {expected_checksum}; "
+            "the transfer was corrupted: download it again"
+        )
+    os.replace(part, target)
+    _sidecar(target).write_text(f"{actual}  {name}\n", encoding="utf-8")
     logger.info("downloaded and verified %s (sha256 %s)", target, actual)
     return target
+
+
+def _priority(priority: str) -> Any:
+    from qdrant_client import models
+
+    if priority not in ("snapshot", "replica", "no_sync"):
+        raise ValueError(f'priority must be "snapshot", "replica" or "no_sync", got {priority!r}')
+    return models.SnapshotPriority(priority)
 
 
 def restore_snapshot(
@@ -349,8 +434,8 @@ def restore_snapshot(
     path: str | Path,
     *,
     checksum: str | None = None,
-    priority: Literal["snapshot", "replica", "no_sync"] = "snapshot",
-    http: httpx.Client | None = None,
+    priority: Priority = "snapshot",
+    client: Any = None,
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] | None = None,
 ) -> None:
@@ -363,27 +448,20 @@ def restore_snapshot(
         ChecksumMismatchError / FileNotFoundError: before any request.
         httpx.HTTPStatusError: the server refused.
     """
-    if priority not in ("snapshot", "replica", "no_sync"):
-        raise ValueError(f'priority must be "snapshot", "replica" or "no_sync", got {priority!r}')
+    level = _priority(priority)
     path = Path(path)
     digest = verify_snapshot_file(path, checksum)  # raise before side effects
-    client, own = _client(server, http)
     kw = {"sleep": sleep} if sleep else {}
+    what = f"restore {collection!r} from {path.name}"
+    with _qdrant(server, client) as qdrant:
 
-    def upload() -> Any:
-        with open(path, "rb") as f:
-            resp = client.post(
-                _path(collection, "snapshots", "upload"),
-                params={"wait": "true", "priority": priority, "checksum": digest},
-                files={"snapshot": (path.name, f, "application/octet-stream")},
-            )
-        return _check(resp, f"restore {collection!r} from {path.name}")
+        def upload() -> Any:
+            with open(path, "rb") as f, _server_errors(what, server):
+                return qdrant.http.snapshots_api.recover_from_uploaded_snapshot(
+                    collection_name=collection, wait=True, priority=level, checksum=digest, snapshot=f
+                )
 
-    try:
         call_with_retry(upload, policy=policy, description="restore_snapshot", **kw)
-    finally:
-        if own:
-            client.close()
     logger.info("restored %r from %s (sha256 %s)", collection, path, digest)
 
 
@@ -393,22 +471,16 @@ def recover_from_location(
     location: str,
     *,
     checksum: str | None = None,
-    priority: Literal["snapshot", "replica", "no_sync"] = "snapshot",
-    http: httpx.Client | None = None,
+    priority: Priority = "snapshot",
+    client: Any = None,
 ) -> None:
     """Ask the server to fetch a snapshot itself (``http(s)://`` or ``file://`` on the node) and recover.
 
     Use it for multi-GB snapshots already on the node or in object storage.
+
+    Raises:
+        httpx.HTTPStatusError: the server refused.
     """
-    client, own = _client(server, http)
-    try:
-        body: dict[str, Any] = {"location": location, "priority": priority}
-        if checksum:
-            body["checksum"] = checksum
-        _check(
-            client.put(_path(collection, "snapshots", "recover"), params={"wait": "true"}, json=body),
-            f"recover {collection!r} from {location}",
-        )
-    finally:
-        if own:
-            client.close()
+    level = _priority(priority)
+    with _qdrant(server, client) as qdrant, _server_errors(f"recover {collection!r} from {location}", server):
+        qdrant.recover_snapshot(collection, location, checksum=checksum or None, priority=level, wait=True)

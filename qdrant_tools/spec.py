@@ -42,7 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from qdrant_client import models
 
-from qdrant_tools.schema import VectorSpec
+from qdrant_tools.store.protocol import store_traits
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +143,8 @@ class QuantizationSpec(_Frozen):
 class VectorConfig(_Frozen):
     """One named vector: dense (one vector per point) or a multivector (several, scored by MaxSim).
 
+    The one type posfair describes a vector it writes with: a :class:`CollectionSpec` holds them,
+    and :func:`qdrant_tools.schema.check_collection` checks a live collection against them.
     A multivector holds e.g. the sub-chunk vectors of a node; it is only used to
     re-score candidates, so give it ``hnsw=HnswSpec(m=0)`` (no graph) unless it is
     searched on its own.
@@ -173,9 +175,25 @@ class VectorConfig(_Frozen):
             multivector_config=multi,
         )
 
-    def to_vector_spec(self) -> VectorSpec:
-        """The ingestion-side view (:class:`qdrant_tools.schema.VectorSpec`)."""
-        return VectorSpec(self.name, self.size, _DISTANCE[self.distance], multivector=self.multivector)
+    @property
+    def qdrant_distance(self) -> models.Distance:
+        """The distance as ``models.Distance`` (``"cosine"`` -> ``Distance.COSINE``)."""
+        return _DISTANCE[self.distance]
+
+
+class SparseVectorConfig(_Frozen):
+    """One named sparse vector (e.g. BM25 term weights from :class:`qdrant_tools.sparse.Bm25Sparse`).
+
+    Example:
+        >>> SparseVectorConfig(name="bm25").to_qdrant().modifier.value
+        'idf'
+    """
+
+    name: str = Field(min_length=1, description="sparse vector name, e.g. 'bm25'")
+    modifier: Literal["idf", "none"] = Field("idf", description="'idf': Qdrant weights query terms by IDF (BM25)")
+
+    def to_qdrant(self) -> models.SparseVectorParams:
+        return models.SparseVectorParams(modifier=models.Modifier.IDF if self.modifier == "idf" else None)
 
 
 class PayloadIndex(_Frozen):
@@ -206,6 +224,9 @@ class CollectionSpec(_Frozen):
         hnsw: collection-wide HNSW defaults.
         quantization: collection-wide quantization default.
         payload_indexes: fields to index (defaults to the ones posfair filters by).
+        sparse_vectors: named sparse vectors (BM25), beside the dense ones.
+        metadata: collection metadata written at creation (e.g. the ingestion recipe,
+            :mod:`qdrant_tools.metadata`); a server keeps it, so does the embedded store.
 
     Raises:
         pydantic.ValidationError: on an invalid or unknown field (names it and what is valid).
@@ -225,6 +246,8 @@ class CollectionSpec(_Frozen):
     hnsw: HnswSpec | None = None
     quantization: QuantizationSpec | None = None
     payload_indexes: tuple[PayloadIndex, ...] = POSFAIR_PAYLOAD_INDEXES
+    metadata: dict[str, Any] | None = None
+    sparse_vectors: tuple[SparseVectorConfig, ...] = ()
 
     @field_validator("vectors")
     @classmethod
@@ -290,10 +313,6 @@ class CollectionSpec(_Frozen):
                 return v
         raise KeyError(f"spec {self.name!r} has no vector {name!r}; it has {[v.name for v in self.vectors]}")
 
-    def vector_specs(self) -> list[VectorSpec]:
-        """Ingestion-side views of every vector."""
-        return [v.to_vector_spec() for v in self.vectors]
-
     def create_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of ``QdrantClient.create_collection`` for this spec."""
         kwargs: dict[str, Any] = {"vectors_config": {v.name: v.to_qdrant() for v in self.vectors}}
@@ -304,14 +323,21 @@ class CollectionSpec(_Frozen):
             kwargs["hnsw_config"] = self.hnsw.to_qdrant()
         if self.quantization is not None:
             kwargs["quantization_config"] = self.quantization.to_qdrant()
+        if self.metadata:
+            kwargs["metadata"] = dict(self.metadata)
+        if self.sparse_vectors:
+            kwargs["sparse_vectors_config"] = {v.name: v.to_qdrant() for v in self.sparse_vectors}
         return kwargs
 
 
 # ---------------------------------------------------------------------- validation
 def is_embedded(client: Any) -> bool:
-    """Whether ``client`` is qdrant-client's embedded local mode (``:memory:`` or ``path=``)."""
-    inner = getattr(client, "wrapped", client)  # RetryingClient
-    return type(getattr(inner, "_client", None)).__name__ == "QdrantLocal"
+    """Whether ``client`` is qdrant-client's embedded local mode (``:memory:`` or ``path=``).
+
+    Read from the store's traits (:func:`qdrant_tools.store.protocol.store_traits`); a
+    :class:`~qdrant_tools.retry.RetryingClient` forwards its client's.
+    """
+    return store_traits(client).kind == "local"
 
 
 @dataclass(frozen=True)
@@ -370,6 +396,11 @@ def _cmp_hnsw(prefix: str, want: HnswSpec | None, have: Any, out: list[Differenc
             out.append(Difference(f"{prefix}hnsw.{key}", value, actual, True))
 
 
+def _is_set(spec: CollectionSpec, key: str) -> bool:
+    """Whether ``spec`` says something about setting ``key`` (no payload indexes says nothing)."""
+    return bool(spec.payload_indexes) if key == "payload_indexes" else getattr(spec, key, None) is not None
+
+
 def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
     """Compare the live collection with ``spec``; never writes.
 
@@ -410,26 +441,9 @@ def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
             if want_q != have_q:
                 diffs.append(Difference(f"vectors.{v.name}.quantization", want_q, have_q, True))
 
-    if is_embedded(client):
-        report.unverified = [
-            k
-            for k in (
-                "shard_number",
-                "replication_factor",
-                "write_consistency_factor",
-                "on_disk_payload",
-                "hnsw",
-                "quantization",
-            )
-            if getattr(spec, k) is not None
-        ]
-        if spec.payload_indexes:
-            report.unverified.append("payload_indexes")
-        return report
-
-    # a store that records some settings without honouring them (the embedded Qdrant Edge store: one shard)
-    skipped = tuple(getattr(getattr(client, "wrapped", client), "unverified_settings", ()))
-    report.unverified = [k for k in skipped if getattr(spec, k, None) is not None]
+    # settings the store does not keep or report (local mode: all but the vectors; the Edge store: one shard)
+    skipped = store_traits(client).unverified_settings
+    report.unverified = [k for k in skipped if _is_set(spec, k)]
     for key, fixable in (
         ("shard_number", False),
         ("replication_factor", True),
@@ -441,14 +455,15 @@ def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
             continue
         if want is not None and getattr(params, key, None) != want:
             diffs.append(Difference(key, want, getattr(params, key, None), fixable))
-    _cmp_hnsw("", spec.hnsw, info.config.hnsw_config, diffs)
-    if spec.quantization is not None:
+    if "hnsw" not in skipped:
+        _cmp_hnsw("", spec.hnsw, info.config.hnsw_config, diffs)
+    if spec.quantization is not None and "quantization" not in skipped:
         want_q = QuantizationSpec.describe(spec.quantization.to_qdrant())
         have_q = QuantizationSpec.describe(info.config.quantization_config)
         if want_q != have_q:
             diffs.append(Difference("quantization", want_q, have_q, True))
     schema = info.payload_schema or {}
-    for idx in spec.payload_indexes:
+    for idx in () if "payload_indexes" in skipped else spec.payload_indexes:
         have = schema.get(idx.field)
         have_type = getattr(getattr(have, "data_type", None), "value", None)
         if have_type != idx.type:
@@ -494,7 +509,7 @@ def create_payload_indexes(client: Any, collection: str, indexes: Sequence[Paylo
         collection: collection name.
         indexes: the indexes to create.
     """
-    if indexes and is_embedded(client):
+    if indexes and not store_traits(client).keeps_payload_indexes:
         logger.info("embedded local mode keeps no payload indexes; %s are recorded only", [i.field for i in indexes])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

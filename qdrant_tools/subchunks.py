@@ -11,7 +11,9 @@ a sentence boundary is still seen whole by one of them. Only a sentence longer
 than the budget is cut, into token windows that overlap by a quarter.
 
 Pure functions (no model, no Qdrant): ingestion, the reranker and the evaluation
-harness cut sub-chunks with the same code.
+harness cut sub-chunks with the same code. Sentences come from
+:func:`qdrant_tools.text.sentence_spans` (re-exported here), the splitter the needle
+builder uses too.
 
 Example:
     >>> from qdrant_tools.subchunks import SubchunkConfig, subchunk_text
@@ -22,20 +24,16 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from qdrant_tools.chunking import Span, SpanFn, whitespace_spans
+from qdrant_tools.text import SPLITTER_TAG, sentence_spans
 
 __all__ = ["DEFAULT_SUBCHUNKS", "SUBCHUNK_VECTOR", "SubChunk", "SubchunkConfig", "sentence_spans", "subchunk_text"]
 
 #: Name of the multivector that holds a node's sub-chunk vectors (MaxSim).
 SUBCHUNK_VECTOR = "subchunks"
-
-# A sentence ends at . ! ? (optionally followed by closing quotes/brackets) before whitespace,
-# or at a blank line / line break that ends a heading or list item.
-_SENTENCE_END = re.compile(r"""[.!?…]+["'”’)\]]*(?=\s)|\n\s*\n|\n(?=\s*(?:[-*•#]|\d+[.)])\s)""")
 
 
 @dataclass(frozen=True)
@@ -63,8 +61,12 @@ class SubchunkConfig:
             )
 
     def key(self) -> str:
-        """Stable string identifying these settings (part of a document's version)."""
-        return f"sub={self.max_tokens};ov={self.overlap_sentences}"
+        """Stable string identifying these settings (part of a document's version).
+
+        Names the sentence splitter too (``qdrant_tools.text.SPLITTER_TAG``): sub-chunk spans follow
+        its boundaries, so a collection ingested with another splitter re-embeds instead of mixing.
+        """
+        return f"sub={self.max_tokens};ov={self.overlap_sentences};split={SPLITTER_TAG}"
 
 
 #: The shipped sub-chunk layout of ``posfair ingest``: chosen on needle-prose ``dev`` by
@@ -83,25 +85,6 @@ class SubChunk:
     start_char: int
     end_char: int
     n_tokens: int
-
-
-def sentence_spans(text: str) -> list[Span]:
-    """Character spans of the sentences of ``text`` (whitespace trimmed, in order, never empty)."""
-    spans: list[Span] = []
-    start = 0
-    for m in _SENTENCE_END.finditer(text):
-        _append_trimmed(spans, text, start, m.end())
-        start = m.end()
-    _append_trimmed(spans, text, start, len(text))
-    return spans
-
-
-def _append_trimmed(spans: list[Span], text: str, start: int, end: int) -> None:
-    piece = text[start:end]
-    left = len(piece) - len(piece.lstrip())
-    right = len(piece.rstrip())
-    if right > left:
-        spans.append((start + left, start + right))
 
 
 def _token_counts(sentences: Sequence[Span], tokens: Sequence[Span]) -> list[list[Span]]:

@@ -18,14 +18,19 @@
 It uses only ``collection_exists``, ``create_collection``, ``get_collection``,
 ``upsert``, ``scroll``, ``count``, ``delete`` and ``create_payload_index``,
 so any store offering qdrant-client's method names can stand behind it
-(:func:`qdrant_tools.store.open_store`); a store that builds its index on
-request (the embedded Qdrant Edge store) also gets ``build_index`` once the
-ingestion is done.
+(:func:`qdrant_tools.store.open_store`); a store whose traits say it builds
+its index on request (the embedded Qdrant Edge store; see
+:func:`qdrant_tools.store.protocol.store_traits`) also gets ``build_index``
+once the ingestion is done.
 
 A point may carry several named vectors, and a named vector may be a
 multivector (a list of vectors per point, e.g. for late interaction), so
 :class:`PointBatch` takes, per name, either an ``(n, size)`` array or ``n``
-per-point vectors (1-D dense or 2-D multi).
+per-point vectors (1-D dense or 2-D multi). Sparse vectors (e.g. BM25 from
+:class:`qdrant_tools.sparse.Bm25Sparse`) travel beside them in
+``PointBatch.sparse``, ``n`` ``models.SparseVector`` s per name, in the same
+columnar ``models.Batch``; the collection must have been created with those
+sparse vectors (``sparse_vectors_config``), which the backend checks.
 
 qdrant-client's ``upload_points`` / ``upload_collection`` batching helpers are
 not used: they retry every exception (a 400 too) with their own count, are not
@@ -52,17 +57,19 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from qdrant_client import models
 
 from qdrant_tools import payload as P
+from qdrant_tools.metadata import metadata_conflicts, read_metadata
 from qdrant_tools.plan import StoredVersion
 from qdrant_tools.retry import RetryingClient, RetryPolicy
 from qdrant_tools.schema import SchemaMismatchError, check_collection
-from qdrant_tools.spec import CollectionSpec, VectorConfig, create_payload_indexes
+from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig, create_payload_indexes
+from qdrant_tools.store.protocol import store_traits
 
 _SCROLL_PAGE = 2048
 
@@ -83,11 +90,13 @@ class PointBatch:
         payloads: one payload per point (:func:`qdrant_tools.payload.build_payload`).
         vectors: vector name -> an ``(n, size)`` array, or ``n`` per-point
             vectors, each 1-D (dense) or 2-D (a multivector: rows of ``size``).
+        sparse: sparse vector name -> ``n`` ``models.SparseVector`` s (one per point).
     """
 
     ids: Sequence[str]
     payloads: Sequence[dict[str, Any]]
     vectors: Mapping[str, Any]
+    sparse: Mapping[str, Sequence[models.SparseVector]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -118,8 +127,30 @@ def vector_rows(name: str, value: Any, n: int, size: int) -> list[Any]:
     return [row.tolist() for row in rows]
 
 
+def sparse_rows(name: str, value: Sequence[Any], n: int) -> list[models.SparseVector]:
+    """The ``n`` sparse vectors of sparse vector ``name``, checked.
+
+    Raises:
+        ValueError: wrong number of points, or an entry that is not a ``models.SparseVector``.
+    """
+    rows = list(value)
+    if len(rows) != n:
+        raise ValueError(f"sparse vector {name!r} has {len(rows)} entries for {n} points; give one per point")
+    bad = next((r for r in rows if not isinstance(r, models.SparseVector)), None)
+    if bad is not None:
+        raise ValueError(
+            f"sparse vector {name!r} got a {type(bad).__name__}; give models.SparseVector(indices=..., values=...) "
+            "per point, e.g. qdrant_tools.sparse.Bm25Sparse().embed_documents(texts)"
+        )
+    return rows
+
+
 def spec_for_vectors(
-    collection: str, vectors: Sequence[VectorConfig] | Mapping[str, int], base: CollectionSpec | None = None
+    collection: str,
+    vectors: Sequence[VectorConfig] | Mapping[str, int],
+    base: CollectionSpec | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    sparse: Sequence[SparseVectorConfig] = (),
 ) -> CollectionSpec:
     """The collection spec an ingestion writes to: ``base`` if given (checked), else one built from the encoders.
 
@@ -129,6 +160,8 @@ def spec_for_vectors(
             or ``{name: size}`` for dense vectors only.
         base: an operator's spec (HNSW, quantization, shards, indexes ...); it
             must name ``collection`` and hold every vector with the encoder's size and kind.
+        metadata: collection metadata the run records (merged over ``base``'s).
+        sparse: the sparse vectors the run writes (added to ``base``'s).
 
     Raises:
         SchemaMismatchError: ``base`` lacks a vector or gives it another size or kind.
@@ -137,7 +170,17 @@ def spec_for_vectors(
     if isinstance(vectors, Mapping):
         vectors = [VectorConfig(name=n, size=d) for n, d in vectors.items()]
     if base is None:
-        return CollectionSpec(name=collection, vectors=tuple(vectors))
+        return CollectionSpec(
+            name=collection,
+            vectors=tuple(vectors),
+            metadata=dict(metadata) if metadata else None,
+            sparse_vectors=tuple(sparse),
+        )
+    if metadata:
+        base = base.model_copy(update={"metadata": {**(base.metadata or {}), **metadata}})
+    missing = [v for v in sparse if v.name not in {s.name for s in base.sparse_vectors}]
+    if missing:
+        base = base.model_copy(update={"sparse_vectors": (*base.sparse_vectors, *missing)})
     if base.name != collection:
         raise ValueError(f"the spec describes collection {base.name!r} but the ingestion writes {collection!r}")
     have = {v.name: (v.size, v.multivector) for v in base.vectors}
@@ -196,11 +239,34 @@ class QdrantWriter:
         Raises:
             SchemaMismatchError: a vector is missing or has another size or distance (nothing is written).
         """
-        specs = [replace(v.to_vector_spec(), encoder=self.descriptions.get(v.name, "")) for v in self.spec.vectors]
-        exists = check_collection(self.client, self.collection, specs)
+        exists = check_collection(self.client, self.collection, self.spec.vectors, self.descriptions)
         if exists:
             self._refuse_missing_multivectors()
+            self._refuse_missing_sparse()
+            self._refuse_other_metadata()
         return exists
+
+    def _refuse_missing_sparse(self) -> None:
+        """Sparse vectors this run writes must exist in the collection (they cannot be added to its points)."""
+        live = self.client.get_collection(self.collection).config.params.sparse_vectors or {}
+        missing = sorted(v.name for v in self.spec.sparse_vectors if v.name not in live)
+        if missing:
+            raise SchemaMismatchError(
+                f"collection {self.collection!r} has no sparse vector {missing} (it was written without BM25), but "
+                "this run writes it; ingest without sparse vectors, or into a new collection (--collection NEW_NAME)"
+            )
+
+    def _refuse_other_metadata(self) -> None:
+        """The recorded metadata (the recipe) must agree with this run's wherever both say something."""
+        if not self.spec.metadata:
+            return
+        clash = metadata_conflicts(read_metadata(self.client, self.collection), self.spec.metadata)
+        if clash:
+            raise SchemaMismatchError(
+                f"collection {self.collection!r} was written with other settings than this run's: "
+                f"{'; '.join(clash)}; write with the collection's settings, or into a new collection "
+                "(--collection NEW_NAME)"
+            )
 
     def _refuse_missing_multivectors(self) -> None:
         """A collection with sub-chunk (multi)vectors must not get points without them: layouts never mix."""
@@ -230,10 +296,18 @@ class QdrantWriter:
             self.client.create_collection(self.collection, **self.spec.create_kwargs())
             missing = list(self.spec.payload_indexes)
         else:
+            self._record_missing_metadata()
             schema = self.client.get_collection(self.collection).payload_schema or {}
             missing = [i for i in self.spec.payload_indexes if i.field not in schema]
         create_payload_indexes(self.client, self.collection, missing)
         return created
+
+    def _record_missing_metadata(self) -> None:
+        """A collection written before it recorded metadata (or by another writer) learns the missing keys."""
+        stored = read_metadata(self.client, self.collection)
+        missing = {k: v for k, v in (self.spec.metadata or {}).items() if k not in stored}
+        if missing:
+            self.client.update_collection(self.collection, metadata=missing)
 
     def read_state(self) -> dict[str, dict[str, StoredVersion]]:
         """``doc_id -> version -> StoredVersion`` of the posfair points, in one scroll ({} without a collection)."""
@@ -272,7 +346,8 @@ class QdrantWriter:
         """Write ``batch`` with ``upsert(wait=True)`` (retried on transient errors); return its size.
 
         Raises:
-            ValueError: a vector name the spec does not have, or vectors of the wrong shape (before the call).
+            ValueError: a vector name the spec does not have, vectors of the wrong shape, or a sparse
+                vector named like a dense one (before the call).
         """
         n = len(batch.ids)
         if n == 0:
@@ -284,6 +359,10 @@ class QdrantWriter:
         if unknown:
             raise ValueError(f"vectors {unknown} are not in collection {self.collection!r} (it has {sorted(sizes)})")
         vectors = {name: vector_rows(name, value, n, sizes[name]) for name, value in batch.vectors.items()}
+        clash = sorted(set(batch.sparse) & set(sizes))
+        if clash:
+            raise ValueError(f"sparse vectors {clash} are named like dense vectors of {self.collection!r}; rename them")
+        vectors.update({name: sparse_rows(name, value, n) for name, value in batch.sparse.items()})
         self.client.upsert(
             self.collection,
             points=models.Batch(ids=list(batch.ids), vectors=vectors, payloads=list(batch.payloads)),
@@ -304,14 +383,14 @@ class QdrantWriter:
     def build_index(self, *, show_progress: bool = False) -> float:
         """Build the search index of what was written, where the store builds it on request; return seconds.
 
-        The embedded Qdrant Edge store (:class:`qdrant_tools.store.EdgeStore`) indexes when asked, so an
-        ingestion asks when it finishes; a server indexes in the background and local mode never does
-        (both: 0.0, nothing called).
+        A store whose traits say ``builds_index_on_request`` (the embedded Qdrant Edge store,
+        :class:`qdrant_tools.store.EdgeStore`) indexes when asked, so an ingestion asks when it finishes;
+        a server indexes in the background and local mode never does (both: 0.0, nothing called).
+        See :func:`qdrant_tools.store.protocol.store_traits`.
         """
-        inner = self.client.wrapped
-        if getattr(type(inner), "build_index", None) is None or not self.client.collection_exists(self.collection):
-            return 0.0  # looked up on the class: a Mock(wraps=client) invents every attribute
-        return float(inner.build_index(self.collection, show_progress=show_progress))
+        if not store_traits(self.client).builds_index_on_request or not self.client.collection_exists(self.collection):
+            return 0.0
+        return float(self.client.wrapped.build_index(self.collection, show_progress=show_progress))
 
     def _delete(self, flt: models.Filter) -> int:
         n = self.client.count(self.collection, count_filter=flt, exact=True).count

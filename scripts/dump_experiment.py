@@ -67,7 +67,7 @@ def train_arm(arm: Any, args: argparse.Namespace) -> dict[str, Any]:
         "train-dump",
         "--corpus",
         args.corpus,
-        "--out",
+        "--save-model",
         str(folder),
         *arm.cli_args(),
         "--max-steps",

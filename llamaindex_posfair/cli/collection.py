@@ -6,7 +6,7 @@ on-disk, payload indexes, shards, replication). A server's API key comes from
 ``$QDRANT_API_KEY`` and is never printed.
 
 Example:
-    posfair collection example-spec --name docs > docs.json
+    posfair collection example-spec --collection docs > docs.json
     posfair collection create --spec docs.json --qdrant-url https://qdrant:6333
     posfair collection migrate --spec docs.json --qdrant-url https://qdrant:6333 --dry-run
 """
@@ -17,7 +17,7 @@ import argparse
 from typing import Any
 
 from llamaindex_posfair.cli import options
-from llamaindex_posfair.cli.options import CliError
+from llamaindex_posfair.cli.options import CliError, add_renamed_argument, comma_list
 
 
 def register(subparsers: Any) -> None:
@@ -40,19 +40,26 @@ def register(subparsers: Any) -> None:
             p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
         p.set_defaults(handler=run_collection)
     p = col_sub.add_parser("example-spec", help="print an example spec (JSON) to start from")
-    p.add_argument("--name", default="posfair", help="collection name")
+    add_renamed_argument(
+        p, "--collection", old=["--name"], default="posfair", help="collection name (default: posfair)"
+    )
     p.add_argument("--size", type=int, default=384, help="vector size (384 for all-MiniLM-L6-v2)")
-    p.add_argument("--vectors", default="vanilla,calibrated", help="comma-separated vector names")
+    p.add_argument(
+        "--vectors",
+        type=comma_list(str),
+        default=("vanilla", "calibrated"),
+        help="vector names, comma-separated (default vanilla,calibrated)",
+    )
     p.set_defaults(handler=run_example_spec)
 
 
 def run_example_spec(args: argparse.Namespace) -> int:
     from qdrant_tools.spec import CollectionSpec, HnswSpec, VectorConfig
 
-    names = [n.strip() for n in args.vectors.split(",") if n.strip()]
+    names = list(args.vectors)
     try:
         spec = CollectionSpec(
-            name=args.name,
+            name=args.collection,
             vectors=[VectorConfig(name=n, size=args.size) for n in names],
             hnsw=HnswSpec(m=16, ef_construct=128),
             on_disk_payload=True,

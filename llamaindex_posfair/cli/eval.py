@@ -2,7 +2,7 @@
 
 Default run (the shipped needle benchmark, bundled all-MiniLM-L6-v2)::
 
-    posfair eval --out results/minilm
+    posfair eval --out-dir results/minilm
 
 sweeps the calibration grid and the named calibration variants
 (``eval/variants.py``) on the ``dev`` split, picks the grid point and the
@@ -30,46 +30,49 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llamaindex_posfair.cli.options import CliError, error_message, layer_set_type
+from llamaindex_posfair.cli.options import (
+    CliError,
+    add_renamed_argument,
+    comma_list,
+    error_message,
+    int_at_least,
+    layer_set_type,
+    parse_layers,
+    warn,
+)
 
 logger = logging.getLogger(__name__)
 
 
-# ------------------------------------------------------------------ errors
 # ------------------------------------------------------------------ value parsers
-def _positive_int(text: str) -> int:
+#: Comma-separated lists (``""`` is the empty list: e.g. ``--chunk-sizes ''`` = no chunk-max systems).
+int_list = comma_list(int_at_least(1), allow_empty=True)
+float_list = comma_list(float, allow_empty=True)
+
+
+def _one_layer_set(text: str) -> Any:
     try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    if text.strip() == "0":
-        return 0
-    return _positive_int(text)
-
-
-def float_list(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from exc
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(_positive_int(v) for v in text.split(",") if v.strip())
-    except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}") from exc
+        return parse_layers(text, "a layer set")
+    except CliError:
+        raise argparse.ArgumentTypeError(
+            f'a layer set in --layer-sets must be "last", "last_half" or layer indices joined by "+" such as 3+4+5; '
+            f"got {text.strip()!r}"
+        ) from None
 
 
 def _layer_sets(text: str) -> tuple[Any, ...]:
-    """Several layer sets separated by ``;``: ``last;last_half;3+4`` (indices joined by ``+`` or ``,``)."""
-    return tuple(layer_set_type(part) for part in text.split(";") if part.strip())
+    """Several layer sets, comma-separated: ``last,last_half,3+4`` (the indices of one set joined by ``+``).
+
+    The old form, sets separated by ``;`` (``last;3,4``), still parses, with a deprecation warning.
+    """
+    if ";" in text:
+        warn(
+            "posfair eval",
+            '--layer-sets separated by ";" is deprecated; separate layer sets with "," and join the indices of '
+            'one set with "+", e.g. --layer-sets last,last_half,3+4',
+        )
+        return tuple(layer_set_type(part) for part in text.split(";") if part.strip())
+    return tuple(_one_layer_set(part) for part in text.split(",") if part.strip())
 
 
 def _option(text: str) -> tuple[str, Any]:
@@ -119,31 +122,38 @@ def add_data_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--max-queries",
-        type=_positive_int,
+        type=int_at_least(1),
         default=None,
         help="quick runs: only the first N queries and their judged passages (not comparable to full runs)",
     )
 
 
 def _add_grid_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--basket-sizes", type=int_list, default=(64, 128, 256))
-    p.add_argument("--strengths", type=float_list, default=(0.3, 0.5, 0.7, 1.0))
+    p.add_argument(
+        "--basket-sizes", type=int_list, default=(64, 128, 256), help="basket sizes of the grid (default 64,128,256)"
+    )
+    p.add_argument(
+        "--strengths",
+        type=float_list,
+        default=(0.3, 0.5, 0.7, 1.0),
+        help="strengths of the grid (default 0.3,0.5,0.7,1)",
+    )
     p.add_argument(
         "--layer-sets",
         type=_layer_sets,
         default=("last_half",),
-        help='layer sets of the grid, separated by ";": e.g. "last;last_half;3+4" (default last_half: on the '
-        "30/group benchmark no `last`-only point beat vanilla)",
+        help='layer sets of the grid, comma-separated, the indices of one set joined by "+": e.g. '
+        '"last,last_half,3+4" (default last_half: on the 30/group benchmark no `last`-only point beat vanilla)',
     )
     p.add_argument("--no-variants", action="store_true", help="skip the named calibration variants (eval/variants.py)")
     p.add_argument(
         "--fusion-alphas",
         type=float_list,
         default=tuple(i / 10 for i in range(11)),
-        help="fusion weights α of the vanilla score tried on the selection split",
+        help="fusion weights α of the vanilla score tried on the selection split, comma-separated (default 0,0.1,...,1)",
     )
     p.add_argument("--no-grid", action="store_true", help="skip selection (vanilla, default and baselines only)")
-    p.add_argument("--default-basket-size", type=_positive_int, default=128)
+    p.add_argument("--default-basket-size", type=int_at_least(1), default=128)
     p.add_argument("--default-strength", type=float, default=0.5)
     p.add_argument(
         "--default-layers", type=layer_set_type, default="last_half", help="the paper default's layer set (one set)"
@@ -160,21 +170,24 @@ def _add_grid_args(p: argparse.ArgumentParser) -> None:
 
 def _add_system_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="model path or name (default: bundled all-MiniLM-L6-v2)")
-    p.add_argument("--max-length", type=_positive_int, default=512, help="encoder window (MiniLM's card says 256)")
+    p.add_argument("--max-length", type=int_at_least(1), default=512, help="encoder window (MiniLM's card says 256)")
     p.add_argument("--preset", default="posfair-minilm", help="calibration preset also reported ('none' = skip)")
     p.add_argument(
-        "--chunk-sizes", type=int_list, default=(64, 128, 256), help="chunk-max chunk sizes in tokens ('' = none)"
+        "--chunk-sizes",
+        type=int_list,
+        default=(64, 128, 256),
+        help="chunk-max chunk sizes in tokens, comma-separated ('' = none)",
     )
     p.add_argument(
         "--multivector-tokens",
-        type=_non_negative_int,
+        type=int_at_least(0),
         default=128,
         help="segment size of the Qdrant MaxSim systems (0 = none)",
     )
-    p.add_argument("--segment-tokens", type=_positive_int, default=128, help="segment size of Segment Embed Average")
+    p.add_argument("--segment-tokens", type=int_at_least(1), default=128, help="segment size of Segment Embed Average")
     p.add_argument(
         "--rerank-k",
-        type=_positive_int,
+        type=int_at_least(1),
         default=20,
         help="vanilla candidates re-scored by the calibrated encoder (default 20: must be well below the corpus "
         "size, or the rerank equals the calibrated system; use ~100 on real corpora)",
@@ -183,9 +196,15 @@ def _add_system_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--encode-batch-size", type=_positive_int, default=16, help="texts per forward pass")
-    p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--out", default="results/eval", help="output folder for tables and plots")
+    p.add_argument("--encode-batch-size", type=int_at_least(1), default=16, help="texts per forward pass (default 16)")
+    p.add_argument("--threads", type=int_at_least(1), default=None, help="torch CPU threads (default: torch's)")
+    add_renamed_argument(
+        p,
+        "--out-dir",
+        old=["--out"],
+        default="results/eval",
+        help="output folder for tables and plots (default results/eval)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(
         "--cache-dir",
@@ -341,11 +360,11 @@ def run(args: argparse.Namespace) -> int:
     caption = summary_caption(s.report, s.model_label, s.encoder.max_length, args.rerank_k, outcome.selection)
     meta = _run_meta(args, s, outcome, wall, torch.get_num_threads())
     table, _ = write_outputs(
-        outcome, s.report, s.select, args.out, caption=caption, model_label=s.model_label, meta=meta
+        outcome, s.report, s.select, args.out_dir, caption=caption, model_label=s.model_label, meta=meta
     )
     print(table)
     grid_files = ", grid.md, grid.csv, psi_vs_harmonic.png" if outcome.selection else ""
-    print(f"wrote {args.out}/summary.md, summary.csv, ndcg_by_group.png{grid_files}")
+    print(f"wrote {args.out_dir}/summary.md, summary.csv, ndcg_by_group.png{grid_files}")
     print(f"wall time {wall:.0f} s")
     return 0
 

@@ -6,7 +6,7 @@ overlaps, calibration, prefetch limits and fusion weights on the ``dev`` split,
 chooses the settings to ship there only, and reports them on ``test`` next to
 the shipped single-vector main job::
 
-    posfair eval-main-job --out results/main_job
+    posfair eval-main-job --out-dir results/main_job
 
 writes ``summary.md/csv`` (test), ``sweep.md/csv`` (dev), ``ndcg_by_group.png``,
 ``frontier.png`` (harmonic nDCG@10 vs vector bytes per passage) and ``run.json`` (the
@@ -29,7 +29,7 @@ from dataclasses import asdict
 from typing import Any
 
 from llamaindex_posfair.cli.eval import add_data_args, cache_dir_from_args, float_list, int_list, load_split
-from llamaindex_posfair.cli.options import CliError, error_message, int_at_least
+from llamaindex_posfair.cli.options import CliError, add_renamed_argument, error_message, int_at_least
 
 
 def register(subparsers: Any) -> None:
@@ -40,16 +40,35 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_data_args(p)
-    p.add_argument("--node-tokens", type=int_list, default=(254, 510), help="node sizes in tokens (default 254,510)")
+    add_renamed_argument(
+        p,
+        "--chunk-tokens-grid",
+        old=["--node-tokens"],
+        type=int_list,
+        default=(254, 510),
+        help="node sizes tried (posfair ingest --chunk-tokens), comma-separated (default 254,510)",
+    )
     p.add_argument(
         "--windows",
         default="510:512",
-        help="NODE:MAX_LENGTH pairs for node sizes beyond the model's default window (default 510:512)",
+        help="CHUNK_TOKENS:MAX_LENGTH pairs, comma-separated, for node sizes beyond the model's default window "
+        "(default 510:512)",
     )
-    p.add_argument("--subchunk-tokens", type=int_list, default=(32, 48, 64, 96, 128), help="sub-chunk budgets")
-    p.add_argument("--subchunk-overlaps", default="0,1,2", help="sentence overlaps (default 0,1,2)")
-    p.add_argument("--calibrations", default="off,paper,posfair-minilm", help="'off' and preset names")
-    p.add_argument("--prefetch-limits", type=int_list, default=(20, 50, 100), help="prefetch limits")
+    add_renamed_argument(
+        p,
+        "--subchunk-tokens-grid",
+        old=["--subchunk-tokens"],
+        type=int_list,
+        default=(32, 48, 64, 96, 128),
+        help="sub-chunk budgets tried (posfair ingest --subchunk-tokens), comma-separated (default 32,48,64,96,128)",
+    )
+    p.add_argument(
+        "--subchunk-overlaps", default="0,1,2", help="sentence overlaps tried, comma-separated (default 0,1,2)"
+    )
+    p.add_argument("--calibrations", default="off,paper,posfair-minilm", help="'off' and preset names, comma-separated")
+    p.add_argument(
+        "--prefetch-limits", type=int_list, default=(20, 50, 100), help="prefetch limits tried, comma-separated"
+    )
     p.add_argument(
         "--exact-up-to",
         type=int_at_least(0),
@@ -61,14 +80,21 @@ def register(subparsers: Any) -> None:
         "--reference-prefetch-limits",
         type=int_list,
         default=(200, 500),
-        help="larger prefetch limits reported for the choice, not chosen from (default 200,500)",
+        help="larger prefetch limits reported for the choice, not chosen from, comma-separated (default 200,500)",
     )
-    p.add_argument("--node-weights", type=float_list, default=(0.0, 0.1, 0.2, 0.3, 0.5), help="fusion weights")
+    p.add_argument(
+        "--node-weights",
+        type=float_list,
+        default=(0.0, 0.1, 0.2, 0.3, 0.5),
+        help="fusion weights tried (posfair query --node-weight), comma-separated",
+    )
     p.add_argument("--finalists", type=int_at_least(1), default=3, help="sub-chunk layouts tuned further")
     p.add_argument("--tolerance", type=float, default=1.0, help="harmonic-mean margin of the rule, in points")
     p.add_argument("--model", default=None, help="model path or name (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--threads", type=int_at_least(1), default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--out", default="results/main_job", help="output folder (default results/main_job)")
+    add_renamed_argument(
+        p, "--out-dir", old=["--out"], default="results/main_job", help="output folder (default results/main_job)"
+    )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(
         "--cache-dir", default=None, help="embedding memo folder (default: ~/.cache/llamaindex_posfair/main_job)"
@@ -81,7 +107,7 @@ def _pairs(text: str) -> dict[int, int]:
     try:
         return {int(a): int(b) for a, _, b in (item.partition(":") for item in text.split(",") if item.strip())}
     except ValueError:
-        raise CliError(f"--windows takes NODE:MAX_LENGTH pairs, got {text!r}; e.g. 510:512") from None
+        raise CliError(f"--windows takes CHUNK_TOKENS:MAX_LENGTH pairs, got {text!r}; e.g. 510:512") from None
 
 
 def _overlaps(text: str) -> tuple[int, ...]:
@@ -98,8 +124,8 @@ def _grid(args: argparse.Namespace) -> Any:
     from llamaindex_posfair.eval.main_job_protocol import MainJobGrid
 
     return MainJobGrid(
-        node_tokens=tuple(args.node_tokens),
-        subchunk_tokens=tuple(args.subchunk_tokens),
+        node_tokens=tuple(args.chunk_tokens_grid),
+        subchunk_tokens=tuple(args.subchunk_tokens_grid),
         subchunk_overlaps=_overlaps(args.subchunk_overlaps),
         calibrations=tuple(c.strip() for c in args.calibrations.split(",") if c.strip()),
         prefetch_limits=tuple(args.prefetch_limits),
@@ -173,7 +199,9 @@ def run(args: argparse.Namespace) -> int:
         "chosen_on_select": {"harmonic": outcome.chosen.harmonic, "psi": outcome.chosen.result.ndcg.psi},
         **outcome.notes,
     }
-    table, _ = write_main_job(outcome, report, select, args.out, meta=meta, model_label="all-MiniLM-L6-v2")
+    table, _ = write_main_job(outcome, report, select, args.out_dir, meta=meta, model_label="all-MiniLM-L6-v2")
     print(table)
-    print(f"wrote {args.out}/summary.md, summary.csv, sweep.md, sweep.csv, ndcg_by_group.png, frontier.png, run.json")
+    print(
+        f"wrote {args.out_dir}/summary.md, summary.csv, sweep.md, sweep.csv, ndcg_by_group.png, frontier.png, run.json"
+    )
     return 0

@@ -41,9 +41,13 @@ def add_vector_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_chunking_args(p: argparse.ArgumentParser) -> None:
-    """Chunking, file selection and progress flags (shared by ``ingest`` and ``ingest-ray``)."""
-    p.add_argument("--chunk-tokens", type=int, default=None, help="tokens per chunk (default: min(256, model window))")
-    p.add_argument("--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring chunks (default 32)")
+    """Chunking, file selection and progress flags (shared by ``ingest`` and ``ingest-ray``).
+
+    The chunking flags default to the collection's recipe when it exists (and must agree with it),
+    else to the shipped main job (:meth:`Recipe.default`).
+    """
+    p.add_argument("--chunk-tokens", type=int, default=None, help="tokens per node (default: min(256, model window))")
+    p.add_argument("--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring nodes (default 32)")
     p.add_argument("--extensions", default=".txt,.md", help="comma-separated file suffixes (default .txt,.md)")
     p.add_argument("--write-batch-size", type=int, default=256, help="points per Qdrant upsert (default 256)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -51,41 +55,138 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--subchunk-tokens",
         type=int,
-        default=DEFAULT_SUBCHUNKS.max_tokens,
+        default=None,
         help=f"token budget of a sub-chunk (default {DEFAULT_SUBCHUNKS.max_tokens})",
     )
     g.add_argument(
         "--subchunk-overlap",
         type=int,
-        default=DEFAULT_SUBCHUNKS.overlap_sentences,
+        default=None,
         help=f"sentences shared by neighbouring sub-chunks (default {DEFAULT_SUBCHUNKS.overlap_sentences})",
     )
     g.add_argument(
         "--no-subchunks", action="store_true", help="the single-vector layout: one vector per node (less storage)"
     )
     g.add_argument("--subchunk-int8", action="store_true", help="store sub-chunk vectors int8-quantized (4x smaller)")
+    h = p.add_argument_group("hybrid search (a BM25 sparse vector of each node, fused in Qdrant)")
+    b = h.add_mutually_exclusive_group()
+    b.add_argument("--bm25", action="store_true", default=None, help="store the BM25 vector (default: the main job's)")
+    b.add_argument("--no-bm25", dest="bm25", action="store_false", help="store no BM25 vector (dense search only)")
 
 
-def ingest_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`qdrant_tools.driver.IngestSettings` fields the chunking flags describe."""
-    from qdrant_tools.subchunks import SubchunkConfig
+#: Recipe chunking field -> its flag (for errors).
+CHUNKING_FLAGS = {
+    "chunk_tokens": "--chunk-tokens",
+    "overlap_tokens": "--overlap-tokens",
+    "subchunk_tokens": "--subchunk-tokens / --no-subchunks",
+    "subchunk_overlap": "--subchunk-overlap",
+    "subchunk_int8": "--subchunk-int8",
+}
 
-    if args.no_subchunks and args.subchunk_int8:
-        raise CliError("--subchunk-int8 quantizes sub-chunk vectors; drop it with --no-subchunks")
-    try:
-        subchunks = None if args.no_subchunks else SubchunkConfig(args.subchunk_tokens, args.subchunk_overlap)
-    except ValueError as exc:
-        raise CliError(
-            str(exc).replace("max_tokens", "--subchunk-tokens").replace("overlap_sentences", "--subchunk-overlap")
-        ) from None
-    return {
+
+def chunking_given(args: argparse.Namespace) -> dict[str, Any]:
+    """The chunking fields the flags set explicitly.
+
+    Raises:
+        CliError: contradictory flags (--subchunk-int8 or a sub-chunk budget with --no-subchunks).
+    """
+    if args.no_subchunks and (args.subchunk_int8 or args.subchunk_tokens is not None):
+        raise CliError("--no-subchunks stores no sub-chunks; drop --subchunk-int8 / --subchunk-tokens")
+    given = {
         "chunk_tokens": args.chunk_tokens,
         "overlap_tokens": args.overlap_tokens,
+        "subchunk_tokens": args.subchunk_tokens,
+        "subchunk_overlap": args.subchunk_overlap,
+        "subchunk_int8": True if args.subchunk_int8 else None,
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if args.no_subchunks:
+        given["subchunk_tokens"] = None
+    return given
+
+
+def new_recipe(args: argparse.Namespace) -> Any:
+    """The recipe of a new collection: the flags over the shipped main job's defaults.
+
+    Raises:
+        CliError: an invalid value, named by its flag.
+    """
+    from pydantic import ValidationError
+
+    from llamaindex_posfair.integrations.recipe import ChunkingRecipe, Recipe
+
+    try:
+        chunking = ChunkingRecipe(**chunking_given(args))
+    except ValidationError as exc:
+        message = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        message = message.replace("max_tokens", "--subchunk-tokens").replace("overlap_sentences", "--subchunk-overlap")
+        raise CliError(message) from None
+    from llamaindex_posfair.integrations.recipe import MAIN_JOB_BM25, MAIN_JOB_SEARCH
+    from qdrant_tools.sparse import Bm25Sparse
+
+    encoder_set = encoder_set_from_args(args)
+    bm25 = Bm25Sparse() if (MAIN_JOB_BM25 if args.bm25 is None else args.bm25) else None
+    search = MAIN_JOB_SEARCH.model_copy(update={"vector": args.vector_name})
+    return Recipe.build(encoder_set, chunking, search, bm25)
+
+
+def ingest_recipe(args: argparse.Namespace, client: Any) -> tuple[Any, Any]:
+    """The recipe this run writes and its encoders (run-time flags applied).
+
+    An existing collection's recipe is kept: flags may only repeat it (a contradiction names both values).
+
+    Raises:
+        CliError: a flag contradicts the collection's recipe, or an invalid value.
+    """
+    from llamaindex_posfair.encoders.spec import EncoderSet
+    from llamaindex_posfair.integrations.recipe import RecipeConflictError, read_recipe
+
+    stored = read_recipe(client, args.collection) if client.collection_exists(args.collection) else None
+    if stored is None:
+        recipe = new_recipe(args)
+    else:
+        recipe = stored
+        try:
+            recipe.check_chunking(chunking_given(args), CHUNKING_FLAGS)
+            _check_vector_flags(args, recipe)
+            _check_bm25_flag(args, recipe)
+            for name in recipe.vectors:
+                recipe.encoder_spec(name, options.spec_fields_given(args), names=options.SPEC_FLAGS)
+        except RecipeConflictError as exc:
+            raise CliError(str(exc).replace("the collection", f"collection {args.collection!r}", 1)) from None
+    runtime = options.runtime_fields(args)
+    return recipe, EncoderSet(vectors={n: s.model_copy(update=runtime) for n, s in recipe.vectors.items()})
+
+
+def _check_bm25_flag(args: argparse.Namespace, recipe: Any) -> None:
+    if args.bm25 is not None and args.bm25 != (recipe.bm25 is not None):
+        stored, given = ("no BM25 vector", "--bm25") if args.bm25 else ("a BM25 vector", "--no-bm25")
+        raise CliError(
+            f"collection {args.collection!r} was written with {stored}, but {given} was given; "
+            "drop the flag to use the collection's, or write a new collection"
+        )
+
+
+def _check_vector_flags(args: argparse.Namespace, recipe: Any) -> None:
+    names = sorted(recipe.vectors)
+    wanted = ["calibrated", "vanilla"] if args.both_vectors else ([args.vector_name] if args.vector_name else None)
+    if wanted is not None and sorted(wanted) != names:
+        flag = "--both-vectors" if args.both_vectors else f"--vector-name {args.vector_name}"
+        raise CliError(
+            f"collection {args.collection!r} was written with vectors {names}, but {flag} was given; "
+            "drop the flag to use the collection's, or write a new collection"
+        )
+
+
+def ingest_settings(args: argparse.Namespace, recipe: Any) -> dict[str, Any]:
+    """The :class:`qdrant_tools.driver.IngestSettings` fields of this run: the recipe's chunking, recorded."""
+    return {
+        **recipe.chunking.ingest_settings(),
         "extensions": options.parse_extensions(args.extensions),
         "prune": args.prune,
         "show_progress": not args.no_progress,
-        "subchunks": subchunks,
-        "subchunk_quantization": "int8" if args.subchunk_int8 else None,
+        "sparse": recipe.sparse_encoder(),
+        "metadata": recipe.metadata(),
     }
 
 
@@ -137,11 +238,11 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run_ingest)
 
 
-def _config(args: argparse.Namespace) -> Any:
+def _config(args: argparse.Namespace, recipe: Any) -> Any:
     from qdrant_tools.ingest import IngestConfig
 
     try:
-        return IngestConfig(batch_size=args.write_batch_size, **ingest_settings(args))
+        return IngestConfig(batch_size=args.write_batch_size, **ingest_settings(args, recipe))
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
@@ -151,10 +252,10 @@ def run_ingest(args: argparse.Namespace) -> int:
     from qdrant_tools.schema import SchemaMismatchError
 
     check_source(args.source)
-    config = _config(args)
-    encoder_set = encoder_set_from_args(args)
     client = options.open_client(args)  # storage problems surface before the model loads
     try:
+        recipe, encoder_set = ingest_recipe(args, client)
+        config = _config(args, recipe)
         vectors = encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))
         report = ingest_path(client, args.collection, args.source, vectors, config)
     except (SchemaMismatchError, ValueError) as exc:

@@ -22,7 +22,7 @@ from llamaindex_posfair.cli import options
 from llamaindex_posfair.cli.ingest import (
     add_ingest_args,
     check_source,
-    encoder_set_from_args,
+    ingest_recipe,
     ingest_settings,
     print_report,
 )
@@ -50,7 +50,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run_ingest_ray)
 
 
-def _config(args: argparse.Namespace) -> Any:
+def _config(args: argparse.Namespace, recipe: Any) -> Any:
     from qdrant_tools.ray_ingest import RayIngestConfig
 
     try:
@@ -62,7 +62,7 @@ def _config(args: argparse.Namespace) -> Any:
             docs_per_task=args.docs_per_task,
             write_batch_size=args.write_batch_size,
             write_ordering=args.write_ordering,
-            **ingest_settings(args),
+            **ingest_settings(args, recipe),
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
@@ -90,11 +90,12 @@ def run_ingest_ray(args: argparse.Namespace) -> int:
     from qdrant_tools.spec import CollectionMismatchError
 
     check_source(args.source)
-    config = _config(args)
-    encoder_set = encoder_set_from_args(args).pinned()
     collection_spec = _collection_spec(args)
     client = options.open_client(args)
     try:
+        recipe, encoder_set = ingest_recipe(args, client)
+        config = _config(args, recipe)
+        encoder_set = encoder_set.pinned()
         report = ray_ingest_path(
             client,
             args.collection,
@@ -107,6 +108,8 @@ def run_ingest_ray(args: argparse.Namespace) -> int:
         )
     except (SchemaMismatchError, CollectionMismatchError, ValueError) as exc:
         raise CliError(str(exc)) from None
+    except CliError:
+        raise
     except Exception as exc:
         print(
             f"posfair ingest-ray: stopped by {type(exc).__name__}: {exc}\n"

@@ -1,6 +1,9 @@
 """``posfair mm-simulate`` / ``mm-eval``: multimodal position-bias calibration (issue 6).
 
 Heavy imports happen inside the handlers so ``posfair --help`` stays fast.
+Lists are comma-separated (``--n 4,8``, ``--methods vanilla,ours``); the
+multimodal model and its fitted calibration are ``--mm-model`` and
+``--mm-calibration``, as in ``posfair serve``; plots go to ``--plot-dir``.
 User errors (a missing folder or state file, a setting the library rejects, a
 state fitted for another model) print ``posfair mm-...: error: ...`` and exit 2.
 """
@@ -11,7 +14,15 @@ import argparse
 import json
 from pathlib import Path
 
-from llamaindex_posfair.cli.options import CliError, int_at_least, user_errors
+from llamaindex_posfair.cli.options import (
+    CliError,
+    CommaListAction,
+    CommaListHelpFormatter,
+    add_renamed_argument,
+    comma_list,
+    int_at_least,
+    user_errors,
+)
 
 #: Errors whose message is written for the user: missing files or models (OSError),
 #: settings the library rejects and calibration states that do not fit (ValueError).
@@ -27,15 +38,17 @@ def _simulate(args: argparse.Namespace) -> int:
     rows, dump = [], {}
     for n in args.n:
         sim = SimulatedMLLM(SimulatorConfig(seed=args.seed))
-        cal = AttentionGuidedCalibrator(CalibratorConfig(top_k=args.top_k, sharpen=args.sharpen, variant=args.variant))
+        cal = AttentionGuidedCalibrator(
+            CalibratorConfig(top_k=args.top_layers, sharpen=args.sharpen, variant=args.variant)
+        )
         cal.fit(sim, make_samples(args.calibration_samples, n, seed=args.seed + 1, hard=args.hard))
         test = make_samples(args.test_samples, n, seed=args.seed + 2, hard=args.hard)
         rep = evaluate_methods(sim, cal, test)
         rep["unbiased simulator"] = evaluate_methods(sim.unbiased(), None, test, methods=("vanilla",))["vanilla"]
         rows += [(m if m != "ours" else "ours (attention-guided)", r) for m, r in rep.items()]
         dump[n] = {m: r.as_dict() for m, r in rep.items()}
-        if args.plot:
-            plot_per_slot({m: rep[m] for m in ("vanilla", "pride", "ours")}, Path(args.plot) / f"sim_n{n}.png")
+        if args.plot_dir:
+            plot_per_slot({m: rep[m] for m in ("vanilla", "pride", "ours")}, Path(args.plot_dir) / f"sim_n{n}.png")
     print(format_table(rows, args.rstd))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(dump, indent=1))
@@ -46,10 +59,10 @@ def _check_evaluate_args(args: argparse.Namespace, known_methods: tuple[str, ...
     """Refuse settings ``mm-eval`` would only trip over after loading the model."""
     unknown = [m for m in args.methods if m not in known_methods]
     if unknown:
-        raise CliError(f"--methods: unknown method(s) {unknown}; valid: {', '.join(known_methods)}")
-    if args.state and not Path(args.state).is_file():
+        raise CliError(f"--methods: unknown method(s) {unknown}; valid: {','.join(known_methods)}")
+    if args.mm_calibration and not Path(args.mm_calibration).is_file():
         raise CliError(
-            f"--state {args.state!r} does not exist; drop --state to fit a calibration on "
+            f"--mm-calibration {args.mm_calibration!r} does not exist; drop --mm-calibration to fit a calibration on "
             "--calibration-samples problems, or pass a file written by CalibrationState.save(path)"
         )
 
@@ -65,18 +78,20 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     _check_evaluate_args(args, ALL_METHODS)
     pairs = load_captions(args.folder, args.captions)
-    if args.model == "tiny":
+    if args.mm_model == "tiny":
         from llamaindex_posfair.multimodal.tiny import build_tiny_adapter
 
         adapter = build_tiny_adapter("qwen2_vl")
     else:
         from llamaindex_posfair.multimodal.qwen_adapter import QwenVLAdapter
 
-        adapter = QwenVLAdapter.from_pretrained(args.model, device=args.device)
+        adapter = QwenVLAdapter.from_pretrained(args.mm_model, device=args.device)
     rows = []
     for n in args.n:
-        if args.state:
-            cal = AttentionGuidedCalibrator(state=CalibrationState.load(args.state, model_id=adapter.model_id, n=n))
+        if args.mm_calibration:
+            cal = AttentionGuidedCalibrator(
+                state=CalibrationState.load(args.mm_calibration, model_id=adapter.model_id, n=n)
+            )
         else:
             cal = AttentionGuidedCalibrator()
             calib = build_problems(pairs, n, args.calibration_samples, negatives=args.negatives, seed=args.seed)
@@ -84,47 +99,91 @@ def _evaluate(args: argparse.Namespace) -> int:
         test = build_problems(pairs, n, args.test_samples, negatives=args.negatives, seed=args.seed + 1)
         rep = evaluate_methods(adapter, cal, test, methods=args.methods)
         rows += list(rep.items())
-        if args.plot:
+        if args.plot_dir:
             out = plot_per_slot(
-                {m: rep[m] for m in rep if m in ("vanilla", "ours")}, Path(args.plot) / f"eval_n{n}.png"
+                {m: rep[m] for m in rep if m in ("vanilla", "ours")}, Path(args.plot_dir) / f"eval_n{n}.png"
             )
             print(f"plot: {out}")
     print(format_table(rows, args.rstd))
     return 0
 
 
+def _add_counts(p: argparse.ArgumentParser, default: list[int], what: str) -> None:
+    p.add_argument(
+        "--n",
+        type=comma_list(int_at_least(2)),
+        action=CommaListAction,
+        default=default,
+        metavar="N,N",
+        help=f"candidate counts, comma-separated ({what})",
+    )
+
+
+def _add_plot_dir(p: argparse.ArgumentParser, what: str) -> None:
+    add_renamed_argument(p, "--plot-dir", old=["--plot"], default=None, help=f"folder for {what}")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "mm-simulate",
         help="calibration on the simulated MLLM with a planted position bias (prints the results table)",
+        formatter_class=CommaListHelpFormatter,
     )
-    p.add_argument("--n", type=int_at_least(2), nargs="+", default=[4, 8], help="candidate counts (default: 4 8)")
+    _add_counts(p, [4, 8], "default 4,8")
     p.add_argument(
         "--calibration-samples", type=int_at_least(1), default=5, help="labelled samples, each run in N shifts"
     )
     p.add_argument("--test-samples", type=int_at_least(1), default=300)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hard", action="store_true", help="hard negatives (relevance closer to the right image)")
-    p.add_argument("--top-k", type=int, default=2)
+    add_renamed_argument(
+        p,
+        "--top-layers",
+        old=["--top-k"],
+        type=int_at_least(1),
+        default=2,
+        help="layers kept by visual evidence strength (default 2)",
+    )
     p.add_argument("--sharpen", type=float, default=5.0)
     p.add_argument("--variant", choices=["linear", "log_mixture"], default="linear")
     p.add_argument("--rstd", choices=["sample", "population"], default="sample")
-    p.add_argument("--plot", default=None, help="folder for per-slot accuracy plots")
+    _add_plot_dir(p, "per-slot accuracy plots")
     p.add_argument("--json-out", default=None, help="write all metrics to this JSON file")
     p.set_defaults(handler=_simulate)
 
-    e = subparsers.add_parser("mm-eval", help="evaluate calibration on a COCO-style image folder")
+    e = subparsers.add_parser(
+        "mm-eval", help="evaluate calibration on a COCO-style image folder", formatter_class=CommaListHelpFormatter
+    )
     e.add_argument("folder", help="folder with images and a captions JSON")
     e.add_argument("--captions", default="captions.json")
-    e.add_argument("--model", default="tiny", help="'tiny' (random, offline) or a Qwen2-VL/2.5-VL path or hub id")
+    add_renamed_argument(
+        e,
+        "--mm-model",
+        old=["--model"],
+        default="tiny",
+        help="'tiny' (random, offline) or a Qwen2-VL/2.5-VL path or hub id",
+    )
     e.add_argument("--device", default="cpu")
-    e.add_argument("--n", type=int_at_least(2), nargs="+", default=[4], help="candidate counts, 2..12")
+    _add_counts(e, [4], "2..12; default 4")
     e.add_argument("--negatives", choices=["random", "hard"], default="random")
     e.add_argument("--calibration-samples", type=int_at_least(1), default=5)
     e.add_argument("--test-samples", type=int_at_least(1), default=50)
-    e.add_argument("--state", default=None, help="use this saved calibration state instead of fitting")
-    e.add_argument("--methods", nargs="+", default=["vanilla", "pride", "attention", "ours", "self_consistency"])
+    add_renamed_argument(
+        e,
+        "--mm-calibration",
+        old=["--state"],
+        default=None,
+        help="use this fitted calibration state (.safetensors) instead of fitting",
+    )
+    e.add_argument(
+        "--methods",
+        type=comma_list(str),
+        action=CommaListAction,
+        default=["vanilla", "pride", "attention", "ours", "self_consistency"],
+        metavar="M,M",
+        help="methods, comma-separated (default vanilla,pride,attention,ours,self_consistency)",
+    )
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--rstd", choices=["sample", "population"], default="sample")
-    e.add_argument("--plot", default=None, help="folder for the per-slot accuracy plot (before/after)")
+    _add_plot_dir(e, "the per-slot accuracy plot (before/after)")
     e.set_defaults(handler=_evaluate)

@@ -1,17 +1,34 @@
 """Option groups and error handling shared by every ``posfair`` sub-command.
 
-One flag name means one thing in every sub-command:
+One flag name means one thing in every sub-command; the full table, with the
+sub-commands that take each flag and the deprecated spellings, is ``docs/cli.md``
+(``tests/cli/test_vocabulary.py`` checks it against the parser). The short form:
 
-===========================  ==========================================================
-``--encode-batch-size N``     texts per model forward pass
-``--write-batch-size N``      points per Qdrant ``upsert``
-``--train-batch-size N``      training pairs per optimiser step
-``--layers X``                one layer set: ``last``, ``last_half`` or ``3,4,5``
-``--json``                    print the result as JSON on stdout (a flag)
-``--json-out PATH``           write the result as JSON to a file
-``--collection / --path /``   where the vectors live (embedded folder or server URL;
-``--qdrant-url``              a server's API key comes from ``$QDRANT_API_KEY``)
-===========================  ==========================================================
+===============================  ==========================================================
+``--chunk-tokens N``              node size: tokens per node (``ingest``, ``train-dump``)
+``--top-k N``                     results returned per query (``query``)
+``--dtype NAME``                  model dtype: ``float32``, ``bfloat16``, ``float16``
+                                  (``train-dump`` also ``auto``)
+``--encode-batch-size N``         texts per model forward pass
+``--write-batch-size N``          points per Qdrant ``upsert``
+``--train-batch-size N``          training pairs per optimiser step
+``--layers X``                    one layer set: ``last``, ``last_half`` or ``3,4,5``
+``--out PATH``                    an output file
+``--out-dir DIR``                 an output folder (``--cache-dir``, ``--plot-dir``: named ones)
+``--save-model DIR``              the folder a trained model is saved into
+``--json``                        print the result as JSON on stdout (a flag)
+``--json-out PATH``               write the result as JSON to a file
+``--collection / --path /``       where the vectors live (embedded folder or server URL;
+``--qdrant-url``                  a server's API key comes from ``$QDRANT_API_KEY``)
+===============================  ==========================================================
+
+A list is one comma-separated value (``--n 4,8``, ``--layer-sets last,3+4``:
+the indices of one layer set in a list are joined by ``+``). A sweep over the
+values of a one-value flag is its plural (``--strength`` / ``--strengths``), or
+``--X-grid`` where the name is plural already (``--chunk-tokens-grid``).
+
+Old spellings stay as hidden aliases (:func:`add_renamed_argument`): they parse
+to the new flag and print ``posfair CMD: warning: --old is deprecated; use --new``.
 
 A user error raises :class:`CliError`; ``posfair`` prints it as
 ``posfair CMD: error: MESSAGE`` on stderr and exits with status 2, without a
@@ -24,7 +41,8 @@ import argparse
 import functools
 import logging
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 #: Embedded Qdrant storage used when neither ``--path`` nor ``--qdrant-url`` is given.
@@ -80,6 +98,168 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = f"integer >= {minimum}"
     return parse
+
+
+# --------------------------------------------------------------------------- one vocabulary
+def warn(prog: str, message: str) -> None:
+    """Print ``PROG: warning: MESSAGE`` on stderr (one line; ``prog`` is the parser's, e.g. ``posfair eval``)."""
+    print(f"{prog}: warning: {message}", file=sys.stderr)
+
+
+def _alias_type(target: argparse.Action, convert: Callable[[str], str] | None) -> Callable[[str], Any] | None:
+    """The target's ``type`` and ``choices`` applied to an old spelling's value (after ``convert``)."""
+    if convert is None and target.type is None and target.choices is None:
+        return None
+
+    def parse(text: str) -> Any:
+        value: Any = convert(text) if convert else text
+        if target.type is not None:
+            value = target.type(value)
+        if target.choices is not None and value not in target.choices:
+            choices = ", ".join(repr(c) for c in target.choices)
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {choices})")
+        return value
+
+    parse.__name__ = getattr(target.type, "__name__", "value")
+    return parse
+
+
+class DeprecatedAlias(argparse.Action):
+    """A hidden old spelling of a flag: warns on stderr, then does what the new flag does.
+
+    Made by :func:`add_renamed_argument`; not shown in ``--help``. The value is
+    parsed by the new flag's ``type`` (after ``convert``, which maps old values
+    to new ones, e.g. ``bf16`` -> ``bfloat16``) and stored in the new flag's ``dest``.
+
+    Args:
+        target: the new flag's action.
+        convert: maps an old value to the new flag's spelling of it (``None``: unchanged).
+    """
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str,
+        *,
+        target: argparse.Action,
+        convert: Callable[[str], str] | None = None,
+        **_: Any,
+    ) -> None:
+        self.target = target
+        super().__init__(
+            option_strings,
+            target.dest,
+            nargs=target.nargs,
+            const=target.const,
+            default=argparse.SUPPRESS,
+            type=_alias_type(target, convert),
+            required=False,
+            help=argparse.SUPPRESS,
+            metavar=target.metavar,
+        )
+
+    @property
+    def new(self) -> str:
+        """The new spelling (the target's first option string)."""
+        return self.target.option_strings[0]
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        warn(parser.prog, f"{option_string} is deprecated; use {self.new}")
+        self.target(parser, namespace, values, self.new)
+
+
+def add_renamed_argument(
+    container: Any,
+    *names: str,
+    old: Sequence[str] = (),
+    convert: Callable[[str], str] | None = None,
+    **kwargs: Any,
+) -> argparse.Action:
+    """``container.add_argument(*names, **kwargs)``, plus each spelling in ``old`` as a :class:`DeprecatedAlias`.
+
+    The one helper for renamed flags (``docs/cli.md`` lists them). A required flag
+    with old spellings is required through a mutually exclusive group, so that
+    the old spelling satisfies it too.
+
+    Example:
+        >>> p = argparse.ArgumentParser(prog="posfair eval")
+        >>> _ = add_renamed_argument(p, "--out-dir", old=["--out"], default="results")
+        >>> p.parse_args(["--out", "x"]).out_dir  # prints: posfair eval: warning: --out is deprecated; use --out-dir
+        'x'
+    """
+    home = container
+    if old and kwargs.get("required"):
+        kwargs.pop("required")
+        home = container.add_mutually_exclusive_group(required=True)
+    action = home.add_argument(*names, **kwargs)
+    for spelling in old:
+        home.add_argument(spelling, action=DeprecatedAlias, target=action, convert=convert, help=argparse.SUPPRESS)
+    return action
+
+
+def comma_list(item: Callable[[str], Any], *, allow_empty: bool = False) -> Callable[[str], tuple[Any, ...]]:
+    """An argparse ``type`` for one comma-separated list: ``"4,8"`` -> ``(item("4"), item("8"))``.
+
+    ``allow_empty``: ``""`` is the empty tuple (otherwise an error).
+
+    Example:
+        >>> comma_list(int)("4, 8")
+        (4, 8)
+    """
+    name = getattr(item, "__name__", "value")
+
+    def parse(text: str) -> tuple[Any, ...]:
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        if not parts and not allow_empty:
+            raise argparse.ArgumentTypeError(f"expected comma-separated values ({name}), got {text!r}")
+        try:
+            return tuple(item(part) for part in parts)
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            detail = str(exc) if isinstance(exc, argparse.ArgumentTypeError) else f"expected {name}, got {exc}"
+            raise argparse.ArgumentTypeError(detail if len(parts) == 1 else f"{detail} (in {text!r})") from None
+
+    parse.__name__ = f"comma-separated {name}" + (" or empty" if allow_empty else "")
+    parse.comma_separated = True  # type: ignore[attr-defined]
+    return parse
+
+
+class CommaListAction(argparse.Action):
+    """A list flag: one comma-separated value (``--n 4,8``), its ``type`` a :func:`comma_list`.
+
+    Space-separated values (``--n 4 8``, the old form) still parse, with a
+    one-line deprecation warning; the values of every token are concatenated
+    into a list.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("nargs", "+")
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        values = list(values) if isinstance(values, list) else [values]
+        if len(values) > 1:
+            joined = ",".join(str(v) for part in values for v in part)
+            warn(
+                parser.prog, f"space-separated values for {option_string} are deprecated; use {option_string} {joined}"
+            )
+        setattr(namespace, self.dest, [v for part in values for v in part])
+
+
+class CommaListHelpFormatter(argparse.HelpFormatter):
+    """Shows a :class:`CommaListAction` as its one comma-separated value (``--n N,N``), not ``N [N ...]``.
+
+    Use it (``formatter_class=``) for a sub-command with a :class:`CommaListAction`.
+    """
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        if isinstance(action, CommaListAction):
+            (metavar,) = self._metavar_formatter(action, default_metavar)(1)
+            return metavar
+        return super()._format_args(action, default_metavar)
 
 
 # --------------------------------------------------------------------------- storage
@@ -147,8 +327,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model and calibration")
     g.add_argument(
         "--model",
-        default=BUNDLED_MINILM,
-        help=f"model folder or hub name (default: {BUNDLED_MINILM}, the bundled model, offline)",
+        default=None,
+        help=f"model folder or hub name (default: the collection's, else {BUNDLED_MINILM}, the bundled model, offline)",
     )
     g.add_argument(
         "--no-calibration",
@@ -165,8 +345,10 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--layers", default=None, help='calibrated layer set: "last", "last_half" (default) or indices "3,4,5"'
     )
-    g.add_argument("--max-length", type=int, default=None, help="tokens per text incl. special (default: model's)")
-    g.add_argument("--encode-batch-size", type=int, default=32, help="texts per forward pass (default 32)")
+    g.add_argument(
+        "--max-length", type=int_at_least(1), default=None, help="tokens per text incl. special (default: model's)"
+    )
+    g.add_argument("--encode-batch-size", type=int_at_least(1), default=32, help="texts per forward pass (default 32)")
     g.add_argument("--query-prompt", default=None, help="text prepended to queries")
     g.add_argument("--document-prompt", default=None, help="text prepended to documents")
     g.add_argument("--device", default=None, help='torch device, e.g. "cpu" or "cuda" (default: auto)')
@@ -248,6 +430,64 @@ def calibration_from_args(args: argparse.Namespace, off_by_default: bool = False
         raise CliError(error_message(exc)) from None
 
 
+#: EncoderSpec field -> the flag(s) that set it (named in recipe conflicts).
+SPEC_FLAGS = {
+    "model": "--model",
+    "calibration": "the calibration flags (--preset/--basket-size/--strength/--layers/--no-calibration)",
+    "max_length": "--max-length",
+    "query_prompt": "--query-prompt",
+    "document_prompt": "--document-prompt",
+    "dtype": "--dtype",
+}
+
+
+def _calibration_given(args: argparse.Namespace) -> bool:
+    return bool(args.no_calibration or args.preset or any(
+        getattr(args, k) is not None for k in ("basket_size", "strength", "layers")
+    ))  # fmt: skip
+
+
+def runtime_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The run-time :class:`EncoderSpec` fields of the model flags (they never change the vectors)."""
+    out: dict[str, Any] = {"batch_size": args.encode_batch_size, "trust_remote_code": args.trust_remote_code}
+    if args.device is not None:
+        out["device"] = args.device
+    return out
+
+
+def spec_fields_given(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`EncoderSpec` fields the model flags set explicitly (run-time fields included).
+
+    What is not given comes from the collection's recipe (``Recipe.encoder_spec``).
+
+    Raises:
+        CliError: invalid calibration flags.
+    """
+    given: dict[str, Any] = {
+        k: getattr(args, k) for k in ("model", "max_length", "query_prompt", "document_prompt", "dtype")
+    }
+    given = {k: v for k, v in given.items() if v is not None}
+    if _calibration_given(args):
+        given["calibration"] = calibration_from_args(args)
+    return {**given, **runtime_fields(args)}
+
+
+def spec_for_recipe(args: argparse.Namespace, recipe: Any, vector: str | None = None) -> Any:
+    """The spec that reads ``recipe``'s ``vector``: the recipe's, with the flags given (which must agree).
+
+    Raises:
+        CliError: a flag contradicts the recipe (both values named), or an invalid value.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return recipe.encoder_spec(vector, spec_fields_given(args), names=SPEC_FLAGS)
+    except ValidationError as exc:
+        raise CliError(error_message(exc)) from None
+    except ValueError as exc:
+        raise CliError(str(exc).replace("the collection", f"collection {args.collection!r}", 1)) from None
+
+
 def spec_from_args(args: argparse.Namespace, calibration_off_by_default: bool = False) -> Any:
     """The :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` the model flags describe.
 
@@ -262,7 +502,7 @@ def spec_from_args(args: argparse.Namespace, calibration_off_by_default: bool = 
 
     try:
         return EncoderSpec(
-            model=args.model,
+            **({"model": args.model} if args.model is not None else {}),
             calibration=calibration_from_args(args, calibration_off_by_default),
             max_length=args.max_length,
             batch_size=args.encode_batch_size,
@@ -277,16 +517,19 @@ def spec_from_args(args: argparse.Namespace, calibration_off_by_default: bool = 
 
 
 def quiet_model_logs(args: argparse.Namespace) -> None:
-    """Silence model-loading chatter unless ``--verbose``."""
+    """Silence model-loading chatter unless ``--verbose``: progress bars, and the logs of the
+    libraries that reset their level when imported (the policy of
+    :func:`llamaindex_posfair.cli._logs.quiet_third_party`, applied again now that they may be imported).
+    """
+    from llamaindex_posfair.cli._logs import quiet_third_party
+
     try:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
     except Exception:  # pragma: no cover - cosmetic
         pass
-    if not getattr(args, "verbose", False):
-        for name in ("sentence_transformers", "transformers", "httpx"):
-            logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_third_party(bool(getattr(args, "verbose", False)), root=False)
 
 
 def load_spec(spec: Any, args: argparse.Namespace) -> Any:

@@ -2,10 +2,11 @@
 
 Answers through :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
 from a collection written by ``posfair ingest``: nodes found through their node
-vector and re-scored by their best sub-chunk, in one Qdrant query. The query
-encoder must be the one that wrote the collection (same ``--model`` and
-calibration flags; the stored fingerprint is checked). ``--rerank`` re-scores
-``--candidates`` first-stage nodes with ``PositionFairRerank``.
+vector and re-scored by their best sub-chunk, in one Qdrant query. The collection
+records its recipe (encoder, chunking, default search), so no model or
+calibration flag is needed; a flag that contradicts the recipe is an error naming
+both values. ``--rerank`` re-scores ``--candidates`` first-stage nodes with
+``PositionFairRerank``, scoring as the collection does.
 
 Many queries: ``--queries-file FILE`` (JSONL objects with ``id`` and ``text``, or
 one query per line) loads the model once and writes one JSON object per query
@@ -47,13 +48,20 @@ def register(subparsers: Any) -> None:
     g.add_argument("--prefetch-limit", type=int, default=None, help="candidates re-scored by their best sub-chunk")
     g.add_argument("--node-weight", type=float, default=None, help="weight of the node cosine fused with the sub-chunk")
     g.add_argument("--no-subchunks", action="store_true", help="score by the node vector only")
+    g.add_argument(
+        "--no-bm25", dest="bm25", action="store_false", default=None, help="dense ranking only (no BM25 fusion)"
+    )
+    g.add_argument(
+        "--fusion", choices=["rrf", "dbsf"], default=None, help="dense + BM25 fusion (default: the collection's)"
+    )
     g.add_argument("--rerank", action="store_true", help="re-score candidates with PositionFairRerank")
     g.add_argument("--candidates", type=int, default=20, help="first-stage candidates for --rerank (default 20)")
     g.add_argument("--fusion-weight", type=float, default=0.0, help="weight of the first-stage score in --rerank")
     g.add_argument(
         "--endpoint",
         default=None,
-        help="encode queries on this `posfair serve` URL (its encoder must have written the collection)",
+        help="encode queries on this `posfair serve` URL (it must serve the collection's encoder: "
+        "posfair serve --collection NAME)",
     )
     b = p.add_argument_group("many queries")
     b.add_argument("--queries-file", default=None, help="JSONL ({'id', 'text'}) or one query per line")
@@ -93,18 +101,24 @@ def read_queries(path: str) -> list[tuple[str, str]]:
     return out
 
 
-def _settings(args: argparse.Namespace) -> Any:
+def _settings(args: argparse.Namespace, recipe: Any) -> Any:
+    """The search: the collection's recipe (if it has one), the search flags on top."""
     from qdrant_tools.search import SearchSettings
 
-    given = {"prefetch_limit": args.prefetch_limit, "node_weight": args.node_weight}
+    given = {
+        "limit": max(args.candidates, args.top_k) if args.rerank else args.top_k,
+        "vector": args.vector_name,
+        "subchunks": not args.no_subchunks,
+        "evidence": True,
+        "prefetch_limit": args.prefetch_limit,
+        "node_weight": args.node_weight,
+        "sparse": False if args.bm25 is False else None,
+        "fusion": args.fusion,
+    }
     try:
-        return SearchSettings(
-            limit=max(args.candidates, args.top_k) if args.rerank else args.top_k,
-            vector=args.vector_name,
-            subchunks=not args.no_subchunks,
-            evidence=True,
-            **{k: v for k, v in given.items() if v is not None},
-        )
+        if recipe is not None:
+            return recipe.search.settings(**given)
+        return SearchSettings(**{k: v for k, v in given.items() if v is not None})
     except ValueError as exc:
         raise CliError(
             str(exc).replace("node_weight", "--node-weight").replace("prefetch_limit", "--prefetch-limit")
@@ -141,25 +155,26 @@ class _Answerer:
         remote = args.endpoint is not None
         if args.rerank and remote:
             raise CliError("--rerank runs the reranker in this process; drop --endpoint or --rerank")
+        recipe = _recipe(args, client)
+        spec = options.spec_for_recipe(args, recipe, args.vector_name) if recipe else options.spec_from_args(args)
         errors: tuple[type[Exception], ...] = (FingerprintMismatchError, ValueError)
         if remote:
             from llamaindex_posfair.serve.client import ServeError
 
             errors += (ServeError,)
-        encoder = None if remote else options.load_spec(options.spec_from_args(args), args)
+        encoder = None if remote else options.load_spec(spec, args)
         try:
             self.retriever = PosFairRetriever(
-                client, args.collection, encoder=encoder, endpoint=args.endpoint, settings=_settings(args)
+                client,
+                args.collection,
+                spec=spec if remote else None,
+                encoder=encoder,
+                endpoint=args.endpoint,
+                settings=_settings(args, recipe),
             )
-        except LookupError:
-            names = [c.name for c in client.get_collections().collections]
-            raise CliError(
-                f"collection {args.collection!r} not found (existing: {names or 'none'}); "
-                f"run `posfair ingest PATH --collection {args.collection}` first"
-            ) from None
         except errors as exc:
             raise CliError(str(exc)) from None
-        self.rerank = _reranker(args, encoder) if args.rerank else None  # calibrated even over a plain collection
+        self.rerank = _reranker(args, encoder, recipe) if args.rerank else None
         self.top_k = args.top_k
 
     def answer(self, query: str) -> list[dict[str, Any]]:
@@ -169,15 +184,40 @@ class _Answerer:
         return [row(i + 1, n) for i, n in enumerate(nodes[: self.top_k])]
 
 
-def _reranker(args: argparse.Namespace, encoder: Any) -> Any:
+def _recipe(args: argparse.Namespace, client: Any) -> Any:
+    """The collection's recipe (``None`` for a collection written before recipes).
+
+    Raises:
+        CliError: no such collection (the existing ones named), or a recipe this version cannot read.
+    """
+    from llamaindex_posfair.integrations.recipe import read_recipe
+
+    try:
+        return read_recipe(client, args.collection)
+    except LookupError:
+        names = [c.name for c in client.get_collections().collections]
+        raise CliError(
+            f"collection {args.collection!r} not found (existing: {names or 'none'}); "
+            f"run `posfair ingest PATH --collection {args.collection}` first"
+        ) from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def _reranker(args: argparse.Namespace, encoder: Any, recipe: Any) -> Any:
+    """``PositionFairRerank`` scoring as the collection does (its recipe); without one, calibrated node scoring."""
     from llamaindex_posfair.integrations.rerank import PositionFairRerank
 
-    if encoder.calibration is None:
-        raise CliError("--rerank re-scores with calibration on; drop --no-calibration")
     if not 0.0 <= args.fusion_weight <= 1.0:
         raise CliError(f"--fusion-weight must lie in [0, 1], got {args.fusion_weight}")
+    if recipe is not None:
+        scoring = {k: v for k, v in recipe.rerank_settings(args.vector_name).items() if k != "spec"}
+    elif encoder.calibration is None:
+        raise CliError("--rerank re-scores with calibration on; drop --no-calibration")
+    else:
+        scoring = {}
     return PositionFairRerank(
-        top_n=args.top_k, encoder=encoder, keep_retrieval_score=True, fusion_weight=args.fusion_weight
+        top_n=args.top_k, encoder=encoder, keep_retrieval_score=True, fusion_weight=args.fusion_weight, **scoring
     )
 
 

@@ -6,8 +6,12 @@ Routes: ``POST /v1/embeddings`` (OpenAI shape + ``input_type``), ``POST /v1/rera
 ``$POSFAIR_SERVE_TOKEN`` is set. Ctrl-C or SIGTERM shuts the application down, and the
 local Ray if this command started it.
 
+Without flags it serves the encoder ``posfair ingest`` writes by default;
+``--collection NAME`` serves the encoder recorded in that collection's recipe.
+
 Example:
     posfair serve --port 8000
+    posfair serve --collection demo
     ray start --head && posfair serve --ray-address auto --num-gpus 1 --replicas 4 --host 0.0.0.0
 """
 
@@ -33,6 +37,14 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     options.add_model_args(p)
+    c = p.add_argument_group("collection (serve the encoder that wrote it)")
+    c.add_argument(
+        "--collection",
+        default=None,
+        help="serve the encoder recorded in this collection's recipe (default: the main job's encoder, "
+        "as posfair ingest writes it by default)",
+    )
+    options.add_storage_args(c, collection=False)
     g = p.add_argument_group("HTTP")
     g.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 = all)")
     g.add_argument("--port", type=int, default=8000, help="port (default 8000)")
@@ -74,7 +86,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
     from llamaindex_posfair.serve import config as C
 
-    spec = options.spec_from_args(args)
+    spec = _encoder_spec(args)
     with contextlib.suppress(ValueError):  # a hub model not downloaded here: the replicas download it
         spec = spec.pinned()  # every replica then refuses other model files
     if args.mm_calibration and not os.path.isfile(args.mm_calibration):
@@ -98,6 +110,34 @@ def config_from_args(args: argparse.Namespace) -> Any:
         )  # fmt: skip
     except ValidationError as exc:
         raise CliError(_flag_message(exc)) from None
+
+
+def _encoder_spec(args: argparse.Namespace) -> Any:
+    """The served encoder: the recipe of ``--collection``, or the flags over the main job's default
+    (uncalibrated, as ``posfair ingest`` writes by default; calibration flags switch it on).
+
+    Raises:
+        CliError: the collection is missing or records no recipe, or a flag contradicts its recipe.
+    """
+    if args.collection is None:
+        return options.spec_from_args(args, calibration_off_by_default=True)
+    from llamaindex_posfair.integrations.recipe import read_recipe
+
+    client = options.open_client(args, must_exist=not args.qdrant_url)
+    try:
+        recipe = read_recipe(client, args.collection)
+    except LookupError:
+        raise CliError(f"--collection {args.collection!r} not found in {options.storage_label(args)}") from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        client.close()
+    if recipe is None:
+        raise CliError(
+            f"collection {args.collection!r} records no recipe (written before recipes); pass the model and "
+            "calibration flags used at ingest time instead of --collection, or re-ingest it"
+        )
+    return options.spec_for_recipe(args, recipe)
 
 
 def _image_spec(args: argparse.Namespace, C: Any) -> Any:
@@ -151,7 +191,12 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.ray_address is None:
         _check_local(runner.missing_resources(config, _local_resources(args)))
     options.quiet_model_logs(args)
-    owns_ray = runner.ensure_ray(args.ray_address, args.local_cpus)
+    try:
+        owns_ray = runner.ensure_ray(args.ray_address, args.local_cpus)
+    except (ConnectionError, RuntimeError, ValueError) as exc:  # Ray could not start or connect
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        where = f"the Ray cluster at {args.ray_address}" if args.ray_address else "a local Ray"
+        raise CliError(f"could not start {where}: {first}") from None
     previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         import ray

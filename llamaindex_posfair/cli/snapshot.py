@@ -5,7 +5,7 @@ server's API key comes from ``$QDRANT_API_KEY`` and is never printed.
 
 Example:
     posfair snapshot create --collection docs --qdrant-url https://qdrant:6333
-    posfair snapshot download --collection docs --name NAME --dest backups/ --qdrant-url https://qdrant:6333
+    posfair snapshot download --collection docs --name NAME --out-dir backups/ --qdrant-url https://qdrant:6333
     posfair snapshot restore --collection docs --file backups/NAME --qdrant-url https://qdrant:6333
 """
 
@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from llamaindex_posfair.cli import options
-from llamaindex_posfair.cli.options import CliError
+from llamaindex_posfair.cli.options import CliError, add_renamed_argument
 
 
 def register(subparsers: Any) -> None:
@@ -39,7 +39,13 @@ def register(subparsers: Any) -> None:
         p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default 600)")
         if name == "download":
             p.add_argument("--name", required=True, help="snapshot name (see `posfair snapshot list`)")
-            p.add_argument("--dest", default=".", help="folder to write NAME and NAME.sha256 into")
+            add_renamed_argument(
+                p,
+                "--out-dir",
+                old=["--dest"],
+                default=".",
+                help="folder to write NAME and NAME.sha256 into (default .)",
+            )
             p.add_argument("--checksum", default=None, help="expected sha256 (default: the server's)")
         if name == "restore":
             p.add_argument("--file", required=True, help="snapshot file (with its .sha256 beside it)")
@@ -60,7 +66,7 @@ def _act(args: argparse.Namespace, server: Any) -> None:
             print(f"{s.name}\t{s.size}\t{s.checksum}\t{s.creation_time}")
     elif action == "download":
         path = download_snapshot(
-            server, args.collection, args.name, args.dest, expected_checksum=args.checksum, show_progress=True
+            server, args.collection, args.name, args.out_dir, expected_checksum=args.checksum, show_progress=True
         )
         print(f"downloaded and verified {path} (checksum in {path.name}.sha256)")
     else:

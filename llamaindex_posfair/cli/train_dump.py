@@ -2,23 +2,23 @@
 
 From raw text (label-free, position-balanced pairs; METHODS.md part B, docs/dump.md):
 
-    posfair train-dump --corpus my_docs/ --out runs/minilm-dump --max-steps 40 --train-batch-size 8
+    posfair train-dump --corpus my_docs/ --save-model runs/minilm-dump --max-steps 40 --train-batch-size 8
 
 a pseudo-query is a sentence drawn at a uniformly random position of a passage
-(the main job's node size), cut out of it with probability --remove-prob; the
+(the main job's node size, --chunk-tokens), cut out of it with probability --remove-prob; the
 positive is that passage, the hard negative a neighbouring passage of the same
 document. Documents are split into train and dev (--dev-fraction); the report
 has the in-domain retrieval metrics on the dev documents before and after.
 
 From triples (the shipped tiny set by default):
 
-    posfair train-dump --out runs/minilm-dump \\
+    posfair train-dump --save-model runs/minilm-dump \\
         --data llamaindex_posfair/data/dump/train.jsonl --eval llamaindex_posfair/data/dump/test.jsonl
 
 --mode plain trains the same way without any prefix (the plain fine-tune the
-paper compares against). Checkpoints go to OUT/checkpoints every
---checkpoint-steps steps; after an interruption, rerun the same command and it
-resumes. The report (JSON, also OUT/train_report.json) has the metrics of the
+paper compares against). Checkpoints go to DIR/checkpoints (DIR: --save-model)
+every --checkpoint-steps steps; after an interruption, rerun the same command and
+it resumes. The report (JSON, also DIR/train_report.json) has the metrics of the
 base model, of the prefixed model before training and after training.
 """
 
@@ -32,13 +32,17 @@ import sys
 import time
 from typing import Any
 
-from llamaindex_posfair.cli.options import CliError, int_at_least, user_errors
+from llamaindex_posfair.cli.options import CliError, add_renamed_argument, int_at_least, user_errors
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, resolve_model_path
 
 MODES = ("full", "dump_only", "random_prefix", "soft_prompt", "plain")
 SETTINGS_FILE = "train_settings.json"
 REPORT_FILE = "train_report.json"
 CHECKPOINT_DIR = "checkpoints"
+#: ``--dtype`` value -> ``DumpTrainingConfig.precision``.
+PRECISION = {"auto": "auto", "bfloat16": "bf16", "float32": "fp32"}
+#: The old ``--precision`` values -> ``--dtype`` values.
+_OLD_PRECISION = {"bf16": "bfloat16", "fp32": "float32"}
 
 
 def register(subparsers: Any) -> None:
@@ -51,7 +55,14 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--model", default=None, help="base SentenceTransformer folder or name (default: bundled all-MiniLM-L6-v2)"
     )
-    p.add_argument("--out", required=True, help="folder to save the trained model into (rerun to resume)")
+    add_renamed_argument(
+        p,
+        "--save-model",
+        old=["--out"],
+        required=True,
+        metavar="DIR",
+        help="folder to save the trained model into (required; rerun to resume)",
+    )
     _add_data_args(p)
     p.add_argument(
         "--mode",
@@ -77,12 +88,22 @@ def register(subparsers: Any) -> None:
         default=32,
         help="texts per forward pass in evaluation (default 32)",
     )
-    p.add_argument("--max-length", type=int, default=None, help="tokens per text incl. prefix (default: model's)")
+    p.add_argument(
+        "--max-length", type=int_at_least(1), default=None, help="tokens per text incl. prefix (default: model's)"
+    )
     p.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
     p.add_argument(
         "--checkpoint-steps", type=int_at_least(1), default=25, help="steps between checkpoints (default 25)"
     )
-    p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"], help="auto = bf16 on capable CUDA")
+    add_renamed_argument(
+        p,
+        "--dtype",
+        old=["--precision"],
+        convert=lambda value: _OLD_PRECISION.get(value, value),
+        default="auto",
+        choices=list(PRECISION),
+        help="training dtype (default auto = bfloat16 on capable CUDA, else float32)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of pairs, split, initialisation and training (default 0)")
     p.add_argument("--device", default=None, help="torch device (default: cuda if available else cpu)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -104,8 +125,13 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-eval", action="store_true", help="skip evaluation")
     g = p.add_argument_group("pairs from --corpus")
-    g.add_argument(
-        "--passage-tokens", type=int, default=None, help="tokens per passage (default: the node size of posfair ingest)"
+    add_renamed_argument(
+        g,
+        "--chunk-tokens",
+        old=["--passage-tokens"],
+        type=int,
+        default=None,
+        help="tokens per passage (default: the node size of posfair ingest, whose --chunk-tokens this is)",
     )
     g.add_argument(
         "--remove-prob", type=float, default=0.5, help="probability that a query is cut out of its passage (0.5)"
@@ -146,7 +172,7 @@ def _configs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
             mini_batch_size=args.mini_batch_size,
             max_length=args.max_length,
             max_steps=args.max_steps,
-            precision=args.precision,
+            precision=PRECISION[args.dtype],
             seed=args.seed,
         )
         pair_cfg = None
@@ -161,8 +187,8 @@ def _configs(args: argparse.Namespace) -> tuple[Any, Any, Any]:
             )
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    if args.passage_tokens is not None and args.passage_tokens < 8:
-        raise CliError(f"--passage-tokens must be an integer >= 8, got {args.passage_tokens}; default: the node size")
+    if args.chunk_tokens is not None and args.chunk_tokens < 8:
+        raise CliError(f"--chunk-tokens must be an integer >= 8, got {args.chunk_tokens}; default: the node size")
     return dump_cfg, train_cfg, pair_cfg
 
 
@@ -172,7 +198,7 @@ def _settings(args: argparse.Namespace, model_path: str, dump_cfg: Any, train_cf
         "model": model_path,
         "data": None if args.corpus else (args.data or "shipped train split"),
         "corpus": os.path.abspath(args.corpus) if args.corpus else None,
-        "passage_tokens": args.passage_tokens,
+        "passage_tokens": args.chunk_tokens,  # the key of earlier runs: a rerun still resumes them
         "dump": None if dump_cfg is None else dump_cfg.to_dict(),
         "training": train_cfg.to_dict(),
         "pairs": None if pair_cfg is None else pair_cfg.to_dict(),
@@ -180,24 +206,24 @@ def _settings(args: argparse.Namespace, model_path: str, dump_cfg: Any, train_cf
 
 
 def _check_out(out: str, settings: dict) -> bool:
-    """Whether to resume: OUT is new (False), or holds an unfinished run with the same settings (True).
+    """Whether to resume: ``--save-model`` is new (False), or holds an unfinished run with the same settings (True).
 
     Raises:
-        CliError: OUT holds a finished model, another run's checkpoints, or other files.
+        CliError: the folder holds a finished model, another run's checkpoints, or other files.
     """
     if not (os.path.exists(out) and os.listdir(out)):
         return False
     if os.path.exists(os.path.join(out, REPORT_FILE)):
-        raise CliError(f"--out {out!r} already holds a trained model ({REPORT_FILE}); choose a new folder")
+        raise CliError(f"--save-model {out!r} already holds a trained model ({REPORT_FILE}); choose a new folder")
     path = os.path.join(out, SETTINGS_FILE)
     if not os.path.exists(path):
-        raise CliError(f"--out {out!r} exists and is not empty; choose a new folder")
+        raise CliError(f"--save-model {out!r} exists and is not empty; choose a new folder")
     with open(path, encoding="utf-8") as fh:
         previous = json.load(fh)
     if previous != settings:
         changed = sorted(k for k in set(previous) | set(settings) if previous.get(k) != settings.get(k))
         raise CliError(
-            f"--out {out!r} holds an unfinished run with other settings ({', '.join(changed)} differ); "
+            f"--save-model {out!r} holds an unfinished run with other settings ({', '.join(changed)} differ); "
             "rerun with the same flags to resume it, or choose a new folder"
         )
     return True
@@ -210,7 +236,7 @@ def _corpus_data(args: argparse.Namespace, model: Any, pair_cfg: Any, show: bool
     from llamaindex_posfair.dump.training import Triple
 
     corpus = read_corpus(args.corpus, pair_cfg.dev_fraction, pair_cfg.seed)
-    tokens = args.passage_tokens or node_tokens(model)
+    tokens = args.chunk_tokens or node_tokens(model)
     train = corpus_passages(corpus.train, model.tokenizer, tokens, show_progress=show)
     pairs = build_pairs(train, pair_cfg)
     dev_sets = {}
@@ -295,15 +321,15 @@ def run_train_dump(args: argparse.Namespace) -> int:
     dump_cfg, train_cfg, pair_cfg = _configs(args)
     model_path = resolve_model_path(args.model or BUNDLED_MINILM)
     settings = _settings(args, model_path, dump_cfg, train_cfg, pair_cfg)
-    resume = _check_out(args.out, settings)
+    resume = _check_out(args.save_model, settings)
     show = not args.no_progress
     model = _load_base(args, model_path)
     if args.corpus:
         triples, sets, info = _corpus_data(args, model, pair_cfg, show)
     else:
         triples, sets, info = _triples_data(args)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, SETTINGS_FILE), "w", encoding="utf-8") as fh:
+    os.makedirs(args.save_model, exist_ok=True)
+    with open(os.path.join(args.save_model, SETTINGS_FILE), "w", encoding="utf-8") as fh:
         json.dump(settings, fh, indent=2, sort_keys=True)
     report: dict[str, Any] = {**settings, **info, "resumed": resume}
     report["eval_base"] = _evaluate(model, sets, "base model", args, train_cfg.scale)
@@ -313,7 +339,7 @@ def run_train_dump(args: argparse.Namespace) -> int:
             report["max_seq_length"] = _keep_text_window(model, dump_cfg.num_tokens)
         report["eval_before"] = _evaluate(model, sets, "prefixed, untrained", args, train_cfg.scale)
     start = time.perf_counter()
-    checkpoints = os.path.join(args.out, CHECKPOINT_DIR)
+    checkpoints = os.path.join(args.save_model, CHECKPOINT_DIR)
     common = dict(show_progress_bar=show, checkpoint_dir=checkpoints, checkpoint_steps=args.checkpoint_steps)
     if dump_cfg is None:
         result = train_contrastive(model, triples, train_cfg, mode="full", **common)
@@ -321,7 +347,7 @@ def run_train_dump(args: argparse.Namespace) -> int:
         result = train_dump(model, triples, train_cfg, **common)
     report["train"] = {**result.to_dict(), "wall_seconds": round(time.perf_counter() - start, 2)}
     report["eval_after"] = _evaluate(model, sets, "trained", args, train_cfg.scale)
-    _save(model, args.out, dump_cfg, train_cfg, report)
+    _save(model, args.save_model, dump_cfg, train_cfg, report)
     print(json.dumps(report, indent=2))
     return 0
 

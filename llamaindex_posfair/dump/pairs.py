@@ -220,7 +220,7 @@ def _negative(
         return rng.choice(neighbours).text, "neighbour"
     others = [d for d in docs if d != passage.doc_id]
     if not others:
-        raise ValueError("need at least two passages for a hard negative; add text or lower --passage-tokens")
+        raise ValueError("need at least two passages for a hard negative; add text or lower --chunk-tokens")
     return rng.choice(docs[rng.choice(others)]).text, "other_document"
 
 

@@ -1,6 +1,16 @@
-"""Encoders: the encoder spec, loading, tokenising, the calibrated forward, pooling."""
+"""Encoders: the encoder spec, loading, tokenising, the calibrated forward, pooling.
+
+Inside the package, imports flow one way: the leaves :mod:`.settings`,
+:mod:`.loader`, :mod:`.models`, :mod:`.weights`, :mod:`.prefix_tokens` <-
+:mod:`.view` <- :mod:`.spec` <- :mod:`.encoder` (with :mod:`.plan`). :meth:`EncoderSpec.load <llamaindex_posfair.encoders.spec.EncoderSpec.load>`
+reaches the encoder through the loader this package registers below, so the spec
+module never imports the encoder module that imports it.
+"""
+
+from typing import Any
 
 from llamaindex_posfair._lazy import lazy_exports
+from llamaindex_posfair.encoders.loader import register_loader
 
 _EXPORTS = {
     "BUNDLED_MINILM": "llamaindex_posfair.encoders.models",
@@ -15,3 +25,13 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+
+
+def _load_posfair_encoder(spec: Any) -> Any:
+    """The loader of :meth:`EncoderSpec.load`: ``PosFairEncoder.from_spec`` (imports torch on first use)."""
+    from llamaindex_posfair.encoders.encoder import PosFairEncoder
+
+    return PosFairEncoder.from_spec(spec)
+
+
+register_loader(_load_posfair_encoder)

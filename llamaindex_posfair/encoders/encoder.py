@@ -15,7 +15,8 @@ from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, bundled_model_path, resolve_model_path
 from llamaindex_posfair.encoders.plan import plan_for_batch, pooling_from_sentence_transformer
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
-from llamaindex_posfair.encoders.spec import IN_MEMORY, EncoderSpec, SpecSettings
+from llamaindex_posfair.encoders.settings import SpecSettings
+from llamaindex_posfair.encoders.spec import IN_MEMORY, EncoderSpec
 from llamaindex_posfair.encoders.weights import folder_identity, module_identity
 
 __all__ = ["BUNDLED_MINILM", "DEFAULT", "PosFairEncoder", "bundled_model_path"]
@@ -73,8 +74,10 @@ class PosFairEncoder(SpecSettings):
     Example:
         >>> from llamaindex_posfair import PosFairEncoder, CalibrationConfig, BUNDLED_MINILM
         >>> enc = PosFairEncoder(BUNDLED_MINILM, calibration=CalibrationConfig(strength=0.5))
-        >>> enc.encode_documents(["A long passage ..."]).shape
+        >>> enc.encode_document(["A long passage ..."]).shape
         (1, 384)
+        >>> enc.encode_query("what does the passage say?").shape
+        (384,)
         >>> PosFairEncoder(spec=enc.spec).fingerprint() == enc.fingerprint()
         True
     """
@@ -176,12 +179,54 @@ class PosFairEncoder(SpecSettings):
         return len(dump_token_ids(self.tokenizer))
 
     # ------------------------------------------------------------------ encoding
+    def encode_query(self, inputs: str | Sequence[str], **kwargs: Any) -> np.ndarray:
+        """Embed one query or a list of queries, as sentence-transformers' ``encode_query`` does.
+
+        Applies ``query_prompt`` and the calibration for queries (``calibrate_queries``).
+
+        Args:
+            inputs: one query (a ``str``) or a list of queries.
+            **kwargs: ``calibration``, ``batch_size``, ``show_progress_bar`` (see :meth:`encode`).
+
+        Returns:
+            ``float32`` array: ``[dimension]`` for one string, ``[len(inputs), dimension]`` for a list
+            (sentence-transformers' convention; L2-normalised when the spec's ``normalize`` is on).
+
+        Example:
+            >>> enc = PosFairEncoder(BUNDLED_MINILM)                              # doctest: +SKIP
+            >>> enc.encode_query("where is the mill?").shape                      # doctest: +SKIP
+            (384,)
+            >>> enc.encode_document(["a long passage ...", "another ..."]).shape  # doctest: +SKIP
+            (2, 384)
+        """
+        return self._encode_one_or_many(inputs, self.encode_queries, kwargs)
+
+    def encode_document(self, inputs: str | Sequence[str], **kwargs: Any) -> np.ndarray:
+        """Embed one document or a list of documents, as sentence-transformers' ``encode_document`` does.
+
+        Applies ``document_prompt`` and the calibration for documents; arguments and return
+        shapes as :meth:`encode_query`.
+        """
+        return self._encode_one_or_many(inputs, self.encode_documents, kwargs)
+
+    @staticmethod
+    def _encode_one_or_many(inputs: Any, encode: Any, kwargs: dict[str, Any]) -> np.ndarray:
+        if isinstance(inputs, str):
+            return encode([inputs], **kwargs)[0]
+        return encode(inputs, **kwargs)
+
     def encode_queries(self, texts: Sequence[str], **kwargs) -> np.ndarray:
-        """Embed queries (with ``query_prompt``); see :meth:`encode` for arguments."""
+        """Embed a list of queries (with ``query_prompt``) as ``[n, dimension]``; see :meth:`encode`.
+
+        :meth:`encode_query` is the sentence-transformers name (it also takes a single string).
+        """
         return self.encode(texts, prompt=self.query_prompt, role="query", **kwargs)
 
     def encode_documents(self, texts: Sequence[str], **kwargs) -> np.ndarray:
-        """Embed documents (with ``document_prompt``); see :meth:`encode` for arguments."""
+        """Embed a list of documents (with ``document_prompt``) as ``[n, dimension]``; see :meth:`encode`.
+
+        :meth:`encode_document` is the sentence-transformers name (it also takes a single string).
+        """
         return self.encode(texts, prompt=self.document_prompt, role="document", **kwargs)
 
     def encode(

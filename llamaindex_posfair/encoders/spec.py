@@ -35,8 +35,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.loader import load_encoder
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, canonical_model_id, is_local_folder, resolve_model_path
+from llamaindex_posfair.encoders.settings import SpecSettings
+from llamaindex_posfair.encoders.view import CalibrationView
 from llamaindex_posfair.encoders.weights import folder_identity, hub_snapshot_folder
+
+__all__ = [
+    "IN_MEMORY",
+    "UNSET",
+    "VECTOR_FIELDS",
+    "EncoderSet",
+    "EncoderSpec",
+    "SpecSettings",
+    "resolve_spec",
+]
 
 DType = Literal["float32", "bfloat16", "float16"]
 Backend = Literal["fast", "reference"]
@@ -220,50 +233,16 @@ class EncoderSpec(BaseModel):
         Args:
             overrides: run-time fields to change for this load (e.g. ``device="cuda"``).
 
+        The spec does not import the encoder module (which imports this one): the
+        package ``llamaindex_posfair.encoders`` registers ``PosFairEncoder.from_spec``
+        as the loader (:mod:`~llamaindex_posfair.encoders.loader`).
+
         Raises:
             OSError: the model cannot be found locally or on the hub.
             ValueError: the files changed since the spec was pinned, or ``dump_tokens`` disagrees.
         """
-        from llamaindex_posfair.encoders.encoder import PosFairEncoder
-
         spec = self.model_copy(update=overrides) if overrides else self
-        return PosFairEncoder.from_spec(spec)
-
-
-class SpecSettings:
-    """Read-only views of an object's ``spec`` (shared by the encoder and its calibration views)."""
-
-    spec: EncoderSpec
-
-    @property
-    def model_id(self) -> str:
-        """The model's stable id (the bundled alias, a hub name, a folder, or ``"in-memory"``)."""
-        return self.spec.model
-
-    @property
-    def calibration(self) -> CalibrationConfig | None:
-        """The calibration applied unless a call overrides it."""
-        return self.spec.calibration
-
-    @property
-    def backend_name(self) -> str:
-        return self.spec.backend
-
-    @property
-    def query_prompt(self) -> str | None:
-        return self.spec.query_prompt
-
-    @property
-    def document_prompt(self) -> str | None:
-        return self.spec.document_prompt
-
-    @property
-    def normalize(self) -> bool:
-        return self.spec.normalize
-
-    @property
-    def batch_size(self) -> int:
-        return self.spec.batch_size
+        return load_encoder(spec)
 
 
 VectorKind = Literal["calibrated", "vanilla"]
@@ -353,8 +332,6 @@ class EncoderSet(BaseModel):
 
     @staticmethod
     def _view(encoder: Any, spec: EncoderSpec) -> Any:
-        from llamaindex_posfair.encoders.view import CalibrationView
-
         return encoder if spec.calibration == encoder.calibration else CalibrationView(encoder, spec.calibration)
 
     def __call__(self, device: str | None = None) -> dict[str, Any]:

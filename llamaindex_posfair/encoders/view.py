@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
-from llamaindex_posfair.encoders.spec import SpecSettings
+from llamaindex_posfair.encoders.settings import SpecSettings
 
 
 class CalibrationView(SpecSettings):
@@ -76,6 +76,14 @@ class CalibrationView(SpecSettings):
     def encode_queries(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray:
         kwargs.setdefault("calibration", self.calibration)
         return self._encoder.encode_queries(texts, **kwargs)
+
+    def encode_query(self, inputs: str | Sequence[str], **kwargs: Any) -> np.ndarray:
+        kwargs.setdefault("calibration", self.calibration)
+        return self._encoder.encode_query(inputs, **kwargs)
+
+    def encode_document(self, inputs: str | Sequence[str], **kwargs: Any) -> np.ndarray:
+        kwargs.setdefault("calibration", self.calibration)
+        return self._encoder.encode_document(inputs, **kwargs)
 
     def fingerprint(self, **kwargs: Any) -> str:
         if "calibration" in kwargs:

@@ -3,7 +3,12 @@
 Math (``metrics``) is pure; ``systems`` and ``runner`` touch models;
 ``protocol`` selects settings on a held-apart split and reports on another;
 ``report`` writes tables and plots. The ``posfair eval`` command only turns
-flags into a ``protocol.Protocol``.
+flags into a ``protocol.Protocol``. ``peers`` holds what LlamaIndex users run
+today (splitters, sentence window, dense + BM25 fusion) as systems of the same
+harness; it imports LlamaIndex, so it is not imported here.
+
+Shipped benchmarks (``load_shipped``): ``"needle-prose"`` (planted facts) and
+``"natural-docs"`` (hand-written questions on Python and Vim documentation).
 
 Example:
     >>> from llamaindex_posfair.eval import load_shipped, metrics

@@ -14,7 +14,9 @@ Nothing here downloads: users fetch the data themselves and point a loader at it
   length in token buckets with edges 512/1024/1536.
 * ``load_needle``: the PosQ-style needle benchmark this package builds and ships
   (see ``needle.py``); ``load_shipped("needle-prose", "test")`` reads the copy in
-  the wheel.
+  the wheel. The same format carries the shipped natural benchmark,
+  ``load_shipped("natural-docs", "test")`` (Python and Vim documentation, hand-written
+  questions; ``data/benchmarks/natural_docs/README.md``).
 
 Files may be ``.json``, ``.jsonl`` or either gzip-compressed (``.gz``); FineWeb-PosQ
 and SQuAD rows may also be ``.parquet`` when pandas + pyarrow are installed.
@@ -70,7 +72,7 @@ DEFAULT_SQUAD_EDGES: tuple[int, ...] = (100, 200, 300, 400, 500)
 #: PosIR document-length bucket edges, in tokens.
 POSIR_LENGTH_EDGES: tuple[int, ...] = (512, 1024, 1536)
 #: Shipped benchmarks: name -> folder under ``llamaindex_posfair/data/benchmarks``.
-SHIPPED: dict[str, str] = {"needle-prose": "needle_prose"}
+SHIPPED: dict[str, str] = {"needle-prose": "needle_prose", "natural-docs": "natural_docs"}
 FINEWEB_GROUPS: tuple[str, ...] = ("begin", "middle", "end")
 _ROW_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet")
 
@@ -656,7 +658,23 @@ def shipped_path(name: str = "needle-prose") -> Path:
 
 
 def load_shipped(name: str = "needle-prose", split: str | None = "test") -> PositionBenchmark:
-    """Load a benchmark shipped with the package (``dev`` and ``test`` splits)."""
+    """Load a benchmark shipped with the package (``dev`` and ``test`` splits; choose on dev, report test).
+
+    Args:
+        name: ``"needle-prose"`` (planted facts in public-domain prose; disjoint passages per
+            split) or ``"natural-docs"`` (hand-written questions on Python and Vim documentation;
+            every split is scored against all 901 passages). Sizes and licences: the
+            ``README.md`` and ``LICENSE.md`` next to the data (:func:`shipped_path`).
+        split: ``"dev"`` or ``"test"``.
+
+    Raises:
+        ValueError: ``name`` is not shipped.
+        SplitError: ``split`` is not ``"dev"`` or ``"test"``.
+
+    Example:
+        >>> load_shipped("natural-docs", "test").group_counts()
+        {'begin': 40, 'middle': 40, 'end': 40}
+    """
     return load_needle(shipped_path(name), split)
 
 

@@ -44,6 +44,7 @@ from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument, content_hash
 from qdrant_tools.ingest import IngestConfig, ingest_documents
 from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR, SubchunkConfig
 
 from .chunking_systems import max_over_owners
@@ -97,6 +98,8 @@ class NodeLayout:
         subchunks: sentence-aligned sub-chunks of each node; ``None`` = the single-vector layout.
         quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized.
         overlap_tokens: tokens shared by neighbouring nodes; ``None`` = the ingestion default.
+        bm25: also store a BM25 sparse vector of each node (default :class:`Bm25Sparse` settings), so a
+            search with ``SearchSettings(sparse=True)`` fuses it in (hybrid).
 
     Raises:
         ValueError: ``chunk_tokens`` not a positive integer, or int8 without sub-chunks.
@@ -106,6 +109,7 @@ class NodeLayout:
     subchunks: SubchunkConfig | None = None
     quantization: Literal["int8"] | None = None
     overlap_tokens: int | None = None
+    bm25: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.chunk_tokens, bool) or not isinstance(self.chunk_tokens, int) or self.chunk_tokens < 1:
@@ -121,7 +125,12 @@ class NodeLayout:
             subchunks=self.subchunks,
             subchunk_quantization=self.quantization,
             show_progress=False,
+            sparse=self.sparse_encoder(),
         )
+
+    def sparse_encoder(self) -> Bm25Sparse | None:
+        """The BM25 model of the sparse vector (``None`` without one)."""
+        return Bm25Sparse() if self.bm25 else None
 
     def label(self) -> str:
         """E.g. ``"510-tok nodes, sub-chunks ≤48 tok, 1-sent overlap"``."""
@@ -130,7 +139,7 @@ class NodeLayout:
             return f"{text}, single vector"
         s = self.subchunks
         text += f", sub-chunks ≤{s.max_tokens} tok, {s.overlap_sentences}-sent overlap"
-        return text + (", int8" if self.quantization else "")
+        return text + (", int8" if self.quantization else "") + (", BM25" if self.bm25 else "")
 
 
 def eval_search(
@@ -372,8 +381,10 @@ class StoreIndex:
         row_of = {pid: i for i, pid in enumerate(vectors.ids)}
         return cls(client, folder, layout, storage, seconds, vectors, row_of)
 
-    def answer(self, queries: np.ndarray, settings: SearchSettings) -> tuple[np.ndarray, np.ndarray]:
-        """Every query through :func:`qdrant_tools.search.search`.
+    def answer(
+        self, queries: np.ndarray, settings: SearchSettings, texts: Sequence[str] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every query through :func:`qdrant_tools.search.search` (with ``texts`` and a BM25 layout: hybrid).
 
         Returns:
             ``([n_queries, n_nodes] node scores, -inf where not returned; per-query search seconds)``.
@@ -383,9 +394,11 @@ class StoreIndex:
         layout = collection_layout(self.client, COLLECTION)
         out = np.full((len(queries), len(self.row_of)), -np.inf, dtype=np.float64)
         seconds = np.zeros(len(queries))
+        bm25 = self.layout.sparse_encoder() if texts is not None else None
         for i, q in enumerate(queries):
             t0 = time.perf_counter()
-            hits = search(self.client, COLLECTION, q, settings, layout=layout)
+            sparse = bm25.embed_query(texts[i]) if bm25 is not None else None
+            hits = search(self.client, COLLECTION, q, settings, layout=layout, sparse_query=sparse)
             seconds[i] = time.perf_counter() - t0
             for h in hits:
                 out[i, self.row_of[h.id]] = h.score
@@ -548,7 +561,7 @@ class MainJobSystem:
         try:
             index = pool.get(self.encoder, cache.docs, cache.doc_ids, self.layout)
             queries = np.asarray(self.encoder.encode_queries(list(cache.queries)), dtype=np.float32)
-            nodes, recall, seconds = self._node_scores(index, queries)
+            nodes, recall, seconds = self._node_scores(index, queries, list(cache.queries))
         finally:
             if self.pool is None:
                 pool.close()
@@ -564,10 +577,12 @@ class MainJobSystem:
         self.vectors_per_passage = index.storage.vectors_per_passage
         return max_over_owners(nodes, index.vectors.doc_col, cache.n_docs)
 
-    def _node_scores(self, index: StoreIndex, queries: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+    def _node_scores(
+        self, index: StoreIndex, queries: np.ndarray, texts: Sequence[str]
+    ) -> tuple[np.ndarray, float, np.ndarray]:
         w = self.search.node_weight
         if self.scoring == "store":
-            nodes, seconds = index.answer(queries, self.search)
+            nodes, seconds = index.answer(queries, self.search, texts)
             if self.layout.subchunks is None:
                 return nodes, float("nan"), seconds
             return nodes, prefetch_recall(nodes, node_scores(index.vectors, queries, w)), seconds

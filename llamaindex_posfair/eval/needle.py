@@ -40,6 +40,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from qdrant_tools.text import sentence_spans
+
 __all__ = [
     "NeedleConfig",
     "NeedleSplit",
@@ -160,14 +162,15 @@ def clean_gutenberg(text: str, start_marker: str | None = None) -> str:
     return "\n\n".join(paragraphs)
 
 
-_SENT = re.compile(r"(?<=[.!?])['\")\]]*\s+(?=[\"'(\[]?[A-Z])")
-
-
 def split_units(text: str, count_content: Callable[[list[str]], list[int]], max_unit_tokens: int) -> list[str]:
-    """Split prose into sentence-like units of at most ``max_unit_tokens`` tokens."""
+    """Split prose into sentence-like units of at most ``max_unit_tokens`` tokens.
+
+    Sentences are cut by :func:`qdrant_tools.text.sentence_spans` (the sub-chunks' splitter). Only
+    the builder calls this; loading and scoring a built benchmark never re-split its passages.
+    """
     out: list[str] = []
     for para in text.split("\n\n"):
-        sents = [s.strip() for s in _SENT.split(para) if s.strip()]
+        sents = [para[a:b] for a, b in sentence_spans(para)]
         lens = count_content(sents) if sents else []
         for s, n in zip(sents, lens):
             if n <= max_unit_tokens:

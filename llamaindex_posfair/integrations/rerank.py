@@ -164,6 +164,52 @@ class PositionFairRerank(BaseNodePostprocessor):
         self._backend = backend
 
     @classmethod
+    def from_collection(
+        cls, client: Any, collection: str, top_n: int = 5, *, vector: str | None = None, **settings: Any
+    ) -> PositionFairRerank:
+        """A reranker that scores as ``collection`` was written: its recipe's encoder and sub-chunks.
+
+        Args:
+            client: a ``QdrantClient`` or the embedded store holding ``collection``.
+            collection: a collection written by ``posfair ingest`` (it records its recipe).
+            top_n: nodes returned.
+            vector: the recipe vector whose encoder scores (default: the one searched).
+            settings: any other field or argument (``endpoint=``, ``fusion_weight=``, ``encoder=`` ...);
+                an encoder setting must agree with the recipe.
+
+        Raises:
+            LookupError: no such collection.
+            ValueError: the collection records no recipe (written before recipes): pass ``spec=`` and the
+                scoring settings instead.
+            RecipeConflictError: a setting contradicts the recipe.
+
+        Example:
+            >>> rerank = PositionFairRerank.from_collection(client, "demo", top_n=3)  # doctest: +SKIP
+        """
+        from llamaindex_posfair.integrations.recipe import read_recipe
+
+        recipe = read_recipe(client, collection)
+        if recipe is None:
+            raise ValueError(
+                f"collection {collection!r} records no recipe (written before recipes, or not by posfair ingest); "
+                "construct PositionFairRerank(spec=..., scoring=...) instead, or re-ingest it"
+            )
+        given = {k: settings.pop(k) for k in list(settings) if k in EncoderSpec.model_fields}
+        base = recipe.rerank_settings(vector)
+        base["spec"] = recipe.encoder_spec(vector, given)
+        encoder = settings.get("encoder")
+        if encoder is not None:  # the loaded encoder is the spec (spec_and_encoder refuses both): check it
+            from llamaindex_posfair.integrations.recipe import RecipeConflictError
+
+            spec = base.pop("spec")
+            if encoder.fingerprint() != spec.fingerprint():
+                raise RecipeConflictError(
+                    f"collection {collection!r} was written by {spec.describe()}, but the encoder given is "
+                    f"{encoder.spec.describe()}; pass the collection's encoder or none"
+                )
+        return cls(top_n, **{**base, **settings})
+
+    @classmethod
     def class_name(cls) -> str:
         return "PositionFairRerank"
 
@@ -259,3 +305,8 @@ class PositionFairRerank(BaseNodePostprocessor):
             out = self._ranked(nodes, await self._backend.ascores(query, texts, self._scoring()))
             event.on_end(payload={EventPayload.NODES: out})
         return self._end(out)
+
+
+#: The exported name (one ``PosFair`` prefix across the package): the same class object, so
+#: ``class_name()`` stays ``"PositionFairRerank"`` and serialised components still load.
+PosFairRerank = PositionFairRerank

@@ -12,7 +12,7 @@ because their ids are deterministic.
 Example:
     >>> from llama_index.core.query_engine import RetrieverQueryEngine
     >>> from llamaindex_posfair.integrations.retriever import PosFairRetriever
-    >>> retriever = PosFairRetriever.from_path(".posfair/qdrant", "demo", top_k=5)    # doctest: +SKIP
+    >>> retriever = PosFairRetriever.from_path(".posfair/qdrant", "demo", similarity_top_k=5)  # doctest: +SKIP
     >>> nodes = retriever.retrieve("How far can the water level change in the Bay of Fundy?")  # doctest: +SKIP
     >>> engine = RetrieverQueryEngine.from_args(retriever, llm=my_llm)               # doctest: +SKIP
     >>> retriever.close()                                                            # doctest: +SKIP
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import warnings
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -29,6 +30,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llamaindex_posfair.encoders.spec import EncoderSpec
+from llamaindex_posfair.integrations.recipe import Recipe, read_recipe
 from qdrant_tools import payload as P
 from qdrant_tools.search import Hit, Layout, SearchSettings, collection_layout, search
 
@@ -124,25 +126,85 @@ def remote_query_encoder(
     return encoder
 
 
+def _settings(recipe: Recipe | None, settings: SearchSettings | None, top_k: int) -> SearchSettings:
+    """The search settings: ``settings`` if given, else the recipe's default search (with evidence)."""
+    if settings is None:
+        settings = recipe.search.settings(evidence=True) if recipe else SearchSettings(evidence=True)
+    return SearchSettings(**{**settings.__dict__, "limit": top_k})
+
+
+def _query_spec(recipe: Recipe | None, vector: str, spec: EncoderSpec | None) -> EncoderSpec | None:
+    """The spec that encodes queries: the recipe's for ``vector``, with the fields ``spec`` sets explicitly.
+
+    Raises:
+        RecipeConflictError: ``spec`` sets a field that disagrees with the recipe.
+    """
+    if recipe is None:
+        return spec
+    given = {k: getattr(spec, k) for k in spec.model_fields_set} if spec is not None else {}
+    return recipe.encoder_spec(vector, given)
+
+
+#: Nodes returned when neither ``similarity_top_k`` nor ``settings`` says (``SearchSettings().limit``).
+DEFAULT_SIMILARITY_TOP_K = 5
+
+
+def _similarity_top_k(
+    similarity_top_k: int | None, top_k: int | None, settings: SearchSettings | None, stacklevel: int = 3
+) -> int:
+    """The number of nodes to return; ``top_k`` is the deprecated name of ``similarity_top_k``.
+
+    Raises:
+        TypeError: both names given.
+        ValueError: not a positive integer.
+    """
+    if top_k is not None:
+        if similarity_top_k is not None:
+            raise TypeError("pass similarity_top_k only; top_k is its deprecated name")
+        warnings.warn(
+            "PosFairRetriever(top_k=...) is deprecated; use similarity_top_k=... (LlamaIndex's name)",
+            DeprecationWarning,
+            stacklevel=stacklevel,
+        )
+        similarity_top_k = top_k
+    if similarity_top_k is None:
+        return settings.limit if settings is not None else DEFAULT_SIMILARITY_TOP_K
+    if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, int) or similarity_top_k < 1:
+        raise ValueError(f"similarity_top_k must be a positive integer, got {similarity_top_k!r}; e.g. 5")
+    return similarity_top_k
+
+
 class PosFairRetriever(BaseRetriever):
     """Retrieve nodes from a posfair collection: node vector prefetch, best-sub-chunk re-scoring.
 
     Args:
         client: a ``QdrantClient`` or the embedded store (the caller closes it; see :meth:`from_path`).
         collection: the collection written by ``posfair ingest``.
-        spec: the encoder (an ``EncoderSpec``; default: the bundled MiniLM, calibrated) — or pass ``encoder``.
+        spec: the encoder (an ``EncoderSpec``; default: the collection's recipe, or for a collection written
+            before recipes the bundled MiniLM, calibrated) — or pass ``encoder``. With a recipe, the fields
+            ``spec`` sets explicitly must agree with it.
         encoder: an already loaded ``PosFairEncoder`` to reuse.
         endpoint: URL of a ``posfair serve`` server that encodes the queries (nothing is loaded here);
             its fingerprint must be the collection's (and ``spec``'s, when given).
         endpoint_timeout_s: seconds per HTTP call to ``endpoint``.
-        top_k: nodes returned.
-        settings: the rest of :class:`qdrant_tools.search.SearchSettings` (default: with ``evidence``; vector, prefetch limit, node
-            weight, evidence); ``top_k`` overrides its ``limit``.
+        similarity_top_k: nodes returned (LlamaIndex's name, as in ``index.as_retriever(similarity_top_k=...)``);
+            ``None``: the ``limit`` of ``settings`` when given, else 5.
+        settings: the rest of :class:`qdrant_tools.search.SearchSettings` (vector, prefetch limit, node weight,
+            evidence; default: the recipe's search, with ``evidence``); ``similarity_top_k`` overrides its ``limit``.
         callback_manager: LlamaIndex callbacks.
+        top_k: deprecated name of ``similarity_top_k`` (warns with ``DeprecationWarning``).
 
     Raises:
         LookupError: the collection does not exist.
         FingerprintMismatchError: the encoder did not write the searched vector.
+        RecipeConflictError: ``spec`` contradicts the collection's recipe.
+        TypeError: both ``similarity_top_k`` and the deprecated ``top_k``.
+        ValueError: ``similarity_top_k`` is not a positive integer.
+
+    Example:
+        >>> from llamaindex_posfair import PosFairRetriever
+        >>> with PosFairRetriever.from_path(".posfair/qdrant", "demo", similarity_top_k=5) as r:  # doctest: +SKIP
+        ...     nodes = r.retrieve("How far can the water level change in the Bay of Fundy?")
     """
 
     def __init__(
@@ -154,18 +216,23 @@ class PosFairRetriever(BaseRetriever):
         encoder: Any = None,
         endpoint: str | None = None,
         endpoint_timeout_s: float = 60.0,
-        top_k: int = 5,
+        similarity_top_k: int | None = None,
         settings: SearchSettings | None = None,
         callback_manager: CallbackManager | None = None,
+        top_k: int | None = None,
     ) -> None:
+        similarity_top_k = _similarity_top_k(similarity_top_k, top_k, settings)
         super().__init__(callback_manager=callback_manager)
         self._client = client
         self._owns_client = False
         self.collection = collection
-        base = settings or SearchSettings(evidence=True)  # the matching sentence comes with every node
-        self.settings = SearchSettings(**{**base.__dict__, "limit": top_k})
         self.layout: Layout = collection_layout(client, collection)
-        self.vector = self.layout.node_vector(self.settings.vector)
+        self.recipe: Recipe | None = read_recipe(client, collection)
+        self.settings = _settings(self.recipe, settings, similarity_top_k)
+        self.vector = self.layout.node_vector(
+            self.recipe.node_vector(self.settings.vector) if self.recipe else self.settings.vector
+        )
+        spec = _query_spec(self.recipe, self.vector, spec)
         stored = _stored_fingerprint(client, collection, self.vector)
         if endpoint is not None:
             if encoder is not None:
@@ -174,14 +241,23 @@ class PosFairRetriever(BaseRetriever):
         else:
             loaded = encoder if encoder is not None else (spec or EncoderSpec()).load()
             self.encoder = query_encoder(loaded, stored, self.vector, collection)
+        self._bm25 = self.recipe.sparse_encoder() if self.recipe else None
         self._lock = threading.Lock()
 
     @classmethod
     def from_path(cls, path: str, collection: str, **kwargs: Any) -> PosFairRetriever:
         """Open storage with :func:`qdrant_tools.store.open_store` (a folder: the embedded store; ``url=``
-        in ``kwargs``: a server) and retrieve from it; :meth:`close` closes the storage too."""
+        in ``kwargs``: a server) and retrieve from it; :meth:`close` closes the storage too.
+
+        ``kwargs``: the constructor's keywords (``similarity_top_k``, ``spec``, ``endpoint``, ...).
+        """
         from qdrant_tools.store import open_store
 
+        top_k = kwargs.pop("top_k", None)
+        if top_k is not None:  # the deprecated name: warn here, so the warning points at the caller of from_path
+            kwargs["similarity_top_k"] = _similarity_top_k(
+                kwargs.get("similarity_top_k"), top_k, kwargs.get("settings")
+            )
         url = kwargs.pop("url", None)
         client = open_store(None if url else path, url=url, must_exist=not url)
         try:
@@ -214,7 +290,8 @@ class PosFairRetriever(BaseRetriever):
             raise ValueError(f"query must be a non-empty string, got {query!r}")
         with self._lock:
             q = self.encoder.encode_queries([query])[0]
-            return search(self._client, self.collection, q, self.settings, layout=self.layout)
+            sparse = self._bm25.embed_query(query) if self._bm25 is not None else None
+            return search(self._client, self.collection, q, self.settings, layout=self.layout, sparse_query=sparse)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [hit_to_node(h) for h in self.search(query_bundle.query_str)]

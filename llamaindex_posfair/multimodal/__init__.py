@@ -2,7 +2,7 @@
 
 Layers, lowest first: pure math (:mod:`.bias`, :mod:`.posterior`,
 :mod:`.pride`, :mod:`.metrics`) ← :mod:`.calibrator` / :mod:`.simulator` /
-:mod:`.evaluate` ← adapters (:mod:`.attention_capture`, :mod:`.mllm_adapter`,
+:mod:`.evaluate` / :mod:`.scoring` ← adapters (:mod:`.attention_capture`, :mod:`.mllm_adapter`,
 :mod:`.qwen_adapter`) ← LlamaIndex integration (:mod:`.rerank`). Names are
 imported lazily so ``import llamaindex_posfair.multimodal`` stays cheap.
 """
@@ -24,7 +24,8 @@ _EXPORTS = {
     "SimulatorConfig": ".simulator",
     "QwenVLAdapter": ".qwen_adapter",
     "PromptTemplate": ".mllm_adapter",
-    "AttentionGuidedImageRerank": ".rerank",
+    "PosFairImageRerank": ".rerank",
+    "AttentionGuidedImageRerank": ".rerank",  # the same class, its first name
     "ImageLoadError": ".images",
 }
 

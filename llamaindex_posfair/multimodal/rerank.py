@@ -25,11 +25,12 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from .calibrator import AttentionGuidedCalibrator, CalibrationState, CalibratorConfig, check_fitted_size
+from .calibrator import AttentionGuidedCalibrator, CalibrationState, check_fitted_size
 from .images import load_node_image
+from .scoring import make_calibrator, slot_probabilities
 from .types import MultiImageScorer
 
-__all__ = ["AttentionGuidedImageRerank", "make_calibrator", "slot_probabilities"]
+__all__ = ["AttentionGuidedImageRerank", "PosFairImageRerank", "make_calibrator", "slot_probabilities"]
 
 dispatcher = get_dispatcher(__name__)
 
@@ -48,30 +49,6 @@ def _restore_serialised(scorer: MultiImageScorer, calibration: Any, kwargs: dict
             "pass the scorer of that model, or drop model_id (it is always set from the scorer)"
         )
     return stored_path if calibration is None else calibration
-
-
-def make_calibrator(
-    state: CalibrationState, top_k_layers: int, sharpen: float, variant: str
-) -> AttentionGuidedCalibrator:
-    """The calibrator of a fitted state with these inference settings (cheap: no model call)."""
-    cfg = CalibratorConfig(top_k=top_k_layers, sharpen=sharpen, layer_range=state.layer_range, variant=variant)
-    return AttentionGuidedCalibrator(cfg, state)
-
-
-def slot_probabilities(
-    scorer: MultiImageScorer, calibrator: AttentionGuidedCalibrator | None, method: str, query: str, images: list
-) -> torch.Tensor:
-    """One forward pass; the probability ``[N]`` of each image being the answer (in the given order).
-
-    ``method="vanilla"`` is the softmax of the model's answer scores; the other methods
-    correct them with ``calibrator`` (required for them).
-    """
-    result = scorer.score(query, images)
-    if method == "vanilla":
-        raw = result.logits.double()
-    else:
-        raw = calibrator.scores(result, method)
-    return torch.softmax(raw, dim=0)
 
 
 class _LocalImageBackend:
@@ -287,3 +264,8 @@ class AttentionGuidedImageRerank(BaseNodePostprocessor):
             event.on_end(payload={EventPayload.NODES: out})
         dispatcher.event(ReRankEndEvent(nodes=out))
         return out
+
+
+#: The exported name (one ``PosFair`` prefix across the package): the same class object, so
+#: ``class_name()`` stays ``"AttentionGuidedImageRerank"`` and serialised components still load.
+PosFairImageRerank = AttentionGuidedImageRerank

@@ -2,7 +2,8 @@
 
 Every call is retried with bounded, jittered backoff on transient failures only
 (refused or dropped connections, timeouts, 408/429/5xx, honouring
-``Retry-After``), with :class:`qdrant_tools.retry.RetryPolicy`; a 4xx is raised at
+``Retry-After``), with :class:`qdrant_tools.retry.RetryPolicy` applied by the
+tenacity loops of :mod:`qdrant_tools.retry` (sync and async); a 4xx is raised at
 once as a :class:`ServeError` carrying the server's message. The bearer token is
 read from ``$POSFAIR_SERVE_TOKEN`` unless given.
 
@@ -25,11 +26,8 @@ import base64
 import io
 import logging
 import os
-import random
-import time
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -41,12 +39,11 @@ from llamaindex_posfair.serve.schemas import (
     ModelCard,
     ModelList,
     RerankResponse,
+    file_digest,
 )
-from qdrant_tools.retry import RetryPolicy, call_with_retry, is_retryable, retry_after
+from qdrant_tools.retry import RetryPolicy, acall_with_retry, call_with_retry, is_retryable
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 #: Retries of the client: 4 attempts within 60 s, backoff bound 0.2 s doubling up to 5 s.
 DEFAULT_POLICY = RetryPolicy(max_attempts=4, base_delay=0.2, max_delay=5.0, deadline=60.0)
@@ -85,31 +82,6 @@ def _message(response: Any) -> str:
         return str(body["error"]["message"])
     except Exception:
         return response.text[:500] or response.reason_phrase
-
-
-async def acall_with_retry(
-    fn: Callable[[], Awaitable[T]], *, policy: RetryPolicy, description: str, rng: random.Random | None = None
-) -> T:
-    """Async twin of :func:`qdrant_tools.retry.call_with_retry` (same policy, same retryable errors)."""
-    rng = rng or random.Random()
-    start = time.monotonic()
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            return await fn()
-        except Exception as exc:
-            if not is_retryable(exc, policy) or attempt >= policy.max_attempts:
-                raise
-            delay = rng.uniform(0.0, policy.bound(attempt))
-            asked = retry_after(exc)
-            if asked is not None:
-                delay = min(policy.max_delay, max(delay, asked))
-            if policy.deadline is not None and time.monotonic() - start + delay > policy.deadline:
-                raise
-            logger.warning("%s failed (attempt %d/%d): %s; retrying in %.2fs", description, attempt,
-                           policy.max_attempts, type(exc).__name__, delay)  # fmt: skip
-            await asyncio.sleep(delay)
 
 
 class ServeClient:
@@ -255,8 +227,6 @@ class ServeClient:
         Raises:
             ServeMismatchError: no image model, another model id, or another calibration state.
         """
-        from llamaindex_posfair.serve.worker import file_digest
-
         card = self.models().card("image-rerank")
         if card is None:
             raise ServeMismatchError(

@@ -1,5 +1,12 @@
 """Start and stop a ``posfair serve`` application (used by the CLI, the tests and the bench).
 
+A local Ray is started with Ray Serve's proxy checks loosened (:data:`LOCAL_SERVE_ENV`): on a
+busy machine (two cores, a model loading) Serve's defaults miss the proxy's readiness check
+three times and fail the start. A start that fails anyway raises :class:`ServeStartError`
+with the reason in one line (Ray's full report is chained to it). Serve's own loggers keep
+the level a caller (the CLI) gave the ``ray.serve`` logger, in this process and in Serve's
+controller, proxies and replicas.
+
 Example:
     >>> started = ensure_ray(None, local_cpus=2)                   # doctest: +SKIP
     >>> deploy(ServeConfig(), host="127.0.0.1", port=8000)         # doctest: +SKIP
@@ -8,13 +15,31 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import re
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 from llamaindex_posfair.serve.config import ServeConfig
 
 logger = logging.getLogger(__name__)
+
+#: Ray Serve's proxy checks for a local Ray (Serve's defaults: ready check 5 s, health check 10 s
+#: every 10 s; three misses in a row restart the proxy and fail the start). The Serve controller
+#: reads them when it starts, so they are set for the local Ray's processes; a value already in
+#: the environment wins.
+LOCAL_SERVE_ENV: dict[str, str] = {
+    "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S": "60",
+    "RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S": "60",
+    "RAY_SERVE_PROXY_HEALTH_CHECK_PERIOD_S": "20",
+}
+
+
+class ServeStartError(RuntimeError):
+    """The application did not start; the message is the reason in one line."""
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -38,7 +63,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 def ensure_ray(address: str | None, local_cpus: int | None = None, *, log_to_driver: bool = True) -> bool:
     """Connect to a Ray cluster (``address``) or start a local Ray; ``True`` when this call started one.
 
-    A Ray already initialised in this process is reused (and not owned).
+    A Ray already initialised in this process is reused (and not owned). A local Ray gets
+    :data:`LOCAL_SERVE_ENV`.
     """
     import ray
 
@@ -47,8 +73,21 @@ def ensure_ray(address: str | None, local_cpus: int | None = None, *, log_to_dri
     if address:
         ray.init(address=address, log_to_driver=log_to_driver)
         return False
-    ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=log_to_driver)
+    with _environment(LOCAL_SERVE_ENV):  # the local Ray's processes inherit it; this process is left as it was
+        ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=log_to_driver)
     return True
+
+
+@contextlib.contextmanager
+def _environment(defaults: dict[str, str]) -> Iterator[None]:
+    """``defaults`` in ``os.environ`` (where unset) for the duration of the block."""
+    added = [name for name in defaults if name not in os.environ]
+    os.environ.update({name: defaults[name] for name in added})
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
 
 
 def resources_needed(config: ServeConfig) -> dict[str, float]:
@@ -78,17 +117,67 @@ def missing_resources(config: ServeConfig, have: dict[str, float]) -> str | None
     return "the replicas (embed + rerank + image) need " + " and ".join(short)
 
 
+def _import_serve() -> tuple[Any, str | None]:
+    """``ray.serve``, and the level a caller gave its logger (importing Serve resets it to INFO), else None."""
+    serve_logger = logging.getLogger("ray.serve")
+    level = serve_logger.level
+    from ray import serve
+
+    if level:
+        serve_logger.setLevel(level)
+    return serve, logging.getLevelName(level) if level else None
+
+
 def deploy(config: ServeConfig, host: str, port: int) -> Any:
     """Start Serve's HTTP proxy on ``host:port`` and deploy the application; returns its handle.
 
     Blocks until every replica has loaded its model.
-    """
-    from ray import serve
 
+    Raises:
+        ServeStartError: the start failed (a proxy or replica did not come up, Ray failed); the
+            message says why in one line. Exceptions of other origins (a caller's signal) pass through.
+    """
+    serve, level = _import_serve()
     from llamaindex_posfair.serve.deployments import build_app
 
-    serve.start(http_options={"host": host, "port": port})
-    return serve.run(build_app(config), name=config.app_name, route_prefix="/")
+    logging_config = {"log_level": level} if level else None
+    try:
+        serve.start(http_options={"host": host, "port": port}, logging_config=logging_config)
+        return serve.run(build_app(config), name=config.app_name, route_prefix="/", logging_config=logging_config)
+    except Exception as exc:
+        if not _raised_by_ray_or_python(exc) or isinstance(exc, ServeStartError):
+            raise
+        raise ServeStartError(start_failure(exc)) from exc
+
+
+def _raised_by_ray_or_python(exc: BaseException) -> bool:
+    module = type(exc).__module__
+    return module == "builtins" or module == "ray" or module.startswith("ray.")
+
+
+#: The last line of a traceback that Ray put in a message: ``SomeError: what happened``.
+_CAUSE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::.*)?$")
+
+
+def start_failure(exc: BaseException) -> str:
+    """Why a start failed, in one line: the message's first line, the cause Ray buried in it, or a hint.
+
+    Example:
+        >>> start_failure(RuntimeError("Deploying application posfair failed:\\n  File x\\nOSError: no model at /m"))
+        'RuntimeError: Deploying application posfair failed: (cause: OSError: no model at /m)'
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    first = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    if isinstance(exc, TimeoutError) and "prox" in first.lower():
+        waited = os.environ.get(
+            "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", LOCAL_SERVE_ENV["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"]
+        )
+        return (
+            f"Ray Serve's HTTP proxy did not become ready ({first}); the machine may be busy: retry, "
+            f"or raise RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S (a local start uses {waited} s)"
+        )
+    cause = next((line for line in reversed(lines[1:]) if _CAUSE.match(line)), None)
+    return (f"{first} (cause: {cause})" if cause and cause not in first else first)[:500]
 
 
 def stop(owns_ray: bool, app_name: str = "posfair") -> None:

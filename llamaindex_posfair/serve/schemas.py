@@ -25,6 +25,8 @@ Example:
 from __future__ import annotations
 
 import base64
+import hashlib
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -35,6 +37,12 @@ from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
 InputType = Literal["query", "document"]
 ImageMethod = Literal["ours", "vanilla", "pride", "attention"]
+
+
+def file_digest(path: str | Path) -> str:
+    """16-hex-digit SHA-256 of a file's bytes: the fingerprint of an image calibration state on the wire
+    (``ModelCard.fingerprint`` of the image model; the server computes it, the client checks it)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
 class _Wire(BaseModel):

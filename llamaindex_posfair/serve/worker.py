@@ -18,19 +18,27 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from llamaindex_posfair.encoders.spec import EncoderSpec
-from llamaindex_posfair.integrations.backend import Role
 from llamaindex_posfair.integrations.node_scoring import NODE_SCORING, ScoringSettings, combine_scores, plan_scoring
 from llamaindex_posfair.serve.config import ImageModelSpec
-from llamaindex_posfair.serve.schemas import ModelCard
+from llamaindex_posfair.serve.schemas import InputType, ModelCard, file_digest
+
+__all__ = [
+    "EmbedJob",
+    "EmbedOutput",
+    "EncoderWorker",
+    "ImageJob",
+    "ImageWorker",
+    "RerankJob",
+    "file_digest",  # its home is serve.schemas (shared with the client); kept importable here
+    "load_image_scorer",
+]
 
 
 @dataclass(frozen=True)
@@ -38,7 +46,7 @@ class EmbedJob:
     """The texts of one request, all of one kind."""
 
     texts: tuple[str, ...]
-    role: Role
+    role: InputType
 
 
 @dataclass
@@ -182,11 +190,6 @@ def load_image_scorer(spec: ImageModelSpec) -> Any:
     )
 
 
-def file_digest(path: str | Path) -> str:
-    """16-hex-digit SHA-256 of a file's bytes (the identity of a calibration state)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
-
-
 class ImageWorker:
     """One multimodal model and its calibration state, answering image rerank jobs.
 
@@ -224,7 +227,7 @@ class ImageWorker:
             ValueError: a calibrated method without a calibration state, or an image count the
                 state or the model does not cover.
         """
-        from llamaindex_posfair.multimodal.rerank import make_calibrator, slot_probabilities
+        from llamaindex_posfair.multimodal.scoring import make_calibrator, slot_probabilities
 
         if job.method != "vanilla" and self.state is None:
             raise ValueError(

@@ -5,6 +5,9 @@
   Qdrant goes through what it returns.
 * :class:`EdgeStore` speaks qdrant-client's method names and
   ``qdrant_client.models`` types, one Qdrant Edge shard per collection.
+* :class:`Store` (:mod:`qdrant_tools.store.protocol`) is what posfair needs of
+  any of them; :func:`store_traits` says what a store keeps and does (kind,
+  payload indexes, index builds on request) without looking at its class.
 * :func:`migrate_local_storage` converts a folder written by qdrant-client's
   local mode (the embedded store of earlier versions).
 
@@ -27,19 +30,25 @@ from qdrant_tools.store.errors import (
     StoreNotFoundError,
     UnsupportedCallError,
 )
+from qdrant_tools.store.indexer import IndexBuildError
 from qdrant_tools.store.migrate import migrate_local_storage
 from qdrant_tools.store.open import open_server, open_store
+from qdrant_tools.store.protocol import Store, StoreTraits, store_traits
 
 __all__ = [
     "EdgeStore",
+    "IndexBuildError",
     "LegacyStorageError",
     "NotAStoreError",
     "ServerUnreachableError",
+    "Store",
     "StoreError",
     "StoreLockedError",
     "StoreNotFoundError",
+    "StoreTraits",
     "UnsupportedCallError",
     "migrate_local_storage",
     "open_server",
     "open_store",
+    "store_traits",
 ]

@@ -23,6 +23,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import qdrant_edge as E
 from qdrant_client import models
@@ -79,6 +80,12 @@ class EdgeCollection:
         )
         vectors = {**self.record.named, name: params}
         self.record = self.record.model_copy(update={"vectors": vectors})
+        write_json_atomic(self.folder / COLLECTION_META, self.record.model_dump(mode="json", exclude_none=True))
+
+    def set_metadata(self, metadata: dict[str, Any]) -> None:
+        """Merge ``metadata`` into the collection's metadata by top-level key, as ``update_collection`` does."""
+        merged = {**(self.record.metadata or {}), **metadata}
+        self.record = self.record.model_copy(update={"metadata": merged})
         write_json_atomic(self.folder / COLLECTION_META, self.record.model_dump(mode="json", exclude_none=True))
 
     def multivectors(self) -> set[str]:

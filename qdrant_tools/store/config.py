@@ -2,10 +2,11 @@
 
 Qdrant Edge persists what it needs to run (``edge_config.json``), but not in
 qdrant-client's terms, so each collection keeps :class:`CollectionRecord` in
-``collection.json``: the named vectors (multivector config included), HNSW,
-quantization and optimizer settings exactly as ``create_collection``
-received them. From it the store builds the shard's ``EdgeConfig`` once, and
-answers ``get_collection`` with qdrant-client's ``CollectionInfo``.
+``collection.json``: the named vectors (multivector config included), the
+sparse vectors (IDF modifier included), HNSW, quantization and optimizer
+settings exactly as ``create_collection`` received them. From it the store
+builds the shard's ``EdgeConfig`` once, and answers ``get_collection`` with
+qdrant-client's ``CollectionInfo``.
 
 Example:
     >>> from qdrant_client import models
@@ -33,7 +34,6 @@ UNNAMED = ""
 #: create_collection arguments that have no meaning for one embedded shard; recorded, never applied.
 CLUSTER_SETTINGS = ("shard_number", "replication_factor", "write_consistency_factor")
 _UNSUPPORTED = {
-    "sparse_vectors_config": "sparse vectors",
     "sharding_method": "custom sharding",
     "init_from": "init_from",
     "strict_mode_config": "strict mode",
@@ -47,6 +47,7 @@ class CollectionRecord(BaseModel):
 
     format: int = 1
     vectors: dict[str, models.VectorParams] | models.VectorParams
+    sparse_vectors: dict[str, models.SparseVectorParams] | None = None
     hnsw_config: models.HnswConfigDiff | None = None
     optimizers_config: models.OptimizersConfigDiff | None = None
     quantization_config: models.QuantizationConfig | None = None
@@ -62,8 +63,8 @@ class CollectionRecord(BaseModel):
         """From ``create_collection``'s keyword arguments.
 
         Raises:
-            UnsupportedCallError: sparse vectors, custom sharding, ``init_from`` or strict mode.
-            ValueError: no ``vectors_config``.
+            UnsupportedCallError: custom sharding, ``init_from`` or strict mode.
+            ValueError: neither ``vectors_config`` nor ``sparse_vectors_config``, or a name in both.
         """
         for key, what in _UNSUPPORTED.items():
             if kwargs.get(key):
@@ -72,21 +73,73 @@ class CollectionRecord(BaseModel):
                     "use a Qdrant server (url=...) or open_store(path, backend='local')"
                 )
         vectors = kwargs.get("vectors_config")
-        if not vectors:
-            raise ValueError("create_collection needs vectors_config (a VectorParams or {name: VectorParams})")
-        known = {k: v for k, v in kwargs.items() if k in cls.model_fields and k != "vectors" and v is not None}
-        return cls(vectors=dict(vectors) if isinstance(vectors, dict) else vectors, **known)
+        sparse = dict(kwargs.get("sparse_vectors_config") or {}) or None
+        if not vectors and not sparse:
+            raise ValueError(
+                "create_collection needs vectors_config (a VectorParams or {name: VectorParams}) "
+                "or sparse_vectors_config ({name: SparseVectorParams})"
+            )
+        dense = dict(vectors) if isinstance(vectors, dict) else (vectors or {})
+        both = sorted(set(dense if isinstance(dense, dict) else {UNNAMED}) & set(sparse or {}))
+        if both:
+            raise ValueError(
+                f"create_collection: {both} named in both vectors_config and sparse_vectors_config; "
+                "a vector name is either dense or sparse, rename one of them"
+            )
+        skip = {"vectors", "sparse_vectors"}
+        known = {k: v for k, v in kwargs.items() if k in cls.model_fields and k not in skip and v is not None}
+        return cls(vectors=dense, sparse_vectors=sparse, **known)
 
     @property
     def named(self) -> dict[str, models.VectorParams]:
         """Vector name -> params (the unnamed vector is ``""``)."""
         return dict(self.vectors) if isinstance(self.vectors, dict) else {UNNAMED: self.vectors}
 
+    @property
+    def sparse(self) -> dict[str, models.SparseVectorParams]:
+        """Sparse vector name -> params ({} without sparse vectors)."""
+        return dict(self.sparse_vectors or {})
+
+    def check_vector(self, name: str | None, *, sparse: bool, where: str) -> None:
+        """Check that ``name`` is a vector of the kind a value or query needs, before it reaches Qdrant Edge.
+
+        Args:
+            name: the vector name (``using=``, or a key of a point's vectors); None is the unnamed vector.
+            sparse: whether the value is a ``SparseVector``.
+            where: the call, for the message (e.g. ``"query_points(using=...)"``).
+
+        Raises:
+            ValueError: no such vector, or a sparse value for a dense vector (or the reverse);
+                the message names the vector, what the collection has, and the fix.
+        """
+        name = UNNAMED if name is None else name
+        dense, sparse_names = sorted(self.named), sorted(self.sparse)
+        if name in (sparse_names if sparse else dense):
+            return
+        have = f"the collection has dense vectors {dense} and sparse vectors {sparse_names}"
+        if sparse and name in dense:
+            raise ValueError(
+                f"{where}: {name!r} is a dense vector but got a SparseVector; send it to a sparse vector "
+                f"instead ({have})"
+            )
+        if not sparse and name in sparse_names:
+            raise ValueError(
+                f"{where}: {name!r} is a sparse vector but got a dense vector or multivector; send it a "
+                "models.SparseVector(indices=..., values=...), e.g. from qdrant_tools.sparse.Bm25Sparse"
+            )
+        kind = "sparse vector" if sparse else "vector"
+        what = f"{kind} named {name!r}" if name else f"unnamed {kind} (name it with using=...)"
+        raise ValueError(
+            f"{where}: no {what}; {have}. Use one of those names, or create the collection with it "
+            "(sparse_vectors_config={name: models.SparseVectorParams(...)} for a sparse vector)"
+        )
+
     # ------------------------------------------------------------------ to Qdrant Edge
     def edge_config(self) -> E.EdgeConfig:
         """The ``EdgeConfig`` of a new shard."""
         return E.EdgeConfig(
             vectors={name: self._edge_vector(p) for name, p in self.named.items()},
+            sparse_vectors={name: edge_sparse(p) for name, p in self.sparse.items()} or None,
             on_disk_payload=self.on_disk_payload,
             hnsw_config=edge_hnsw(self.hnsw_config),
             quantization_config=edge_quantization(self.quantization_config),
@@ -135,12 +188,25 @@ class CollectionRecord(BaseModel):
             replication_factor=self.replication_factor,
             write_consistency_factor=self.write_consistency_factor,
             on_disk_payload=self.on_disk_payload,
+            sparse_vectors=self.sparse_vectors,
         )
 
     def optimizers(self) -> models.OptimizersConfig:
         given = self.optimizers_config.model_dump(exclude_none=True) if self.optimizers_config else {}
         base = {"deleted_threshold": 0.2, "vacuum_min_vector_number": 1000, "default_segment_number": 0}
         return models.OptimizersConfig(**{**base, "flush_interval_sec": 5, **given})
+
+
+def edge_sparse(p: models.SparseVectorParams) -> E.EdgeSparseVectorParams:
+    """The Edge parameters of a sparse vector (index settings and the IDF modifier)."""
+    index = p.index or models.SparseIndexParams()
+    return E.EdgeSparseVectorParams(
+        full_scan_threshold=index.full_scan_threshold,
+        on_disk=index.on_disk,
+        modifier=to_edge(E.Modifier, p.modifier) if p.modifier else None,
+        datatype=to_edge(E.VectorStorageDatatype, index.datatype) if index.datatype else None,
+        memory=to_edge(E.Memory, index.memory) if index.memory else None,
+    )
 
 
 def edge_hnsw(*diffs: models.HnswConfigDiff | None) -> E.HnswIndexConfig | None:

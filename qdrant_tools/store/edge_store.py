@@ -6,13 +6,15 @@ folder. It answers the qdrant-client calls posfair (and LlamaIndex's
 
 =========================  ================================================================
 collections                ``collection_exists``, ``get_collections``, ``create_collection``
-                           (named vectors, multivectors, HNSW, quantization, optimizers),
+                           (named vectors, multivectors, sparse vectors with IDF, HNSW,
+                           quantization, optimizers),
                            ``get_collection``, ``delete_collection``, ``create_vector_name``
 points                     ``upsert`` (``Batch`` or ``PointStruct`` s), ``upload_points``,
                            ``retrieve``, ``scroll``, ``count``, ``delete`` (ids or filter)
 payload indexes            ``create_payload_index``, ``delete_payload_index``
-queries                    ``query_points`` (vector / multivector, ``using``, nested
-                           ``prefetch``, filter, fusion), ``query_batch_points``,
+queries                    ``query_points`` (vector / multivector / sparse vector, ``using``,
+                           nested ``prefetch``, filter, RRF / DBSF fusion, formulas),
+                           ``query_batch_points``,
                            ``query_points_groups``
 =========================  ================================================================
 
@@ -22,9 +24,12 @@ under ``<folder>/collections/<name>``; every write goes through Edge's
 write-ahead log before the call returns, so a process killed afterwards keeps
 it. One process opens a folder at a time (:mod:`qdrant_tools.store.lock`).
 
-New points are searched exactly until :meth:`EdgeStore.build_index` builds
-the HNSW index (ingestion calls it when it finishes); after that, queries
-use the index and points written later are searched exactly beside it.
+New points are searched exactly until they are indexed. With ``auto_index``
+(the default) the store indexes them in the background once a collection's
+unindexed points pass its ``indexing_threshold``, as a server's optimizer
+does (:mod:`qdrant_tools.store.indexer`); :meth:`EdgeStore.build_index` builds
+the index at once (ingestion calls it when it finishes). Queries use the
+index and search points written later exactly beside it.
 
 Example:
     >>> import tempfile
@@ -69,6 +74,7 @@ from qdrant_tools.store.errors import (
 from qdrant_tools.store.filters import to_edge_filter
 from qdrant_tools.store.groups import group_hits, payload_request
 from qdrant_tools.store.ids import from_edge_id, to_edge_id
+from qdrant_tools.store.indexer import DEFAULT_QUIET_S, AutoIndexer
 from qdrant_tools.store.lock import FolderLock
 from qdrant_tools.store.points import edge_points
 from qdrant_tools.store.requests import batch_request, edge_order_by, edge_with_payload, query_request
@@ -80,7 +86,7 @@ _ALTERNATIVES = {
     "search_batch": "query_batch_points",
     "search_groups": "query_points_groups",
     "upload_collection": "upsert(models.Batch(...)) or upload_points",
-    "update_collection": "create a new collection with the new settings and re-ingest",
+    "update_collection": "create a new collection with the new settings and re-ingest",  # all but metadata
     "create_snapshot": "close the store and copy its folder",
     "recreate_collection": "delete_collection then create_collection",
     "recommend": "query_points",
@@ -115,19 +121,41 @@ class EdgeStore:
         False
     """
 
+    #: The store's traits (:class:`qdrant_tools.store.protocol.Store`): embedded Qdrant Edge, which keeps
+    #: payload indexes and builds its search index when asked (:meth:`build_index`).
+    kind = "edge"
+    keeps_payload_indexes = True
+    builds_index_on_request = True
     #: ``create_collection`` settings that a single embedded shard records but cannot honour.
     unverified_settings = CLUSTER_SETTINGS
 
-    def __init__(self, root: Path, lock: FolderLock, *, temporary: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        lock: FolderLock,
+        *,
+        temporary: bool = False,
+        auto_index: bool = True,
+        quiet_s: float = DEFAULT_QUIET_S,
+    ) -> None:
         self._root = root
         self._lock: FolderLock | None = lock
         self._temporary = temporary
         self._open: dict[str, EdgeCollection] = {}
+        self._indexer: AutoIndexer | None = None
+        if auto_index:
+            self._indexer = AutoIndexer(_weak_optimizer(self), quiet_s=quiet_s)
+            weakref.finalize(self, self._indexer.stop)  # a store never closed still stops its worker
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
-    def open(cls, path: str | Path, *, must_exist: bool = False) -> EdgeStore:
+    def open(
+        cls, path: str | Path, *, must_exist: bool = False, auto_index: bool = True, quiet_s: float = DEFAULT_QUIET_S
+    ) -> EdgeStore:
         """Open (or create) the store at ``path`` and lock it for this process.
+
+        ``auto_index`` indexes collections in the background after writes (see
+        :mod:`qdrant_tools.store.indexer`; ``quiet_s``: the pause in writes a build waits for).
 
         Raises:
             StoreNotFoundError: ``must_exist`` and nothing is there.
@@ -156,14 +184,14 @@ class EdgeStore:
         except Exception:
             lock.release()
             raise
-        return cls(root, lock)
+        return cls(root, lock, auto_index=auto_index, quiet_s=quiet_s)
 
     @classmethod
-    def temporary(cls) -> EdgeStore:
+    def temporary(cls, *, auto_index: bool = True, quiet_s: float = DEFAULT_QUIET_S) -> EdgeStore:
         """A store in a fresh temporary folder, deleted by :meth:`close` (what ``open_store(":memory:")`` gives)."""
         root = Path(tempfile.mkdtemp(prefix="posfair-store-"))
         layout.init_store(root)
-        store = cls(root, FolderLock.acquire(root), temporary=True)
+        store = cls(root, FolderLock.acquire(root), temporary=True, auto_index=auto_index, quiet_s=quiet_s)
         weakref.finalize(store, shutil.rmtree, root, True)  # removed even if never closed
         return store
 
@@ -173,7 +201,16 @@ class EdgeStore:
         return self._root
 
     def close(self, **kwargs: Any) -> None:
-        """Flush and close every shard, release the folder (idempotent)."""
+        """Stop the background indexer, flush and close every shard, release the folder (idempotent).
+
+        A background index build that is running is waited for (Qdrant Edge cannot
+        cancel one); the shard is closed after it, whole.
+
+        Raises:
+            IndexBuildError: a background build failed and no call has raised it yet (the store is closed).
+        """
+        if self._indexer is not None:
+            self._indexer.stop()
         for col in self._open.values():
             col.close()
         self._open.clear()
@@ -182,6 +219,8 @@ class EdgeStore:
             self._lock = None
             if self._temporary:
                 shutil.rmtree(self._root, ignore_errors=True)
+        if self._indexer is not None:
+            self._indexer.raise_error()
 
     def __enter__(self) -> EdgeStore:
         return self
@@ -213,6 +252,8 @@ class EdgeStore:
             if not self.collection_exists(name):
                 raise ValueError(f"Collection {name} not found (existing: {layout.list_collections(self._root)})")
             col = self._open[name] = EdgeCollection.open(layout.collection_dir(self._root, name))
+            if self._indexer is not None:
+                self._indexer.track(name, col.record, backlog=_unindexed(col))
         return col
 
     # ------------------------------------------------------------------ collections
@@ -228,8 +269,8 @@ class EdgeStore:
         """Create a collection from qdrant-client's ``create_collection`` arguments (see :class:`CollectionRecord`).
 
         Raises:
-            ValueError: it exists already, or no ``vectors_config``.
-            UnsupportedCallError: sparse vectors, custom sharding, ``init_from``, strict mode.
+            ValueError: it exists already, or neither ``vectors_config`` nor ``sparse_vectors_config``.
+            UnsupportedCallError: custom sharding, ``init_from``, strict mode.
         """
         self._collection_guard()
         if self.collection_exists(collection_name):
@@ -237,10 +278,14 @@ class EdgeStore:
         record = CollectionRecord.from_create_kwargs(kwargs)
         folder = layout.collection_dir(self._root, collection_name)
         self._open[collection_name] = EdgeCollection.create(folder, record)
+        if self._indexer is not None:
+            self._indexer.track(collection_name, record)
         return True
 
     def delete_collection(self, collection_name: str, **kwargs: Any) -> bool:
         self._collection_guard()
+        if self._indexer is not None:
+            self._indexer.forget(collection_name)  # waits for its running build
         col = self._open.pop(collection_name, None)
         if col is not None:
             col.close()
@@ -277,15 +322,41 @@ class EdgeStore:
         col.add_vector(vector_name, params)
         return _COMPLETED
 
+    def update_collection(self, collection_name: str, metadata: dict[str, Any] | None = None, **kwargs: Any) -> bool:
+        """Update a collection's metadata (merged by top-level key, as a server does).
+
+        Raises:
+            UnsupportedCallError: any other setting (vectors, HNSW, optimizers, ...): the shard keeps its creation config.
+        """
+        changed = sorted(k for k, v in kwargs.items() if v is not None and k != "timeout")
+        if changed:
+            raise UnsupportedCallError(
+                f"update_collection({', '.join(changed)}): the embedded Qdrant Edge store updates metadata only; "
+                f"{_ALTERNATIVES['update_collection']}"
+            )
+        self._collection_guard()
+        if metadata:
+            self._collection(collection_name).set_metadata(dict(metadata))
+        return True
+
     def get_collection(self, collection_name: str, **kwargs: Any) -> models.CollectionInfo:
-        return self._collection(collection_name).info()
+        """The collection's configuration and counts; status YELLOW while a background index build is due or runs."""
+        info = self._collection(collection_name).info()
+        if self._indexer is not None and self._indexer.busy(collection_name):
+            info = info.model_copy(update={"status": models.CollectionStatus.YELLOW})
+        return info
 
     def _collection_guard(self) -> None:
         if self._lock is None:
             raise StoreError(f"the store at {str(self._root)!r} is closed; open it again with open_store(path)")
 
     # ------------------------------------------------------------------ writes
+    def _raise_index_error(self) -> None:
+        if self._indexer is not None:
+            self._indexer.raise_error()
+
     def _update(self, collection_name: str, op: Any) -> models.UpdateResult:
+        self._raise_index_error()
         self._collection(collection_name).shard.update(op)
         return _COMPLETED
 
@@ -298,10 +369,20 @@ class EdgeStore:
         update_mode: models.UpdateMode | None = None,
         **kwargs: Any,
     ) -> models.UpdateResult:
-        """Insert or replace points; in the WAL when it returns (``wait`` is always honoured)."""
+        """Insert or replace points; in the WAL when it returns (``wait`` is always honoured).
+
+        Raises:
+            ValueError: a vector name the collection lacks, or a sparse vector sent to a dense name
+                (or the reverse); checked before anything is written.
+        """
+        self._raise_index_error()
         mode = to_edge(E.UpdateMode, update_mode) if update_mode is not None else None
-        op = E.UpdateOperation.upsert_points(edge_points(points), to_edge_filter(update_filter), mode)
-        return self._update(collection_name, op)
+        col = self._collection(collection_name)
+        edge = edge_points(points, col.record)
+        col.shard.update(E.UpdateOperation.upsert_points(edge, to_edge_filter(update_filter), mode))
+        if self._indexer is not None:
+            self._indexer.written(collection_name, len(edge))
+        return _COMPLETED
 
     def upload_points(
         self, collection_name: str, points: Iterable[models.PointStruct], batch_size: int = 64, **kwargs: Any
@@ -389,21 +470,29 @@ class EdgeStore:
         return models.CountResult(count=self._collection(collection_name).shard.count(request))
 
     def query_points(self, collection_name: str, query: Any = None, **kwargs: Any) -> QueryResponse:
-        """Score points with a vector, a multivector (MaxSim) or a fusion of prefetches; see :mod:`.requests`."""
+        """Score points with a vector, a multivector (MaxSim), a sparse vector, or a fusion / formula of prefetches.
+
+        See :mod:`.requests`.
+
+        Raises:
+            ValueError: a ``using`` (here or in a prefetch) the collection lacks, or a sparse query on a
+                dense vector (or the reverse).
+            UnsupportedCallError: a query kind the embedded store lacks.
+        """
         kwargs.pop("shard_key_selector", None)
         kwargs.pop("consistency", None)
         kwargs.pop("timeout", None)
         if kwargs.pop("lookup_from", None) is not None:
             raise UnsupportedCallError("query_points(lookup_from=...) is not supported by the embedded store")
-        request = query_request(query=query, **kwargs)
-        hits = self._collection(collection_name).shard.query(request)
+        col = self._collection(collection_name)
+        hits = col.shard.query(query_request(query=query, record=col.record, **kwargs))
         return QueryResponse(points=[scored_point(p) for p in hits])
 
     def query_batch_points(
         self, collection_name: str, requests: Iterable[models.QueryRequest], **kwargs: Any
     ) -> list[QueryResponse]:
-        batch = E.QueryBatchRequest([batch_request(r) for r in requests])
-        answers = self._collection(collection_name).shard.query_batch(batch)
+        col = self._collection(collection_name)
+        answers = col.shard.query_batch(E.QueryBatchRequest([batch_request(r, col.record) for r in requests]))
         return [QueryResponse(points=[scored_point(p) for p in hits]) for hits in answers]
 
     def query_points_groups(
@@ -441,13 +530,45 @@ class EdgeStore:
 
         Blocks until done (Qdrant Edge reports no progress while it works, so with
         ``show_progress`` a line on stderr says when it starts and ends, from
-        :data:`ANNOUNCE_INDEX_FROM` points on).
+        :data:`ANNOUNCE_INDEX_FROM` points on). A background build of the same
+        collection that is running is waited for first, never raced.
         Queries before it are exact; after it they use the index.
 
         Returns:
-            Seconds taken.
+            Seconds taken (the wait for a running background build included).
+
+        Raises:
+            IndexBuildError: a background build failed before this call (raised once; call again to retry).
         """
+        self._raise_index_error()
         col = self._collection(collection_name)
+        lock = self._indexer.build_lock(collection_name) if self._indexer is not None else None
+        if lock is None:
+            return self._optimize(collection_name, col, show_progress)
+        t0 = time.perf_counter()
+        with lock:
+            self._optimize(collection_name, col, show_progress)
+        self._indexer.built(collection_name)  # type: ignore[union-attr]
+        return time.perf_counter() - t0
+
+    def wait_for_index(self, collection_name: str, timeout: float | None = None) -> bool:
+        """Wait until the background indexer has no build running or due for a collection.
+
+        Points below the collection's indexing threshold stay unindexed (searched exactly),
+        as on a server. Without ``auto_index`` it returns at once.
+
+        Returns:
+            True when caught up, False when ``timeout`` seconds passed first.
+
+        Raises:
+            IndexBuildError: the background build failed.
+        """
+        self._collection(collection_name)
+        done = self._indexer.wait(collection_name, timeout) if self._indexer is not None else True
+        self._raise_index_error()
+        return done
+
+    def _optimize(self, collection_name: str, col: EdgeCollection, show_progress: bool) -> float:
         n = col.shard.info().points_count
         announce = show_progress and n >= ANNOUNCE_INDEX_FROM
         if announce:
@@ -458,3 +579,23 @@ class EdgeStore:
         if announce:
             print(f"search index of {collection_name!r} ready in {seconds:.1f}s", file=sys.stderr, flush=True)
         return seconds
+
+
+def _weak_optimizer(store: EdgeStore) -> Any:
+    """The indexer's step: ``optimize`` one collection of ``store`` (a weak reference: the worker keeps no store alive)."""
+    ref = weakref.ref(store)
+
+    def step(name: str) -> None:
+        live = ref()
+        col = live._open.get(name) if live is not None else None
+        if col is not None:  # None: deleted (or the store closed) since the step was planned
+            col.shard.optimize()
+
+    return step
+
+
+def _unindexed(col: EdgeCollection) -> int:
+    """Points of an opened collection not in an HNSW index yet (an estimate: Edge counts indexed vectors)."""
+    info = col.shard.info()
+    per_point = max(1, len(col.record.named))
+    return max(0, info.points_count - info.indexed_vectors_count // per_point)

@@ -1,10 +1,11 @@
 """One process per storage folder: an advisory lock file that names its holder.
 
-The lock is an ``flock`` on ``<folder>/.store.lock``; the file holds the
+The lock is a ``portalocker`` lock on ``<folder>/.store.lock`` (``flock`` on
+POSIX, ``LockFileEx`` / ``msvcrt.locking`` on Windows); the file holds the
 holder's pid, so a second open fails with "in use by process N". The
 operating system drops the lock when the holder exits, even on ``kill -9``,
-so a crash never leaves a stale lock behind. Platforms without ``fcntl``
-(Windows) skip the lock file and rely on Qdrant Edge's own WAL lock.
+so a crash never leaves a stale lock behind. Windows locks are mandatory, so
+there the holder's pid cannot be read and the message says "another process".
 
 Example:
     >>> import tempfile
@@ -16,15 +17,11 @@ Example:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from qdrant_tools.store.errors import StoreLockedError
+import portalocker
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+from qdrant_tools.store.errors import StoreError, StoreLockedError
 
 LOCK_NAME = ".store.lock"
 
@@ -32,45 +29,56 @@ LOCK_NAME = ".store.lock"
 def _holder(path: Path) -> str:
     try:
         pid = path.read_text().strip()
-    except OSError:
+    except OSError:  # Windows: the holder's lock keeps the file unreadable
         pid = ""
-    return f"process {pid}" if pid else "another process"
+    return f"process {pid}" if pid.isdigit() else "another process"
 
 
-@dataclass
 class FolderLock:
-    """An exclusive lock on a storage folder, held until :meth:`release` (or process exit)."""
+    """An exclusive lock on a storage folder, held until :meth:`release` (or process exit).
 
-    path: Path
-    fd: int | None
+    Args:
+        path: the lock file.
+        lock: the held ``portalocker.Lock`` (``None`` once released).
+
+    Use :meth:`acquire`, not the constructor.
+    """
+
+    def __init__(self, path: Path, lock: portalocker.Lock | None) -> None:
+        self.path = path
+        self._lock = lock
 
     @classmethod
     def acquire(cls, folder: str | Path) -> FolderLock:
-        """Lock ``folder`` (which must exist) for this process.
+        """Lock ``folder`` (which must exist) for this process, without waiting.
 
         Raises:
             StoreLockedError: another process, or another store object of this process, holds it.
+            StoreError: the file system cannot lock files (e.g. some network mounts).
         """
         path = Path(folder) / LOCK_NAME
-        if fcntl is None:  # pragma: no cover - Windows
-            return cls(path, None)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        flags = portalocker.LockFlags.EXCLUSIVE | portalocker.LockFlags.NON_BLOCKING
+        # mode "w": portalocker truncates only once the lock is held, so a holder's pid is never wiped
+        lock = portalocker.Lock(path, mode="w", timeout=0, fail_when_locked=True, flags=flags)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
+            handle = lock.acquire()
+        except portalocker.AlreadyLocked:
             raise StoreLockedError(
                 f"embedded Qdrant storage {str(folder)!r} is in use by {_holder(path)} (one process at a time); "
                 "close that store or wait for the process to finish, pass another path (--path), "
                 "or run a Qdrant server (--qdrant-url) for concurrent access"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        return cls(path, fd)
+        except portalocker.LockException as exc:
+            raise StoreError(
+                f"cannot lock embedded Qdrant storage {str(folder)!r} ({exc}); put it on a local disk (--path) "
+                "or run a Qdrant server (--qdrant-url)"
+            ) from None
+        handle.write(str(os.getpid()))
+        handle.flush()
+        return cls(path, lock)
 
     def release(self) -> None:
         """Drop the lock (idempotent)."""
-        if self.fd is None:
-            return
-        fd, self.fd = self.fd, None
-        os.close(fd)  # closing the descriptor releases the flock
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()  # unlocks and closes the file; the file itself stays

@@ -12,6 +12,8 @@
 ``open_store("DIR", backend="local")``        qdrant-client's local mode (a real
                                               ``QdrantClient``; slow, for tests and for
                                               LlamaIndex code that needs that class)
+``open_store("DIR", auto_index=False)``       :class:`EdgeStore` without the background
+                                              indexer: only ``build_index`` indexes
 ============================================  ==========================================
 
 Example:
@@ -50,6 +52,7 @@ def open_store(
     allow_insecure_api_key: bool = False,
     timeout: float = 10.0,
     retry: bool = False,
+    auto_index: bool = True,
 ) -> Any:
     """Open Qdrant storage: an embedded folder (``path``) or a server (``url``).
 
@@ -62,9 +65,16 @@ def open_store(
         allow_insecure_api_key: allow an API key over plain ``http://``.
         timeout: seconds per server request.
         retry: wrap a server client in :class:`qdrant_tools.retry.RetryingClient`.
+        auto_index: Edge store only: index new points in the background once a collection's
+            unindexed points pass its ``indexing_threshold`` (as a server's optimizer does; see
+            :mod:`qdrant_tools.store.indexer`). False: only ``build_index`` indexes. Ignored for
+            a server and for local mode (which has no index).
 
     Returns:
-        An :class:`EdgeStore` or a ``QdrantClient`` (same method names); close it when done.
+        An :class:`EdgeStore` or a ``QdrantClient`` (same method names); close it when done. What it
+        keeps and does (kind ``"edge"``, ``"local"`` or ``"server"``, payload indexes, index builds) is
+        :func:`qdrant_tools.store.protocol.store_traits` of it: the Edge store declares its traits, a
+        ``QdrantClient``'s follow from the ``location``/``path``/``url`` opened here.
 
     Raises:
         ValueError: both or neither of ``path`` and ``url``, an unknown backend, a malformed URL,
@@ -79,10 +89,10 @@ def open_store(
     if url is not None:
         return open_server(url, api_key, allow_insecure_api_key=allow_insecure_api_key, timeout=timeout, retry=retry)
     if str(path) == MEMORY:
-        return EdgeStore.temporary() if backend == "edge" else _local(MEMORY)
+        return EdgeStore.temporary(auto_index=auto_index) if backend == "edge" else _local(MEMORY)
     if backend == "local":
         return _open_local(Path(path), must_exist)  # type: ignore[arg-type]
-    return EdgeStore.open(path, must_exist=must_exist)  # type: ignore[arg-type]
+    return EdgeStore.open(path, must_exist=must_exist, auto_index=auto_index)  # type: ignore[arg-type]
 
 
 def open_server(

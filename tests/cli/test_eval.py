@@ -50,10 +50,11 @@ def test_a_missing_benchmark_folder_is_a_user_error(capsys, tmp_path):
     ("argv", "message"),
     [
         (
-            ["--layer-sets", "last;top"],
-            'a layer set must be "last", "last_half" or comma-separated layer indices such as 3,4,5; got \'top\'',
+            ["--layer-sets", "last,top"],
+            'a layer set in --layer-sets must be "last", "last_half" or layer indices joined by "+" such as 3+4+5; '
+            "got 'top'",
         ),
-        (["--encode-batch-size", "0"], "expected a positive integer, got '0'"),
+        (["--encode-batch-size", "0"], "expected an integer >= 1, got 0"),
     ],
 )
 def test_bad_flags_exit_2_with_the_posfair_error_line(capsys, argv, message):

@@ -27,4 +27,4 @@ def test_selecting_on_the_reported_split_is_refused(capsys):
     ],
 )
 def test_bad_values_are_user_errors(capsys, argv, needle):
-    assert needle in _error(capsys, [*argv, "--out", "unused"])
+    assert needle in _error(capsys, [*argv, "--out-dir", "unused"])

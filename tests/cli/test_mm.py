@@ -35,15 +35,17 @@ def test_missing_folder_is_a_user_error(tmp_path, capsys):
 
 
 def test_missing_state_is_refused_instead_of_silently_refitting(image_dir, tmp_path, capsys):
-    assert main(["mm-eval", str(image_dir), "--state", str(tmp_path / "cal.safetensors")]) == 2
-    assert _error_line(capsys).startswith(f"posfair mm-eval: error: --state {str(tmp_path / 'cal.safetensors')!r}")
+    assert main(["mm-eval", str(image_dir), "--mm-calibration", str(tmp_path / "cal.safetensors")]) == 2
+    assert _error_line(capsys).startswith(
+        f"posfair mm-eval: error: --mm-calibration {str(tmp_path / 'cal.safetensors')!r}"
+    )
 
 
 def test_unknown_method_is_refused_before_the_model_loads(image_dir, capsys, monkeypatch):
     import llamaindex_posfair.multimodal.tiny as tiny
 
     monkeypatch.setattr(tiny, "build_tiny_adapter", lambda *a, **k: pytest.fail("model loaded"))
-    assert main(["mm-eval", str(image_dir), "--methods", "vanilla", "bogus"]) == 2
+    assert main(["mm-eval", str(image_dir), "--methods", "vanilla,bogus"]) == 2
     assert _error_line(capsys).startswith("posfair mm-eval: error: --methods: unknown method(s) ['bogus']")
 
 
@@ -53,7 +55,7 @@ def test_state_fitted_for_another_model_is_a_user_error(image_dir, tmp_path, cap
 
     state = AttentionGuidedCalibrator().fit(SimulatedMLLM(), make_samples(2, 2, seed=0))
     path = state.save(tmp_path / "sim.safetensors")
-    assert main(["mm-eval", str(image_dir), "--n", "2", "--state", str(path), "--test-samples", "1"]) == 2
+    assert main(["mm-eval", str(image_dir), "--n", "2", "--mm-calibration", str(path), "--test-samples", "1"]) == 2
     line = _error_line(capsys)
     assert line.startswith("posfair mm-eval: error: calibration state was fitted for model 'simulated-mllm")
 

@@ -113,6 +113,41 @@ def test_shipped_needle_benchmark_splits_are_disjoint_and_balanced():
     assert not set(dev.queries.values()) & set(test.queries.values())
 
 
+def _natural_rows(split):
+    from llamaindex_posfair.eval.loaders import shipped_path
+
+    return list(read_rows(shipped_path("natural-docs") / split / "queries.jsonl.gz"))
+
+
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_shipped_natural_docs_counts_groups_and_one_relevant_passage(split):
+    b = load_shipped("natural-docs", split)
+    assert b.name == f"natural-docs/{split}"
+    assert b.group_order == ("begin", "middle", "end")
+    assert b.group_counts() == {"begin": 40, "middle": 40, "end": 40}
+    assert len(b.queries) == 120 and len(b.corpus) == 901  # every split is scored against the whole corpus
+    for qid in b.query_ids:
+        (relevant,) = b.qrels[qid].items()
+        assert relevant[0] in b.corpus and relevant[1] == 1.0
+    for row in _natural_rows(split):  # the answer is where the group says, in the relevant passage
+        assert b.corpus[row["doc_id"]][row["answer_start"] : row["answer_end"]] == row["answer"]
+        third = {"begin": 0, "middle": 1, "end": 2}[row["group"]]
+        assert third / 3 <= row["rel_position"] < (third + 1) / 3
+
+
+def test_shipped_natural_docs_splits_share_no_query_target_or_document():
+    dev, test = load_shipped("natural-docs", "dev"), load_shipped("natural-docs", "test")
+    assert not set(dev.queries) & set(test.queries)
+    assert not set(dev.queries.values()) & set(test.queries.values())
+    targets = {b.name: {d for docs in b.qrels.values() for d in docs} for b in (dev, test)}
+    assert len(targets[dev.name]) == 120 and len(targets[test.name]) == 120  # one question per passage
+    assert not targets[dev.name] & targets[test.name]
+    documents = {s: {r["source"] for r in _natural_rows(s)} for s in ("dev", "test")}
+    assert (len(documents["dev"]), len(documents["test"])) == (50, 49)
+    assert not documents["dev"] & documents["test"]
+    assert dict(dev.corpus) == dict(test.corpus)
+
+
 def test_load_benchmark_dispatch_errors():
     with pytest.raises(ValueError, match="needs --data PATH"):
         load_benchmark("beir", None)

@@ -12,6 +12,7 @@ from llamaindex_posfair.eval.needle import (
     build_needle_benchmark,
     clean_gutenberg,
     make_fact,
+    split_units,
     write_needle_benchmark,
 )
 
@@ -120,3 +121,15 @@ def test_clean_gutenberg_strips_boilerplate_and_headings():
     )
     out = clean_gutenberg(raw)
     assert out == "It was a bright cold day in April, and the clocks were striking thirteen, as they always did then."
+
+
+def test_units_are_the_sub_chunk_sentences_and_keep_closing_quotes():
+    prose = 'Dr. Smith met Mr. Jones in the U.S. They talked. She said "Stop." Then she left.\n\nA new paragraph.'
+    units = split_units(prose, WORDS, max_unit_tokens=50)
+    assert units == [
+        "Dr. Smith met Mr. Jones in the U.S.",
+        "They talked.",
+        'She said "Stop."',
+        "Then she left.",
+        "A new paragraph.",
+    ]

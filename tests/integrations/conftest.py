@@ -42,3 +42,26 @@ def example_data():
     from pathlib import Path
 
     return Path(__file__).resolve().parents[2] / "examples" / "data"
+
+
+class _Loaded:
+    """Every fake encoder the CLI loaded (one per command), with their calls in order."""
+
+    def __init__(self):
+        self.encoders = []
+
+    @property
+    def calls(self):
+        return [c for enc in self.encoders for c in enc.calls]
+
+
+@pytest.fixture
+def fake_cli(monkeypatch, make_fake):
+    loaded = _Loaded()
+
+    def load_spec(spec, args):
+        loaded.encoders.append(make_fake(dimension=256, max_length=128, spec=spec))
+        return loaded.encoders[-1]
+
+    monkeypatch.setattr("llamaindex_posfair.cli.options.load_spec", load_spec)
+    return loaded

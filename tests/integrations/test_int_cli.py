@@ -8,31 +8,9 @@ import os
 import pytest
 
 from llamaindex_posfair.cli import main
-from qdrant_tools.schema import VectorSpec, ensure_collection
+from qdrant_tools.schema import ensure_collection
+from qdrant_tools.spec import VectorConfig
 from qdrant_tools.store import open_store
-
-
-class _Loaded:
-    """Every fake encoder the CLI loaded (one per command), with their calls in order."""
-
-    def __init__(self):
-        self.encoders = []
-
-    @property
-    def calls(self):
-        return [c for enc in self.encoders for c in enc.calls]
-
-
-@pytest.fixture
-def fake_cli(monkeypatch, make_fake):
-    loaded = _Loaded()
-
-    def load_spec(spec, args):
-        loaded.encoders.append(make_fake(dimension=256, max_length=128, spec=spec))
-        return loaded.encoders[-1]
-
-    monkeypatch.setattr("llamaindex_posfair.cli.options.load_spec", load_spec)
-    return loaded
 
 
 def run(capsys, *argv):
@@ -128,7 +106,7 @@ def test_unreachable_server_is_reported(capsys, monkeypatch, fake_cli):
 
 def test_schema_mismatch_via_cli_writes_nothing(tmp_path, capsys, fake_cli, example_data):
     c = open_store(tmp_path / "q")
-    ensure_collection(c, "demo", [VectorSpec("calibrated", 8)])
+    ensure_collection(c, "demo", [VectorConfig(name="calibrated", size=8)])
     c.close()
     rc, _, err = run(
         capsys, "ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"), "--preset", "paper"
@@ -248,8 +226,8 @@ def test_no_subchunks_flag_writes_the_single_vector_layout(tmp_path, capsys, fak
     vectors = client.get_collection("demo").config.params.vectors
     client.close()
     assert rc == 0 and set(vectors) == {"calibrated"}
-    rc, _, err = run(capsys, *base, "--preset", "paper")  # the sub-chunk layout must not be mixed into it
-    assert rc == 2 and "sub-chunk layout" in err
+    rc, _, err = run(capsys, *base, "--subchunk-tokens", "32")  # the sub-chunk layout must not be mixed into it
+    assert rc == 2 and "written with subchunk_tokens none" in err and "gives 32" in err
 
 
 def test_bad_subchunk_budget_names_the_flag(tmp_path, capsys, fake_cli, example_data):

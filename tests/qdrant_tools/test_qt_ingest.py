@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
-from qdrant_tools.schema import SchemaMismatchError, VectorSpec, ensure_collection
+from qdrant_tools.schema import SchemaMismatchError, ensure_collection
 from qdrant_tools.spec import CollectionSpec, VectorConfig
 from qdrant_tools.store import open_store
 from qdrant_tools.writer import QdrantWriter
@@ -91,7 +91,7 @@ def test_crash_before_stale_delete_keeps_old_version_then_rerun_cleans(client, e
 
 
 def test_schema_mismatch_raises_before_any_write(client, encoder, corpus):
-    ensure_collection(client, "c", [VectorSpec("calibrated", 8)])
+    ensure_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
     with pytest.raises(SchemaMismatchError, match="size 8.*size 16"):
         ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     assert client.count("c").count == 0 and encoder.calls == []
@@ -174,7 +174,7 @@ def test_state_survives_reopening_embedded_storage(tmp_path, encoder, corpus, ba
 def test_foreign_points_in_collection_are_never_deleted(client, encoder, corpus):
     from qdrant_client import models
 
-    ensure_collection(client, "c", [VectorSpec("calibrated", 16)])
+    ensure_collection(client, "c", [VectorConfig(name="calibrated", size=16)])
     client.upsert(
         "c",
         [models.PointStruct(id=1, vector={"calibrated": [1.0] + [0.0] * 15}, payload={"doc_id": "a.txt"})],

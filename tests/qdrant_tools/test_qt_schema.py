@@ -1,11 +1,15 @@
 import pytest
 from qdrant_client import models
 
-from qdrant_tools.schema import SchemaMismatchError, VectorSpec, check_collection, ensure_collection
+from qdrant_tools.schema import SchemaMismatchError, check_collection, ensure_collection
+from qdrant_tools.spec import VectorConfig
 
 
 def test_ensure_creates_named_vectors(client):
-    assert ensure_collection(client, "c", [VectorSpec("vanilla", 8), VectorSpec("calibrated", 8)]) is True
+    assert (
+        ensure_collection(client, "c", [VectorConfig(name="vanilla", size=8), VectorConfig(name="calibrated", size=8)])
+        is True
+    )
     vectors = client.get_collection("c").config.params.vectors
     assert {n: (p.size, p.distance) for n, p in vectors.items()} == {
         "vanilla": (8, models.Distance.COSINE),
@@ -14,20 +18,20 @@ def test_ensure_creates_named_vectors(client):
 
 
 def test_matching_collection_is_accepted(client):
-    ensure_collection(client, "c", [VectorSpec("calibrated", 8)])
-    assert ensure_collection(client, "c", [VectorSpec("calibrated", 8)]) is False
+    ensure_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
+    assert ensure_collection(client, "c", [VectorConfig(name="calibrated", size=8)]) is False
 
 
 def test_size_mismatch_names_both_sizes_and_fix(client):
-    ensure_collection(client, "c", [VectorSpec("calibrated", 8)])
+    ensure_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
     with pytest.raises(SchemaMismatchError, match=r"size 8.*MiniLM.*size 384.*fix: ingest into a new collection"):
-        check_collection(client, "c", [VectorSpec("calibrated", 384, encoder="MiniLM")])
+        check_collection(client, "c", [VectorConfig(name="calibrated", size=384)], {"calibrated": "MiniLM"})
 
 
 def test_missing_vector_name_lists_existing_names(client):
-    ensure_collection(client, "c", [VectorSpec("vanilla", 8)])
+    ensure_collection(client, "c", [VectorConfig(name="vanilla", size=8)])
     with pytest.raises(SchemaMismatchError, match=r"no vector named 'calibrated'.*'vanilla': size 8"):
-        check_collection(client, "c", [VectorSpec("calibrated", 8)])
+        check_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
 
 
 def test_distance_mismatch_is_reported(client):
@@ -35,15 +39,15 @@ def test_distance_mismatch_is_reported(client):
         "c", vectors_config={"calibrated": models.VectorParams(size=8, distance=models.Distance.DOT)}
     )
     with pytest.raises(SchemaMismatchError, match=r"distance Dot.*needs Cosine"):
-        check_collection(client, "c", [VectorSpec("calibrated", 8)])
+        check_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
 
 
 def test_unnamed_vector_collection_is_rejected(client):
     client.create_collection("c", vectors_config=models.VectorParams(size=8, distance=models.Distance.COSINE))
     with pytest.raises(SchemaMismatchError, match="one unnamed vector"):
-        check_collection(client, "c", [VectorSpec("calibrated", 8)])
+        check_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
 
 
 def test_invalid_spec_is_rejected_early():
-    with pytest.raises(ValueError, match="size must be a positive integer, got 0"):
-        VectorSpec("x", 0)
+    with pytest.raises(ValueError, match="size\n  Input should be greater than 0"):
+        VectorConfig(name="x", size=0)

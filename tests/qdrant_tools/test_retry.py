@@ -16,6 +16,7 @@ from qdrant_tools.retry import (
     RetryingClient,
     RetryPolicy,
     RetryStats,
+    acall_with_retry,
     call_with_retry,
     is_retryable,
 )
@@ -144,6 +145,15 @@ def test_retry_after_header_is_honoured_but_capped():
     assert sleeps == [7.0, 20.0]
 
 
+def test_qdrant_clients_own_429_form_is_retried_honouring_its_retry_after():
+    from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
+
+    fn = Flaky(ResourceExhaustedResponse("rate limited", 6))
+    result, stats, sleeps = run(fn, RetryPolicy(max_attempts=3, base_delay=0.1, max_delay=20.0, deadline=None))
+    assert result[0] == "ok" and stats.attempts == 2
+    assert sleeps == [6.0]
+
+
 def test_deadline_stops_retrying_before_sleeping_past_it():
     now = [0.0]
 
@@ -201,3 +211,46 @@ def test_retrying_client_retries_idempotent_calls_only():
         client.create_collection("d")
     assert transport.creates == 1  # not idempotent: never retried
     real.close()
+
+
+async def test_async_retries_follow_the_same_policy_as_sync():
+    def errors():
+        return [http_error(503), http_error(429, {"Retry-After": "3"}), TimeoutError("t"), http_error(400)]
+
+    policy = RetryPolicy(max_attempts=10, base_delay=1.0, max_delay=8.0, deadline=None)
+    sync_fn, sync_sleeps, sync_stats = Flaky(*errors()), [], RetryStats()
+    with pytest.raises(UnexpectedResponse):
+        call_with_retry(sync_fn, policy=policy, sleep=sync_sleeps.append, rng=random.Random(3), stats=sync_stats)
+
+    async_sleeps, async_stats, calls = [], RetryStats(), []
+    pending = errors()
+
+    async def async_fn():
+        calls.append(1)
+        raise pending.pop(0)
+
+    async def sleep(delay):
+        async_sleeps.append(delay)
+
+    with pytest.raises(UnexpectedResponse) as info:
+        await acall_with_retry(async_fn, policy=policy, sleep=sleep, rng=random.Random(3), stats=async_stats)
+    assert info.value.status_code == 400  # the 4xx ends it at once, as in sync
+    assert sync_fn.calls == len(calls) == 4 and sync_stats.attempts == async_stats.attempts == 4
+    assert async_sleeps == sync_sleeps == async_stats.delays and len(sync_sleeps) == 3
+    assert sync_sleeps[1] == 3.0  # Retry-After honoured in both
+
+
+async def test_async_gives_up_after_max_attempts_with_the_last_error():
+    errors = [http_error(503) for _ in range(5)]
+    pending = list(errors)
+
+    async def fn():
+        raise pending.pop(0)
+
+    async def sleep(delay):
+        pass
+
+    stats = RetryStats()
+    with pytest.raises(UnexpectedResponse) as info:
+        await acall_with_retry(fn, policy=RetryPolicy(max_attempts=3, deadline=None), sleep=sleep, stats=stats)
+    assert info.value is errors[2] and stats.attempts == 3 and len(stats.delays) == 2

@@ -23,8 +23,10 @@ from qdrant_tools.snapshots import (
     InsecureApiKeyError,
     ServerConfig,
     create_snapshot,
+    delete_snapshot,
     download_snapshot,
     list_snapshots,
+    recover_from_location,
     restore_snapshot,
     sha256_file,
     verify_snapshot_file,
@@ -39,8 +41,10 @@ class Stub:
     def __init__(self):
         self.requests: list[tuple[str, str, dict, dict]] = []
         self.fail_downloads = 0  # first N downloads answer 503
+        self.throttle_lists = 0  # first N lists answer 429 with Retry-After: 2
         self.corrupt = False
         self.uploads: list[bytes] = []
+        self.recovered: list[dict] = []
 
 
 def make_handler(stub: Stub):
@@ -48,9 +52,11 @@ def make_handler(stub: Stub):
         def log_message(self, *a):  # quiet
             pass
 
-        def _json(self, code, result):
+        def _json(self, code, result, headers=None):
             body = json.dumps({"result": result, "status": "ok" if code < 400 else {"error": "x"}}).encode()
             self.send_response(code)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))
             self.end_headers()
@@ -65,7 +71,7 @@ def make_handler(stub: Stub):
             path = self._record()
             length = int(self.headers.get("content-length") or 0)
             body = self.rfile.read(length)
-            if path == "/collections/docs/snapshots":
+            if path in ("/collections/docs/snapshots", "/snapshots"):
                 self._json(200, {"name": NAME, "size": len(SNAP), "checksum": hashlib.sha256(SNAP).hexdigest()})
             elif path == "/collections/docs/snapshots/upload":
                 stub.uploads.append(body)
@@ -75,9 +81,13 @@ def make_handler(stub: Stub):
 
         def do_GET(self):
             path = self._record()
-            if path == "/collections/docs/snapshots":
+            if path in ("/collections/docs/snapshots", "/snapshots"):
+                if stub.throttle_lists > 0:
+                    stub.throttle_lists -= 1
+                    self._json(429, None, {"Retry-After": "2"})
+                    return
                 self._json(200, [{"name": NAME, "size": len(SNAP), "checksum": hashlib.sha256(SNAP).hexdigest()}])
-            elif path == f"/collections/docs/snapshots/{NAME}":
+            elif path in (f"/collections/docs/snapshots/{NAME}", f"/snapshots/{NAME}"):
                 if stub.fail_downloads > 0:
                     stub.fail_downloads -= 1
                     self._json(503, None)
@@ -89,6 +99,16 @@ def make_handler(stub: Stub):
                 self.wfile.write(data)
             else:
                 self._json(404, None)
+
+        def do_DELETE(self):
+            path = self._record()
+            self._json(200 if path in (f"/collections/docs/snapshots/{NAME}", f"/snapshots/{NAME}") else 404, True)
+
+        def do_PUT(self):
+            path = self._record()
+            length = int(self.headers.get("content-length") or 0)
+            stub.recovered.append(json.loads(self.rfile.read(length)))
+            self._json(200 if path == "/collections/docs/snapshots/recover" else 404, True)
 
     return Handler
 
@@ -181,6 +201,48 @@ def test_https_url_sends_key_without_opt_in(monkeypatch):
     assert ServerConfig("https://qdrant.example.com:6333").api_key() == KEY
     with pytest.raises(ValueError, match="url must look like https://HOST:6333"):
         ServerConfig("qdrant.example.com:6333")
+
+
+def test_full_snapshots_and_deletes_use_the_storage_routes(stub, tmp_path, monkeypatch):
+    monkeypatch.delenv("QDRANT_API_KEY", raising=False)
+    server = ServerConfig(stub.url)
+    info = create_snapshot(server, None)
+    assert [s.name for s in list_snapshots(server, None, **NO_SLEEP)] == [info.name] == [NAME]
+    path = download_snapshot(server, None, NAME, tmp_path, **NO_SLEEP)
+    assert sha256_file(path) == info.checksum
+    delete_snapshot(server, None, NAME)
+    delete_snapshot(server, "docs", NAME)
+    with pytest.raises(httpx.HTTPStatusError, match="HTTP 404"):
+        delete_snapshot(server, "docs", "nope.snapshot")
+    routes = [(m, p) for m, p, *_ in stub.requests]
+    assert routes == [
+        ("POST", "/snapshots"),
+        ("GET", "/snapshots"),
+        ("GET", "/snapshots"),  # the checksum of the download
+        ("GET", f"/snapshots/{NAME}"),
+        ("DELETE", f"/snapshots/{NAME}"),
+        ("DELETE", f"/collections/docs/snapshots/{NAME}"),
+        ("DELETE", "/collections/docs/snapshots/nope.snapshot"),
+    ]
+
+
+def test_a_429_is_retried_after_the_servers_retry_after(stub, monkeypatch):
+    monkeypatch.delenv("QDRANT_API_KEY", raising=False)
+    stub.throttle_lists = 1
+    slept = []
+    listed = list_snapshots(ServerConfig(stub.url), "docs", sleep=slept.append, policy=RetryPolicy(deadline=None))
+    assert [s.name for s in listed] == [NAME] and slept == [2.0]
+
+
+def test_recover_from_location_asks_the_server_to_fetch(stub, monkeypatch):
+    monkeypatch.delenv("QDRANT_API_KEY", raising=False)
+    recover_from_location(ServerConfig(stub.url), "docs", "file:///snapshots/x.snapshot", checksum="ab" * 32)
+    assert stub.recovered == [
+        {"location": "file:///snapshots/x.snapshot", "priority": "snapshot", "checksum": "ab" * 32}
+    ]
+    assert stub.requests[-1][2] == {"wait": ["true"]}
+    with pytest.raises(httpx.HTTPStatusError, match="HTTP 404"):
+        recover_from_location(ServerConfig(stub.url), "other", "file:///snapshots/x.snapshot")
 
 
 def test_embedded_mode_has_no_snapshots():

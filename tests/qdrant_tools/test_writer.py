@@ -16,8 +16,9 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 
 from qdrant_tools.plan import StoredVersion
 from qdrant_tools.retry import RetryingClient, RetryPolicy
-from qdrant_tools.schema import SchemaMismatchError, VectorSpec, ensure_collection
+from qdrant_tools.schema import SchemaMismatchError, ensure_collection
 from qdrant_tools.spec import CollectionSpec, VectorConfig
+from qdrant_tools.store.protocol import store_traits
 from qdrant_tools.writer import PointBatch, QdrantWriter, spec_for_vectors
 
 FAST = RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0)
@@ -70,7 +71,7 @@ def test_ensure_creates_the_collection_with_the_spec_payload_indexes(recorded):
 
 
 def test_schema_mismatch_raises_before_any_write(client, recorded):
-    ensure_collection(client, "c", [VectorSpec("calibrated", 8)])
+    ensure_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
     writer = QdrantWriter(recorded, spec(size=4), descriptions={"calibrated": "tiny-bert (fingerprint f1)"})
     with pytest.raises(SchemaMismatchError, match=r"size 8, but encoder tiny-bert \(fingerprint f1\) produces size 4"):
         writer.ensure()
@@ -184,9 +185,9 @@ def test_an_operator_spec_must_hold_every_encoder_vector_with_its_size():
         spec_for_vectors("d", {"calibrated": 384}, base)
 
 
-def test_build_index_is_called_only_on_stores_that_have_it(client):
+def test_build_index_is_called_only_on_stores_whose_traits_say_so(client):
     writer = QdrantWriter(Mock(wraps=client), spec())
     writer.ensure()
-    assert writer.build_index() == 0.0  # a mock has no build_index of its own, whatever it wraps
+    assert writer.build_index() == 0.0  # a mock declares no traits: taken for a server, which indexes itself
     direct = QdrantWriter(client, spec()).build_index()
-    assert (direct > 0.0) == hasattr(type(client), "build_index")
+    assert (direct > 0.0) == store_traits(client).builds_index_on_request == (store_traits(client).kind == "edge")

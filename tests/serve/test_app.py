@@ -12,6 +12,7 @@ import concurrent.futures as futures
 import os
 import random
 import signal
+import threading
 import time
 from dataclasses import dataclass
 
@@ -66,7 +67,7 @@ def server(tiny_bert_path, tmp_path_factory, serve_process):
     folder = write_synthetic_image_folder(tmp / "images", count=8, size=56)
     calibration = str(folder / "cal.safetensors")
     adapter = fit_calibration(folder, calibration)
-    flags = ["--model", tiny_bert_path, "--device", "cpu", "--replicas", "2", "--max-batch-size", "16",
+    flags = ["--model", tiny_bert_path, "--strength", "0.5", "--device", "cpu", "--replicas", "2", "--max-batch-size", "16",
              "--batch-wait-timeout-s", "0.02", "--token-budget", "4096", "--max-inputs", "8", "--max-documents", "20",
              "--max-text-chars", "2000", "--max-images", "6", "--mm-model", "tiny", "--mm-calibration", calibration]  # fmt: skip
     process = serve_process(tmp, *flags, token=TOKEN)
@@ -233,62 +234,130 @@ def test_remote_image_reranker_checks_the_count_before_sending(server):
 
 
 # ---------------------------------------------------------------------- load and faults (kept last: they kill a replica)
-def _embed_load(server, n_requests, threads, expected):
-    """Send ``n_requests`` embeddings requests from ``threads`` threads; (status, batch size, message) each."""
-    rng = random.Random(0)
-    jobs = [
-        (rng.choice(["query", "document"]), rng.sample(range(len(TEXTS)), rng.randint(1, 3))) for _ in range(n_requests)
-    ]
+@dataclass
+class Answer:
+    status: int
+    batch: int  # requests in the model call that answered it (0: not answered)
+    message: str
+    sent: float  # time.monotonic() before sending
+    answered: float  # time.monotonic() once answered
+
+
+def _embed_jobs(n, seed=0):
+    rng = random.Random(seed)
+    return [(rng.choice(["query", "document"]), rng.sample(range(len(TEXTS)), rng.randint(1, 3))) for _ in range(n)]
+
+
+def _embed_one(server, job, client, expected):
+    kind, idx = job
+    sent = time.monotonic()
+    r = server.post("/v1/embeddings", {"input": [TEXTS[i] for i in idx], "input_type": kind}, client=client)
+    answered = time.monotonic()
+    if r.status_code != 200:
+        return Answer(r.status_code, 0, r.json()["error"]["message"], sent, answered)
+    got = np.array([d["embedding"] for d in r.json()["data"]], dtype=np.float32)
+    np.testing.assert_allclose(got, expected[kind][idx], atol=1e-5)
+    return Answer(200, int(r.headers["x-posfair-batch-size"]), "", sent, answered)
+
+
+class Load:
+    """``threads`` threads sending embeddings requests back to back until :meth:`finish` says stop.
+
+    ``flowing`` is set once ``warm`` requests are answered; after :meth:`finish` (``after``
+    more requests sent) the threads stop, so whatever the test does in between happens while
+    the load provably runs.
+    """
+
+    def __init__(self, server, expected, threads=16, warm=32, limit=5000):
+        self.server, self.expected, self.threads, self.warm, self.limit = server, expected, threads, warm, limit
+        self.jobs = _embed_jobs(limit)
+        self.answers: list[Answer] = []
+        self.flowing = threading.Event()
+        self._lock = threading.Lock()
+        self._next = 0
+        self._stop_at: int | None = None
+        self._pool = futures.ThreadPoolExecutor(threads)
+        self._runs = [self._pool.submit(self._run) for _ in range(threads)]
+
+    def _take(self):
+        with self._lock:
+            if self._next >= min(self.limit, self._stop_at or self.limit):
+                return None
+            self._next += 1
+            return self.jobs[self._next - 1]
+
+    def _run(self):
+        with httpx.Client() as client:
+            while (job := self._take()) is not None:
+                answer = _embed_one(self.server, job, client, self.expected)
+                with self._lock:
+                    self.answers.append(answer)
+                    if len(self.answers) >= self.warm:
+                        self.flowing.set()
+
+    def finish(self, after, timeout):
+        """Send ``after`` more requests, then stop; every answer."""
+        with self._lock:
+            self._stop_at = self._next + after
+        for run in self._runs:
+            run.result(timeout=timeout)
+        self._pool.shutdown()
+        return self.answers
+
+
+def test_concurrent_requests_share_model_calls(server, expected):
+    """Each wave releases 16 requests at once from a barrier: all are in flight together, and the
+    replicas (2, each batching what is pending) must answer some of them from one model call."""
+    threads, waves = 16, 12
+    barrier = threading.Barrier(threads)
+    jobs = _embed_jobs(threads * waves)
 
     def one(job, client):
-        kind, idx = job
-        r = server.post("/v1/embeddings", {"input": [TEXTS[i] for i in idx], "input_type": kind}, client=client)
-        if r.status_code == 200:
-            got = np.array([d["embedding"] for d in r.json()["data"]], dtype=np.float32)
-            np.testing.assert_allclose(got, expected[kind][idx], atol=1e-5)
-            return 200, int(r.headers["x-posfair-batch-size"]), ""
-        return r.status_code, 0, r.json()["error"]["message"]
+        barrier.wait(timeout=4 * TIMEOUT)  # the 16 requests of a wave leave together
+        return _embed_one(server, job, client, expected)
 
+    t0 = time.perf_counter()
     clients = [httpx.Client() for _ in range(threads)]
     try:
         with futures.ThreadPoolExecutor(threads) as pool:
-            return [
-                f.result(timeout=2 * TIMEOUT)
+            out = [
+                f.result(timeout=8 * TIMEOUT)
                 for f in [pool.submit(one, j, clients[i % threads]) for i, j in enumerate(jobs)]
             ]
     finally:
         for c in clients:
             c.close()
-
-
-@pytest.fixture(scope="module")
-def expected(tiny_encoder):
-    return {"query": tiny_encoder.encode_queries(TEXTS), "document": tiny_encoder.encode_documents(TEXTS)}
-
-
-def test_load_is_all_answered_in_real_batches(server, expected):
-    t0 = time.perf_counter()
-    out = _embed_load(server, 200, 16, expected)
-    assert [s for s, _, _ in out] == [200] * 200
-    sizes = [b for _, b, _ in out]
-    assert np.mean(sizes) > 1.0, f"no batching: mean batch size {np.mean(sizes)}"
+    assert [a.status for a in out] == [200] * len(jobs)
+    for w in range(waves):  # a wave's requests were all in flight at one instant
+        wave = out[w * threads : (w + 1) * threads]
+        assert max(a.sent for a in wave) < min(a.answered for a in wave)
+    sizes = [a.batch for a in out]
+    assert all(1 <= b <= 16 for b in sizes), sizes  # 16 = --max-batch-size
+    assert max(sizes) > 1, f"no two of {threads} concurrent requests shared a model call in {waves} waves"
     assert time.perf_counter() - t0 < 120
 
 
 def test_a_replica_killed_mid_load_leaves_no_request_hanging(server, expected):
     pids = server.process.replica_pids("embed")
     assert len(pids) == 2
-    with futures.ThreadPoolExecutor(1) as pool:
-        load = pool.submit(_embed_load, server, 160, 16, expected)
-        time.sleep(1.0)
-        os.kill(pids[0], signal.SIGKILL)  # the replica dies as an out-of-memory kill would end it
-        out = load.result(timeout=4 * TIMEOUT)
-    for status, _, message in out:
-        assert status == 200 or (status == 503 and "safe to retry" in message), (status, message)
-    assert sum(s == 200 for s, _, _ in out) > 0
+    load = Load(server, expected, threads=16, warm=32)
+    assert load.flowing.wait(4 * TIMEOUT), "the load did not get going"
+    killed = time.monotonic()
+    os.kill(pids[0], signal.SIGKILL)  # the replica dies as an out-of-memory kill would end it
+    out = load.finish(after=96, timeout=4 * TIMEOUT)
+    for a in out:
+        assert a.status == 200 or (a.status == 503 and "safe to retry" in a.message), (a.status, a.message)
+    assert any(a.sent < killed < a.answered for a in out), "no request was in flight when the replica died"
+    assert any(a.sent > killed for a in out)  # the load went on after the kill
+    assert sum(a.status == 200 for a in out) > 0
     # the client retries what the dead replica dropped: a remote call still succeeds
     remote = PosFairEmbedding(spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
     np.testing.assert_allclose(remote.get_query_embedding(TEXTS[0]), expected["query"][0], atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def expected(tiny_encoder):
+    return {"query": tiny_encoder.encode_queries(TEXTS), "document": tiny_encoder.encode_documents(TEXTS)}
 
 
 def test_retriever_encodes_queries_on_the_server_and_checks_the_collection(server, tiny_encoder, tmp_path):

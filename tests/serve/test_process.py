@@ -27,9 +27,9 @@ def test_shipped_defaults_serve_the_in_process_vectors_and_ranking(tmp_path, ser
     from llamaindex_posfair import PosFairEncoder, PositionFairRerank
     from llamaindex_posfair.serve.schemas import EmbeddingResponse
 
-    server = serve_process(tmp_path)  # bundled all-MiniLM-L6-v2, shipped calibration
+    server = serve_process(tmp_path)  # bundled all-MiniLM-L6-v2, uncalibrated: what posfair ingest writes by default
     try:
-        encoder = PosFairEncoder()
+        encoder = PosFairEncoder(calibration=None)
         server.wait_ready()
         for kind, fn in (("query", encoder.encode_queries), ("document", encoder.encode_documents)):
             r = httpx.post(server.url + "/v1/embeddings", json={"input": TEXTS, "input_type": kind}, timeout=60)

@@ -1,9 +1,14 @@
-"""Resource check: a local Ray that cannot place a replica is refused instead of waiting forever."""
+"""Resource check (a local Ray that cannot place a replica is refused instead of waiting forever) and
+the start: a local Ray's Serve settings, one-line start failures (no Ray is started here)."""
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from llamaindex_posfair.serve.config import ImageModelSpec, ScalingConfig, ServeConfig
-from llamaindex_posfair.serve.runner import missing_resources, resources_needed
+from llamaindex_posfair.serve.runner import ServeStartError, missing_resources, resources_needed, start_failure
 
 
 def test_needs_count_embed_rerank_and_image_replicas():
@@ -22,3 +27,68 @@ def test_missing_resources_names_what_is_short():
 def test_autoscaling_needs_its_minimum():
     cfg = ServeConfig(scaling=ScalingConfig(min_replicas=1, max_replicas=8, num_gpus=1))
     assert resources_needed(cfg)["GPU"] == 2.0
+
+
+# ---------------------------------------------------------------------- starting
+def test_a_local_ray_starts_with_loosened_proxy_checks_and_this_process_keeps_its_environment(monkeypatch):
+    import sys
+    import types
+
+    from llamaindex_posfair.serve import runner
+
+    seen = {}
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: seen.update(os.environ))
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.delenv("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", raising=False)
+    monkeypatch.setenv("RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S", "99")  # the user's value wins
+    assert runner.ensure_ray(None, local_cpus=2) is True
+    assert seen["RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S"] == "60"
+    assert seen["RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S"] == "99"
+    assert (
+        seen["RAY_SERVE_PROXY_HEALTH_CHECK_PERIOD_S"] == runner.LOCAL_SERVE_ENV["RAY_SERVE_PROXY_HEALTH_CHECK_PERIOD_S"]
+    )
+    assert "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S" not in os.environ
+    assert os.environ["RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S"] == "99"
+    seen.clear()
+    assert runner.ensure_ray("ray://cluster:10001") is False  # a cluster keeps its own settings
+    assert "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S" not in seen
+
+
+def test_a_failed_start_is_one_line_with_the_cause_ray_buried_in_it():
+    report = (
+        "Deploying application posfair failed: Failed to update the deployments ['embed'].\n"
+        'Traceback (most recent call last):\n  File "replica.py", line 3, in __init__\n'
+        "    raise OSError(...)\nOSError: no model files in /models/x\n"
+    )
+    assert start_failure(RuntimeError(report)) == (
+        "RuntimeError: Deploying application posfair failed: Failed to update the deployments ['embed']. "
+        "(cause: OSError: no model files in /models/x)"
+    )
+    proxy = start_failure(TimeoutError("Proxies not available after 60s."))
+    assert proxy.startswith("Ray Serve's HTTP proxy did not become ready (TimeoutError: Proxies not available")
+    assert "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S" in proxy and "\n" not in proxy
+
+
+def test_deploy_turns_ray_failures_into_serve_start_errors_and_lets_others_through(monkeypatch):
+    pytest.importorskip("ray.serve")
+    from ray import serve
+
+    from llamaindex_posfair.serve import runner
+
+    def proxies_late(**kwargs):
+        raise TimeoutError("Proxies not available after 60s.")
+
+    monkeypatch.setattr(serve, "start", proxies_late)
+    with pytest.raises(ServeStartError, match="HTTP proxy did not become ready") as info:
+        runner.deploy(ServeConfig(), "127.0.0.1", 8000)
+    assert isinstance(info.value.__cause__, TimeoutError)
+
+    class Stop(Exception):  # e.g. the CLI's signal exception: not a start failure
+        pass
+
+    def stopped(**kwargs):
+        raise Stop("SIGTERM")
+
+    monkeypatch.setattr(serve, "start", stopped)
+    with pytest.raises(Stop):
+        runner.deploy(ServeConfig(), "127.0.0.1", 8000)

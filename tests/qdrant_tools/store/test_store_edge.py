@@ -135,11 +135,9 @@ def test_a_collection_name_that_is_a_path_is_refused(edge):
         edge.create_collection("../x", vectors_config=vectors_config())
 
 
-def test_sparse_vectors_are_refused_with_the_alternative(edge):
-    with pytest.raises(UnsupportedCallError, match="sparse vectors.*server"):
-        edge.create_collection(
-            "s", vectors_config=vectors_config(), sparse_vectors_config={"bm25": models.SparseVectorParams()}
-        )
+def test_custom_sharding_is_refused_with_the_alternative(edge):
+    with pytest.raises(UnsupportedCallError, match="custom sharding.*server"):
+        edge.create_collection("s", vectors_config=vectors_config(), sharding_method=models.ShardingMethod.CUSTOM)
 
 
 def test_an_unnamed_vector_collection_answers_like_qdrant_client(edge):

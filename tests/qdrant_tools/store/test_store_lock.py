@@ -49,3 +49,33 @@ def test_closing_releases_the_folder(tmp_path):
     open_store(tmp_path / "s").close()
     with open_store(tmp_path / "s") as store:
         assert store.get_collections().collections == []
+
+
+def test_the_lock_file_holds_only_the_current_holders_pid(tmp_path):
+    from qdrant_tools.store.lock import LOCK_NAME, FolderLock
+
+    (tmp_path / LOCK_NAME).write_text("999999999 from a crashed run")
+    lock = FolderLock.acquire(tmp_path)
+    try:
+        assert (tmp_path / LOCK_NAME).read_text() == str(os.getpid())
+    finally:
+        lock.release()
+    lock.release()  # idempotent
+    FolderLock.acquire(tmp_path).release()
+
+
+def test_a_file_system_without_locks_is_a_clear_error(tmp_path, monkeypatch):
+    import portalocker
+
+    from qdrant_tools.store import StoreError
+    from qdrant_tools.store.lock import FolderLock
+
+    def refuse(self, *args, **kwargs):
+        raise portalocker.LockException("locks not supported")
+
+    monkeypatch.setattr(portalocker.Lock, "acquire", refuse)
+    with pytest.raises(
+        StoreError, match=f"cannot lock embedded Qdrant storage '{tmp_path}'.*locks not supported"
+    ) as info:
+        FolderLock.acquire(tmp_path)
+    assert not isinstance(info.value, StoreLockedError)

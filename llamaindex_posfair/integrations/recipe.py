@@ -1,0 +1,269 @@
+"""The recipe of a collection: how ``posfair ingest`` wrote it, recorded in the collection itself.
+
+A :class:`Recipe` holds every setting a reader needs to agree with the writer:
+the encoder of each named vector (an :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`
+without its run-time fields), the chunking and layout (node size, sub-chunk
+budget and overlap, int8 sub-chunks) and the default search (vector, node
+weight, prefetch). Ingestion writes it into the collection's metadata
+(:data:`qdrant_tools.metadata.RECIPE_KEY`); ``posfair query``, ``posfair serve
+--collection``, :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
+and :meth:`PositionFairRerank.from_collection` read it, so every default path
+agrees by construction. A setting given beside a recipe must agree with it,
+or :class:`RecipeConflictError` names both values.
+
+:meth:`Recipe.default` is the shipped main job (chosen on ``dev``: README, "The
+main job"): 254-token nodes (the model window), sentence-aligned sub-chunks of at
+most 32 tokens, uncalibrated.
+
+Example:
+    >>> from llamaindex_posfair.integrations.recipe import Recipe
+    >>> r = Recipe.default()
+    >>> r.node_vector(), r.chunking.subchunk_tokens, r.encoder_spec().calibration is None
+    ('vanilla', 32, True)
+    >>> r.encoder_spec(given={"max_length": 128})
+    Traceback (most recent call last):
+    ...
+    llamaindex_posfair.integrations.recipe.RecipeConflictError: the collection was written with max_length none, but max_length gives 128; drop max_length to use the collection's, or write a new collection
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSet, EncoderSpec
+from qdrant_tools.metadata import RECIPE_KEY, read_metadata
+from qdrant_tools.search import SearchSettings
+from qdrant_tools.sparse import Bm25Sparse
+from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+
+__all__ = ["ChunkingRecipe", "Recipe", "RecipeConflictError", "SearchRecipe", "read_recipe"]
+
+#: EncoderSpec fields a recipe records: those that shape the vectors (run-time fields stay the reader's,
+#: and ``trust_remote_code`` is always the reader's own opt-in).
+RECORDED_FIELDS = tuple(VECTOR_FIELDS)
+_DEFAULT_SEARCH = SearchSettings()
+
+
+class RecipeConflictError(ValueError):
+    """A setting given by the caller contradicts the collection's recipe."""
+
+
+def _conflict(where: str, field: str, stored: Any, given: Any, names: Mapping[str, str] | None) -> str:
+    setting = (names or {}).get(field, field)
+    return (
+        f"{where} was written with {field} {_shown(stored)}, but {setting} gives {_shown(given)}; "
+        f"drop {setting} to use the collection's, or write a new collection"
+    )
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ChunkingRecipe(_Frozen):
+    """How documents were cut: nodes, and the sub-chunks of each node (``subchunk_tokens=None``: none)."""
+
+    chunk_tokens: int | None = Field(None, gt=0, description="Tokens per node; None = min(256, the model window).")
+    overlap_tokens: int | None = Field(None, ge=0, description="Tokens shared by neighbouring nodes; None = auto.")
+    subchunk_tokens: int | None = Field(
+        DEFAULT_SUBCHUNKS.max_tokens, description="Token budget of a sub-chunk; None = the single-vector layout."
+    )
+    subchunk_overlap: int = Field(DEFAULT_SUBCHUNKS.overlap_sentences, description="Sentences shared.")
+    subchunk_int8: bool = Field(False, description="Sub-chunk vectors stored int8-quantized.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ChunkingRecipe:
+        self.subchunks()  # SubchunkConfig's own checks and messages
+        return self
+
+    def subchunks(self) -> SubchunkConfig | None:
+        """The sub-chunk settings of ingestion and reranking (``None``: single-vector layout)."""
+        return None if self.subchunk_tokens is None else SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap)
+
+    def ingest_settings(self) -> dict[str, Any]:
+        """The :class:`qdrant_tools.driver.IngestSettings` fields this chunking sets."""
+        return {
+            "chunk_tokens": self.chunk_tokens,
+            "overlap_tokens": self.overlap_tokens,
+            "subchunks": self.subchunks(),
+            "subchunk_quantization": "int8" if self.subchunk_int8 else None,
+        }
+
+
+class SearchRecipe(_Frozen):
+    """The default search of the collection (a query may override any of it: nothing stored depends on it)."""
+
+    vector: str | None = Field(None, description="The dense (node) vector searched; None = 'calibrated' or the only.")
+    node_weight: float = Field(_DEFAULT_SEARCH.node_weight, ge=0.0, le=1.0, description="Node cosine weight.")
+    fusion: Literal["rrf", "dbsf"] = Field(_DEFAULT_SEARCH.fusion, description="Dense + BM25 fusion in Qdrant.")
+    fusion_limit: int = Field(_DEFAULT_SEARCH.fusion_limit, gt=0, description="Candidates per ranking fused.")
+    prefetch_limit: int = Field(_DEFAULT_SEARCH.prefetch_limit, gt=0, description="Candidates re-scored by MaxSim.")
+    exact_up_to: int = Field(_DEFAULT_SEARCH.exact_up_to, ge=0, description="Nodes scored exactly up to this size.")
+
+    def settings(self, **overrides: Any) -> SearchSettings:
+        """:class:`qdrant_tools.search.SearchSettings` from this recipe, ``overrides`` (not None) on top."""
+        base = self.model_dump()
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        return SearchSettings(**base)
+
+
+#: The main job's search and hybrid layout, chosen on the dev splits of both shipped benchmarks by the
+#: rule written in ``bench/hybrid_sweep.py`` (results/hybrid_sweep/sweep.md; README, "The main job"):
+#: the node's cosine fused with its best sub-chunk at weight 0.5 (in Qdrant, a formula query), and that
+#: dense ranking fused with BM25 by reciprocal rank fusion. Each ranking entering a fusion is 100 nodes deep:
+#: the harness asks every query for 100 nodes, and a ranking is ``max(limit, fusion_limit)`` deep, so the
+#: sweep measured depth 100 whatever its ``fusion_limit`` row said; shipping 100 makes a 5-result query
+#: fuse the same rankings the sweep measured.
+MAIN_JOB_SEARCH = SearchRecipe(node_weight=0.5, fusion="rrf", fusion_limit=100)
+MAIN_JOB_BM25 = True
+
+
+class Recipe(_Frozen):
+    """Everything that says how a collection was written (see the module docstring).
+
+    Args:
+        vectors: Qdrant vector name -> the encoder that wrote it (recorded fields only).
+        chunking: nodes and sub-chunks.
+        search: the default search.
+        bm25: the BM25 sparse vector's settings (hybrid search), or ``None``.
+    """
+
+    format: Literal[1] = 1
+    vectors: dict[str, EncoderSpec] = Field(min_length=1, description="Vector name -> its encoder.")
+    chunking: ChunkingRecipe = Field(default_factory=ChunkingRecipe)
+    search: SearchRecipe = Field(default_factory=SearchRecipe)
+    bm25: dict[str, Any] | None = Field(
+        None, description="Settings of the BM25 sparse vector of each node (Bm25Sparse.settings()); None = none."
+    )
+
+    @classmethod
+    def default(cls) -> Recipe:
+        """The shipped main job: the bundled MiniLM, uncalibrated, 32-token sub-chunks, and
+        :data:`MAIN_JOB_SEARCH` / :data:`MAIN_JOB_BM25`."""
+        bm25 = Bm25Sparse() if MAIN_JOB_BM25 else None
+        return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), ChunkingRecipe(), MAIN_JOB_SEARCH, bm25)
+
+    @classmethod
+    def build(
+        cls,
+        encoders: EncoderSet,
+        chunking: ChunkingRecipe | None = None,
+        search: SearchRecipe | None = None,
+        bm25: Bm25Sparse | None = None,
+    ) -> Recipe:
+        """A recipe of ``encoders`` (pinned where their files are here; run-time fields dropped)."""
+        vectors = {n: _recorded(s) for n, s in encoders.pinned().vectors.items()}
+        return cls(
+            vectors=vectors,
+            chunking=chunking or ChunkingRecipe(),
+            search=search or SearchRecipe(),
+            bm25=None if bm25 is None else bm25.settings(),
+        )
+
+    def sparse_encoder(self) -> Bm25Sparse | None:
+        """The BM25 model of the collection's sparse vector (``None``: no sparse vector)."""
+        return None if self.bm25 is None else Bm25Sparse(self.bm25)
+
+    def metadata(self) -> dict[str, Any]:
+        """The collection metadata that records this recipe (the encoders' run-time fields left out)."""
+        runtime = set(EncoderSpec.model_fields) - set(RECORDED_FIELDS) - {"dump_tokens"}
+        return {RECIPE_KEY: self.model_dump(mode="json", exclude={"vectors": {n: runtime for n in self.vectors}})}
+
+    def node_vector(self, requested: str | None = None) -> str:
+        """The vector a query searches: ``requested``, the recipe's, ``"calibrated"``, or the only one.
+
+        Raises:
+            ValueError: ``requested`` is not one of the recipe's vectors.
+        """
+        name = requested or self.search.vector
+        if name is None:
+            name = "calibrated" if "calibrated" in self.vectors else sorted(self.vectors)[0]
+        if name not in self.vectors:
+            raise ValueError(f"vector {name!r} is not in the collection's recipe (it has {sorted(self.vectors)})")
+        return name
+
+    def encoder_spec(
+        self,
+        vector: str | None = None,
+        given: Mapping[str, Any] | None = None,
+        *,
+        names: Mapping[str, str] | None = None,
+    ) -> EncoderSpec:
+        """The spec that encodes queries for ``vector``, with the caller's ``given`` fields applied.
+
+        Args:
+            vector: the vector searched (default :meth:`node_vector`).
+            given: :class:`EncoderSpec` fields the caller set; recorded fields must agree with the recipe,
+                run-time fields (device, batch size, backend, trust_remote_code) are applied.
+            names: field -> the name the caller knows it by (CLI flags), for the error.
+
+        Raises:
+            RecipeConflictError: a recorded field disagrees (both values named).
+        """
+        stored = self.vectors[self.node_vector(vector)]
+        given = dict(given or {})
+        candidate = EncoderSpec.model_validate({**stored.model_dump(), **given, "weights": stored.weights})
+        for field in RECORDED_FIELDS:
+            if field in given and field != "weights" and getattr(candidate, field) != getattr(stored, field):
+                shown = getattr(stored, field), getattr(candidate, field)
+                raise RecipeConflictError(_conflict("the collection", field, *shown, names))
+        return candidate
+
+    def rerank_settings(self, vector: str | None = None) -> dict[str, Any]:
+        """:class:`~llamaindex_posfair.PositionFairRerank` settings that score as this collection does:
+        its encoder, and its sub-chunks (fused with the node cosine when the search fuses it)."""
+        chunking, weight = self.chunking, self.search.node_weight
+        if chunking.subchunk_tokens is None:
+            scoring: dict[str, Any] = {"scoring": "node"}
+        else:
+            scoring = {
+                "scoring": "fusion" if weight > 0 else "subchunks",
+                "subchunk_tokens": chunking.subchunk_tokens,
+                "subchunk_overlap": chunking.subchunk_overlap,
+                "node_weight": weight,
+            }
+        return {"spec": self.encoder_spec(vector), **scoring}
+
+    def check_chunking(self, given: Mapping[str, Any], names: Mapping[str, str] | None = None) -> None:
+        """Raise :class:`RecipeConflictError` where ``given`` chunking fields disagree with the recipe."""
+        for field, value in given.items():
+            stored = getattr(self.chunking, field)
+            if value != stored:
+                raise RecipeConflictError(_conflict("the collection", field, stored, value, names))
+
+
+def _recorded(spec: EncoderSpec) -> EncoderSpec:
+    """``spec`` with the run-time fields at their defaults (what a recipe records)."""
+    return EncoderSpec.model_validate(spec.model_dump(include=set(RECORDED_FIELDS) | {"dump_tokens"}))
+
+
+def _shown(value: Any) -> str:
+    """A readable form of a setting (a calibration config as its main settings; None as "none")."""
+    if value is None:
+        return "none"
+    if isinstance(value, CalibrationConfig):
+        return f"(basket_size={value.basket_size}, strength={value.strength}, layers={value.layers})"
+    return repr(value)
+
+
+def read_recipe(client: Any, collection: str) -> Recipe | None:
+    """The recipe recorded in ``collection`` (``None``: written before recipes, or not by posfair ingest).
+
+    Raises:
+        LookupError: the collection does not exist.
+        ValueError: the recorded recipe is not one this version understands (names the fix).
+    """
+    data = read_metadata(client, collection).get(RECIPE_KEY)
+    if data is None:
+        return None
+    try:
+        return Recipe.model_validate(data)
+    except ValueError as exc:
+        raise ValueError(
+            f"collection {collection!r} records a recipe this version of llamaindex-posfair cannot read ({exc}); "
+            "upgrade llamaindex-posfair, or re-ingest into a new collection"
+        ) from None

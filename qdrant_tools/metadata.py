@@ -1,0 +1,59 @@
+"""Collection metadata: what a collection records about how it was written, read and compared.
+
+Qdrant keeps a free-form JSON ``metadata`` object per collection
+(``create_collection(metadata=...)``, ``update_collection(metadata=...)``,
+``get_collection(...).config.metadata``); the embedded Qdrant Edge store keeps
+it in its ``collection.json``. posfair ingestion stores its *recipe* there
+under one key (:data:`RECIPE_KEY`), so every reader of the collection uses the
+settings it was written with. This module only moves and compares JSON; what
+the recipe means is :mod:`llamaindex_posfair.integrations.recipe`'s business.
+
+Example:
+    >>> from qdrant_client import QdrantClient, models
+    >>> client = QdrantClient(":memory:")
+    >>> client.create_collection("d", vectors_config={"v": models.VectorParams(size=2, distance="Cosine")},
+    ...                          metadata={RECIPE_KEY: {"chunking": {"chunk_tokens": 254}}})
+    True
+    >>> read_metadata(client, "d")[RECIPE_KEY]["chunking"]["chunk_tokens"]
+    254
+    >>> metadata_conflicts({"a": {"b": 1}}, {"a": {"b": 2}})
+    ['a.b: stored 1, given 2']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["RECIPE_KEY", "metadata_conflicts", "read_metadata"]
+
+#: The metadata key of the recipe posfair ingestion writes.
+RECIPE_KEY = "posfair_recipe"
+
+
+def read_metadata(client: Any, collection: str) -> dict[str, Any]:
+    """The collection's metadata (``{}`` if it has none or the backend keeps none).
+
+    Raises:
+        LookupError: the collection does not exist.
+    """
+    if not client.collection_exists(collection):
+        raise LookupError(f"collection {collection!r} not found")
+    config = client.get_collection(collection).config
+    return dict(getattr(config, "metadata", None) or {})
+
+
+def metadata_conflicts(stored: Mapping[str, Any], given: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Where ``given`` disagrees with ``stored``: ``"path: stored X, given Y"`` for every differing leaf.
+
+    Keys only one side has are not conflicts (a newer writer may record more);
+    nested mappings are compared key by key.
+    """
+    out = []
+    for key in sorted(set(stored) & set(given)):
+        a, b, path = stored[key], given[key], f"{prefix}{key}"
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out.extend(metadata_conflicts(a, b, path + "."))
+        elif a != b:
+            out.append(f"{path}: stored {a!r}, given {b!r}")
+    return out

@@ -1,0 +1,217 @@
+"""The collection is the recipe: ingestion records it, every reader uses it, a contradiction is named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
+from llamaindex_posfair.integrations.recipe import (
+    ChunkingRecipe,
+    Recipe,
+    RecipeConflictError,
+    SearchRecipe,
+    read_recipe,
+)
+from qdrant_tools.metadata import RECIPE_KEY
+
+
+def run(capsys, *argv):
+    from llamaindex_posfair.cli import main
+
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _doc(doc_id, text):
+    import hashlib
+
+    from qdrant_tools.chunking import SourceDocument
+
+    return SourceDocument(doc_id, text, doc_id, hashlib.sha256(text.encode()).hexdigest())
+
+
+def _open(store):
+    from qdrant_tools.store import open_store
+
+    return open_store(store)
+
+
+def test_default_recipe_is_the_main_job_uncalibrated_with_32_token_subchunks():
+    r = Recipe.default()
+    assert list(r.vectors) == ["vanilla"] and r.node_vector() == "vanilla"
+    assert r.encoder_spec().calibration is None and r.chunking.subchunk_tokens == 32
+    assert r.encoder_spec().weights is not None  # pinned: a changed model folder is refused at load
+    assert r.sparse_encoder() is not None and (r.search.node_weight, r.search.fusion) == (0.5, "rrf")
+
+
+def test_recipe_records_no_run_time_fields():
+    spec = EncoderSpec(calibration=None, device="cuda", batch_size=7, trust_remote_code=True)
+    recorded = Recipe.build(EncoderSet.single(spec)).vectors["vanilla"]
+    assert (recorded.device, recorded.batch_size, recorded.trust_remote_code) == (None, 32, False)
+    assert recorded.fingerprint() == spec.fingerprint()
+
+
+def test_a_contradicting_setting_names_both_values():
+    r = Recipe.default()
+    with pytest.raises(RecipeConflictError, match="written with calibration none, but cal gives"):
+        r.encoder_spec(given={"calibration": CalibrationConfig()}, names={"calibration": "cal"})
+
+
+def test_agreeing_and_run_time_settings_are_applied():
+    spec = Recipe.default().encoder_spec(given={"calibration": None, "device": "cpu", "batch_size": 4})
+    assert (spec.device, spec.batch_size, spec.calibration) == ("cpu", 4, None)
+
+
+def test_chunking_conflict_is_named():
+    r = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), ChunkingRecipe(subchunk_tokens=48))
+    r.check_chunking({"subchunk_tokens": 48})
+    with pytest.raises(RecipeConflictError, match="subchunk_tokens 48, but subchunk_tokens gives 32"):
+        r.check_chunking({"subchunk_tokens": 32})
+
+
+def test_rerank_settings_follow_the_layout():
+    fused = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), search=SearchRecipe(node_weight=0.3))
+    assert fused.rerank_settings()["scoring"] == "fusion" and fused.rerank_settings()["node_weight"] == 0.3
+    single = Recipe.build(EncoderSet.single(EncoderSpec()), ChunkingRecipe(subchunk_tokens=None))
+    assert single.rerank_settings()["scoring"] == "node"
+
+
+def test_search_recipe_gives_defaults_and_takes_overrides():
+    s = SearchRecipe(node_weight=0.2, prefetch_limit=50).settings(limit=3, node_weight=None, evidence=True)
+    assert (s.limit, s.node_weight, s.prefetch_limit, s.evidence) == (3, 0.2, 50, True)
+
+
+def test_ingest_records_the_recipe_and_query_reads_it(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert rc == 0, err
+    client = _open(store)
+    recipe = read_recipe(client, "demo")
+    client.close()
+    assert recipe is not None and recipe.encoder_spec().calibration is None and recipe.chunking.subchunk_tokens == 32
+    rc, _, err = run(capsys, "query", "Bay of Fundy water level", "--collection", "demo", "--path", store, "--json")
+    assert rc == 0, err
+    used = fake_cli.encoders[-1].spec  # the fake keeps the spec it was loaded from, with fake weights
+    assert used.calibration is None and used.model == recipe.encoder_spec().model
+
+
+def test_query_flag_that_contradicts_the_recipe_is_an_error(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    assert run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")[0] == 0
+    n_loaded = len(fake_cli.encoders)
+    rc, _, err = run(capsys, "query", "tides", "--collection", "demo", "--path", store, "--preset", "paper")
+    assert rc == 2 and "collection 'demo' was written with calibration none" in err and "basket_size=128" in err
+    assert len(fake_cli.encoders) == n_loaded  # refused before any model load
+
+
+def test_reingest_without_flags_keeps_the_recipe(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert run(capsys, *base, "--subchunk-tokens", "48", "--preset", "paper")[0] == 0
+    rc, out, err = run(capsys, *base)
+    assert rc == 0 and "0 new, 0 changed" in out, err  # the same recipe: nothing re-embedded
+    client = _open(store)
+    recipe = read_recipe(client, "demo")
+    client.close()
+    assert recipe.chunking.subchunk_tokens == 48 and recipe.encoder_spec().calibration is not None
+
+
+def test_a_collection_written_before_recipes_learns_one(tmp_path, make_fake):
+    from qdrant_tools.ingest import IngestConfig, ingest_documents
+
+    docs = [_doc("a", "The tide rises twice a day. " * 5)]
+    client = _open(str(tmp_path / "q"))
+    try:
+        enc = make_fake()
+        ingest_documents(client, "old", docs, {"vanilla": enc}, IngestConfig(show_progress=False))
+        assert read_recipe(client, "old") is None
+        recipe = Recipe.default()
+        ingest_documents(
+            client, "old", docs, {"vanilla": enc}, IngestConfig(show_progress=False, metadata=recipe.metadata())
+        )
+        assert read_recipe(client, "old") == recipe
+    finally:
+        client.close()
+
+
+def test_writer_refuses_another_recipe_before_writing(tmp_path, make_fake):
+    from qdrant_tools.ingest import IngestConfig, ingest_documents
+    from qdrant_tools.schema import SchemaMismatchError
+
+    docs = [_doc("a", "The tide rises twice a day. " * 5)]
+    other = [_doc("b", "Lighthouses guide ships at night. " * 5)]
+    first = Recipe.default()
+    second = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), ChunkingRecipe(subchunk_tokens=48))
+    client = _open(str(tmp_path / "q"))
+    try:
+        enc = make_fake()
+        ingest_documents(
+            client, "c", docs, {"vanilla": enc}, IngestConfig(show_progress=False, metadata=first.metadata())
+        )
+        before = client.count("c").count
+        with pytest.raises(
+            SchemaMismatchError, match=r"posfair_recipe\.chunking\.subchunk_tokens: stored 32, given 48"
+        ):
+            ingest_documents(
+                client, "c", other, {"vanilla": enc}, IngestConfig(show_progress=False, metadata=second.metadata())
+            )
+        assert client.count("c").count == before
+        assert client.get_collection("c").config.metadata[RECIPE_KEY] == first.metadata()[RECIPE_KEY]
+    finally:
+        client.close()
+
+
+def test_bm25_flag_writes_the_hybrid_layout_and_query_fuses_it(tmp_path, capsys, fake_cli, example_data):
+    from qdrant_tools.search import collection_layout
+
+    store = str(tmp_path / "q")
+    base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert run(capsys, *base, "--bm25")[0] == 0
+    client = _open(store)
+    recipe, layout = read_recipe(client, "demo"), collection_layout(client, "demo")
+    client.close()
+    assert recipe.bm25 is not None and recipe.sparse_encoder() is not None and layout.sparse == "bm25"
+    rc, out, err = run(capsys, "query", "waggle dance", "--collection", "demo", "--path", store, "--json")
+    assert rc == 0, err
+    assert json.loads(out)["results"][0]["doc_id"] == "honeybees.txt"
+    rc, _, err = run(capsys, *base, "--no-bm25")
+    assert rc == 2 and "written with a BM25 vector, but --no-bm25 was given" in err
+
+
+def _recipe_only_collection(tmp_path, recipe):
+    from qdrant_client import models
+
+    client = _open(str(tmp_path / "q"))
+    client.create_collection(
+        "c", vectors_config={"vanilla": models.VectorParams(size=384, distance="Cosine")}, metadata=recipe.metadata()
+    )
+    return client
+
+
+def test_rerank_from_collection_refuses_an_encoder_that_did_not_write_it(tmp_path, make_fake):
+    from llamaindex_posfair.integrations.rerank import PositionFairRerank
+
+    client = _recipe_only_collection(tmp_path, Recipe.default())
+    try:
+        with pytest.raises(RecipeConflictError, match="but the encoder given is"):
+            PositionFairRerank.from_collection(client, "c", encoder=make_fake())
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+def test_rerank_from_collection_scores_as_the_collection_does(tmp_path):
+    from llamaindex_posfair.integrations.rerank import PositionFairRerank
+
+    client = _recipe_only_collection(tmp_path, Recipe.default())
+    try:
+        rerank = PositionFairRerank.from_collection(client, "c", top_n=2)
+    finally:
+        client.close()
+    assert rerank.scoring == "fusion" and rerank.node_weight == 0.5 and rerank.subchunk_tokens == 32
+    assert rerank.top_n == 2
+    assert rerank.spec.fingerprint() == Recipe.default().encoder_spec().fingerprint()
