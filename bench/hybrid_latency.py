@@ -80,14 +80,15 @@ def add_distractors(client, n: int, vecs, texts, k: float, seed: int = 0) -> Non
 
 
 def settings_grid(exact_up_to: int):
-    from qdrant_tools.search import SearchSettings
+    """The shipped default (``Recipe.default()``'s search) and its parts switched off one by one."""
+    from llamaindex_posfair.integrations.recipe import Recipe
 
-    base = SearchSettings(limit=10, exact_up_to=exact_up_to)
+    shipped = Recipe.default().search.settings(limit=10, exact_up_to=exact_up_to)
     return {
-        "dense, best sub-chunk": replace(base, sparse=False),
-        "dense, node weight 0.3": replace(base, sparse=False, node_weight=0.3),
-        "+ BM25, RRF": base,
-        "node weight 0.3 + BM25, RRF": replace(base, node_weight=0.3),
+        "dense, best sub-chunk": replace(shipped, sparse=False, node_weight=0.0),
+        f"dense, node weight {shipped.node_weight}": replace(shipped, sparse=False),
+        "best sub-chunk + BM25": replace(shipped, node_weight=0.0),
+        f"shipped: node weight {shipped.node_weight} + BM25 ({shipped.fusion}, {shipped.fusion_limit} deep)": shipped,
     }
 
 
