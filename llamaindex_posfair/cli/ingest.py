@@ -252,7 +252,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     from qdrant_tools.schema import SchemaMismatchError
 
     check_source(args.source)
-    client = options.open_client(args)  # storage problems surface before the model loads
+    client = options.open_client(args, auto_index=False)  # storage problems surface before the model loads
     try:
         recipe, encoder_set = ingest_recipe(args, client)
         config = _config(args, recipe)

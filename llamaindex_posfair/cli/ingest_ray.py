@@ -91,7 +91,7 @@ def run_ingest_ray(args: argparse.Namespace) -> int:
 
     check_source(args.source)
     collection_spec = _collection_spec(args)
-    client = options.open_client(args)
+    client = options.open_client(args, auto_index=False)
     try:
         recipe, encoder_set = ingest_recipe(args, client)
         config = _config(args, recipe)

@@ -291,13 +291,17 @@ def storage_label(args: argparse.Namespace) -> str:
     return args.qdrant_url or (getattr(args, "path", None) or DEFAULT_STORAGE)
 
 
-def open_client(args: argparse.Namespace, *, must_exist: bool = False, retry: bool = False) -> Any:
+def open_client(
+    args: argparse.Namespace, *, must_exist: bool = False, retry: bool = False, auto_index: bool = True
+) -> Any:
     """Open the storage the flags name through :func:`qdrant_tools.store.open_store`, with CLI errors.
 
     Embedded (default): the Qdrant Edge store in ``--path`` (default
     ``./.posfair/qdrant``). Server: ``--qdrant-url``, key from ``$QDRANT_API_KEY``;
     with ``retry=True`` wrapped in :class:`qdrant_tools.retry.RetryingClient`
     (idempotent calls retried with bounded backoff on timeouts, 5xx and 429; never on 4xx).
+    ``auto_index=False``: the embedded store does not index in the background (an ingestion
+    builds the index once, when it has written everything).
 
     Raises:
         CliError: the folder is locked by another process, missing (``must_exist``), written by
@@ -314,6 +318,7 @@ def open_client(args: argparse.Namespace, *, must_exist: bool = False, retry: bo
             must_exist=must_exist,
             allow_insecure_api_key=args.allow_insecure_api_key,
             retry=retry,
+            auto_index=auto_index,
         )
     except (StoreError, ValueError) as exc:
         raise CliError(str(exc)) from None
