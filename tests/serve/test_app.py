@@ -305,9 +305,20 @@ class Load:
         return self.answers
 
 
+def _peak_in_flight(answers) -> int:
+    """The most requests in flight at one instant (sent, not yet answered), from the client's clock."""
+    events = sorted([(a.sent, 1) for a in answers] + [(a.answered, -1) for a in answers])
+    peak = now = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
 def test_concurrent_requests_share_model_calls(server, expected):
-    """Each wave releases 16 requests at once from a barrier: all are in flight together, and the
-    replicas (2, each batching what is pending) must answer some of them from one model call."""
+    """Each wave releases 16 requests at once from a barrier, so requests overlap (checked from the client's
+    clock: the scheduler may still let one finish before another leaves), and the replicas (2, each batching
+    what is pending) must answer some of them from one model call."""
     threads, waves = 16, 12
     barrier = threading.Barrier(threads)
     jobs = _embed_jobs(threads * waves)
@@ -328,9 +339,7 @@ def test_concurrent_requests_share_model_calls(server, expected):
         for c in clients:
             c.close()
     assert [a.status for a in out] == [200] * len(jobs)
-    for w in range(waves):  # a wave's requests were all in flight at one instant
-        wave = out[w * threads : (w + 1) * threads]
-        assert max(a.sent for a in wave) < min(a.answered for a in wave)
+    assert _peak_in_flight(out) >= 2  # requests provably overlapped: batching had something to merge
     sizes = [a.batch for a in out]
     assert all(1 <= b <= 16 for b in sizes), sizes  # 16 = --max-batch-size
     assert max(sizes) > 1, f"no two of {threads} concurrent requests shared a model call in {waves} waves"
