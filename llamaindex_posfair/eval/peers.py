@@ -50,9 +50,9 @@ from .systems import EncodeCache
 __all__ = [
     "DEFAULT_TOP_K",
     "LlamaIndexPeer",
+    "PeerBuilder",
     "PeerIndex",
     "PeerStats",
-    "Recipe",
     "bundled_minilm_embedding",
     "hybrid_recipe",
     "llamaindex_peers",
@@ -82,7 +82,7 @@ class PeerIndex:
 
 
 #: ``(documents, embed_model, top_k) -> PeerIndex``: how a peer indexes a corpus.
-Recipe = Callable[[list[Any], Any, int], PeerIndex]
+PeerBuilder = Callable[[list[Any], Any, int], PeerIndex]
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ class LlamaIndexPeer:
 
     name: str
     embed_model: Any
-    recipe: Recipe
+    recipe: PeerBuilder
     top_k: int = DEFAULT_TOP_K
     kind: str = "llamaindex"
     params: dict[str, Any] = field(default_factory=dict)
@@ -263,7 +263,7 @@ def _vector_index(nodes: list[Any], embed_model: Any) -> Any:
     return VectorStoreIndex(nodes, embed_model=embed_model, show_progress=False)
 
 
-def splitter_recipe(chunk_size: int | None = None, chunk_overlap: int | None = None) -> Recipe:
+def splitter_recipe(chunk_size: int | None = None, chunk_overlap: int | None = None) -> PeerBuilder:
     """``SentenceSplitter`` nodes in a ``VectorStoreIndex`` (``None``: LlamaIndex's defaults, 1024/200)."""
     sizes = {k: v for k, v in (("chunk_size", chunk_size), ("chunk_overlap", chunk_overlap)) if v is not None}
 
@@ -275,7 +275,7 @@ def splitter_recipe(chunk_size: int | None = None, chunk_overlap: int | None = N
     return build
 
 
-def sentence_window_recipe(window_size: int = 3) -> Recipe:
+def sentence_window_recipe(window_size: int = 3) -> PeerBuilder:
     """Single-sentence nodes (``SentenceWindowNodeParser``); the ``window`` replaces the text after retrieval."""
     from llama_index.core.postprocessor import MetadataReplacementPostProcessor
 
@@ -289,7 +289,7 @@ def sentence_window_recipe(window_size: int = 3) -> Recipe:
     return build
 
 
-def hybrid_recipe(chunk_size: int = 128, chunk_overlap: int = 20) -> Recipe:
+def hybrid_recipe(chunk_size: int = 128, chunk_overlap: int = 20) -> PeerBuilder:
     """LlamaIndex's hybrid recipe: dense and BM25 retrievers over the same nodes, fused by reciprocal rank.
 
     ``num_queries=1`` generates no query, so no LLM is called; ``llm=MockLLM()`` only keeps the
@@ -327,7 +327,7 @@ def hybrid_recipe(chunk_size: int = 128, chunk_overlap: int = 20) -> Recipe:
 
 def llamaindex_peers(embed_model: Any, top_k: int = DEFAULT_TOP_K) -> list[LlamaIndexPeer]:
     """The five peers, in table order: defaults, 256/20, 128/20, sentence window, hybrid 128/20."""
-    specs: list[tuple[str, Recipe, dict[str, Any]]] = [
+    specs: list[tuple[str, PeerBuilder, dict[str, Any]]] = [
         ("llamaindex-default (SentenceSplitter 1024/200)", splitter_recipe(), {"chunk": "1024/200"}),
         ("SentenceSplitter 256/20", splitter_recipe(256, 20), {"chunk": "256/20"}),
         ("SentenceSplitter 128/20", splitter_recipe(128, 20), {"chunk": "128/20"}),
