@@ -75,14 +75,26 @@ def _num(value: float, spec: str) -> str:
     return "n/a" if value is None or math.isnan(value) else format(value, spec)
 
 
-def table(results: list[Any], systems: list[Any], group_order: tuple[str, ...]) -> str:
-    head = ["system", *group_order, "harmonic", "PSI", "vectors/passage", "ingest docs/s", "query p50 ms"]
+def table(results: list[Any], systems: list[Any], bench: Any) -> str:
+    """The comparison; with the main job in the run, each peer row also gives the main job's harmonic-mean gain
+    over it with a 95% paired bootstrap interval (resampled within position groups)."""
+    from llamaindex_posfair.eval.metrics import bootstrap_harmonic_diff
+
+    main = next((r for r in results if r.name.startswith("main job")), None)
+    head = ["system", *bench.group_order, "harmonic", "PSI", "vectors/passage", "ingest docs/s", "query p50 ms"]
+    head += ["main job ΔH [95% CI]"] if main is not None else []
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for result, system in zip(results, systems):
         vectors, docs_per_second, p50 = costs(system)
-        cells = [result.name, *[_num(100 * result.ndcg.groups.get(g, math.nan), ".1f") for g in group_order]]
+        cells = [result.name, *[_num(100 * result.ndcg.groups.get(g, math.nan), ".1f") for g in bench.group_order]]
         cells += [_num(100 * result.ndcg.harmonic, ".1f"), _num(result.ndcg.psi, ".3f")]
         cells += [_num(vectors, ".2f"), _num(docs_per_second, ".1f"), _num(p50, ".1f")]
+        if main is not None:
+            if result is main:
+                cells.append("–")
+            else:
+                d, lo, hi = bootstrap_harmonic_diff(main.per_query, result.per_query, bench.groups)
+                cells.append(f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -121,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{bench.name}: {len(bench.queries)} queries ({bench.group_counts()}), {len(bench.corpus)} passages; "
         f"all-MiniLM-L6-v2 (max_seq_length 256), file-level nDCG@10 ×100, peers retrieve {args.top_k} nodes/query\n"
     )
-    print(table(results, systems, bench.group_order))
+    print(table(results, systems, bench))
     seconds = ", ".join(f"{r.name}: {r.seconds:.0f} s" for r in results)
     print(
         f"\nwall {wall:.0f} s; torch threads {torch.get_num_threads()}; load averages at the end {cpu_load()}\n"
