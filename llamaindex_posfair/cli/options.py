@@ -460,6 +460,12 @@ def runtime_fields(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The vector-shaping :class:`EncoderSpec` fields other than calibration that the flags set, plus run-time fields."""
+    given = {k: getattr(args, k) for k in ("model", "max_length", "query_prompt", "document_prompt", "dtype")}
+    return {**{k: v for k, v in given.items() if v is not None}, **runtime_fields(args)}
+
+
 def spec_fields_given(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`EncoderSpec` fields the model flags set explicitly (run-time fields included).
 
@@ -468,13 +474,10 @@ def spec_fields_given(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         CliError: invalid calibration flags.
     """
-    given: dict[str, Any] = {
-        k: getattr(args, k) for k in ("model", "max_length", "query_prompt", "document_prompt", "dtype")
-    }
-    given = {k: v for k, v in given.items() if v is not None}
+    given = _flag_fields(args)
     if _calibration_given(args):
         given["calibration"] = calibration_from_args(args)
-    return {**given, **runtime_fields(args)}
+    return given
 
 
 def spec_for_recipe(args: argparse.Namespace, recipe: Any, vector: str | None = None) -> Any:
@@ -506,17 +509,7 @@ def spec_from_args(args: argparse.Namespace, calibration_off_by_default: bool = 
     from llamaindex_posfair.encoders.spec import EncoderSpec
 
     try:
-        return EncoderSpec(
-            **({"model": args.model} if args.model is not None else {}),
-            calibration=calibration_from_args(args, calibration_off_by_default),
-            max_length=args.max_length,
-            batch_size=args.encode_batch_size,
-            query_prompt=args.query_prompt,
-            document_prompt=args.document_prompt,
-            device=args.device,
-            dtype=args.dtype,
-            trust_remote_code=args.trust_remote_code,
-        )
+        return EncoderSpec(**_flag_fields(args), calibration=calibration_from_args(args, calibration_off_by_default))
     except ValidationError as exc:
         raise CliError(error_message(exc)) from None
 
