@@ -5,14 +5,19 @@ The rule, fixed before the sweep (it is printed with the results):
     choose the setting that maximises the LOWER of the two dev harmonic nDCG@10 means
     (natural-docs dev, needle-prose dev), among settings whose dev PSI is <= 0.08 on both;
     ties (within 0.1) go to the simpler setting (the earlier row of GRID: no node weight
-    before node weight, no BM25 before BM25, RRF before DBSF, the smaller fusion limit).
+    before node weight, no BM25 before BM25, RRF before DBSF, the smaller fusion limit,
+    plain RRF before weighted RRF or another k).
 
 Every setting is the shipped main job (``posfair ingest`` defaults: 254-token nodes, sentence-aligned
 sub-chunks of <= 32 tokens, uncalibrated all-MiniLM-L6-v2, exact MaxSim below 10,000 nodes), stored in
 the embedded Qdrant Edge store and queried through ``qdrant_tools.search.search`` in one ``query_points``
 call; the grid adds the node's own cosine (weight 0.2-0.5, fused in Qdrant by a formula query), the BM25
 sparse vector of each node and its fusion (RRF or DBSF, 50 or 100 candidates per ranking), calibrated
-node vectors, and 48-token sub-chunks. One encoder memo is shared, so every text is embedded once.
+node vectors, and 48-token sub-chunks. A second block of rows (added 2026-12-01, after the first sweep chose
+node weight 0.5 + BM25 RRF; same rule, written into this docstring before the rerun) brackets that choice:
+node weight 0.4/0.6/0.7, weighted RRF (BM25 weight 0.5/0.75/1.5 against the dense ranking's 1.0, one
+``RrfQuery``), and RRF's ``k`` = 60 (LlamaIndex's) instead of Qdrant's 2. One encoder memo is shared, so every
+text is embedded once.
 
 Note: the harness asks every query for 100 nodes (``eval_search``: the file-level ranking needs depth), and a
 ranking entering a fusion is ``max(limit, fusion_limit)`` deep, so every row fused 100-deep rankings: the
@@ -50,6 +55,8 @@ class Setting(NamedTuple):
     fusion_limit: int = 50
     calibrated: bool = False  # the node vectors calibrated (paper preset); <= 32-token sub-chunks fit one basket
     subchunk_tokens: int = 32
+    sparse_weight: float = 1.0  # BM25 weight in weighted RRF (the dense ranking weighs 1.0)
+    rrf_k: int | None = None  # None = Qdrant's default k (2)
 
 
 GRID = (
@@ -67,6 +74,16 @@ GRID = (
     Setting("node weight 0.3 + BM25, DBSF 100", 0.3, True, "dbsf", 100),
     Setting("node weight 0.3 + BM25, DBSF 50, calibrated nodes", 0.3, True, "dbsf", calibrated=True),
     Setting("node weight 0.3 + BM25, DBSF 50, sub-chunks <= 48", 0.3, True, "dbsf", subchunk_tokens=48),
+    # second block: around the first sweep's choice (node weight 0.5 + BM25, RRF)
+    Setting("node weight 0.4 + BM25, RRF", 0.4, True),
+    Setting("node weight 0.6 + BM25, RRF", 0.6, True),
+    Setting("node weight 0.7 + BM25, RRF", 0.7, True),
+    Setting("node weight 0.5 + BM25, RRF k=60", 0.5, True, rrf_k=60),
+    Setting("node weight 0.5 + BM25 x0.5, weighted RRF", 0.5, True, sparse_weight=0.5),
+    Setting("node weight 0.5 + BM25 x0.75, weighted RRF", 0.5, True, sparse_weight=0.75),
+    Setting("node weight 0.5 + BM25 x1.5, weighted RRF", 0.5, True, sparse_weight=1.5),
+    Setting("node weight 0.5 + BM25 x0.75, weighted RRF k=60", 0.5, True, sparse_weight=0.75, rrf_k=60),
+    Setting("node weight 0.5 + BM25 x1.5, weighted RRF k=60", 0.5, True, sparse_weight=1.5, rrf_k=60),
 )
 PSI_MAX = 0.08
 
@@ -83,7 +100,12 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
         sub = SubchunkConfig(g.subchunk_tokens, 0)
         layout = NodeLayout(resolve_chunking(encoder).chunk_tokens, sub, bm25=g.bm25)
         search = replace(
-            eval_search(layout, node_weight=g.node_weight), sparse=g.bm25, fusion=g.fusion, fusion_limit=g.fusion_limit
+            eval_search(layout, node_weight=g.node_weight),
+            sparse=g.bm25,
+            fusion=g.fusion,
+            fusion_limit=g.fusion_limit,
+            sparse_weight=g.sparse_weight,
+            rrf_k=g.rrf_k,
         )
         out.append(MainJobSystem(g.label, encoder, layout, search, pool=pool))
     return out

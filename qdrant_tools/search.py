@@ -59,12 +59,15 @@ class Layout:
         subchunks: the sub-chunk multivector's name, or ``None`` (single-vector layout).
         points: nodes in the collection when the layout was read (``None`` = unknown).
         sparse: the BM25 sparse vector's name, or ``None`` (no hybrid search).
+        subchunk_graph: the sub-chunk multivector has an HNSW graph (``m`` > 0), so collections above
+            ``exact_up_to`` also draw candidates from it; ``False`` for collections written with ``m=0``.
     """
 
     dense: dict[str, int]
     subchunks: str | None
     points: int | None = None
     sparse: str | None = None
+    subchunk_graph: bool = False
 
     def node_vector(self, requested: str | None = None) -> str:
         """The dense vector to search: ``requested``, else ``"calibrated"`` if present, else the only one.
@@ -104,7 +107,17 @@ def collection_layout(client: Any, collection: str) -> Layout:
     multi = [n for n, p in vectors.items() if getattr(p, "multivector_config", None) is not None]
     sub = SUBCHUNK_VECTOR if SUBCHUNK_VECTOR in multi else None
     sparse = SPARSE_VECTOR if SPARSE_VECTOR in (info.config.params.sparse_vectors or {}) else None
-    return Layout(dense=dense, subchunks=sub, points=info.points_count, sparse=sparse)
+    graph = sub is not None and _hnsw_m(vectors[sub], info.config.hnsw_config) > 0
+    return Layout(dense=dense, subchunks=sub, points=info.points_count, sparse=sparse, subchunk_graph=graph)
+
+
+def _hnsw_m(params: Any, collection_hnsw: Any) -> int:
+    """The HNSW ``m`` a vector is indexed with: its own, else the collection's, else Qdrant's default 16."""
+    for config in (getattr(params, "hnsw_config", None), collection_hnsw):
+        m = getattr(config, "m", None)
+        if m is not None:
+            return int(m)
+    return 16
 
 
 @dataclass(frozen=True)
@@ -117,6 +130,8 @@ class SearchSettings:
         subchunks: re-score by the best sub-chunk when the collection has sub-chunk vectors.
         prefetch_limit: candidates found through the node vector and re-scored (bounds recall),
             in collections of more than ``exact_up_to`` nodes.
+        subchunk_candidates: candidates found through the sub-chunk multivector's HNSW graph (collections
+            of more than ``exact_up_to`` nodes written with one, :attr:`Layout.subchunk_graph`); 0 = none.
         exact_up_to: collections of at most this many nodes are scored by exact MaxSim over every
             node (no prefetch; 0 = always prefetch). The scan grows with the sub-chunks stored:
             ~1 ms per 7,000 sub-chunks on one CPU core.
@@ -128,6 +143,10 @@ class SearchSettings:
         fusion: how the dense ranking (best sub-chunk) and the BM25 ranking are fused in Qdrant:
             ``"rrf"`` (reciprocal rank fusion) or ``"dbsf"`` (distribution-based score fusion).
         fusion_limit: candidates of each ranking that enter the fusion.
+        sparse_weight: weight of the BM25 ranking against the dense ranking's 1.0 in reciprocal rank fusion
+            (weighted RRF, one ``RrfQuery``; 1.0 = plain RRF). DBSF takes no weights: it must be 1.0 there.
+        rrf_k: the ``k`` of reciprocal rank fusion, ``1 / (k + rank)`` (``None`` = Qdrant's default, 2;
+            LlamaIndex's ``QueryFusionRetriever`` uses 60).
 
     Raises:
         ValueError: a setting out of range (named, with typical values).
@@ -138,11 +157,14 @@ class SearchSettings:
     subchunks: bool = True
     prefetch_limit: int = 100
     exact_up_to: int = 10_000
+    subchunk_candidates: int = 300
     node_weight: float = 0.0
     evidence: bool = False
     sparse: bool = True
     fusion: Literal["rrf", "dbsf"] = "rrf"
     fusion_limit: int = 50
+    sparse_weight: float = 1.0
+    rrf_k: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.limit, int) or self.limit < 1:
@@ -153,12 +175,40 @@ class SearchSettings:
             raise ValueError(
                 f"exact_up_to must be an integer >= 0, got {self.exact_up_to!r}; typical 10000 (0 = always prefetch)"
             )
+        subs = self.subchunk_candidates
+        if isinstance(subs, bool) or not isinstance(subs, int) or subs < 0:
+            raise ValueError(
+                f"subchunk_candidates must be an integer >= 0, got {self.subchunk_candidates!r}; typical 100-300"
+            )
         if not 0.0 <= self.node_weight <= 1.0:
             raise ValueError(f"node_weight must lie in [0, 1], got {self.node_weight!r}; 0 = best sub-chunk only")
         if self.fusion not in ("rrf", "dbsf"):
             raise ValueError(f'fusion must be "rrf" or "dbsf", got {self.fusion!r}')
         if not isinstance(self.fusion_limit, int) or self.fusion_limit < 1:
             raise ValueError(f"fusion_limit must be a positive integer, got {self.fusion_limit!r}; typical 20-100")
+        self._check_rrf()
+
+    def _check_rrf(self) -> None:
+        if not self.sparse_weight > 0.0:
+            raise ValueError(f"sparse_weight must be > 0, got {self.sparse_weight!r}; 1.0 = plain RRF")
+        if self.fusion == "dbsf" and self.sparse_weight != 1.0:
+            raise ValueError(f"sparse_weight={self.sparse_weight!r} needs fusion='rrf': DBSF takes no weights")
+        if self.rrf_k is not None and (
+            isinstance(self.rrf_k, bool) or not isinstance(self.rrf_k, int) or self.rrf_k < 1
+        ):
+            raise ValueError(f"rrf_k must be a positive integer or None, got {self.rrf_k!r}; typical 2 or 60")
+        if self.fusion == "dbsf" and self.rrf_k is not None:
+            raise ValueError(f"rrf_k={self.rrf_k!r} needs fusion='rrf'; drop it for DBSF")
+
+    def fusion_query(self) -> models.FusionQuery | models.RrfQuery:
+        """The query that fuses ``[dense ranking, BM25 ranking]``: plain ``Fusion.RRF`` / ``Fusion.DBSF``, or a
+        weighted / re-parametrised ``RrfQuery``."""
+        if self.fusion == "dbsf":
+            return models.FusionQuery(fusion=models.Fusion.DBSF)
+        if self.sparse_weight == 1.0 and self.rrf_k is None:
+            return models.FusionQuery(fusion=models.Fusion.RRF)
+        weights = None if self.sparse_weight == 1.0 else [1.0, self.sparse_weight]
+        return models.RrfQuery(rrf=models.Rrf(k=self.rrf_k, weights=weights))
 
     def scores_exactly(self, points: int | None) -> bool:
         """Whether a sub-chunk collection of ``points`` nodes is scored exactly (``None``: size unknown: no)."""
@@ -179,13 +229,39 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / max(float(np.linalg.norm(x)), 1e-12)
 
 
-def _subchunk_arm(q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, limit: int) -> Any:
-    """Nodes by their best sub-chunk: an exact MaxSim scan of the multivector (no HNSW graph), or MaxSim over
-    ``prefetch_limit`` candidates found through the node vector."""
+def _candidates(q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, sparse: Any) -> list:
+    """Where a collection above ``exact_up_to`` finds the nodes it re-scores (none of them scans the collection):
+    the node vector's HNSW (``prefetch_limit``), the sub-chunk multivector's own HNSW graph when it has one
+    (``subchunk_candidates``) and, in a hybrid query, the BM25 ranking (``fusion_limit``)."""
+    out = [models.Prefetch(query=q.tolist(), using=vector, limit=settings.prefetch_limit, filter=flt)]
+    if layout.subchunk_graph and settings.subchunk_candidates > 0:
+        limit = settings.subchunk_candidates
+        out.append(models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt))
+    if sparse is not None:
+        out.append(models.Prefetch(query=sparse, using=layout.sparse, limit=settings.fusion_limit, filter=flt))
+    return out
+
+
+def _candidate_count(settings: SearchSettings, layout: Layout, sparse: Any) -> int:
+    """At most how many distinct nodes :func:`_candidates` returns (the depth that keeps all of them)."""
+    count = settings.prefetch_limit
+    if layout.subchunk_graph:
+        count += settings.subchunk_candidates
+    return count + (settings.fusion_limit if sparse is not None else 0)
+
+
+def _rescored(cands: list, query: Any, using: str, limit: int) -> models.Prefetch:
+    """``cands`` (one prefetch or several, their union) re-scored by ``query`` on ``using``."""
+    return models.Prefetch(prefetch=cands[0] if len(cands) == 1 else cands, query=query, using=using, limit=limit)
+
+
+def _subchunk_arm(q, vector, settings, layout, flt, limit, sparse=None) -> Any:
+    """Nodes by their best sub-chunk: an exact MaxSim scan of the multivector, or MaxSim over the candidates of
+    :func:`_candidates` (``sparse``: the BM25 query of a hybrid search, one more source)."""
     if settings.scores_exactly(layout.points):
         return models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt)
-    nodes = models.Prefetch(query=q.tolist(), using=vector, limit=max(settings.prefetch_limit, limit), filter=flt)
-    return models.Prefetch(prefetch=nodes, query=[q.tolist()], using=layout.subchunks, limit=limit)
+    cands = _candidates(q, vector, settings, layout, flt, sparse)
+    return _rescored(cands, [q.tolist()], layout.subchunks, limit)
 
 
 def node_fusion(node_weight: float) -> models.FormulaQuery:
@@ -198,19 +274,22 @@ def node_fusion(node_weight: float) -> models.FormulaQuery:
     return models.FormulaQuery(formula=models.SumExpression(sum=terms), defaults={"$score[0]": 0.0, "$score[1]": 0.0})
 
 
-def _dense_parts(q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, limit: int) -> dict:
+def _dense_parts(q, vector, settings: SearchSettings, layout: Layout, flt: Any, limit: int, sparse=None) -> dict:
     """The ``query_points`` arguments of the dense ranking: the node vector, the best sub-chunk, or their fusion
     in Qdrant: a formula over two prefetches of the same depth (the sub-chunk and the node ranking) — ``limit``
-    deep for an exactly scored collection, else both over the ``prefetch_limit`` node candidates, so every
-    candidate has both scores."""
+    deep for an exactly scored collection, else both re-scoring the same candidates (:func:`_candidates`,
+    ``sparse`` the BM25 query of a hybrid search) and as deep as they are, so every candidate has both scores."""
     if layout.subchunks is None or not settings.subchunks:
         return {"query": q.tolist(), "using": vector, "filter": flt}
     exact = settings.scores_exactly(layout.points)
-    depth = limit if exact else settings.prefetch_limit
-    sub = _subchunk_arm(q, vector, settings, layout, flt, depth if settings.node_weight > 0 else limit)
+    depth = limit if exact else _candidate_count(settings, layout, sparse)
+    sub = _subchunk_arm(q, vector, settings, layout, flt, depth if settings.node_weight > 0 else limit, sparse)
     if settings.node_weight == 0:
         return {"prefetch": sub.prefetch, "query": sub.query, "using": sub.using, "filter": sub.filter}
-    nodes = models.Prefetch(query=q.tolist(), using=vector, limit=depth, filter=flt)
+    if exact:
+        nodes = models.Prefetch(query=q.tolist(), using=vector, limit=depth, filter=flt)
+    else:
+        nodes = _rescored(_candidates(q, vector, settings, layout, flt, sparse), q.tolist(), vector, depth)
     return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
 
 
@@ -226,14 +305,13 @@ def _dense_query(client, collection, q, vector, settings, query_filter, layout) 
 def _hybrid_query(client, collection, q, sparse_query, vector, settings, query_filter, layout) -> list[Any]:
     """One ``query_points`` call: the dense ranking and the BM25 ranking, fused in Qdrant (RRF or DBSF)."""
     limit = max(settings.limit, settings.fusion_limit)
-    dense = _dense_parts(q, vector, settings, layout, query_filter, limit)
+    dense = _dense_parts(q, vector, settings, layout, query_filter, limit, sparse_query)
     arms = [
         models.Prefetch(**dense, limit=limit),
         models.Prefetch(query=sparse_query, using=layout.sparse, limit=limit, filter=query_filter),
     ]
-    fusion = models.Fusion.RRF if settings.fusion == "rrf" else models.Fusion.DBSF
     return client.query_points(
-        collection, prefetch=arms, query=models.FusionQuery(fusion=fusion), limit=settings.limit, with_payload=True
+        collection, prefetch=arms, query=settings.fusion_query(), limit=settings.limit, with_payload=True
     ).points
 
 

@@ -175,6 +175,7 @@ def test_nothing_outside_the_cli_imports_the_cli():
     ("layer", "may_import"),
     [
         ("llamaindex_posfair.calibration", ()),
+        ("llamaindex_posfair.scoring", ()),
         ("llamaindex_posfair.backends", ("llamaindex_posfair.calibration",)),
         ("llamaindex_posfair.encoders", ("llamaindex_posfair.calibration", "llamaindex_posfair.backends")),
     ],

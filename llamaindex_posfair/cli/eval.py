@@ -209,7 +209,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cache-dir",
         default=None,
-        help="keep embeddings as .npy files here so an interrupted run resumes (default: ~/.cache/llamaindex_posfair/eval)",
+        help="keep embeddings here (one memo: fingerprint, role, text) so an interrupted run resumes (default: ~/.cache/llamaindex_posfair/eval)",
     )
     p.add_argument("--no-cache", action="store_true", help="do not keep embeddings on disk")
 

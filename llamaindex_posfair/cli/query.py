@@ -54,6 +54,10 @@ def register(subparsers: Any) -> None:
     g.add_argument(
         "--fusion", choices=["rrf", "dbsf"], default=None, help="dense + BM25 fusion (default: the collection's)"
     )
+    g.add_argument(
+        "--bm25-weight", type=float, default=None, help="BM25 weight in RRF, dense = 1 (default: the collection's)"
+    )
+    g.add_argument("--rrf-k", type=int, default=None, help="k of RRF, 1/(k + rank) (default: the collection's)")
     g.add_argument("--rerank", action="store_true", help="re-score candidates with PositionFairRerank")
     g.add_argument("--candidates", type=int, default=20, help="first-stage candidates for --rerank (default 20)")
     g.add_argument("--fusion-weight", type=float, default=0.0, help="weight of the first-stage score in --rerank")
@@ -114,6 +118,8 @@ def _settings(args: argparse.Namespace, recipe: Any) -> Any:
         "node_weight": args.node_weight,
         "sparse": False if args.bm25 is False else None,
         "fusion": args.fusion,
+        "sparse_weight": args.bm25_weight,
+        "rrf_k": args.rrf_k,
     }
     try:
         if recipe is not None:
@@ -121,7 +127,11 @@ def _settings(args: argparse.Namespace, recipe: Any) -> Any:
         return SearchSettings(**{k: v for k, v in given.items() if v is not None})
     except ValueError as exc:
         raise CliError(
-            str(exc).replace("node_weight", "--node-weight").replace("prefetch_limit", "--prefetch-limit")
+            str(exc)
+            .replace("node_weight", "--node-weight")
+            .replace("prefetch_limit", "--prefetch-limit")
+            .replace("sparse_weight", "--bm25-weight")
+            .replace("rrf_k", "--rrf-k")
         ) from None
 
 

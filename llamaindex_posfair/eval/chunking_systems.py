@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from ..scoring import max_over_owners
 from .systems import EncodeCache, segment_text
 
-__all__ = ["ChunkMaxSystem", "chunk_corpus", "max_over_owners"]
+__all__ = ["ChunkMaxSystem", "chunk_corpus"]
 
 
 def chunk_corpus(texts: list[str], tokenizer: Any, chunk_tokens: int) -> tuple[list[str], np.ndarray]:
@@ -32,24 +33,6 @@ def chunk_corpus(texts: list[str], tokenizer: Any, chunk_tokens: int) -> tuple[l
         chunks.extend(pieces)
         owners.extend([i] * len(pieces))
     return chunks, np.asarray(owners, dtype=np.int64)
-
-
-def max_over_owners(sim: np.ndarray, owners: np.ndarray, n_docs: int) -> np.ndarray:
-    """``[n_queries, n_chunks]`` similarities → ``[n_queries, n_docs]`` max per passage.
-
-    A passage without chunks scores ``-inf``.
-
-    Example:
-        >>> import numpy as np
-        >>> max_over_owners(np.array([[0.1, 0.5, 0.2]]), np.array([0, 0, 1]), 2).tolist()
-        [[0.5, 0.2]]
-    """
-    out = np.full((sim.shape[0], n_docs), -np.inf, dtype=np.float64)
-    for d in range(n_docs):
-        cols = owners == d
-        if cols.any():
-            out[:, d] = sim[:, cols].max(axis=1)
-    return out
 
 
 @dataclass

@@ -47,7 +47,7 @@ from qdrant_tools.search import SearchSettings, collection_layout, search
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR, SubchunkConfig
 
-from .chunking_systems import max_over_owners
+from ..scoring import fuse_node_scores, max_over_owners, unit_rows
 from .systems import EncodeCache
 
 __all__ = [
@@ -247,10 +247,6 @@ class NodeVectors:
     owner: np.ndarray
 
 
-def _unit_rows(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-
-
 def int8_roundtrip(x: np.ndarray, quantile: float = 0.99) -> np.ndarray:
     """``x`` through int8 scalar quantization and back, as Qdrant quantizes (256 levels between the
     ``(1-quantile)/2`` and ``(1+quantile)/2`` quantiles of all values, outliers clipped).
@@ -282,11 +278,10 @@ def node_scores(
     (what the store's two-stage query does). ``int8`` rounds the sub-chunk vectors through
     :func:`int8_roundtrip` first (quantized scoring without rescoring).
     """
-    q = _unit_rows(np.asarray(queries, dtype=np.float32))
-    cos = q @ _unit_rows(vectors.node).T
-    sub = int8_roundtrip(vectors.sub) if int8 else vectors.sub
-    maxsim = max_over_owners(q @ sub.T, vectors.owner, len(vectors.ids))
-    out = node_weight * cos + (1.0 - node_weight) * maxsim
+    q = unit_rows(queries)
+    cos = q @ unit_rows(vectors.node).T
+    sub = int8_roundtrip(vectors.sub) if int8 else vectors.sub  # stored unit vectors, scored as Qdrant scores them
+    out = fuse_node_scores(cos, max_over_owners(q @ sub.T, vectors.owner, len(vectors.ids)), node_weight)
     if prefetch_limit is not None and prefetch_limit < out.shape[1]:
         keep = np.argsort(-cos, axis=1, kind="stable")[:, :prefetch_limit]
         masked = np.full_like(out, -np.inf)

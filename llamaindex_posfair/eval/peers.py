@@ -4,7 +4,7 @@ Each peer indexes the benchmark's passages as LlamaIndex ``Document`` objects (`
 passage id) with a recipe from LlamaIndex's documentation, answers every query
 through that recipe's retriever (and postprocessors), and is scored at passage
 (file) level as the main job is (:mod:`.main_job`): a passage scores its best node
-(:func:`~.chunking_systems.max_over_owners`), a passage without a node among the
+(:func:`llamaindex_posfair.scoring.max_over_owners`), a passage without a node among the
 hits scores ``-inf`` and ranks last. A node's score is its place in the list
 LlamaIndex returns (``-rank``), so ties are broken as LlamaIndex breaks them (this
 matters for reciprocal-rank fusion, whose scores tie often).
@@ -44,7 +44,7 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter, SentenceWindowNodeParser
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from .chunking_systems import max_over_owners
+from ..scoring import max_over_owners
 from .systems import EncodeCache
 
 __all__ = [

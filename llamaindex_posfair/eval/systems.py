@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from tqdm.auto import tqdm
+
+from .memo import MemoEncoder, VectorMemo
 
 __all__ = [
     "DenseSystem",
@@ -76,11 +77,13 @@ class EncodeCache:
         queries: Query texts (rows).
         batch_size: Texts per forward pass.
         show_progress_bar: One tqdm bar per (uncached) document encoding.
-        cache_dir: If set, every matrix is also saved there as ``.npy`` (keyed by
-            encoder fingerprint, role and a hash of the texts), so an interrupted
-            run resumes without re-encoding.
+        cache_dir: If set, the memo keeps every vector there too (:class:`~.memo.VectorMemo`: keyed by
+            encoder fingerprint, role and text), so an interrupted run resumes without re-encoding.
         doc_ids: The passages' ids (systems that store documents by id, like the
             main job, use them); default ``"0"``, ``"1"``, ...
+        memo: The vector memo to read and fill (shared with the main job's :class:`~.memo.MemoEncoder`
+            and across benchmarks); default: a new one on ``cache_dir``. Every text is embedded once per
+            (encoder fingerprint, role), whichever benchmark or system asks for it.
 
     Example:
         >>> cache = EncodeCache(["a passage"], ["a query"])
@@ -96,6 +99,7 @@ class EncodeCache:
         show_progress_bar: bool = False,
         cache_dir: str | None = None,
         doc_ids: Sequence[str] | None = None,
+        memo: VectorMemo | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
@@ -109,6 +113,7 @@ class EncodeCache:
         self._store: dict[tuple[str, str], np.ndarray] = {}
         self.encoded_texts = 0  # passages + queries actually run through a model
         self.cache_dir = None if cache_dir is None else Path(cache_dir)
+        self.memo = memo if memo is not None else VectorMemo(self.cache_dir)
 
     @property
     def n_docs(self) -> int:
@@ -125,21 +130,12 @@ class EncodeCache:
         return self._key(encoder, calibration, role) in self._store
 
     def _encode(self, encoder: EncoderLike, texts: list[str], calibration: Any, role: str, desc: str) -> np.ndarray:
+        """``texts`` embedded through the memo: only texts it lacks run through ``encoder``."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
         calibration = canonical_calibration(calibration, role)
-        disk = None
-        if self.cache_dir is not None:
-            h = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()[:16]
-            disk = self.cache_dir / f"{encoder.fingerprint(calibration=calibration)}-{role[:4]}-{h}.npy"
-            if disk.exists():
-                return np.load(disk)
-        out = self._encode_now(encoder, texts, calibration, role, desc)
-        if disk is not None:
-            disk.parent.mkdir(parents=True, exist_ok=True)
-            np.save(disk, out)
-        return out
-
-    def _encode_now(self, encoder: EncoderLike, texts: list[str], calibration: Any, role: str, desc: str) -> np.ndarray:
-        fn = encoder.encode_documents if role.startswith("doc") else encoder.encode_queries
+        memo = MemoEncoder(encoder, self.memo)
+        fn = memo.encode_documents if role.startswith("doc") else memo.encode_queries
         chunks = []
         bar = tqdm(total=len(texts), desc=desc, unit="text", disable=not self.show_progress_bar, leave=False)
         step = self.batch_size * 4
@@ -147,8 +143,8 @@ class EncodeCache:
             chunks.append(fn(texts[i : i + step], calibration=calibration, batch_size=self.batch_size))
             bar.update(len(texts[i : i + step]))
         bar.close()
-        self.encoded_texts += len(texts)
-        return np.concatenate(chunks, axis=0) if chunks else np.zeros((0, 0), dtype=np.float32)
+        self.encoded_texts += memo.computed
+        return np.concatenate(chunks, axis=0)
 
     def docs_matrix(self, encoder: EncoderLike, calibration: Any, desc: str = "passages") -> np.ndarray:
         """All passages embedded with ``calibration`` (``None`` = plain)."""

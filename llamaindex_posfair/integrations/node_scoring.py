@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from llamaindex_posfair.scoring import cosine_matrix, fuse_node_scores, max_over_owners
 from qdrant_tools.encoding import spans_for
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig, subchunk_text
 
@@ -38,15 +39,6 @@ __all__ = [
     "combine_scores",
     "plan_scoring",
 ]
-
-
-def cosine_scores(query: np.ndarray, documents: np.ndarray) -> np.ndarray:
-    """Cosine similarity of one query vector ``[d]`` with each row of ``documents`` ``[n, d]`` (float64 ``[n]``)."""
-    q = np.asarray(query, dtype=np.float64)
-    d = np.asarray(documents, dtype=np.float64).reshape(-1, q.shape[-1])
-    q = q / max(float(np.linalg.norm(q)), 1e-12)
-    d = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
-    return d @ q
 
 
 def check_scoring(scoring: str, node_weight: float) -> None:
@@ -117,15 +109,12 @@ def combine_scores(
     query: np.ndarray, vectors: np.ndarray, plan: ScoringPlan, n: int, scoring: Scoring, node_weight: float
 ) -> np.ndarray:
     """One score per candidate (float32) from the query vector and the vectors of ``plan.texts``."""
-    sims = cosine_scores(query, vectors).astype(np.float32)
+    sims = cosine_matrix(query, vectors)
     node = sims[: plan.n_nodes]
     if scoring == "node":
-        return node.astype(np.float32)
-    best = np.full(n, -np.inf, dtype=np.float32)
-    np.maximum.at(best, plan.owners, sims[plan.n_nodes :].astype(np.float32))
-    if scoring == "subchunks":
-        return best
-    return (node_weight * node + (1.0 - node_weight) * best).astype(np.float32)
+        return node
+    best = max_over_owners(sims[plan.n_nodes :], plan.owners, n)
+    return best if scoring == "subchunks" else fuse_node_scores(node, best, node_weight).astype(np.float32)
 
 
 @dataclass

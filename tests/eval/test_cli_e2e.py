@@ -130,7 +130,7 @@ def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
     assert grid[0]["benchmark"] == "needle-prose/dev"
     meta = json.loads((out / "run.json").read_text())
     assert meta["truncated_passages"] == 0 and meta["max_length"] == 512
-    assert len(list((tmp_path / "emb").glob("*.npy"))) >= 4  # resumable: embeddings kept on disk
+    assert len(list((tmp_path / "emb").rglob("*.npz"))) >= 4  # resumable: embeddings kept on disk (VectorMemo)
     per_query = list(csv.DictReader(Path(out / "per_query.csv").read_text().splitlines()))
     assert len(per_query) == 2 * len(rows)
     assert "ΔH vs vanilla [95% CI]" in (out / "summary.md").read_text()

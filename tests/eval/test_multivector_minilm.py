@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
-from llamaindex_posfair.eval.chunking_systems import max_over_owners
 from llamaindex_posfair.eval.multivector import QdrantMaxSimSystem, contextual_segment_vectors
 from llamaindex_posfair.eval.systems import EncodeCache
+from llamaindex_posfair.scoring import max_over_owners
 
 TEXTS = [
     "The lighthouse keeper counted ships every night. " * 12 + "Marta Olsen repaired the lamp in winter.",

@@ -10,7 +10,8 @@ from hypothesis.extra.numpy import arrays
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from llamaindex_posfair import PositionFairRerank
-from llamaindex_posfair.integrations.node_scoring import NodeScorer, cosine_scores
+from llamaindex_posfair.integrations.node_scoring import NodeScorer
+from llamaindex_posfair.scoring import cosine_matrix
 from qdrant_tools.chunking import whitespace_spans
 from qdrant_tools.subchunks import SubchunkConfig, subchunk_text
 
@@ -91,6 +92,6 @@ finite = st.integers(-5, 5).map(float)  # away from the norm floor (1e-12) that 
 @settings(max_examples=60, deadline=None)
 @given(q=arrays(np.float32, 8, elements=finite), d=arrays(np.float32, (5, 8), elements=finite))
 def test_cosine_scores_are_bounded_and_scale_free(q, d):
-    s = cosine_scores(q, d)
+    s = cosine_matrix(q, d)
     assert s.shape == (5,) and np.all(np.abs(s) <= 1 + 1e-9)
-    np.testing.assert_allclose(cosine_scores(3 * q, d * 0.5), s, atol=1e-6)
+    np.testing.assert_allclose(cosine_matrix(3 * q, d * 0.5), s, atol=1e-6)

@@ -85,6 +85,20 @@ def test_search_recipe_gives_defaults_and_takes_overrides():
     assert (s.limit, s.node_weight, s.prefetch_limit, s.evidence) == (3, 0.2, 50, True)
 
 
+def test_the_main_job_search_is_weighted_rrf_and_a_dbsf_override_drops_its_weights():
+    main = Recipe.default().search.settings()
+    assert (main.fusion, main.sparse_weight, main.rrf_k, main.node_weight) == ("rrf", 1.5, 60, 0.5)
+    dbsf = Recipe.default().search.settings(fusion="dbsf")
+    assert (dbsf.fusion, dbsf.sparse_weight, dbsf.rrf_k) == ("dbsf", 1.0, None)
+
+
+def test_query_names_the_flag_of_a_bad_bm25_weight(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    assert run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")[0] == 0
+    rc, _, err = run(capsys, "query", "bees", "--collection", "demo", "--path", store, "--bm25-weight", "0")
+    assert rc == 2 and "--bm25-weight must be > 0" in err
+
+
 def test_ingest_records_the_recipe_and_query_reads_it(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
     rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")

@@ -49,7 +49,11 @@ def test_a_rare_keyword_wins_through_bm25_when_the_dense_ranking_misses_it(clien
     assert hybrid[0].payload["doc_id"] in keyword_doc
 
 
-@pytest.mark.parametrize("fusion", ["rrf", "dbsf"])
+@pytest.mark.parametrize(
+    "fusion",
+    [{"fusion": "rrf"}, {"fusion": "dbsf"}, {"sparse_weight": 0.5}, {"sparse_weight": 2.0, "rrf_k": 60}],
+    ids=["rrf", "dbsf", "weighted-rrf", "weighted-rrf-k60"],
+)
 def test_edge_and_local_mode_rank_the_hybrid_query_the_same(encoder, fusion):
     q = encoder.encode_queries(["how do spring tides form"])[0]
     sparse = BM25.embed_query("spring tides moon sun align")
@@ -58,12 +62,43 @@ def test_edge_and_local_mode_rank_the_hybrid_query_the_same(encoder, fusion):
         client = open_store(":memory:", backend=backend)
         try:
             ingest_path(client, "c", DATA, {"vanilla": encoder}, CFG)
-            hits = search(client, "c", q, SearchSettings(limit=8, fusion=fusion), sparse_query=sparse)
+            hits = search(client, "c", q, SearchSettings(limit=8, **fusion), sparse_query=sparse)
             ranked[backend] = [(h.id, round(h.score, 4)) for h in hits]
         finally:
             client.close()
     assert len(ranked["edge"]) == 8
     assert ranked["edge"] == ranked["local"]
+
+
+def test_the_bm25_weight_of_weighted_rrf_decides_which_ranking_leads(client, encoder):
+    ingest_path(client, "c", DATA, {"vanilla": encoder}, CFG)
+    n = len(_points(client))
+    unrelated = encoder.encode_queries(["tide moon gravity ocean"])[0]
+    sparse = BM25.embed_query("waggle")
+    dense_top = search(client, "c", unrelated, SearchSettings(limit=1, sparse=False))[0].id
+    bm25_top = next(p.id for p in _points(client) if "waggle" in p.payload["text"].lower())
+    top = {
+        w: search(
+            client, "c", unrelated, SearchSettings(limit=1, fusion_limit=n, sparse_weight=w), sparse_query=sparse
+        )[0].id
+        for w in (0.25, 4.0)
+    }
+    assert dense_top != bm25_top
+    assert (top[0.25], top[4.0]) == (dense_top, bm25_top)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"sparse_weight": 0.0}, "sparse_weight must be > 0"),
+        ({"fusion": "dbsf", "sparse_weight": 2.0}, "DBSF takes no weights"),
+        ({"rrf_k": 0}, "rrf_k must be a positive integer"),
+        ({"fusion": "dbsf", "rrf_k": 60}, "needs fusion='rrf'"),
+    ],
+)
+def test_fusion_settings_out_of_range_are_refused_by_name(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SearchSettings(**kwargs)
 
 
 def test_without_a_sparse_query_the_search_is_dense_only(client, encoder):

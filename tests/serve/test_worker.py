@@ -83,15 +83,15 @@ def test_rerank_batch_scores_subchunks_as_the_in_process_reranker(tiny_encoder, 
     local = LocalEncoderBackend(tiny_encoder)
     np.testing.assert_allclose(got[0], local.scores("silt", docs, settings), atol=1e-5)
     np.testing.assert_allclose(got[1], local.scores("towns", TEXTS[::-1]), atol=1e-5)
-    from llamaindex_posfair.integrations.node_scoring import cosine_scores
+    from llamaindex_posfair.scoring import cosine_matrix
     from qdrant_tools.encoding import spans_for
     from qdrant_tools.subchunks import subchunk_text
 
     q = tiny_encoder.encode_queries(["silt"])[0]
     pieces = [[p.text for p in subchunk_text(d, settings.subchunks, spans_for(tiny_encoder)[0])] for d in docs]
     assert len(pieces[0]) > 1  # the first document really is cut
-    best = np.array([cosine_scores(q, tiny_encoder.encode_documents(p)).max() for p in pieces])
-    node = cosine_scores(q, tiny_encoder.encode_documents(docs))
+    best = np.array([cosine_matrix(q, tiny_encoder.encode_documents(p)).max() for p in pieces])
+    node = cosine_matrix(q, tiny_encoder.encode_documents(docs))
     want = best if scoring == "subchunks" else 0.4 * node + 0.6 * best
     np.testing.assert_allclose(got[0], want, atol=1e-6)
 
