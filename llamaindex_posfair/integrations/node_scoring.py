@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llamaindex_posfair.scoring import cosine_matrix, fuse_node_scores, max_over_owners
+from llamaindex_posfair.scoring import NODE_WEIGHT, cosine_matrix, fuse_node_scores, max_over_owners
 from qdrant_tools.encoding import spans_for
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig, subchunk_text
 
@@ -59,7 +59,7 @@ class ScoringSettings:
 
     scoring: Scoring = "node"
     subchunks: SubchunkConfig = DEFAULT_SUBCHUNKS
-    node_weight: float = 0.3
+    node_weight: float = NODE_WEIGHT
 
     def __post_init__(self) -> None:
         check_scoring(self.scoring, self.node_weight)
@@ -136,7 +136,7 @@ class NodeScorer:
     encoder: Any
     scoring: Scoring = "node"
     subchunks: SubchunkConfig = DEFAULT_SUBCHUNKS
-    node_weight: float = 0.3
+    node_weight: float = NODE_WEIGHT
 
     def __post_init__(self) -> None:
         check_scoring(self.scoring, self.node_weight)

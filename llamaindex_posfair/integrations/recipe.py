@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSet, EncoderSpec
+from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.metadata import RECIPE_KEY, read_metadata
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.sparse import Bm25Sparse
@@ -124,7 +125,7 @@ class SearchRecipe(_Frozen):
 #: entering the fusion is 100 nodes deep: the harness asks every query for 100 nodes, and a ranking is
 #: ``max(limit, fusion_limit)`` deep, so the sweep measured depth 100; shipping 100 makes a 5-result query
 #: fuse the same rankings the sweep measured.
-MAIN_JOB_SEARCH = SearchRecipe(node_weight=0.5, fusion="rrf", fusion_limit=100, sparse_weight=1.5, rrf_k=60)
+MAIN_JOB_SEARCH = SearchRecipe(node_weight=NODE_WEIGHT, fusion="rrf", fusion_limit=100, sparse_weight=1.5, rrf_k=60)
 MAIN_JOB_BM25 = True
 
 

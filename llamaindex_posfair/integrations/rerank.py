@@ -17,6 +17,7 @@ from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
 from llamaindex_posfair.integrations.backend import encoder_backend
 from llamaindex_posfair.integrations.embedding import local_encoder
 from llamaindex_posfair.integrations.node_scoring import Scoring, ScoringSettings
+from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
 dispatcher = get_dispatcher(__name__)
@@ -131,7 +132,7 @@ class PositionFairRerank(BaseNodePostprocessor):
         default=DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
     )
     node_weight: float = Field(
-        default=0.3, ge=0.0, le=1.0, description="Weight of the node cosine in scoring 'fusion'."
+        default=NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in scoring 'fusion'."
     )
     drop_duplicates: bool = Field(
         default=True, description="Drop exact duplicate candidates (same text and source) before scoring."

@@ -33,6 +33,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llamaindex_posfair.integrations.node_scoring import ScoringSettings
+from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
 InputType = Literal["query", "document"]
@@ -155,7 +156,7 @@ class RerankRequest(_Wire):
     subchunk_overlap: int = Field(
         DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
     )
-    node_weight: float = Field(0.3, ge=0.0, le=1.0, description="Weight of the node cosine in 'fusion'.")
+    node_weight: float = Field(NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in 'fusion'.")
 
     def scoring_settings(self) -> ScoringSettings:
         """The request's scoring as the settings ``PositionFairRerank`` uses."""
