@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.loaders import load_shipped
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.main_job import cpu_load
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from qdrant_tools.sparse import Bm25Sparse

@@ -112,7 +112,7 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
 
 
 def score(name: str, split: str, encoder: Any, labels: list[str] | None = None) -> dict[str, Any]:
-    from llamaindex_posfair.eval.loaders import load_shipped
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.main_job import IndexPool
     from llamaindex_posfair.eval.runner import run_eval
 

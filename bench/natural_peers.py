@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from llamaindex_posfair.eval.loaders import load_shipped
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.main_job import cpu_load
     from llamaindex_posfair.eval.peers import bundled_minilm_embedding, llamaindex_peers
     from llamaindex_posfair.eval.runner import run_eval

@@ -25,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def candidate_texts(n: int, node_tokens: int, tokenizer) -> list[str]:
     """``n`` node texts of about ``node_tokens`` tokens from the shipped benchmark's test passages."""
-    from llamaindex_posfair.eval.loaders import load_shipped
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from qdrant_tools.chunking import ChunkingConfig, chunk_text, tokenizer_spans
 
     bench = load_shipped(split="test")

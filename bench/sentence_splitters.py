@@ -230,7 +230,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from llamaindex_posfair.eval.loaders import load_shipped
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
 
     corpora = {
         "natural-docs": list(load_shipped("natural-docs", "test").corpus.values()),

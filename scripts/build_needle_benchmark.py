@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
-    from llamaindex_posfair.eval.needle import (
+    from llamaindex_posfair.eval.benchmarks.needle import (
         NeedleConfig,
         build_needle_benchmark,
         clean_gutenberg,

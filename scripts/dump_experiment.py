@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     os.nice(max(0, args.nice - os.nice(0)))
     from llamaindex_posfair.dump.experiment import parse_arms
     from llamaindex_posfair.encoders.models import bundled_model_path
-    from llamaindex_posfair.eval.loaders import load_shipped
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
 
     started, arms = time.perf_counter(), parse_arms(args.arms)
     layout_arms = {a.name for a in parse_arms(args.layout_arms)} if args.layout_arms else {a.name for a in arms}

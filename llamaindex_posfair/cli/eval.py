@@ -249,7 +249,7 @@ def splits(args: argparse.Namespace) -> tuple[str | None, str | None]:
 
 
 def load_split(args: argparse.Namespace, split: str | None) -> Any:
-    from llamaindex_posfair.eval.loaders import load_benchmark
+    from llamaindex_posfair.eval.benchmarks.loaders import load_benchmark
 
     bench = load_benchmark(args.format, args.data, split=split)
     if args.max_queries is not None:

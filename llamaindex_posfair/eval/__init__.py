@@ -18,8 +18,8 @@ Example:
 """
 
 from . import metrics
-from .data import PositionBenchmark
-from .loaders import (
+from .benchmarks.data import PositionBenchmark
+from .benchmarks.loaders import (
     load_beir,
     load_benchmark,
     load_fineweb_posq,

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.subchunks import SubchunkConfig
 
-from .data import PositionBenchmark
+from .benchmarks.data import PositionBenchmark
 from .main_job import IndexPool, MainJobStats, MainJobSystem, NodeLayout, Scoring, cpu_load, eval_search
 from .protocol import check_held_apart
 from .runner import SystemResult, run_eval

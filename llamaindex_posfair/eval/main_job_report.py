@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .data import PositionBenchmark
+from .benchmarks.data import PositionBenchmark
 from .main_job_protocol import MainJobOutcome, Scored
 from .metrics import bootstrap_harmonic_diff
 from .report import _plt, plot_groups

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .data import PositionBenchmark
+from .benchmarks.data import PositionBenchmark
 from .fusion import FusionSystem
 from .runner import SweepGrid, SystemResult, run_eval
 from .systems import DenseSystem, EncodeCache, RerankSystem, SegmentAverageSystem
@@ -82,7 +82,7 @@ def check_held_apart(select: PositionBenchmark, report: PositionBenchmark) -> No
         HeldApartError: with the number of shared queries and the fix.
 
     Example:
-        >>> from llamaindex_posfair.eval.loaders import load_shipped
+        >>> from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
         >>> check_held_apart(load_shipped(split="dev"), load_shipped(split="test"))  # disjoint: no error
     """
     shared = _examples(select) & _examples(report)

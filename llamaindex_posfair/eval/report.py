@@ -19,7 +19,7 @@ from .metrics import bootstrap_harmonic_diff
 from .runner import SystemResult
 
 if TYPE_CHECKING:
-    from .data import PositionBenchmark
+    from .benchmarks.data import PositionBenchmark
     from .protocol import ProtocolResult, SelectionRecord
 
 __all__ = [

@@ -18,7 +18,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from . import metrics
-from .data import PositionBenchmark
+from .benchmarks.data import PositionBenchmark
 from .systems import EncodeCache
 
 __all__ = ["EvalConfig", "SweepGrid", "SystemResult", "evaluate_scores", "layers_label", "run_eval"]

@@ -29,7 +29,7 @@ def test_in_sample_selection_is_no_longer_offered(capsys):
 
 
 def test_a_loader_that_ignores_the_split_cannot_make_selection_in_sample(capsys, monkeypatch):
-    from llamaindex_posfair.eval import loaders
+    from llamaindex_posfair.eval.benchmarks import loaders
 
     real = loaders.load_benchmark
     monkeypatch.setattr(loaders, "load_benchmark", lambda fmt, path, split="test", **kw: real(fmt, path, "test"))

@@ -10,7 +10,7 @@ import pytest
 
 from llamaindex_posfair.calibration import CalibrationConfig, preset
 from llamaindex_posfair.cli import build_parser, main
-from llamaindex_posfair.eval.loaders import load_shipped
+from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
 
 
 def _defaults():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
-from llamaindex_posfair.eval.data import PositionBenchmark
+from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.main_job import (
     IndexPool,
     MainJobSystem,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
-from llamaindex_posfair.eval.data import PositionBenchmark
+from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.main_job import MainJobStats, StorageStats
 from llamaindex_posfair.eval.main_job_protocol import MainJobGrid, MainJobProtocol, Scored, Setting, choose
 from llamaindex_posfair.eval.metrics import summarize

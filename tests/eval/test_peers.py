@@ -7,7 +7,7 @@ import math
 import pytest
 from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo, TextNode
 
-from llamaindex_posfair.eval.data import PositionBenchmark
+from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.peers import (
     LlamaIndexPeer,
     hybrid_recipe,

@@ -7,7 +7,7 @@ from types import SimpleNamespace as N
 import pytest
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
-from llamaindex_posfair.eval.data import PositionBenchmark
+from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.protocol import (
     HeldApartError,
     Protocol,

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from llamaindex_posfair.eval.data import PositionBenchmark
+from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.report import format_markdown, plot_groups, plot_tradeoff, write_csv
 from llamaindex_posfair.eval.runner import EvalConfig, SweepGrid, evaluate_scores, run_eval
 from llamaindex_posfair.eval.systems import (

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from llamaindex_posfair.eval.loaders import (
+from llamaindex_posfair.eval.benchmarks.loaders import (
     SplitError,
     load_beir,
     load_benchmark,
@@ -114,7 +114,7 @@ def test_shipped_needle_benchmark_splits_are_disjoint_and_balanced():
 
 
 def _natural_rows(split):
-    from llamaindex_posfair.eval.loaders import shipped_path
+    from llamaindex_posfair.eval.benchmarks.loaders import shipped_path
 
     return list(read_rows(shipped_path("natural-docs") / split / "queries.jsonl.gz"))
 
@@ -156,7 +156,7 @@ def test_load_benchmark_dispatch_errors():
 
 
 def test_shipped_needles_name_a_person_found_in_one_passage_only():
-    from llamaindex_posfair.eval.loaders import read_rows, shipped_path
+    from llamaindex_posfair.eval.benchmarks.loaders import read_rows, shipped_path
 
     for split in ("dev", "test"):
         corpus = list(read_rows(shipped_path() / split / "corpus.jsonl.gz"))

@@ -30,7 +30,7 @@ or a ``<split>/`` sub-folder per split; ``split=None`` reads the given file or
 folder whole (one unnamed split).
 
 Example:
-    >>> from llamaindex_posfair.eval.loaders import load_shipped
+    >>> from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     >>> bench = load_shipped("needle-prose", "dev")
     >>> bench.group_order
     ('begin', 'middle', 'end')

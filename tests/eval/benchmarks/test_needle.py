@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from llamaindex_posfair.eval.loaders import load_needle
-from llamaindex_posfair.eval.needle import (
+from llamaindex_posfair.eval.benchmarks.loaders import load_needle
+from llamaindex_posfair.eval.benchmarks.needle import (
     NeedleConfig,
     build_needle_benchmark,
     clean_gutenberg,
