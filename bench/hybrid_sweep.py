@@ -113,8 +113,8 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
 
 def score(name: str, split: str, encoder: Any, labels: list[str] | None = None) -> dict[str, Any]:
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from llamaindex_posfair.eval.harness.runner import run_eval
     from llamaindex_posfair.eval.main_job import IndexPool
-    from llamaindex_posfair.eval.runner import run_eval
 
     bench = load_shipped(name, split)
     with IndexPool(max_open=3) as pool:  # one store per layout (with and without BM25), shared by the settings

@@ -115,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from llamaindex_posfair.eval.harness.runner import run_eval
     from llamaindex_posfair.eval.main_job import cpu_load
     from llamaindex_posfair.eval.peers import bundled_minilm_embedding, llamaindex_peers
-    from llamaindex_posfair.eval.runner import run_eval
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     if args.threads:

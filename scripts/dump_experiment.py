@@ -99,7 +99,7 @@ def evaluate_model(label: str, folder: str, bench: Any, layout: bool, cache: Pat
     """Single-vector and layout results of one model (cached as JSON)."""
     from llamaindex_posfair.dump.experiment import layout_system, nodes_per_passage, score_needle
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.systems import DenseSystem
+    from llamaindex_posfair.eval.harness.systems import DenseSystem
 
     path = cache / f"{label}.json"
     if path.exists():

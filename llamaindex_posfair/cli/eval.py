@@ -268,8 +268,8 @@ def cache_dir_from_args(args: argparse.Namespace, name: str = "eval") -> str | N
 def _protocol(args: argparse.Namespace, encoder: Any, selecting: bool) -> Any:
     from llamaindex_posfair.calibration.config import CalibrationConfig
     from llamaindex_posfair.calibration.presets import preset
+    from llamaindex_posfair.eval.harness.runner import SweepGrid, layers_label
     from llamaindex_posfair.eval.protocol import Protocol, SelectionPlan, config_changes
-    from llamaindex_posfair.eval.runner import SweepGrid, layers_label
     from llamaindex_posfair.eval.variants import variant_configs
 
     options = dict(args.calib_option)
@@ -302,8 +302,8 @@ def _setup(args: argparse.Namespace) -> _Setup:
     """Check the flags, load the benchmarks and the encoder, build the protocol (user errors raise here)."""
     from llamaindex_posfair.encoders.encoder import PosFairEncoder
     from llamaindex_posfair.encoders.models import BUNDLED_MINILM
+    from llamaindex_posfair.eval.harness.systems import DenseSystem
     from llamaindex_posfair.eval.protocol import baseline_systems, check_held_apart, truncated_passages
-    from llamaindex_posfair.eval.systems import DenseSystem
 
     report_split, select_split = splits(args)
     report = load_split(args, report_split)

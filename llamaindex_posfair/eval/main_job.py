@@ -48,7 +48,7 @@ from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR, SubchunkConfig
 
 from ..scoring import fuse_node_scores, max_over_owners, unit_rows
-from .systems import EncodeCache
+from .harness.systems import EncodeCache
 
 __all__ = [
     "DEFAULT_CLIENT_FACTORY",

@@ -45,7 +45,7 @@ from llama_index.core.node_parser import SentenceSplitter, SentenceWindowNodePar
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from ..scoring import max_over_owners
-from .systems import EncodeCache
+from .harness.systems import EncodeCache
 
 __all__ = [
     "DEFAULT_TOP_K",

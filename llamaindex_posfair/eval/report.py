@@ -15,8 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .harness.runner import SystemResult
 from .metrics import bootstrap_harmonic_diff
-from .runner import SystemResult
 
 if TYPE_CHECKING:
     from .benchmarks.data import PositionBenchmark

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from llamaindex_posfair.dump.experiment import comparison_row, layout_system, nodes_per_passage, parse_arms
+from llamaindex_posfair.eval.harness.systems import EncodeCache
 from llamaindex_posfair.eval.metrics import summarize
-from llamaindex_posfair.eval.systems import EncodeCache
 
 
 def test_arms_parse_into_train_dump_flags():

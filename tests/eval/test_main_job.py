@@ -7,6 +7,8 @@ import pytest
 from qdrant_client import QdrantClient
 
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
+from llamaindex_posfair.eval.harness.runner import evaluate_scores
+from llamaindex_posfair.eval.harness.systems import EncodeCache
 from llamaindex_posfair.eval.main_job import (
     IndexPool,
     MainJobSystem,
@@ -19,8 +21,6 @@ from llamaindex_posfair.eval.main_job import (
     prefetch_recall,
 )
 from llamaindex_posfair.eval.metrics import rank_scores
-from llamaindex_posfair.eval.runner import evaluate_scores
-from llamaindex_posfair.eval.systems import EncodeCache
 from qdrant_tools.subchunks import SubchunkConfig
 
 

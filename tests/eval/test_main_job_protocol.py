@@ -9,10 +9,10 @@ import pytest
 from qdrant_client import QdrantClient
 
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
+from llamaindex_posfair.eval.harness.runner import SystemResult
 from llamaindex_posfair.eval.main_job import MainJobStats, StorageStats
 from llamaindex_posfair.eval.main_job_protocol import MainJobGrid, MainJobProtocol, Scored, Setting, choose
 from llamaindex_posfair.eval.metrics import summarize
-from llamaindex_posfair.eval.runner import SystemResult
 from qdrant_tools.subchunks import SubchunkConfig
 
 SMALL, LARGE = SubchunkConfig(32, 0), SubchunkConfig(128, 0)

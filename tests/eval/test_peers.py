@@ -8,6 +8,7 @@ import pytest
 from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo, TextNode
 
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
+from llamaindex_posfair.eval.harness.runner import run_eval
 from llamaindex_posfair.eval.peers import (
     LlamaIndexPeer,
     hybrid_recipe,
@@ -15,7 +16,6 @@ from llamaindex_posfair.eval.peers import (
     passage_scores,
     splitter_recipe,
 )
-from llamaindex_posfair.eval.runner import run_eval
 
 FILLER = "Apples grow on trees in the orchard. The weather turned cold in winter. Trains leave the station at noon."
 

@@ -8,6 +8,7 @@ import pytest
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
+from llamaindex_posfair.eval.harness.runner import SweepGrid
 from llamaindex_posfair.eval.protocol import (
     HeldApartError,
     Protocol,
@@ -17,10 +18,8 @@ from llamaindex_posfair.eval.protocol import (
     grid_caption,
     summary_caption,
 )
-from llamaindex_posfair.eval.runner import SweepGrid
 from llamaindex_posfair.eval.variants import variant_configs
-
-from .test_systems_runner import _bench
+from tests.eval.harness.test_systems_runner import _bench
 
 
 def _splits() -> tuple[PositionBenchmark, PositionBenchmark]:

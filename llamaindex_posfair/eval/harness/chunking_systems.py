@@ -7,7 +7,7 @@ stores one vector per chunk, so ``vectors_per_passage`` is the mean chunk count
 (known after ``score`` has run).
 
 Example:
-    >>> from llamaindex_posfair.eval.chunking_systems import ChunkMaxSystem
+    >>> from llamaindex_posfair.eval.harness.chunking_systems import ChunkMaxSystem
     >>> # rows = ChunkMaxSystem("chunk-max 128", enc, 128).score(cache)
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..scoring import max_over_owners
+from ...scoring import max_over_owners
 from .systems import EncodeCache, segment_text
 
 __all__ = ["ChunkMaxSystem", "chunk_corpus"]

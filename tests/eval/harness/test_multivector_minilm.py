@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
-from llamaindex_posfair.eval.multivector import QdrantMaxSimSystem, contextual_segment_vectors
-from llamaindex_posfair.eval.systems import EncodeCache
+from llamaindex_posfair.eval.harness.multivector import QdrantMaxSimSystem, contextual_segment_vectors
+from llamaindex_posfair.eval.harness.systems import EncodeCache
 from llamaindex_posfair.scoring import max_over_owners
 
 TEXTS = [

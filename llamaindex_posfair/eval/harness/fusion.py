@@ -4,7 +4,7 @@ Stores two vectors per passage (the vanilla and the calibrated embedding; one
 when ``α`` is 0 or 1).
 
 Example:
-    >>> from llamaindex_posfair.eval.fusion import FusionSystem
+    >>> from llamaindex_posfair.eval.harness.fusion import FusionSystem
     >>> # FusionSystem("fusion α=0.3", vanilla_system, calibrated_system, alpha=0.3).score(cache)
 """
 

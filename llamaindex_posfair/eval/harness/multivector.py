@@ -15,7 +15,7 @@ config and the MaxSim comparator and queried with ``query_points``; with one
 query vector MaxSim is the maximum dot product over the passage's segments.
 
 Example:
-    >>> from llamaindex_posfair.eval.multivector import QdrantMaxSimSystem
+    >>> from llamaindex_posfair.eval.harness.multivector import QdrantMaxSimSystem
     >>> # QdrantMaxSimSystem("MaxSim", enc, segment_tokens=128, mode="contextual").score(cache)
 """
 

@@ -1,7 +1,7 @@
 """Run systems on a benchmark and score them per position group.
 
 Example:
-    >>> from llamaindex_posfair.eval.runner import SweepGrid
+    >>> from llamaindex_posfair.eval.harness.runner import SweepGrid
     >>> grid = SweepGrid(basket_sizes=(128,), strengths=(0.0, 0.5), layers=("last",))
     >>> [label for label, _ in grid.points()]
     ['B=128 λ=0.5 last']
@@ -17,8 +17,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from . import metrics
-from .benchmarks.data import PositionBenchmark
+from .. import metrics
+from ..benchmarks.data import PositionBenchmark
 from .systems import EncodeCache
 
 __all__ = ["EvalConfig", "SweepGrid", "SystemResult", "evaluate_scores", "layers_label", "run_eval"]

@@ -11,7 +11,7 @@ The encoder is anything with the ``PosFairEncoder`` methods used here:
 ``encode_documents(...)``, ``tokenizer`` and ``fingerprint(calibration)``.
 
 Example:
-    >>> from llamaindex_posfair.eval.systems import DenseSystem, EncodeCache
+    >>> from llamaindex_posfair.eval.harness.systems import DenseSystem, EncodeCache
     >>> # enc = PosFairEncoder(bundled_model_path(), calibration=None, max_length=512)
     >>> # scores = DenseSystem("vanilla", enc).score(EncodeCache(docs, queries))
 """
@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from tqdm.auto import tqdm
 
-from .memo import MemoEncoder, VectorMemo
+from ..memo import MemoEncoder, VectorMemo
 
 __all__ = [
     "DenseSystem",

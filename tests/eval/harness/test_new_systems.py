@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
-from llamaindex_posfair.eval.chunking_systems import ChunkMaxSystem, chunk_corpus
-from llamaindex_posfair.eval.fusion import FusionSystem, fuse
-from llamaindex_posfair.eval.multivector import QdrantMaxSimSystem, qdrant_maxsim_scores
-from llamaindex_posfair.eval.runner import run_eval
-from llamaindex_posfair.eval.systems import DenseSystem, EncodeCache, canonical_calibration
+from llamaindex_posfair.eval.harness.chunking_systems import ChunkMaxSystem, chunk_corpus
+from llamaindex_posfair.eval.harness.fusion import FusionSystem, fuse
+from llamaindex_posfair.eval.harness.multivector import QdrantMaxSimSystem, qdrant_maxsim_scores
+from llamaindex_posfair.eval.harness.runner import run_eval
+from llamaindex_posfair.eval.harness.systems import DenseSystem, EncodeCache, canonical_calibration
 from llamaindex_posfair.scoring import max_over_owners
 
 from .test_systems_runner import _bench

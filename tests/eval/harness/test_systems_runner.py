@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
-from llamaindex_posfair.eval.report import format_markdown, plot_groups, plot_tradeoff, write_csv
-from llamaindex_posfair.eval.runner import EvalConfig, SweepGrid, evaluate_scores, run_eval
-from llamaindex_posfair.eval.systems import (
+from llamaindex_posfair.eval.harness.runner import EvalConfig, SweepGrid, evaluate_scores, run_eval
+from llamaindex_posfair.eval.harness.systems import (
     DenseSystem,
     EncodeCache,
     RerankSystem,
     SegmentAverageSystem,
     segment_text,
 )
+from llamaindex_posfair.eval.report import format_markdown, plot_groups, plot_tradeoff, write_csv
 
 FILLER = [f"filler{i}" for i in range(120)]
 

@@ -1,0 +1,9 @@
+"""The harness both evaluations run on: retrieval systems and the runner that scores them.
+
+A system (``systems.py``: dense, segment average, rerank; ``chunking_systems.py``:
+best chunk; ``multivector.py``: MaxSim over per-segment vectors in Qdrant;
+``fusion.py``: score fusion of two systems) turns a benchmark into a score
+matrix through one ``EncodeCache``; ``runner.py`` runs systems on a benchmark
+and scores them per position group with ``eval.metrics``. The calibration
+sweep (``eval.sweep``) and the main job (``eval.main_job``) build on it.
+"""
