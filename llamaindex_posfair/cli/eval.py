@@ -5,7 +5,7 @@ Default run (the shipped needle benchmark, bundled all-MiniLM-L6-v2)::
     posfair eval --out-dir results/minilm
 
 sweeps the calibration grid and the named calibration variants
-(``eval/variants.py``) on the ``dev`` split, picks the grid point and the
+(``eval/sweep/variants.py``) on the ``dev`` split, picks the grid point and the
 variant with the best harmonic-mean nDCG@10 there (and the fusion weight α),
 and reports on ``test``: vanilla / paper default / best grid point / best
 variant / the ``posfair-minilm`` preset / score fusion / Segment Embed Average /
@@ -14,8 +14,8 @@ chunk-max (64/128/256-token chunks) / multivector MaxSim through Qdrant
 encoders) / vanilla+calibrated rerank. The selection split must be held apart
 from the reported one (``--no-grid`` skips selection).
 
-This module only handles arguments; the protocol is ``eval/protocol.py`` and
-the files are written by ``eval/report.py``.
+This module only handles arguments; the protocol is ``eval/sweep/protocol.py`` and
+the files are written by ``eval/sweep/report.py``.
 """
 
 from __future__ import annotations
@@ -145,7 +145,9 @@ def _add_grid_args(p: argparse.ArgumentParser) -> None:
         help='layer sets of the grid, comma-separated, the indices of one set joined by "+": e.g. '
         '"last,last_half,3+4" (default last_half: on the 30/group benchmark no `last`-only point beat vanilla)',
     )
-    p.add_argument("--no-variants", action="store_true", help="skip the named calibration variants (eval/variants.py)")
+    p.add_argument(
+        "--no-variants", action="store_true", help="skip the named calibration variants (eval/sweep/variants.py)"
+    )
     p.add_argument(
         "--fusion-alphas",
         type=float_list,
@@ -269,8 +271,8 @@ def _protocol(args: argparse.Namespace, encoder: Any, selecting: bool) -> Any:
     from llamaindex_posfair.calibration.config import CalibrationConfig
     from llamaindex_posfair.calibration.presets import preset
     from llamaindex_posfair.eval.harness.runner import SweepGrid, layers_label
-    from llamaindex_posfair.eval.protocol import Protocol, SelectionPlan, config_changes
-    from llamaindex_posfair.eval.variants import variant_configs
+    from llamaindex_posfair.eval.sweep.protocol import Protocol, SelectionPlan, config_changes
+    from llamaindex_posfair.eval.sweep.variants import variant_configs
 
     options = dict(args.calib_option)
     default = CalibrationConfig(
@@ -303,7 +305,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
     from llamaindex_posfair.encoders.encoder import PosFairEncoder
     from llamaindex_posfair.encoders.models import BUNDLED_MINILM
     from llamaindex_posfair.eval.harness.systems import DenseSystem
-    from llamaindex_posfair.eval.protocol import baseline_systems, check_held_apart, truncated_passages
+    from llamaindex_posfair.eval.sweep.protocol import baseline_systems, check_held_apart, truncated_passages
 
     report_split, select_split = splits(args)
     report = load_split(args, report_split)
@@ -334,13 +336,13 @@ def _setup(args: argparse.Namespace) -> _Setup:
 
 # ------------------------------------------------------------------ the handler
 def run(args: argparse.Namespace) -> int:
-    """Handler of ``posfair eval``: flags -> ``eval.protocol`` -> ``eval.report`` files."""
+    """Handler of ``posfair eval``: flags -> ``eval.sweep.protocol`` -> ``eval.sweep.report`` files."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     t_start = time.perf_counter()
     import torch
 
-    from llamaindex_posfair.eval.protocol import summary_caption
-    from llamaindex_posfair.eval.report import write_outputs
+    from llamaindex_posfair.eval.sweep.protocol import summary_caption
+    from llamaindex_posfair.eval.sweep.report import write_outputs
 
     if args.threads:
         torch.set_num_threads(args.threads)

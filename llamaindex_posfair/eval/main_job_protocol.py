@@ -36,7 +36,7 @@ from qdrant_tools.subchunks import SubchunkConfig
 from .benchmarks.data import PositionBenchmark
 from .harness.runner import SystemResult, run_eval
 from .main_job import IndexPool, MainJobStats, MainJobSystem, NodeLayout, Scoring, cpu_load, eval_search
-from .protocol import check_held_apart
+from .sweep.protocol import check_held_apart
 
 __all__ = [
     "SELECTION_RULE",

@@ -18,7 +18,7 @@ from typing import Any
 from .benchmarks.data import PositionBenchmark
 from .main_job_protocol import MainJobOutcome, Scored
 from .metrics import bootstrap_harmonic_diff
-from .report import _plt, plot_groups
+from .sweep.report import _plt, plot_groups
 
 __all__ = ["captions", "plot_frontier", "row", "table_markdown", "write_main_job"]
 

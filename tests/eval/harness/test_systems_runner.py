@@ -18,7 +18,7 @@ from llamaindex_posfair.eval.harness.systems import (
     SegmentAverageSystem,
     segment_text,
 )
-from llamaindex_posfair.eval.report import format_markdown, plot_groups, plot_tradeoff, write_csv
+from llamaindex_posfair.eval.sweep.report import format_markdown, plot_groups, plot_tradeoff, write_csv
 
 FILLER = [f"filler{i}" for i in range(120)]
 

@@ -17,7 +17,7 @@ reported benchmark, so no table is "dev-selected" on its own test data.
 
 Example:
     >>> from llamaindex_posfair.calibration.config import CalibrationConfig
-    >>> from llamaindex_posfair.eval.protocol import Protocol, SelectionPlan
+    >>> from llamaindex_posfair.eval.sweep.protocol import Protocol, SelectionPlan
     >>> from llamaindex_posfair.eval.harness.runner import SweepGrid
     >>> plan = SelectionPlan(SweepGrid((128,), (0.5, 1.0), ("last_half",)))
     >>> protocol = Protocol(default=CalibrationConfig(), selection=plan)
@@ -32,10 +32,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .benchmarks.data import PositionBenchmark
-from .harness.fusion import FusionSystem
-from .harness.runner import SweepGrid, SystemResult, run_eval
-from .harness.systems import DenseSystem, EncodeCache, RerankSystem, SegmentAverageSystem
+from ..benchmarks.data import PositionBenchmark
+from ..harness.fusion import FusionSystem
+from ..harness.runner import SweepGrid, SystemResult, run_eval
+from ..harness.systems import DenseSystem, EncodeCache, RerankSystem, SegmentAverageSystem
 
 __all__ = [
     "HeldApartError",
@@ -265,8 +265,8 @@ def baseline_systems(
         multivector_tokens: Segment size of the Qdrant MaxSim systems (0: none).
         rerank_k: Vanilla candidates re-scored by the calibrated encoder.
     """
-    from .harness.chunking_systems import ChunkMaxSystem
-    from .harness.multivector import QdrantMaxSimSystem
+    from ..harness.chunking_systems import ChunkMaxSystem
+    from ..harness.multivector import QdrantMaxSimSystem
 
     systems: list[Any] = [
         SegmentAverageSystem(f"Segment Embed Average ({segment_tokens} tok)", encoder, segment_tokens)

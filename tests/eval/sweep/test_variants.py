@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
-from llamaindex_posfair.eval.variants import ALL_LAYERS, VARIANTS, resolve_variant, variant_configs
+from llamaindex_posfair.eval.sweep.variants import ALL_LAYERS, VARIANTS, resolve_variant, variant_configs
 
 
 def test_variants_are_valid_configs_over_the_base():

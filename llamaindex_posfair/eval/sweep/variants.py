@@ -7,7 +7,7 @@ variant may name ``ALL_LAYERS``: it is resolved to every layer of the encoder
 (``range(num_layers)``), so the sweep fits models of any depth.
 
 Example:
-    >>> from llamaindex_posfair.eval.variants import variant_configs
+    >>> from llamaindex_posfair.eval.sweep.variants import variant_configs
     >>> cfgs = variant_configs(num_layers=6)
     >>> cfgs["equal baskets"].basket_layout
     'equal'

@@ -9,7 +9,7 @@ import pytest
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.harness.runner import SweepGrid
-from llamaindex_posfair.eval.protocol import (
+from llamaindex_posfair.eval.sweep.protocol import (
     HeldApartError,
     Protocol,
     SelectionPlan,
@@ -18,7 +18,7 @@ from llamaindex_posfair.eval.protocol import (
     grid_caption,
     summary_caption,
 )
-from llamaindex_posfair.eval.variants import variant_configs
+from llamaindex_posfair.eval.sweep.variants import variant_configs
 from tests.eval.harness.test_systems_runner import _bench
 
 

@@ -1,7 +1,7 @@
 """Tables (CSV + markdown) and PNG plots of evaluation results.
 
 Example:
-    >>> from llamaindex_posfair.eval.report import format_markdown
+    >>> from llamaindex_posfair.eval.sweep.report import format_markdown
     >>> # md = format_markdown(results, group_order=("begin", "middle", "end"), caption="...")
 """
 
@@ -15,11 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .harness.runner import SystemResult
-from .metrics import bootstrap_harmonic_diff
+from ..harness.runner import SystemResult
+from ..metrics import bootstrap_harmonic_diff
 
 if TYPE_CHECKING:
-    from .benchmarks.data import PositionBenchmark
+    from ..benchmarks.data import PositionBenchmark
     from .protocol import ProtocolResult, SelectionRecord
 
 __all__ = [

@@ -121,7 +121,7 @@ def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
         assert 0.0 <= float(r["harmonic"]) <= float(r["arithmetic"]) + 1e-9 <= 1.0 + 1e-9
         assert 0.0 <= float(r["psi"]) <= 1.0
     grid = list(csv.DictReader(Path(out / "grid.csv").read_text().splitlines()))
-    from llamaindex_posfair.eval.variants import VARIANTS
+    from llamaindex_posfair.eval.sweep.variants import VARIANTS
 
     systems = [g["system"] for g in grid]
     assert systems[:2] == ["vanilla", "B=128 λ=1 last"]
