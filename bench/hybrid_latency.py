@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
-    from llamaindex_posfair.eval.main_job import cpu_load
+    from llamaindex_posfair.eval.main_job.system import cpu_load
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from qdrant_tools.sparse import Bm25Sparse
     from qdrant_tools.store import open_store

@@ -90,7 +90,7 @@ PSI_MAX = 0.08
 
 def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
     """``encoders``: calibrated? -> the encoder (node and sub-chunks)."""
-    from llamaindex_posfair.eval.main_job import MainJobSystem, NodeLayout, eval_search
+    from llamaindex_posfair.eval.main_job.system import MainJobSystem, NodeLayout, eval_search
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.subchunks import SubchunkConfig
 
@@ -114,7 +114,7 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
 def score(name: str, split: str, encoder: Any, labels: list[str] | None = None) -> dict[str, Any]:
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.harness.runner import run_eval
-    from llamaindex_posfair.eval.main_job import IndexPool
+    from llamaindex_posfair.eval.main_job.system import IndexPool
 
     bench = load_shipped(name, split)
     with IndexPool(max_open=3) as pool:  # one store per layout (with and without BM25), shared by the settings
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     from llamaindex_posfair.calibration.presets import preset
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.encoders.view import CalibrationView
-    from llamaindex_posfair.eval.main_job import cpu_load
+    from llamaindex_posfair.eval.main_job.system import cpu_load
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)

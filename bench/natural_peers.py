@@ -1,6 +1,6 @@
 """What LlamaIndex users run today, next to the main job: one harness, one benchmark, one model.
 
-Runs the LlamaIndex peers of :mod:`llamaindex_posfair.eval.peers` (defaults, SentenceSplitter
+Runs the LlamaIndex peers of :mod:`llamaindex_posfair.eval.main_job.peers` (defaults, SentenceSplitter
 256/20 and 128/20, sentence window, the dense + BM25 fusion recipe) with the bundled
 all-MiniLM-L6-v2 loaded as a LlamaIndex user loads it (``HuggingFaceEmbedding(model_name=FOLDER)``,
 mean pooling, ``max_seq_length`` 256), and — unless ``--no-main-job`` — the main job as
@@ -48,7 +48,7 @@ def main_job_system(memo: str | None = None) -> Any:
     """The main job's shipped default (``posfair ingest`` without flags: ``Recipe.default()``) as a harness system."""
     from dataclasses import replace
 
-    from llamaindex_posfair.eval.main_job import MainJobSystem, NodeLayout, eval_search
+    from llamaindex_posfair.eval.main_job.system import MainJobSystem, NodeLayout, eval_search
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.harness.runner import run_eval
-    from llamaindex_posfair.eval.main_job import cpu_load
-    from llamaindex_posfair.eval.peers import bundled_minilm_embedding, llamaindex_peers
+    from llamaindex_posfair.eval.main_job.peers import bundled_minilm_embedding, llamaindex_peers
+    from llamaindex_posfair.eval.main_job.system import cpu_load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     if args.threads:

@@ -4,7 +4,7 @@ Candidates (each returns character spans into the original text, whitespace trim
 
 * **a_subchunks_re**: the regex ``qdrant_tools.subchunks`` used until now (frozen copy):
   ``[.!?…]`` + closing quotes before whitespace, blank lines, a line break before a list item or heading.
-* **b_needle_re**: the regex the needle builder used until now (frozen copy of ``eval/needle._SENT``):
+* **b_needle_re**: the regex the needle builder used until now (frozen copy of ``eval/benchmarks/needle._SENT``):
   ``[.!?]`` + closing quotes + whitespace + an upper-case letter; paragraphs at ``\\n\\n``.
 * **c_punkt**: NLTK Punkt (english), parameters read from the ``punkt_tab`` data llama-index-core ships
   (``llama_index/core/_static/nltk_cache``; nothing downloaded), ``span_tokenize`` on the whole text.

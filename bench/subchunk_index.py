@@ -1,7 +1,7 @@
 """How should the sub-chunk layout be searched in Qdrant? Recall against exact MaxSim, latency, build cost.
 
 Every alternative holds the *same* vectors: the corpus is ingested once by
-``posfair ingest``'s own code (:class:`llamaindex_posfair.eval.main_job.StoreIndex`:
+``posfair ingest``'s own code (:class:`llamaindex_posfair.eval.main_job.system.StoreIndex`:
 254-token nodes, ``DEFAULT_SUBCHUNKS``, the bundled all-MiniLM-L6-v2 with
 calibration off), the stored vectors are read back, and the other layouts are
 written from them into the shipped embedded default, Qdrant Edge
@@ -152,7 +152,7 @@ def timed_answers(
 
 
 def measure(name, queries, exact, ask, build_s, bytes_per_node, folder, note="") -> Row:
-    from llamaindex_posfair.eval.main_job import prefetch_recall
+    from llamaindex_posfair.eval.main_job.system import prefetch_recall
 
     scores, ms = timed_answers(queries, exact.shape[1], ask)
     return Row(
@@ -324,7 +324,7 @@ def load_data(args):
 
 
 def run(args) -> list[Row]:
-    from llamaindex_posfair.eval.main_job import NodeLayout, StoreIndex, node_scores, prefetch_recall
+    from llamaindex_posfair.eval.main_job.system import NodeLayout, StoreIndex, node_scores, prefetch_recall
     from qdrant_tools.search import SearchSettings
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 
@@ -414,7 +414,7 @@ def table(rows: list[Row]) -> str:
 
 
 def main(argv=None) -> None:
-    from llamaindex_posfair.eval.main_job import cpu_load
+    from llamaindex_posfair.eval.main_job.system import cpu_load
 
     args = parse_args(argv)
     print(f"load average before: {cpu_load()} ({os.cpu_count()} CPUs)")

@@ -13,8 +13,8 @@ writes ``summary.md/csv`` (test), ``sweep.md/csv`` (dev), ``ndcg_by_group.png``,
 choice, the rule and the command). Embeddings are memoised on disk
 (``--cache-dir``), so a rerun takes minutes.
 
-This module only handles arguments; the sweep is ``eval/main_job_protocol.py``
-and the files are written by ``eval/main_job_report.py``.
+This module only handles arguments; the sweep is ``eval/main_job/protocol.py``
+and the files are written by ``eval/main_job/report.py``.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _overlaps(text: str) -> tuple[int, ...]:
 
 
 def _grid(args: argparse.Namespace) -> Any:
-    from llamaindex_posfair.eval.main_job_protocol import MainJobGrid
+    from llamaindex_posfair.eval.main_job.protocol import MainJobGrid
 
     return MainJobGrid(
         node_tokens=tuple(args.chunk_tokens_grid),
@@ -140,7 +140,7 @@ def _grid(args: argparse.Namespace) -> Any:
 def _encoders(args: argparse.Namespace, select: Any, grid: Any) -> Any:
     from llamaindex_posfair.encoders.models import BUNDLED_MINILM
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.main_job_encoders import SpecEncoders, calibration_named
+    from llamaindex_posfair.eval.main_job.encoders import SpecEncoders, calibration_named
     from llamaindex_posfair.eval.memo import VectorMemo
     from qdrant_tools.subchunks import SubchunkConfig, subchunk_text
 
@@ -152,7 +152,7 @@ def _encoders(args: argparse.Namespace, select: Any, grid: Any) -> Any:
 
 
 def _store_label(exact_up_to: int) -> str:
-    from llamaindex_posfair.eval.main_job import DEFAULT_CLIENT_FACTORY
+    from llamaindex_posfair.eval.main_job.system import DEFAULT_CLIENT_FACTORY
 
     store = f"the embedded store `{DEFAULT_CLIENT_FACTORY.__module__}.{DEFAULT_CLIENT_FACTORY.__name__}`"
     if exact_up_to > 0:
@@ -169,8 +169,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     import torch
 
-    from llamaindex_posfair.eval.main_job_protocol import SELECTION_RULE, MainJobProtocol
-    from llamaindex_posfair.eval.main_job_report import write_main_job
+    from llamaindex_posfair.eval.main_job.protocol import SELECTION_RULE, MainJobProtocol
+    from llamaindex_posfair.eval.main_job.report import write_main_job
 
     if args.threads:
         torch.set_num_threads(args.threads)

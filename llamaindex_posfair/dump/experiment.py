@@ -77,12 +77,12 @@ def parse_arms(text: str) -> list[Arm]:
 def layout_system(name: str, encoder: Any) -> Any:
     """The main job's default layout for ``encoder`` as a harness system (``score(cache)``).
 
-    :class:`~llamaindex_posfair.eval.main_job.MainJobSystem` with the node size
+    :class:`~llamaindex_posfair.eval.main_job.system.MainJobSystem` with the node size
     ``posfair ingest --model M`` picks for this encoder (its window), the shipped
-    sub-chunks, and the shipped search (:func:`~llamaindex_posfair.eval.main_job.eval_search`).
+    sub-chunks, and the shipped search (:func:`~llamaindex_posfair.eval.main_job.system.eval_search`).
     After ``score``, ``nodes_per_passage(system)`` gives the stored nodes per passage.
     """
-    from llamaindex_posfair.eval.main_job import MainJobSystem, NodeLayout, eval_search
+    from llamaindex_posfair.eval.main_job.system import MainJobSystem, NodeLayout, eval_search
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 

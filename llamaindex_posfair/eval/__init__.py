@@ -1,11 +1,20 @@
-"""Position-fairness evaluation harness: loaders, needle builder, metrics, systems, reports.
+"""Position-fairness evaluation: benchmarks, metrics, the harness, and the two evaluations built on it.
 
-Math (``metrics``) is pure; ``systems`` and ``runner`` touch models;
-``protocol`` selects settings on a held-apart split and reports on another;
-``report`` writes tables and plots. The ``posfair eval`` command only turns
-flags into a ``protocol.Protocol``. ``peers`` holds what LlamaIndex users run
-today (splitters, sentence window, dense + BM25 fusion) as systems of the same
-harness; it imports LlamaIndex, so it is not imported here.
+* ``benchmarks`` — the in-memory benchmark (``PositionBenchmark``), the loaders
+  and the needle builder;
+* ``metrics`` — the one implementation of the retrieval metrics (pure numpy),
+  imported by everything that scores;
+* ``memo`` — the one embedding cache (``VectorMemo``, ``MemoEncoder``);
+* ``harness`` — retrieval systems and the runner that scores them per
+  position group;
+* ``sweep`` — the calibration sweep behind ``posfair eval`` (select on one
+  split, report on another; tables and plots);
+* ``main_job`` — the main-job harness behind ``posfair eval-main-job`` (what
+  ships, measured through the store) and the LlamaIndex peers (``peers``
+  imports LlamaIndex, so it is not imported here).
+
+The commands only turn flags into a ``sweep.protocol.Protocol`` or a
+``main_job.protocol.MainJobProtocol``.
 
 Shipped benchmarks (``load_shipped``): ``"needle-prose"`` (planted facts) and
 ``"natural-docs"`` (hand-written questions on Python and Vim documentation).

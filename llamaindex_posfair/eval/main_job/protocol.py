@@ -1,7 +1,7 @@
 """Evidence for the main job's defaults: sweep on a held-apart split, choose there, report on another.
 
-Pure orchestration over :mod:`llamaindex_posfair.eval.main_job` and the runner
-(no argparse, no files; ``main_job_report`` writes). One run
+Pure orchestration over :mod:`llamaindex_posfair.eval.main_job.system` and the runner
+(no argparse, no files; ``report`` writes). One run
 
 1. **layouts** (selection split, e.g. ``dev``): every node size × sub-chunk
    budget × sentence overlap, ingested with the shipped calibration and queried
@@ -17,7 +17,7 @@ Pure orchestration over :mod:`llamaindex_posfair.eval.main_job` and the runner
    prefetch's cost), and with larger prefetch limits (the prefetch's recall curve).
 
 Example:
-    >>> from llamaindex_posfair.eval.main_job_protocol import MainJobGrid
+    >>> from llamaindex_posfair.eval.main_job.protocol import MainJobGrid
     >>> MainJobGrid(node_tokens=(510,), subchunk_tokens=(48,), subchunk_overlaps=(1,)).layout_count()
     1
 """
@@ -33,10 +33,10 @@ from typing import Any, Literal
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.subchunks import SubchunkConfig
 
-from .benchmarks.data import PositionBenchmark
-from .harness.runner import SystemResult, run_eval
-from .main_job import IndexPool, MainJobStats, MainJobSystem, NodeLayout, Scoring, cpu_load, eval_search
-from .sweep.protocol import check_held_apart
+from ..benchmarks.data import PositionBenchmark
+from ..harness.runner import SystemResult, run_eval
+from ..sweep.protocol import check_held_apart
+from .system import IndexPool, MainJobStats, MainJobSystem, NodeLayout, Scoring, cpu_load, eval_search
 
 __all__ = [
     "SELECTION_RULE",
@@ -251,7 +251,7 @@ class MainJobProtocol:
     """Sweep on ``select``, choose there, report on ``report``.
 
     Args:
-        encoder_for: ``(node_tokens, calibration name) -> encoder`` (e.g. ``main_job_encoders.SpecEncoders``).
+        encoder_for: ``(node_tokens, calibration name) -> encoder`` (e.g. ``encoders.SpecEncoders``).
         grid: what to try.
         shipped: the main job as shipped today (the baseline of the report).
         client_factory: how a store is opened (default: ``main_job.DEFAULT_CLIENT_FACTORY``).

@@ -10,8 +10,8 @@ from qdrant_client import QdrantClient
 
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.harness.runner import SystemResult
-from llamaindex_posfair.eval.main_job import MainJobStats, StorageStats
-from llamaindex_posfair.eval.main_job_protocol import MainJobGrid, MainJobProtocol, Scored, Setting, choose
+from llamaindex_posfair.eval.main_job.protocol import MainJobGrid, MainJobProtocol, Scored, Setting, choose
+from llamaindex_posfair.eval.main_job.system import MainJobStats, StorageStats
 from llamaindex_posfair.eval.metrics import summarize
 from qdrant_tools.subchunks import SubchunkConfig
 

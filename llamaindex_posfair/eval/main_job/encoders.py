@@ -9,7 +9,7 @@ are stored once, under the plain encoder of the longest window — after the
 claim is checked on probe texts (``MemoEncoder.share_short_texts``).
 
 Example:
-    >>> from llamaindex_posfair.eval.main_job_encoders import SpecEncoders
+    >>> from llamaindex_posfair.eval.main_job.encoders import SpecEncoders
     >>> # encoders = SpecEncoders(EncoderSpec(), VectorMemo("~/.cache/memo"), probes=texts, windows={510: 512})
     >>> # encoders(510, "paper").encode_documents(["..."])
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .memo import MemoEncoder, VectorMemo, unchanged_tokens
+from ..memo import MemoEncoder, VectorMemo, unchanged_tokens
 
 __all__ = ["SpecEncoders", "calibration_named"]
 

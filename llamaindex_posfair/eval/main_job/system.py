@@ -17,7 +17,7 @@ The store is pluggable: ``client_factory(folder) -> client``; the default is
 
 Example:
     >>> from qdrant_tools.subchunks import SubchunkConfig
-    >>> from llamaindex_posfair.eval.main_job import MainJobSystem, NodeLayout, eval_search
+    >>> from llamaindex_posfair.eval.main_job.system import MainJobSystem, NodeLayout, eval_search
     >>> layout = NodeLayout(chunk_tokens=510, subchunks=SubchunkConfig(48, 1))
     >>> eval_search(layout, prefetch_limit=50).limit
     50
@@ -47,8 +47,8 @@ from qdrant_tools.search import SearchSettings, collection_layout, search
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR, SubchunkConfig
 
-from ..scoring import fuse_node_scores, max_over_owners, unit_rows
-from .harness.systems import EncodeCache
+from ...scoring import fuse_node_scores, max_over_owners, unit_rows
+from ..harness.systems import EncodeCache
 
 __all__ = [
     "DEFAULT_CLIENT_FACTORY",

@@ -1,7 +1,7 @@
 """Files of ``posfair eval-main-job``: the sweep and the report as CSV + markdown, two plots, ``run.json``.
 
 Example:
-    >>> from llamaindex_posfair.eval.main_job_report import write_main_job
+    >>> from llamaindex_posfair.eval.main_job.report import write_main_job
     >>> # write_main_job(outcome, test_bench, dev_bench, "results/main_job", meta={...})
 """
 
@@ -15,10 +15,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .benchmarks.data import PositionBenchmark
-from .main_job_protocol import MainJobOutcome, Scored
-from .metrics import bootstrap_harmonic_diff
-from .sweep.report import _plt, plot_groups
+from ..benchmarks.data import PositionBenchmark
+from ..metrics import bootstrap_harmonic_diff
+from ..sweep.report import _plt, plot_groups
+from .protocol import MainJobOutcome, Scored
 
 __all__ = ["captions", "plot_frontier", "row", "table_markdown", "write_main_job"]
 

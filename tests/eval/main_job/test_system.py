@@ -9,7 +9,7 @@ from qdrant_client import QdrantClient
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.harness.runner import evaluate_scores
 from llamaindex_posfair.eval.harness.systems import EncodeCache
-from llamaindex_posfair.eval.main_job import (
+from llamaindex_posfair.eval.main_job.system import (
     IndexPool,
     MainJobSystem,
     NodeLayout,
