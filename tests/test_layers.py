@@ -187,6 +187,20 @@ def test_lower_layers_import_only_lower_layers(layer, may_import):
     assert crossing == []
 
 
+#: eval's sub-packages, lowest first: each imports only those before it (docs/architecture.md).
+EVAL_ORDER = tuple(f"llamaindex_posfair.eval.{p}" for p in ("benchmarks", "harness", "sweep", "main_job"))
+
+
+@pytest.mark.parametrize(
+    ("part", "higher"),
+    [(EVAL_ORDER[i], EVAL_ORDER[i + 1 :]) for i in range(len(EVAL_ORDER) - 1)]
+    + [(("llamaindex_posfair.eval.metrics", "llamaindex_posfair.eval.memo"), EVAL_ORDER)],
+)
+def test_eval_sub_packages_import_one_way(part, higher):
+    """benchmarks <- harness <- sweep <- main_job; the metrics and the cache import none of them."""
+    assert edges(part, higher) == []
+
+
 def test_serve_imports_no_llamaindex_class():
     """serve is a deployment of the encoders: the LlamaIndex classes call it (endpoint=), never the reverse."""
     crossing = edges(
