@@ -304,8 +304,9 @@ def _setup(args: argparse.Namespace) -> _Setup:
     """Check the flags, load the benchmarks and the encoder, build the protocol (user errors raise here)."""
     from llamaindex_posfair.encoders.encoder import PosFairEncoder
     from llamaindex_posfair.encoders.models import BUNDLED_MINILM
+    from llamaindex_posfair.eval.benchmarks.splits import check_held_apart
     from llamaindex_posfair.eval.harness.systems import DenseSystem
-    from llamaindex_posfair.eval.sweep.protocol import baseline_systems, check_held_apart, truncated_passages
+    from llamaindex_posfair.eval.sweep.protocol import baseline_systems, truncated_passages
 
     report_split, select_split = splits(args)
     report = load_split(args, report_split)

@@ -34,8 +34,8 @@ from qdrant_tools.search import SearchSettings
 from qdrant_tools.subchunks import SubchunkConfig
 
 from ..benchmarks.data import PositionBenchmark
+from ..benchmarks.splits import check_held_apart
 from ..harness.runner import SystemResult, run_eval
-from ..sweep.protocol import check_held_apart
 from .system import IndexPool, MainJobStats, MainJobSystem, NodeLayout, Scoring, cpu_load, eval_search
 
 __all__ = [

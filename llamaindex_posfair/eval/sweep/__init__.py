@@ -3,7 +3,7 @@
 ``protocol.py`` runs the grid of calibration settings (basket size, strength,
 layers) and the named variants (``variants.py``) on the selection split, picks
 there, and scores the pick and the baselines on a held-apart split
-(``check_held_apart``); ``report.py`` writes the tables and plots. The systems
-and the runner are ``eval.harness``'s; the command only turns flags into a
-``protocol.Protocol``.
+(``benchmarks.splits.check_held_apart``); ``report.py`` writes the tables and
+plots. The systems and the runner are ``eval.harness``'s; the command only
+turns flags into a ``protocol.Protocol``.
 """

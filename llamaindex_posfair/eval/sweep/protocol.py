@@ -11,7 +11,7 @@ files (``report.write_outputs`` writes). One run
    (e.g. a preset), the fusion and any baseline systems on the *reported*
    benchmark (``test``).
 
-The selection benchmark must be held apart: ``check_held_apart`` refuses one
+The selection benchmark must be held apart: ``benchmarks.splits.check_held_apart`` refuses one
 that shares a query (same question text and same relevant passages) with the
 reported benchmark, so no table is "dev-selected" on its own test data.
 
@@ -33,18 +33,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..benchmarks.data import PositionBenchmark
+from ..benchmarks.splits import check_held_apart
 from ..harness.fusion import FusionSystem
 from ..harness.runner import SweepGrid, SystemResult, run_eval
 from ..harness.systems import DenseSystem, EncodeCache, RerankSystem, SegmentAverageSystem
 
 __all__ = [
-    "HeldApartError",
     "Protocol",
     "ProtocolResult",
     "SelectionPlan",
     "SelectionRecord",
     "baseline_systems",
-    "check_held_apart",
     "combine_variants",
     "config_changes",
     "grid_caption",
@@ -56,43 +55,6 @@ logger = logging.getLogger(__name__)
 
 #: Fields a variant may not add to the best grid point in the combination (the grid chose them).
 GRID_FIELDS = frozenset({"basket_size", "strength", "layers"})
-
-
-class HeldApartError(ValueError):
-    """The selection benchmark shares queries with the reported one (selection would be in-sample)."""
-
-
-# ------------------------------------------------------------------------ held apart
-def _examples(bench: PositionBenchmark) -> set[tuple[str, frozenset[str]]]:
-    """Each query as (question text, texts of its relevant passages): ids may be renumbered per file."""
-    out = set()
-    for qid, text in bench.queries.items():
-        relevant = frozenset(bench.corpus[d] for d, g in bench.qrels.get(qid, {}).items() if g > 0)
-        out.add((text, relevant))
-    return out
-
-
-def check_held_apart(select: PositionBenchmark, report: PositionBenchmark) -> None:
-    """Refuse a selection benchmark that shares any query with the reported one.
-
-    A query is shared when the same question text has the same relevant
-    passages in both (ids are not compared: loaders may number rows per file).
-
-    Raises:
-        HeldApartError: with the number of shared queries and the fix.
-
-    Example:
-        >>> from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
-        >>> check_held_apart(load_shipped(split="dev"), load_shipped(split="test"))  # disjoint: no error
-    """
-    shared = _examples(select) & _examples(report)
-    if shared:
-        raise HeldApartError(
-            f"the selection data {select.name!r} shares {len(shared)} of the {len(report.queries)} reported "
-            f"queries of {report.name!r}, so settings chosen there would be judged on the data they were chosen "
-            f"on. Fix: select on a held-apart split (posfair eval: --select-split dev --split test) or skip "
-            f"selection (--no-grid)"
-        )
 
 
 # ------------------------------------------------------------------------ settings

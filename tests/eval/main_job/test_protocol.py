@@ -79,7 +79,7 @@ def test_the_sweep_selects_on_dev_only_and_reports_the_choice_on_test():
 
 
 def test_a_selection_split_sharing_queries_with_the_report_is_refused():
-    from llamaindex_posfair.eval.sweep.protocol import HeldApartError
+    from llamaindex_posfair.eval.benchmarks.splits import HeldApartError
 
     protocol = Planted(encoder_for=lambda n, c: None, grid=MainJobGrid(node_tokens=(510,)))
     with pytest.raises(HeldApartError):

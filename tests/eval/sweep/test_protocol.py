@@ -8,12 +8,11 @@ import pytest
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
+from llamaindex_posfair.eval.benchmarks.splits import HeldApartError, check_held_apart
 from llamaindex_posfair.eval.harness.runner import SweepGrid
 from llamaindex_posfair.eval.sweep.protocol import (
-    HeldApartError,
     Protocol,
     SelectionPlan,
-    check_held_apart,
     combine_variants,
     grid_caption,
     summary_caption,
