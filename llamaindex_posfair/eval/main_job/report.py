@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..benchmarks.data import PositionBenchmark
+from ..harness.plots import plot_groups, pyplot
 from ..metrics import bootstrap_harmonic_diff
-from ..sweep.report import _plt, plot_groups
 from .protocol import MainJobOutcome, Scored
 
 __all__ = ["captions", "plot_frontier", "row", "table_markdown", "write_main_job"]
@@ -126,7 +126,7 @@ def plot_frontier(sweep: Sequence[Scored], chosen: Scored, path: Path, title: st
     """Harmonic nDCG@10 (y) against float32 vector bytes per passage (x, log) over the sweep; the Pareto
     frontier (no other setting both smaller and better) joined, the choice circled, single-vector layouts
     as squares."""
-    plt = _plt()
+    plt = pyplot()
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     fig, ax = plt.subplots(figsize=(6.6, 4.4), dpi=100)

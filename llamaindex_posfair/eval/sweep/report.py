@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..harness.plots import plot_groups, pyplot
 from ..harness.runner import SystemResult
 from ..metrics import bootstrap_harmonic_diff
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "format_markdown",
-    "plot_groups",
     "plot_tradeoff",
     "write_csv",
     "write_outputs",
@@ -109,38 +109,6 @@ def format_markdown(
     return f"{caption}\n\n{text}\n" if caption else text + "\n"
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_groups(results: Sequence[SystemResult], group_order: Sequence[str], path: str | Path, title: str = "") -> Path:
-    """nDCG@10 by position group, one line per system."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
-    x = list(range(len(group_order)))
-    markers = "osD^vP*X"
-    for i, r in enumerate(results):
-        ys = [100 * r.ndcg.groups.get(g, math.nan) for g in group_order]
-        ax.plot(x, ys, marker=markers[i % len(markers)], label=f"{r.name} (H={100 * r.ndcg.harmonic:.1f})")
-    ax.set_xticks(x, list(group_order))
-    ax.set_xlabel("position of the evidence in the passage")
-    ax.set_ylabel("nDCG@10 (%)")
-    ax.set_title(title or "nDCG@10 by position group")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
 def plot_tradeoff(
     grid: Sequence[SystemResult],
     path: str | Path,
@@ -151,7 +119,7 @@ def plot_tradeoff(
 
     Colour = λ, marker = layer set, size = B; ``reference`` systems are labelled.
     """
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=100)
     layer_markers = {"last": "o", "last_half": "s"}
     sizes = sorted({r.params.get("B") for r in grid if r.params.get("B") is not None})

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
+from llamaindex_posfair.eval.harness.plots import plot_groups
 from llamaindex_posfair.eval.harness.runner import EvalConfig, SweepGrid, evaluate_scores, run_eval
 from llamaindex_posfair.eval.harness.systems import (
     DenseSystem,
@@ -18,7 +19,7 @@ from llamaindex_posfair.eval.harness.systems import (
     SegmentAverageSystem,
     segment_text,
 )
-from llamaindex_posfair.eval.sweep.report import format_markdown, plot_groups, plot_tradeoff, write_csv
+from llamaindex_posfair.eval.sweep.report import format_markdown, plot_tradeoff, write_csv
 
 FILLER = [f"filler{i}" for i in range(120)]
 
