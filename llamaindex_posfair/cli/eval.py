@@ -270,7 +270,7 @@ def cache_dir_from_args(args: argparse.Namespace, name: str = "eval") -> str | N
 def _protocol(args: argparse.Namespace, encoder: Any, selecting: bool) -> Any:
     from llamaindex_posfair.calibration.config import CalibrationConfig
     from llamaindex_posfair.calibration.presets import preset
-    from llamaindex_posfair.eval.harness.runner import SweepGrid, layers_label
+    from llamaindex_posfair.eval.sweep.grid import SweepGrid, layers_label
     from llamaindex_posfair.eval.sweep.protocol import Protocol, SelectionPlan, config_changes
     from llamaindex_posfair.eval.sweep.variants import variant_configs
 

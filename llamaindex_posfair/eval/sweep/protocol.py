@@ -18,7 +18,7 @@ reported benchmark, so no table is "dev-selected" on its own test data.
 Example:
     >>> from llamaindex_posfair.calibration.config import CalibrationConfig
     >>> from llamaindex_posfair.eval.sweep.protocol import Protocol, SelectionPlan
-    >>> from llamaindex_posfair.eval.harness.runner import SweepGrid
+    >>> from llamaindex_posfair.eval.sweep.grid import SweepGrid
     >>> plan = SelectionPlan(SweepGrid((128,), (0.5, 1.0), ("last_half",)))
     >>> protocol = Protocol(default=CalibrationConfig(), selection=plan)
     >>> # outcome = protocol.run(encoder, load_shipped(split="test"), load_shipped(split="dev"))
@@ -35,8 +35,9 @@ from typing import Any
 from ..benchmarks.data import PositionBenchmark
 from ..benchmarks.splits import check_held_apart
 from ..harness.fusion import FusionSystem
-from ..harness.runner import SweepGrid, SystemResult, run_eval
+from ..harness.runner import SystemResult, run_eval
 from ..harness.systems import DenseSystem, EncodeCache, RerankSystem, SegmentAverageSystem
+from .grid import SweepGrid
 
 __all__ = [
     "Protocol",

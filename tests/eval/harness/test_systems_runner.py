@@ -11,7 +11,7 @@ import pytest
 
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.harness.plots import plot_groups
-from llamaindex_posfair.eval.harness.runner import EvalConfig, SweepGrid, evaluate_scores, run_eval
+from llamaindex_posfair.eval.harness.runner import EvalConfig, evaluate_scores, run_eval
 from llamaindex_posfair.eval.harness.systems import (
     DenseSystem,
     EncodeCache,
@@ -123,18 +123,6 @@ def test_evaluate_scores_hand_checked():
     assert per_q["q2"] == pytest.approx(1 / np.log2(3))
     assert summary.psi == pytest.approx(1 - 1 / np.log2(3))
     assert recall == {1: 0.5}
-
-
-def test_sweep_grid_skips_lambda_zero_and_validates():
-    pytest.importorskip("pydantic")
-    grid = SweepGrid()
-    assert grid.size() == 3 * 4 * 2
-    labels = [label for label, _ in grid.points()]
-    assert "B=128 λ=0.5 last_half" in labels and not any("λ=0 " in label for label in labels)
-    with pytest.raises(ValueError, match="strengths must lie in"):
-        SweepGrid(strengths=(1.5,))
-    with pytest.raises(ValueError, match="basket_sizes must be positive"):
-        SweepGrid(basket_sizes=(0,))
 
 
 def test_report_writes_table_csv_and_plots(fake_encoder, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.benchmarks.splits import HeldApartError, check_held_apart
-from llamaindex_posfair.eval.harness.runner import SweepGrid
+from llamaindex_posfair.eval.sweep.grid import SweepGrid
 from llamaindex_posfair.eval.sweep.protocol import (
     Protocol,
     SelectionPlan,
