@@ -69,6 +69,9 @@ class IngestSettings:
             sub-chunks, so a node is found by its best sub-chunk (:mod:`qdrant_tools.subchunks`);
             ``None`` = the single-vector layout.
         subchunk_quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized (4x smaller).
+        subchunk_graph_m: HNSW ``m`` of the sub-chunk multivector; 0 = no graph (the default: it only
+            re-scores). With a graph, searches of collections above ``SearchSettings.exact_up_to`` also draw
+            candidates from it, at an index build that costs far more (docs/storage.md, "Any size").
         sparse: a BM25 sparse vector of every node's text (:class:`qdrant_tools.sparse.Bm25Sparse`),
             for hybrid search; ``None`` = none.
         metadata: collection metadata to record, e.g. ``{RECIPE_KEY: recipe}`` (:mod:`qdrant_tools.metadata`):
@@ -84,6 +87,7 @@ class IngestSettings:
     show_progress: bool = True
     subchunks: SubchunkConfig | None = DEFAULT_SUBCHUNKS
     subchunk_quantization: Literal["int8"] | None = None
+    subchunk_graph_m: int = 0
     sparse: Bm25Sparse | None = None
     metadata: Mapping[str, Any] | None = None
 

@@ -135,6 +135,7 @@ class EncoderPlan:
             :data:`~qdrant_tools.subchunks.SUBCHUNK_VECTOR` of its sub-chunks, embedded by the
             encoder of ``subchunk_source``; ``None`` = one vector per point and name.
         subchunk_quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized (4x smaller).
+        subchunk_graph_m: HNSW ``m`` of the sub-chunk multivector (0 = no graph: it only re-scores).
         subchunk_source: the vector whose encoder embeds the sub-chunks: ``"calibrated"`` if the run
             writes it, else the first vector.
         sparse: the BM25 model of the sparse vector :data:`~qdrant_tools.sparse.SPARSE_VECTOR` of each
@@ -152,6 +153,7 @@ class EncoderPlan:
     subchunk_quantization: str | None = None
     subchunk_source: str | None = None
     sparse: Bm25Sparse | None = None
+    subchunk_graph_m: int = 0
 
     @property
     def label(self) -> str:
@@ -175,13 +177,27 @@ class EncoderPlan:
 
     def vector_configs(self) -> list[VectorConfig]:
         """The collection's named vectors: one dense vector per encoder, plus the sub-chunk multivector
-        (no HNSW graph: it only re-scores candidates found through a dense vector)."""
+        (no HNSW graph unless ``subchunk_graph_m`` > 0: it re-scores candidates found through other indexes).
+
+        Example:
+            >>> from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
+            >>> plan = EncoderPlan({"vanilla": 8}, {}, {}, 64, ChunkingConfig(32, 4), "k", "whitespace",
+            ...                    subchunks=DEFAULT_SUBCHUNKS, subchunk_graph_m=16)
+            >>> [(v.name, v.hnsw.m if v.hnsw else None) for v in plan.vector_configs()]
+            [('vanilla', None), ('subchunks', 16)]
+        """
         out = [VectorConfig(name=n, size=d) for n, d in self.dimensions.items()]
         if self.subchunks is not None:
             quant = QuantizationSpec(kind="scalar", quantile=0.99) if self.subchunk_quantization == "int8" else None
             size = self.dimensions[self.subchunk_source or next(iter(self.dimensions))]
             out.append(
-                VectorConfig(name=SUBCHUNK_VECTOR, size=size, multivector=True, hnsw=HnswSpec(m=0), quantization=quant)
+                VectorConfig(
+                    name=SUBCHUNK_VECTOR,
+                    size=size,
+                    multivector=True,
+                    hnsw=HnswSpec(m=self.subchunk_graph_m),
+                    quantization=quant,
+                )
             )
         return out
 
@@ -193,8 +209,11 @@ def plan_encoders(
     subchunks: SubchunkConfig | None = None,
     subchunk_quantization: str | None = None,
     sparse: Bm25Sparse | None = None,
+    subchunk_graph_m: int = 0,
 ) -> EncoderPlan:
     """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
+
+    ``subchunk_graph_m``: HNSW ``m`` of the sub-chunk multivector (0 = no graph).
 
     Raises:
         ValueError: ``vectors`` is empty or uses the reserved sub-chunk vector name, or the first
@@ -204,6 +223,8 @@ def plan_encoders(
         raise ValueError("vectors must map at least one vector name to an encoder, e.g. {'calibrated': encoder}")
     if SUBCHUNK_VECTOR in vectors:
         raise ValueError(f"the vector name {SUBCHUNK_VECTOR!r} is reserved for sub-chunk vectors; rename the vector")
+    if isinstance(subchunk_graph_m, bool) or not isinstance(subchunk_graph_m, int) or subchunk_graph_m < 0:
+        raise ValueError(f"subchunk_graph_m must be an integer >= 0, got {subchunk_graph_m!r}; 0 (no graph) or 16")
     if subchunk_quantization not in (None, "int8"):
         raise ValueError(f'subchunk_quantization must be None or "int8", got {subchunk_quantization!r}')
     first = next(iter(vectors.values()))
@@ -228,6 +249,7 @@ def plan_encoders(
         subchunk_quantization=subchunk_quantization if subchunks is not None else None,
         subchunk_source=source,
         sparse=sparse,
+        subchunk_graph_m=subchunk_graph_m if subchunks is not None else 0,
     )
 
 

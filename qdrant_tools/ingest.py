@@ -109,6 +109,7 @@ def ingest_documents(
         config.subchunks,
         config.subchunk_quantization,
         sparse=config.sparse,
+        subchunk_graph_m=config.subchunk_graph_m,
     )
     encoder = ChunkEncoder(vectors, plan)
     run = IngestionRun.start(client, collection, documents, plan, report, config, spec=spec, started=t0)

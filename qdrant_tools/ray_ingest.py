@@ -138,7 +138,13 @@ def plan_from_factory(factory: EncoderFactory, settings: IngestSettings) -> Enco
     """Load the encoders once on CPU and read their :class:`~qdrant_tools.encoding.EncoderPlan`."""
     s = settings
     return plan_encoders(
-        factory("cpu"), s.chunk_tokens, s.overlap_tokens, s.subchunks, s.subchunk_quantization, sparse=s.sparse
+        factory("cpu"),
+        s.chunk_tokens,
+        s.overlap_tokens,
+        s.subchunks,
+        s.subchunk_quantization,
+        sparse=s.sparse,
+        subchunk_graph_m=s.subchunk_graph_m,
     )
 
 

@@ -5,20 +5,24 @@ MaxSim over its sub-chunk multivector — with one query vector that is
 ``max_j cos(q, s_j)``, the node's best sub-chunk — in one ``query_points`` call:
 
 * a collection of at most ``exact_up_to`` nodes is scored *exactly*: the
-  multivector (no HNSW graph) is scanned over every node, no prefetch;
-* a larger one in two stages: a prefetch finds ``prefetch_limit`` candidates
-  through the node vector (HNSW), re-scored by MaxSim. The node vector is a poor
-  proxy for the best sub-chunk: on ~1,700 nodes of prose, 100 candidates keep
-  only 64% of the exact top 10, and ~60% of the nodes must be prefetched to keep
-  99% (``bench/subchunk_index.py``, docs/storage.md), while the exact scan of
-  those nodes costs the same ~1 ms as the 100-candidate prefetch.
+  multivector is scanned over every node (``exact=True`` where it has a graph), no prefetch;
+* a larger one re-scores candidates drawn from indexes, none of which scans the
+  collection (a prefetch list): the node vector's HNSW (``prefetch_limit``), the
+  BM25 ranking of a hybrid query (``fusion_limit``) and, in a collection written
+  with an HNSW graph on the multivector (:attr:`Layout.subchunk_graph`), that
+  graph (``subchunk_candidates``). The node vector alone is a poor proxy for the
+  best sub-chunk (on ~1,700 nodes of prose, 100 candidates keep 64% of the exact
+  top 10: ``bench/subchunk_index.py``); ``bench/scale.py`` measures the union at
+  10k-100k nodes (docs/storage.md, "Any size"). A large collection without the
+  graph is searched from the other two sources, and the log says so once.
 
 Optionally the node's own cosine is fused in,
 ``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)``, inside Qdrant: a formula
 query over two prefetches (the best-sub-chunk ranking and the node-vector
-ranking, each ``max(limit, fusion_limit)`` deep, the node ranking at least
-``prefetch_limit``); a node missing from one ranking scores 0 there. Without
-sub-chunks the node vector is searched directly.
+ranking). Below ``exact_up_to`` each is ``max(limit, fusion_limit)`` deep and a
+node missing from one scores 0 there; above, both re-score the same candidates,
+so every candidate has both scores. Without sub-chunks the node vector is
+searched directly.
 
 **Hybrid**: a collection that also stores a BM25 sparse vector of each node
 (:mod:`qdrant_tools.sparse`) and a query that brings its BM25 vector fuse the
@@ -36,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -48,6 +53,11 @@ from qdrant_tools.sparse import SPARSE_VECTOR
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR
 
 __all__ = ["Hit", "Layout", "SearchSettings", "collection_layout", "search"]
+
+logger = logging.getLogger(__name__)
+
+#: Collections already told (once per process) that they lack the sub-chunk graph.
+_ADVISED: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -229,7 +239,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / max(float(np.linalg.norm(x)), 1e-12)
 
 
-def _candidates(q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, sparse: Any) -> list:
+def _candidates(
+    q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, sparse: Any
+) -> list[models.Prefetch]:
     """Where a collection above ``exact_up_to`` finds the nodes it re-scores (none of them scans the collection):
     the node vector's HNSW (``prefetch_limit``), the sub-chunk multivector's own HNSW graph when it has one
     (``subchunk_candidates``) and, in a hybrid query, the BM25 ranking (``fusion_limit``)."""
@@ -250,16 +262,26 @@ def _candidate_count(settings: SearchSettings, layout: Layout, sparse: Any) -> i
     return count + (settings.fusion_limit if sparse is not None else 0)
 
 
-def _rescored(cands: list, query: Any, using: str, limit: int) -> models.Prefetch:
+def _rescored(cands: list[models.Prefetch], query: Any, using: str, limit: int) -> models.Prefetch:
     """``cands`` (one prefetch or several, their union) re-scored by ``query`` on ``using``."""
     return models.Prefetch(prefetch=cands[0] if len(cands) == 1 else cands, query=query, using=using, limit=limit)
 
 
-def _subchunk_arm(q, vector, settings, layout, flt, limit, sparse=None) -> Any:
-    """Nodes by their best sub-chunk: an exact MaxSim scan of the multivector, or MaxSim over the candidates of
-    :func:`_candidates` (``sparse``: the BM25 query of a hybrid search, one more source)."""
+def _subchunk_arm(
+    q: np.ndarray,
+    vector: str,
+    settings: SearchSettings,
+    layout: Layout,
+    flt: Any,
+    limit: int,
+    sparse: models.SparseVector | None = None,
+) -> models.Prefetch:
+    """Nodes by their best sub-chunk: an exact MaxSim scan of the multivector (``exact=True`` where it has a graph,
+    which would otherwise answer approximately), or MaxSim over the candidates of :func:`_candidates`
+    (``sparse``: the BM25 query of a hybrid search, one more source)."""
     if settings.scores_exactly(layout.points):
-        return models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt)
+        params = models.SearchParams(exact=True) if layout.subchunk_graph else None
+        return models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt, params=params)
     cands = _candidates(q, vector, settings, layout, flt, sparse)
     return _rescored(cands, [q.tolist()], layout.subchunks, limit)
 
@@ -274,7 +296,15 @@ def node_fusion(node_weight: float) -> models.FormulaQuery:
     return models.FormulaQuery(formula=models.SumExpression(sum=terms), defaults={"$score[0]": 0.0, "$score[1]": 0.0})
 
 
-def _dense_parts(q, vector, settings: SearchSettings, layout: Layout, flt: Any, limit: int, sparse=None) -> dict:
+def _dense_parts(
+    q: np.ndarray,
+    vector: str,
+    settings: SearchSettings,
+    layout: Layout,
+    flt: Any,
+    limit: int,
+    sparse: models.SparseVector | None = None,
+) -> dict[str, Any]:
     """The ``query_points`` arguments of the dense ranking: the node vector, the best sub-chunk, or their fusion
     in Qdrant: a formula over two prefetches of the same depth (the sub-chunk and the node ranking) — ``limit``
     deep for an exactly scored collection, else both re-scoring the same candidates (:func:`_candidates`,
@@ -285,7 +315,13 @@ def _dense_parts(q, vector, settings: SearchSettings, layout: Layout, flt: Any, 
     depth = limit if exact else _candidate_count(settings, layout, sparse)
     sub = _subchunk_arm(q, vector, settings, layout, flt, depth if settings.node_weight > 0 else limit, sparse)
     if settings.node_weight == 0:
-        return {"prefetch": sub.prefetch, "query": sub.query, "using": sub.using, "filter": sub.filter}
+        return {
+            "prefetch": sub.prefetch,
+            "query": sub.query,
+            "using": sub.using,
+            "filter": sub.filter,
+            "params": sub.params,
+        }
     if exact:
         nodes = models.Prefetch(query=q.tolist(), using=vector, limit=depth, filter=flt)
     else:
@@ -298,8 +334,10 @@ def _dense_query(client, collection, q, vector, settings, query_filter, layout) 
     fused = settings.node_weight > 0 and layout.subchunks is not None and settings.subchunks
     depth = max(settings.limit, settings.fusion_limit) if fused else settings.limit  # fused rankings need depth
     parts = _dense_parts(q, vector, settings, layout, query_filter, depth)
-    flt = parts.pop("filter", None)
-    return client.query_points(collection, **parts, query_filter=flt, limit=settings.limit, with_payload=True).points
+    flt, params = parts.pop("filter", None), parts.pop("params", None)
+    return client.query_points(
+        collection, **parts, query_filter=flt, search_params=params, limit=settings.limit, with_payload=True
+    ).points
 
 
 def _hybrid_query(client, collection, q, sparse_query, vector, settings, query_filter, layout) -> list[Any]:
@@ -313,6 +351,24 @@ def _hybrid_query(client, collection, q, sparse_query, vector, settings, query_f
     return client.query_points(
         collection, prefetch=arms, query=settings.fusion_query(), limit=settings.limit, with_payload=True
     ).points
+
+
+def _advise_graph(collection: str, layout: Layout, settings: SearchSettings) -> None:
+    """Say once per collection that one searched above ``exact_up_to`` has no sub-chunk graph to draw from."""
+    if layout.subchunk_graph or layout.subchunks is None or not settings.subchunks:
+        return
+    if settings.scores_exactly(layout.points) or collection in _ADVISED:
+        return
+    _ADVISED.add(collection)
+    logger.warning(
+        "collection %r holds %s nodes, more than exact_up_to=%d, and its sub-chunk vectors have no HNSW graph "
+        "(written with m=0): its candidates come from the node vector (and BM25) only. Re-ingesting it with a "
+        "sub-chunk graph (IngestConfig(subchunk_graph_m=16)) adds the best sub-chunks as candidates: closer to "
+        "exact MaxSim, at a much longer index build and slower queries (docs/storage.md, 'Any size')",
+        collection,
+        layout.points,
+        settings.exact_up_to,
+    )
 
 
 def _evidence(
@@ -365,6 +421,7 @@ def search(
     vector = layout.node_vector(settings.vector)
     q = _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1))
     sub = layout.subchunks if settings.subchunks else None
+    _advise_graph(collection, layout, settings)
     if settings.sparse and layout.sparse and sparse_query is not None:
         points = _hybrid_query(client, collection, q, sparse_query, vector, settings, query_filter, layout)
     else:

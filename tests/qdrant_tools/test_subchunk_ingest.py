@@ -186,3 +186,19 @@ def test_a_collection_larger_than_exact_up_to_is_searched_in_two_stages(client, 
 def test_exact_up_to_must_be_a_non_negative_integer(bad):
     with pytest.raises(ValueError, match="exact_up_to must be an integer >= 0"):
         SearchSettings(exact_up_to=bad)
+
+
+@pytest.mark.parametrize(("m", "graph"), [(0, False), (16, True)])
+def test_subchunk_graph_m_decides_whether_ingestion_writes_the_subchunk_graph(client, encoder, m, graph):
+    from dataclasses import replace
+
+    ingest_path(client, "c", DATA, {"vanilla": encoder}, replace(CFG, subchunk_graph_m=m))
+    params = client.get_collection("c").config.params.vectors["subchunks"]
+    assert (params.hnsw_config.m, collection_layout(client, "c").subchunk_graph) == (m, graph)
+
+
+def test_subchunk_graph_m_must_be_a_non_negative_integer(client, encoder):
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="subchunk_graph_m must be an integer >= 0"):
+        ingest_path(client, "c", DATA, {"vanilla": encoder}, replace(CFG, subchunk_graph_m=-1))

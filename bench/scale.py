@@ -1,0 +1,443 @@
+"""The main job at 10k-1M nodes: quality and cost of the default search as the collection grows.
+
+The shipped benchmarks' real ``test`` passages (needle-prose and natural-docs, ingested by ``posfair ingest``'s
+own code: :class:`llamaindex_posfair.eval.main_job.system.StoreIndex`, 254-token nodes, ``DEFAULT_SUBCHUNKS``, BM25,
+the bundled all-MiniLM-L6-v2 uncalibrated) are put inside a collection of *distractor* nodes, until it holds
+``--sizes`` nodes. Encoding a million real nodes is out of reach on a CPU, so a distractor is built from real
+vectors: ``--per-node`` (10) sub-chunk vectors drawn at random from a pool of encoded real sub-chunks, each
+moved by a little noise (``--jitter``: Gaussian noise of that norm, renormalised, so no two distractors share a
+vector exactly), its node vector the normalised mean of its sub-chunk vectors (the layout encodes a node's
+text; a distractor has none), and its BM25 vector that of its sub-chunk texts joined. The pool is every
+sub-chunk of the shipped prose that is *not* a benchmark ``test`` passage (``bench/subchunk_index.py``'s pool,
+needle-prose ``test`` and the repository's docs left out; natural-docs is not in it), so no distractor repeats a
+relevant passage.
+
+The collection has the layout ``posfair ingest`` writes (copied from the real store's collection), in the
+Qdrant Edge store, written in batches of 256 and indexed by ``build_index``; ``--subchunk-m M`` gives the
+sub-chunk multivector an HNSW graph (``m=M``) so the search also draws candidates from it.
+
+Reported per size and search: recall@10 of its top 10 against the same search scored exhaustively (every
+node a candidate (an exact scan of the node vectors), re-scored by MaxSim and by node cosine, so every node's
+fused score is exact before the BM25 fusion); nDCG@10 of both benchmarks' ``test`` queries (mean, and harmonic
+over begin/middle/end), the search's and the exhaustive one's; query
+p50/p99 ms (query embedding excluded, BM25 query included); write throughput (nodes/s, distractor generation
+excluded), index build seconds, RAM per node (the resident memory the process grows by when it reopens the
+written store and answers the queries) and disk per node (allocated bytes of the folder, WAL included). The
+searches: the default (``MAIN_JOB_SEARCH``: the node cosine and BM25 fused in, as the recipe says, through
+``qdrant_tools.search.search``; a collection of at most ``exact_up_to`` = 10,000 nodes is scanned exactly),
+the query of larger collections forced at every size (``exact_up_to=0``: MaxSim over candidates from the node
+vector's HNSW, BM25 and, with ``--subchunk-m``, the sub-chunk graph), and ``--prefetch`` variants of it.
+Embeddings are memoised under ``--cache``.
+
+Usage::
+
+    nice -n 5 python bench/scale.py --sizes 10000                         # 1-2 minutes once the cache is warm
+    nice -n 5 python bench/scale.py --sizes 10000,100000 --prefetch 300   # docs/storage.md, "Any size"
+    nice -n 5 python bench/scale.py --sizes 10000 --subchunk-m 16         # with the sub-chunk graph
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+from qdrant_client import models
+
+BENCHMARKS = ("needle-prose", "natural-docs")
+COLLECTION = "scale"
+K = 10
+
+
+@dataclass
+class RealNodes:
+    """The benchmarks' nodes as the main job stored them: vectors, BM25 vectors and their documents."""
+
+    vectors: list[dict[str, Any]] = field(default_factory=list)
+    payloads: list[dict[str, Any]] = field(default_factory=list)
+    docs: list[str] = field(default_factory=list)  # "benchmark/doc_id"
+    config: dict[str, Any] = field(default_factory=dict)  # create_collection kwargs of the real store
+
+
+@dataclass
+class Pool:
+    """Encoded real sub-chunks that distractors are drawn from."""
+
+    vectors: np.ndarray
+    texts: list[str]
+
+
+# ------------------------------------------------------------------ data
+def real_nodes(encoder: Any) -> RealNodes:
+    """Both benchmarks' ``test`` corpora ingested by the main job; every stored point read back."""
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from llamaindex_posfair.eval.main_job import system as main_job
+    from qdrant_tools.encoding import resolve_chunking
+    from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
+
+    out = RealNodes()
+    layout = main_job.NodeLayout(resolve_chunking(encoder).chunk_tokens, DEFAULT_SUBCHUNKS, bm25=True)
+    for name in BENCHMARKS:
+        bench = load_shipped(name, "test")
+        ids = list(bench.corpus)
+        index = main_job.StoreIndex.build(encoder, [bench.corpus[d] for d in ids], ids, layout)
+        try:
+            params = index.client.get_collection(main_job.COLLECTION).config.params
+            out.config = {"vectors_config": params.vectors, "sparse_vectors_config": params.sparse_vectors}
+            offset = None
+            while True:
+                points, offset = index.client.scroll(main_job.COLLECTION, limit=256, offset=offset, with_vectors=True)
+                out.vectors += [dict(p.vector) for p in points]
+                out.payloads += [dict(p.payload) for p in points]
+                out.docs += [f"{name}/{p.payload['doc_id']}" for p in points]
+                if offset is None:
+                    break
+        finally:
+            index.close()
+    return out
+
+
+def pool(encoder: Any) -> Pool:
+    """Every sub-chunk of the shipped prose outside the benchmarks' ``test`` passages and the repository's docs
+    (which change with every commit), encoded (memoised)."""
+    from subchunk_index import prose_pool
+
+    from qdrant_tools.encoding import spans_for
+    from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, subchunk_text
+
+    spans_fn, _ = spans_for(encoder)
+    texts = []
+    for doc_id, text, source in prose_pool(None):
+        if source != "repo-docs" and not doc_id.startswith("needle/test/"):  # docs change with every commit
+            texts += [s.text for s in subchunk_text(text, DEFAULT_SUBCHUNKS, spans_fn)]
+    texts = sorted(set(texts))
+    vecs = np.asarray(encoder.encode_documents(texts), dtype=np.float32)
+    return Pool(vecs / np.linalg.norm(vecs, axis=1, keepdims=True), texts)
+
+
+def distractors(pool: Pool, n: int, rng: np.random.Generator, args: argparse.Namespace, node_name: str):
+    """``n`` distractor points' vectors, in batches of 256 (see the module docstring)."""
+    from qdrant_tools.sparse import Bm25Sparse
+
+    bm25 = Bm25Sparse()
+    dim = pool.vectors.shape[1]
+    for start in range(0, n, 256):
+        k = min(256, n - start)
+        pick = rng.integers(0, len(pool.texts), size=(k, args.per_node))
+        subs = pool.vectors[pick] + args.jitter / np.sqrt(dim) * rng.standard_normal((k, args.per_node, dim))
+        subs = (subs / np.linalg.norm(subs, axis=2, keepdims=True)).astype(np.float32)
+        node = subs.mean(axis=1)
+        node /= np.linalg.norm(node, axis=1, keepdims=True)
+        texts = [" ".join(pool.texts[j] for j in row) for row in pick]
+        sparse = bm25.embed_documents(texts)
+        vectors = [{node_name: node[i].tolist(), "subchunks": subs[i].tolist(), "bm25": sparse[i]} for i in range(k)]
+        yield list(zip(vectors, ({"text": t} for t in texts)))
+
+
+# ------------------------------------------------------------------ the collection
+def rss_mb() -> float:
+    """Resident memory of this process now (Linux ``/proc``), MB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def folder_mb(folder: Path) -> float:
+    return sum(f.stat().st_blocks * 512 for f in folder.rglob("*") if f.is_file()) / 1e6  # allocated, not sparse
+
+
+@dataclass
+class Built:
+    """A collection of ``n`` nodes: the store, where each real node sits, and what building it cost."""
+
+    store: Any
+    folder: Path
+    n: int
+    doc_of: dict[int, str]
+    write_s: float
+    index_s: float
+    rss_before: float = 0.0
+
+    def reopen(self) -> None:
+        """Close the store and open it again from its folder (what a reader process does); the resident memory
+        it grows by from here on, while it answers queries, is the RAM it needs."""
+        from qdrant_tools.store import open_store
+
+        self.store.close()
+        self.rss_before = rss_mb()
+        self.store = open_store(self.folder, auto_index=False)
+
+
+def create(store: Any, real: RealNodes, subchunk_m: int | None) -> None:
+    """The collection with the real store's layout (``subchunk_m``: an HNSW graph on the sub-chunks)."""
+    vectors = dict(real.config["vectors_config"])
+    if subchunk_m is not None:
+        hnsw = models.HnswConfigDiff(m=subchunk_m)
+        vectors["subchunks"] = vectors["subchunks"].model_copy(update={"hnsw_config": hnsw})
+    store.create_collection(
+        COLLECTION, vectors_config=vectors, sparse_vectors_config=real.config["sparse_vectors_config"]
+    )
+
+
+def build(n: int, real: RealNodes, pool_: Pool, args: argparse.Namespace, work: Path) -> Built:
+    """Real nodes at random positions among ``n - len(real)`` distractors; upserts timed apart from generation."""
+    from qdrant_tools.store import open_store
+
+    rng = np.random.default_rng(args.seed)
+    node_name = next(k for k in real.vectors[0] if k not in ("subchunks", "bm25"))
+    ids = rng.permutation(n)  # point ids: the real nodes' first, then the distractors'
+    doc_of = {int(ids[i]): d for i, d in enumerate(real.docs)}
+    folder = work / f"n{n}"
+    store = open_store(folder, auto_index=False)
+    create(store, real, args.subchunk_m)
+    real_batches = [
+        list(zip(real.vectors[s : s + 256], real.payloads[s : s + 256])) for s in range(0, len(real.docs), 256)
+    ]
+    write_s, row = 0.0, 0
+    for batch in itertools.chain(real_batches, distractors(pool_, n - len(real.docs), rng, args, node_name)):
+        points = [models.PointStruct(id=int(ids[row + i]), vector=v, payload=p) for i, (v, p) in enumerate(batch)]
+        t0 = time.perf_counter()
+        store.upsert(COLLECTION, points)
+        write_s += time.perf_counter() - t0
+        row += len(batch)
+    t0 = time.perf_counter()
+    store.build_index(COLLECTION)
+    return Built(store, folder, n, doc_of, write_s, time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ queries
+@dataclass
+class Queries:
+    """Both benchmarks' ``test`` queries: dense and BM25 vectors, judgements and position groups."""
+
+    ids: list[str]  # "benchmark/query_id"
+    dense: np.ndarray
+    sparse: list[Any]
+    qrels: dict[str, dict[str, float]]
+    groups: dict[str, str]
+
+
+def load_queries(encoder: Any) -> Queries:
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from qdrant_tools.sparse import Bm25Sparse
+
+    bm25, out = Bm25Sparse(), Queries([], np.zeros((0, 0)), [], {}, {})
+    texts = []
+    for name in BENCHMARKS:
+        bench = load_shipped(name, "test")
+        for qid, text in bench.queries.items():
+            key = f"{name}/{qid}"
+            out.ids.append(key)
+            texts.append(text)
+            out.qrels[key] = {f"{name}/{d}": g for d, g in bench.qrels[qid].items()}
+            if qid in bench.groups:
+                out.groups[key] = bench.groups[qid]
+    out.dense = np.asarray(encoder.encode_queries(texts), dtype=np.float32)
+    out.sparse = [bm25.embed_query(t) for t in texts]
+    return out
+
+
+def searcher(built: Built, settings: Any) -> Any:
+    """``(query vector, BM25 query) -> ranked point ids`` through ``qdrant_tools.search.search``."""
+    from qdrant_tools.search import collection_layout, search
+
+    layout = collection_layout(built.store, COLLECTION)
+    return lambda q, sq: [
+        int(h.id) for h in search(built.store, COLLECTION, q, settings, layout=layout, sparse_query=sq)
+    ]
+
+
+def exhaustive(built: Built, settings: Any) -> Any:
+    """The same ranking as :func:`searcher` with every node a candidate, found by an exact scan (``exact=True``,
+    no index), each re-scored by MaxSim and by node cosine: every node's fused score is exact, then its top
+    ``max(limit, fusion_limit)`` is fused with BM25's as ``search`` fuses them."""
+    from qdrant_tools.search import collection_layout, node_fusion
+
+    layout = collection_layout(built.store, COLLECTION)
+    node, depth = layout.node_vector(settings.vector), max(settings.limit, settings.fusion_limit)
+
+    def ask(q: np.ndarray, sq: Any) -> list[int]:
+        ql = (q / np.linalg.norm(q)).tolist()
+        exact = models.SearchParams(exact=True)  # re-scoring many candidates could otherwise go through an index
+        every = models.Prefetch(query=ql, using=node, limit=built.n, params=exact)
+        sub = models.Prefetch(prefetch=every, query=[ql], using=layout.subchunks, limit=built.n, params=exact)
+        cos = models.Prefetch(prefetch=every, query=ql, using=node, limit=built.n, params=exact)
+        dense = models.Prefetch(prefetch=[sub, cos], query=node_fusion(settings.node_weight), limit=depth)
+        arms = [dense, models.Prefetch(query=sq, using=layout.sparse, limit=depth)]
+        query = settings.fusion_query()
+        return [int(p.id) for p in built.store.query_points(COLLECTION, prefetch=arms, query=query, limit=100).points]
+
+    return ask
+
+
+def answer(queries: Queries, ask: Any) -> tuple[list[list[int]], np.ndarray]:
+    """Each query's ranked point ids from ``ask`` and its milliseconds (after one warm-up query)."""
+    ask(queries.dense[0], queries.sparse[0])
+    ranked, ms = [], np.zeros(len(queries.ids))
+    for i, (q, sq) in enumerate(zip(queries.dense, queries.sparse)):
+        t0 = time.perf_counter()
+        ranked.append(ask(q, sq))
+        ms[i] = 1000 * (time.perf_counter() - t0)
+    return ranked, ms
+
+
+def ndcg(built: Built, queries: Queries, ranked: list[list[int]]) -> dict[str, tuple[float, float]]:
+    """Per benchmark: (mean, harmonic over position groups) nDCG@10 of documents ranked by their best node."""
+    from llamaindex_posfair.eval.metrics import group_scores, harmonic_mean, ndcg_at_k
+
+    out = {}
+    for name in BENCHMARKS:
+        values = {}
+        for qid, ids in zip(queries.ids, ranked):
+            if qid.startswith(f"{name}/"):
+                docs = list(dict.fromkeys(built.doc_of.get(i, f"distractor/{i}") for i in ids))
+                values[qid] = ndcg_at_k(docs, queries.qrels[qid], K)
+        out[name] = (float(np.nanmean(list(values.values()))), harmonic_mean(group_scores(values, queries.groups)))
+    return out
+
+
+def recall(got: list[list[int]], want: list[list[int]]) -> float:
+    """Mean share of the exhaustive top ``K`` found in the top ``K``."""
+    return float(np.mean([len(set(g[:K]) & set(w[:K])) / max(1, len(w[:K])) for g, w in zip(got, want)]))
+
+
+@dataclass
+class Row:
+    n: int
+    variant: str
+    recall: float
+    ndcg: dict[str, tuple[float, float]]
+    ndcg_exact: dict[str, tuple[float, float]]
+    p50: float
+    p99: float
+    exact_p50: float
+    write_per_s: float
+    index_s: float
+    ram_per_node: float
+    disk_per_node: float
+    load: str
+
+
+def measure(built: Built, queries: Queries, variants: dict[str, Any], exact: Any) -> list[Row]:
+    """Every variant's answers against the exhaustive search of the same collection."""
+    from llamaindex_posfair.eval.main_job.system import cpu_load
+
+    want, exact_ms = answer(queries, exhaustive(built, exact))
+    reference = ndcg(built, queries, want)
+    rows = []
+    for label, settings in variants.items():
+        got, ms = answer(queries, searcher(built, settings))
+        ram = (rss_mb() - built.rss_before) * 1e6 / built.n
+        rows.append(
+            Row(
+                built.n,
+                label,
+                recall(got, want),
+                ndcg(built, queries, got),
+                reference,
+                float(np.percentile(ms, 50)),
+                float(np.percentile(ms, 99)),
+                float(np.percentile(exact_ms, 50)),
+                built.n / built.write_s,
+                built.index_s,
+                ram,
+                folder_mb(built.folder) * 1e6 / built.n,
+                cpu_load(),
+            )
+        )
+    return rows
+
+
+# ------------------------------------------------------------------ main
+def table(rows: list[Row]) -> str:
+    head = (
+        "| nodes | search | recall@10 vs exhaustive | needle nDCG@10 mean / harmonic (exhaustive) "
+        "| natural-docs nDCG@10 mean / harmonic (exhaustive) | p50 ms | p99 ms | exhaustive p50 ms "
+        "| write nodes/s | index s | RAM B/node | disk B/node | load |\n" + "|---" * 13 + "|\n"
+    )
+
+    def cell(r: Row, name: str) -> str:
+        (m, h), (em, eh) = r.ndcg[name], r.ndcg_exact[name]
+        return f"{100 * m:.1f} / {100 * h:.1f} ({100 * em:.1f} / {100 * eh:.1f})"
+
+    return head + "\n".join(
+        f"| {r.n:,} | {r.variant} | {r.recall:.3f} | {cell(r, BENCHMARKS[0])} | {cell(r, BENCHMARKS[1])} "
+        f"| {r.p50:.1f} | {r.p99:.1f} | {r.exact_p50:.1f} | {r.write_per_s:,.0f} | {r.index_s:.1f} "
+        f"| {r.ram_per_node:,.0f} | {r.disk_per_node:,.0f} | {r.load} |"
+        for r in rows
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10000", help="collection sizes in nodes, e.g. 10000,100000")
+    ap.add_argument("--prefetch", default="", help="also run these node-vector prefetch limits, e.g. 300,1000")
+    ap.add_argument("--subchunk-m", type=int, default=None, help="HNSW m of the sub-chunk multivector (default: 0)")
+    ap.add_argument("--per-node", type=int, default=10, help="sub-chunks per distractor node")
+    ap.add_argument("--jitter", type=float, default=0.1, help="norm of the noise added to a drawn sub-chunk vector")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cache", default="~/.cache/llamaindex_posfair/scale", help="embedding memo folder")
+    return ap.parse_args(argv)
+
+
+def variants(n: int, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    """The default search, the large-collection query at any size and its ``--prefetch`` variants; and the
+    settings :func:`exhaustive` scores every node with (the default's)."""
+    from dataclasses import replace
+
+    from llamaindex_posfair.integrations.recipe import MAIN_JOB_SEARCH
+
+    default = MAIN_JOB_SEARCH.settings(limit=100)  # the harness' depth: documents are ranked from 100 nodes
+    candidates = replace(default, exact_up_to=0)  # the query of collections above exact_up_to, at any size
+    out = {f"default (exact_up_to={default.exact_up_to:,})": default, "candidates (exact_up_to=0)": candidates}
+    for p in (int(x) for x in args.prefetch.split(",") if x):
+        out[f"candidates, P={p}"] = replace(candidates, prefetch_limit=p)
+    return out, default
+
+
+def main(argv: list[str] | None = None) -> None:
+    from llamaindex_posfair.encoders.spec import EncoderSpec
+    from llamaindex_posfair.eval.main_job.system import cpu_load
+    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
+
+    args = parse_args(argv)
+    print(f"load average before: {cpu_load()} ({os.cpu_count()} CPUs)", flush=True)
+    encoder = MemoEncoder(EncoderSpec(calibration=None).load(device="cpu"), VectorMemo(Path(args.cache).expanduser()))
+    t0 = time.perf_counter()
+    real, pool_, queries = real_nodes(encoder), pool(encoder), load_queries(encoder)
+    print(
+        f"real nodes {len(real.docs):,}; pool {len(pool_.texts):,} sub-chunks; {len(queries.ids)} queries; "
+        f"prepared in {time.perf_counter() - t0:.0f} s (embedding charged {encoder.charged_seconds:.0f} s)",
+        flush=True,
+    )
+    rows = []
+    for n in (int(x) for x in args.sizes.split(",")):
+        work = Path(tempfile.mkdtemp(prefix="posfair-scale-"))
+        try:
+            built = build(n, real, pool_, args, work)
+            print(f"{n:,} nodes: written in {built.write_s:.1f} s, indexed in {built.index_s:.1f} s", flush=True)
+            built.reopen()
+            rows += measure(built, queries, *variants(n, args))
+            built.store.close()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print(table(rows), flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"\npeak RSS {peak:.1f} GB; load average after: {cpu_load()}")
+
+
+if __name__ == "__main__":
+    main()
