@@ -16,7 +16,7 @@ from typing import Any
 
 from .runner import SystemResult
 
-__all__ = ["plot_groups", "pyplot"]
+__all__ = ["plot_groups", "pyplot", "save_figure"]
 
 
 def pyplot() -> Any:
@@ -27,6 +27,16 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save_figure(fig: Any, path: str | Path) -> Path:
+    """Lay out ``fig``, write it to ``path`` (folders made as needed) and close it; returns the path."""
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    pyplot().close(fig)
+    return path
 
 
 def plot_groups(results: Sequence[SystemResult], group_order: Sequence[str], path: str | Path, title: str = "") -> Path:
@@ -44,9 +54,4 @@ def plot_groups(results: Sequence[SystemResult], group_order: Sequence[str], pat
     ax.set_title(title or "nDCG@10 by position group")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..harness.plots import plot_groups, pyplot
+from ..harness.plots import plot_groups, pyplot, save_figure
 from ..harness.runner import SystemResult
 from ..metrics import bootstrap_harmonic_diff
 
@@ -151,12 +151,7 @@ def plot_tradeoff(
     ax.grid(alpha=0.3)
     if sizes:
         ax.legend(fontsize=7, loc="best", title=f"marker size: B = {', '.join(map(str, sizes))}", title_fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 # ------------------------------------------------------------------ the files of `posfair eval`
