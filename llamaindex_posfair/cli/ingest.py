@@ -68,6 +68,13 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
         "--no-subchunks", action="store_true", help="the single-vector layout: one vector per node (less storage)"
     )
     g.add_argument("--subchunk-int8", action="store_true", help="store sub-chunk vectors int8-quantized (4x smaller)")
+    g.add_argument(
+        "--subchunk-graph-m",
+        type=int,
+        default=None,
+        help="HNSW m of a graph on the sub-chunks, e.g. 16: better candidates above 10,000 nodes, "
+        "a much slower index build (default 0: none)",
+    )
     h = p.add_argument_group("hybrid search (a BM25 sparse vector of each node, fused in Qdrant)")
     b = h.add_mutually_exclusive_group()
     b.add_argument("--bm25", action="store_true", default=None, help="store the BM25 vector (default: the main job's)")
@@ -81,6 +88,7 @@ CHUNKING_FLAGS = {
     "subchunk_tokens": "--subchunk-tokens / --no-subchunks",
     "subchunk_overlap": "--subchunk-overlap",
     "subchunk_int8": "--subchunk-int8",
+    "subchunk_graph_m": "--subchunk-graph-m",
 }
 
 
@@ -90,14 +98,17 @@ def chunking_given(args: argparse.Namespace) -> dict[str, Any]:
     Raises:
         CliError: contradictory flags (--subchunk-int8 or a sub-chunk budget with --no-subchunks).
     """
-    if args.no_subchunks and (args.subchunk_int8 or args.subchunk_tokens is not None):
-        raise CliError("--no-subchunks stores no sub-chunks; drop --subchunk-int8 / --subchunk-tokens")
+    if args.no_subchunks and (args.subchunk_int8 or args.subchunk_tokens is not None or args.subchunk_graph_m):
+        raise CliError(
+            "--no-subchunks stores no sub-chunks; drop --subchunk-int8 / --subchunk-tokens / --subchunk-graph-m"
+        )
     given = {
         "chunk_tokens": args.chunk_tokens,
         "overlap_tokens": args.overlap_tokens,
         "subchunk_tokens": args.subchunk_tokens,
         "subchunk_overlap": args.subchunk_overlap,
         "subchunk_int8": True if args.subchunk_int8 else None,
+        "subchunk_graph_m": args.subchunk_graph_m,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if args.no_subchunks:
@@ -120,6 +131,10 @@ def new_recipe(args: argparse.Namespace) -> Any:
     except ValidationError as exc:
         message = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         message = message.replace("max_tokens", "--subchunk-tokens").replace("overlap_sentences", "--subchunk-overlap")
+        if any(e["loc"] == ("subchunk_graph_m",) for e in exc.errors()):
+            message = (
+                f"--subchunk-graph-m must be an integer >= 0 (0 = no graph, 16 = a graph), got {args.subchunk_graph_m}"
+            )
         raise CliError(message) from None
     from llamaindex_posfair.integrations.recipe import MAIN_JOB_BM25, MAIN_JOB_SEARCH
     from qdrant_tools.sparse import Bm25Sparse

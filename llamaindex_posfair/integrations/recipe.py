@@ -75,6 +75,9 @@ class ChunkingRecipe(_Frozen):
     )
     subchunk_overlap: int = Field(DEFAULT_SUBCHUNKS.overlap_sentences, description="Sentences shared.")
     subchunk_int8: bool = Field(False, description="Sub-chunk vectors stored int8-quantized.")
+    subchunk_graph_m: int = Field(
+        0, ge=0, description="HNSW m of a graph on the sub-chunks (0 = none): candidates above exact_up_to."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ChunkingRecipe:
@@ -92,6 +95,7 @@ class ChunkingRecipe(_Frozen):
             "overlap_tokens": self.overlap_tokens,
             "subchunks": self.subchunks(),
             "subchunk_quantization": "int8" if self.subchunk_int8 else None,
+            "subchunk_graph_m": self.subchunk_graph_m,
         }
 
 

@@ -113,6 +113,34 @@ def test_ingest_records_the_recipe_and_query_reads_it(tmp_path, capsys, fake_cli
     assert used.calibration is None and used.model == recipe.encoder_spec().model
 
 
+def test_subchunk_graph_flag_writes_the_graph_and_the_recipe_keeps_it(tmp_path, capsys, fake_cli, example_data):
+    from qdrant_tools.search import collection_layout
+
+    store = str(tmp_path / "q")
+    base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert run(capsys, *base, "--subchunk-graph-m", "8")[0] == 0
+    assert run(capsys, *base)[0] == 0  # a rerun without the flag keeps the recipe
+    client = _open(store)
+    recipe, layout = read_recipe(client, "demo"), collection_layout(client, "demo")
+    client.close()
+    assert recipe.chunking.subchunk_graph_m == 8 and layout.subchunk_graph
+    rc, _, err = run(capsys, *base, "--subchunk-graph-m", "16")
+    assert rc == 2 and "--subchunk-graph-m" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--subchunk-graph-m", "-1"), "--subchunk-graph-m must be an integer >= 0"),
+        (("--subchunk-graph-m", "16", "--no-subchunks"), "--no-subchunks stores no sub-chunks"),
+    ],
+)
+def test_a_bad_subchunk_graph_flag_is_named(tmp_path, capsys, fake_cli, example_data, flags, message):
+    store = str(tmp_path / "q")
+    rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, *flags)
+    assert rc == 2 and message in err
+
+
 def test_query_flag_that_contradicts_the_recipe_is_an_error(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
     assert run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")[0] == 0
