@@ -178,8 +178,14 @@ class _Stop(Exception):
     """Raised in the main thread by SIGTERM / SIGINT."""
 
 
+#: The signal that asked this process to stop, if one did (Ray may wrap the ``_Stop`` raised inside its own
+#: code in another error, e.g. a ``RaySystemError`` while a replica's handle is being deserialised).
+_STOP_REQUESTED: list[str] = []
+
+
 def _on_signal(signum: int, _frame: Any) -> None:
-    raise _Stop(signal.Signals(signum).name)
+    _STOP_REQUESTED.append(signal.Signals(signum).name)
+    raise _Stop(_STOP_REQUESTED[-1])
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -197,6 +203,7 @@ def run_serve(args: argparse.Namespace) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"the Ray cluster at {args.ray_address}" if args.ray_address else "a local Ray"
         raise CliError(f"could not start {where}: {first}") from None
+    _STOP_REQUESTED.clear()
     previous = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         import ray
@@ -207,7 +214,9 @@ def run_serve(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         try:
             runner.deploy(config, args.host, args.port)
-        except RuntimeError as exc:  # a replica could not start (its log is above)
+        except RuntimeError as exc:  # a replica could not start (its log is above), or a stop signal inside Ray
+            if _STOP_REQUESTED:
+                raise _Stop(_STOP_REQUESTED[-1]) from None
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CliError(f"the application did not start: {first}") from None
         print(
