@@ -37,7 +37,7 @@ from typing import Any, Literal, TypeVar
 
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SourceDocument, load_folder
-from qdrant_tools.encoding import EncoderPlan
+from qdrant_tools.encoding import Encoder, EncoderPlan, plan_encoders
 from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion
 from qdrant_tools.report import IngestReport
 from qdrant_tools.retry import RetryPolicy
@@ -90,6 +90,19 @@ class IngestSettings:
     subchunk_graph_m: int = 0
     sparse: Bm25Sparse | None = None
     metadata: Mapping[str, Any] | None = None
+
+    def encoder_plan(self, vectors: Mapping[str, Encoder]) -> EncoderPlan:
+        """The run's :class:`~qdrant_tools.encoding.EncoderPlan`: ``vectors``' sizes and fingerprints with these
+        chunking, sub-chunk and sparse settings (every ingestion path plans through here)."""
+        return plan_encoders(
+            vectors,
+            self.chunk_tokens,
+            self.overlap_tokens,
+            self.subchunks,
+            self.subchunk_quantization,
+            sparse=self.sparse,
+            subchunk_graph_m=self.subchunk_graph_m,
+        )
 
 
 def read_folder(path: str | Path, extensions: Iterable[str], report: R) -> tuple[list[SourceDocument], R]:

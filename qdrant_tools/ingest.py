@@ -26,7 +26,7 @@ from qdrant_client.uploader.uploader import iter_batch
 
 from qdrant_tools.chunking import SourceDocument
 from qdrant_tools.driver import IngestionRun, IngestSettings, read_folder
-from qdrant_tools.encoding import ChunkEncoder, Encoder, PlannedChunk, plan_encoders
+from qdrant_tools.encoding import ChunkEncoder, Encoder, PlannedChunk
 from qdrant_tools.report import IngestReport
 from qdrant_tools.spec import CollectionSpec
 from qdrant_tools.writer import PointBatch
@@ -102,15 +102,7 @@ def ingest_documents(
     config = config or IngestConfig()
     report = report or IngestReport(collection=collection)
     t0 = time.perf_counter()
-    plan = plan_encoders(
-        vectors,
-        config.chunk_tokens,
-        config.overlap_tokens,
-        config.subchunks,
-        config.subchunk_quantization,
-        sparse=config.sparse,
-        subchunk_graph_m=config.subchunk_graph_m,
-    )
+    plan = config.encoder_plan(vectors)
     encoder = ChunkEncoder(vectors, plan)
     run = IngestionRun.start(client, collection, documents, plan, report, config, spec=spec, started=t0)
     chunks = [c for d in run.plan.to_encode for c in encoder.chunks(d.doc, skip=d.done)]

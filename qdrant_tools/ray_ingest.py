@@ -50,7 +50,7 @@ import numpy as np
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument
 from qdrant_tools.driver import IngestionRun, IngestSettings, read_folder
-from qdrant_tools.encoding import ChunkEncoder, EncoderPlan, plan_encoders
+from qdrant_tools.encoding import ChunkEncoder, EncoderPlan
 from qdrant_tools.plan import DocumentPlan
 from qdrant_tools.report import IngestReport
 from qdrant_tools.spec import CollectionSpec
@@ -136,16 +136,7 @@ class RayIngestReport(IngestReport):
 # ---------------------------------------------------------------------- encoder plan (runs once)
 def plan_from_factory(factory: EncoderFactory, settings: IngestSettings) -> EncoderPlan:
     """Load the encoders once on CPU and read their :class:`~qdrant_tools.encoding.EncoderPlan`."""
-    s = settings
-    return plan_encoders(
-        factory("cpu"),
-        s.chunk_tokens,
-        s.overlap_tokens,
-        s.subchunks,
-        s.subchunk_quantization,
-        sparse=s.sparse,
-        subchunk_graph_m=s.subchunk_graph_m,
-    )
+    return settings.encoder_plan(factory("cpu"))
 
 
 def _encoder_plan(factory: EncoderFactory, config: RayIngestConfig, on_cluster: bool) -> EncoderPlan:
