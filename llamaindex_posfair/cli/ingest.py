@@ -116,6 +116,13 @@ def chunking_given(args: argparse.Namespace) -> dict[str, Any]:
     return given
 
 
+def _chunking_error(error: Any, args: argparse.Namespace) -> str:
+    """One validation error of :class:`ChunkingRecipe` in the flags' words."""
+    if error["loc"] == ("subchunk_graph_m",):
+        return f"--subchunk-graph-m must be an integer >= 0 (0 = no graph, 16 = a graph), got {args.subchunk_graph_m}"
+    return str(error["msg"]).removeprefix("Value error, ")
+
+
 def new_recipe(args: argparse.Namespace) -> Any:
     """The recipe of a new collection: the flags over the shipped main job's defaults.
 
@@ -129,12 +136,8 @@ def new_recipe(args: argparse.Namespace) -> Any:
     try:
         chunking = ChunkingRecipe(**chunking_given(args))
     except ValidationError as exc:
-        message = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        message = "; ".join(_chunking_error(e, args) for e in exc.errors())
         message = message.replace("max_tokens", "--subchunk-tokens").replace("overlap_sentences", "--subchunk-overlap")
-        if any(e["loc"] == ("subchunk_graph_m",) for e in exc.errors()):
-            message = (
-                f"--subchunk-graph-m must be an integer >= 0 (0 = no graph, 16 = a graph), got {args.subchunk_graph_m}"
-            )
         raise CliError(message) from None
     from llamaindex_posfair.integrations.recipe import MAIN_JOB_BM25, MAIN_JOB_SEARCH
     from qdrant_tools.sparse import Bm25Sparse
