@@ -268,21 +268,14 @@ def _rescored(cands: list[models.Prefetch], query: Any, using: str, limit: int) 
 
 
 def _subchunk_arm(
-    q: np.ndarray,
-    vector: str,
-    settings: SearchSettings,
-    layout: Layout,
-    flt: Any,
-    limit: int,
-    sparse: models.SparseVector | None = None,
+    q: np.ndarray, layout: Layout, flt: Any, limit: int, cands: list[models.Prefetch] | None
 ) -> models.Prefetch:
-    """Nodes by their best sub-chunk: an exact MaxSim scan of the multivector (``exact=True`` where it has a graph,
-    which would otherwise answer approximately), or MaxSim over the candidates of :func:`_candidates`
-    (``sparse``: the BM25 query of a hybrid search, one more source)."""
-    if settings.scores_exactly(layout.points):
+    """Nodes by their best sub-chunk: an exact MaxSim scan of the multivector (``cands`` is ``None``; ``exact=True``
+    where it has a graph, which would otherwise answer approximately), or MaxSim over ``cands``
+    (:func:`_candidates`)."""
+    if cands is None:
         params = models.SearchParams(exact=True) if layout.subchunk_graph else None
         return models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt, params=params)
-    cands = _candidates(q, vector, settings, layout, flt, sparse)
     return _rescored(cands, [q.tolist()], layout.subchunks, limit)
 
 
@@ -312,8 +305,9 @@ def _dense_parts(
     if layout.subchunks is None or not settings.subchunks:
         return {"query": q.tolist(), "using": vector, "filter": flt}
     exact = settings.scores_exactly(layout.points)
+    cands = None if exact else _candidates(q, vector, settings, layout, flt, sparse)  # both arms re-score these
     depth = limit if exact else _candidate_count(settings, layout, sparse)
-    sub = _subchunk_arm(q, vector, settings, layout, flt, depth if settings.node_weight > 0 else limit, sparse)
+    sub = _subchunk_arm(q, layout, flt, depth if settings.node_weight > 0 else limit, cands)
     if settings.node_weight == 0:
         return {
             "prefetch": sub.prefetch,
@@ -322,10 +316,10 @@ def _dense_parts(
             "filter": sub.filter,
             "params": sub.params,
         }
-    if exact:
+    if cands is None:
         nodes = models.Prefetch(query=q.tolist(), using=vector, limit=depth, filter=flt)
     else:
-        nodes = _rescored(_candidates(q, vector, settings, layout, flt, sparse), q.tolist(), vector, depth)
+        nodes = _rescored(cands, q.tolist(), vector, depth)
     return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
 
 
