@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -112,8 +111,7 @@ class EncodeCache:
         self.show_progress_bar = show_progress_bar
         self._store: dict[tuple[str, str], np.ndarray] = {}
         self.encoded_texts = 0  # passages + queries actually run through a model
-        self.cache_dir = None if cache_dir is None else Path(cache_dir)
-        self.memo = memo if memo is not None else VectorMemo(self.cache_dir)
+        self.memo = memo if memo is not None else VectorMemo(cache_dir)
 
     @property
     def n_docs(self) -> int:
