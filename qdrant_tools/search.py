@@ -7,7 +7,8 @@ MaxSim over its sub-chunk multivector — with one query vector that is
 * a collection of at most ``exact_up_to`` nodes is scored *exactly*: the
   multivector is scanned over every node (``exact=True`` where it has a graph), no prefetch;
 * a larger one re-scores candidates drawn from indexes, none of which scans the
-  collection (a prefetch list): the node vector's HNSW (``prefetch_limit``), the
+  collection (a prefetch list): the node vector's HNSW (``prefetch_limit``, or 1%
+  of the collection up to ``prefetch_max``), the
   BM25 ranking of a hybrid query (``fusion_limit``) and, in a collection written
   with an HNSW graph on the multivector (:attr:`Layout.subchunk_graph`), that
   graph (``subchunk_candidates``). The node vector alone is a poor proxy for the
@@ -19,9 +20,10 @@ MaxSim over its sub-chunk multivector — with one query vector that is
 Optionally the node's own cosine is fused in,
 ``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)``, inside Qdrant: a formula
 query over two prefetches (the best-sub-chunk ranking and the node-vector
-ranking). Below ``exact_up_to`` each is ``max(limit, fusion_limit)`` deep and a
-node missing from one scores 0 there; above, both re-score the same candidates,
-so every candidate has both scores. Without sub-chunks the node vector is
+ranking) that re-score the same candidates, so every candidate has both scores:
+below ``exact_up_to`` the union of the exact MaxSim scan's and the exact
+node-vector scan's ``max(limit, fusion_limit)`` best (and BM25's, in a hybrid
+query); above, the candidates drawn from indexes. Without sub-chunks the node vector is
 searched directly.
 
 **Hybrid**: a collection that also stores a BM25 sparse vector of each node
@@ -55,6 +57,9 @@ from qdrant_tools.subchunks import SUBCHUNK_VECTOR
 __all__ = ["Hit", "Layout", "SearchSettings", "collection_layout", "search"]
 
 logger = logging.getLogger(__name__)
+
+#: Share of a collection's nodes drawn from the node vector's HNSW when ``SearchSettings.prefetch_max`` is set.
+PREFETCH_SHARE = 0.01
 
 #: Collections already told (once per process) that they lack the sub-chunk graph.
 _ADVISED: set[str] = set()
@@ -140,6 +145,9 @@ class SearchSettings:
         subchunks: re-score by the best sub-chunk when the collection has sub-chunk vectors.
         prefetch_limit: candidates found through the node vector and re-scored (bounds recall),
             in collections of more than ``exact_up_to`` nodes.
+        prefetch_max: if set, the node-vector candidates grow with the collection: 1% of its nodes
+            (:data:`PREFETCH_SHARE`), at least ``prefetch_limit``, at most ``prefetch_max``
+            (:meth:`node_candidates`); ``None`` = always ``prefetch_limit``.
         subchunk_candidates: candidates found through the sub-chunk multivector's HNSW graph (collections
             of more than ``exact_up_to`` nodes written with one, :attr:`Layout.subchunk_graph`); 0 = none.
         exact_up_to: collections of at most this many nodes are scored by exact MaxSim over every
@@ -166,6 +174,7 @@ class SearchSettings:
     vector: str | None = None
     subchunks: bool = True
     prefetch_limit: int = 100
+    prefetch_max: int | None = None
     exact_up_to: int = 10_000
     subchunk_candidates: int = 300
     node_weight: float = 0.0
@@ -181,6 +190,11 @@ class SearchSettings:
             raise ValueError(f"limit must be a positive integer, got {self.limit!r}")
         if not isinstance(self.prefetch_limit, int) or self.prefetch_limit < 1:
             raise ValueError(f"prefetch_limit must be a positive integer, got {self.prefetch_limit!r}; typical 50-200")
+        cap = self.prefetch_max
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < self.prefetch_limit):
+            raise ValueError(
+                f"prefetch_max must be None or an integer >= prefetch_limit ({self.prefetch_limit}), got {cap!r}"
+            )
         if isinstance(self.exact_up_to, bool) or not isinstance(self.exact_up_to, int) or self.exact_up_to < 0:
             raise ValueError(
                 f"exact_up_to must be an integer >= 0, got {self.exact_up_to!r}; typical 10000 (0 = always prefetch)"
@@ -220,6 +234,18 @@ class SearchSettings:
         weights = None if self.sparse_weight == 1.0 else [1.0, self.sparse_weight]
         return models.RrfQuery(rrf=models.Rrf(k=self.rrf_k, weights=weights))
 
+    def node_candidates(self, points: int | None) -> int:
+        """Candidates drawn from the node vector's HNSW in a collection of ``points`` nodes (``None``: unknown).
+
+        Example:
+            >>> s = SearchSettings(prefetch_limit=300, prefetch_max=1000)
+            >>> s.node_candidates(10_000), s.node_candidates(50_000), s.node_candidates(1_000_000)
+            (300, 500, 1000)
+        """
+        if self.prefetch_max is None or points is None:
+            return self.prefetch_limit
+        return max(self.prefetch_limit, min(int(points * PREFETCH_SHARE), self.prefetch_max))
+
     def scores_exactly(self, points: int | None) -> bool:
         """Whether a sub-chunk collection of ``points`` nodes is scored exactly (``None``: size unknown: no)."""
         return points is not None and points <= self.exact_up_to
@@ -245,7 +271,8 @@ def _candidates(
     """Where a collection above ``exact_up_to`` finds the nodes it re-scores (none of them scans the collection):
     the node vector's HNSW (``prefetch_limit``), the sub-chunk multivector's own HNSW graph when it has one
     (``subchunk_candidates``) and, in a hybrid query, the BM25 ranking (``fusion_limit``)."""
-    out = [models.Prefetch(query=q.tolist(), using=vector, limit=settings.prefetch_limit, filter=flt)]
+    node = settings.node_candidates(layout.points)
+    out = [models.Prefetch(query=q.tolist(), using=vector, limit=node, filter=flt)]
     if layout.subchunk_graph and settings.subchunk_candidates > 0:
         limit = settings.subchunk_candidates
         out.append(models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt))
@@ -254,9 +281,26 @@ def _candidates(
     return out
 
 
+def _exact_candidates(
+    q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, limit: int, sparse: Any
+) -> list[models.Prefetch]:
+    """The nodes an exactly scored collection fuses: the ``limit`` best by an exact MaxSim scan, the ``limit`` best
+    by an exact node-vector scan and, in a hybrid query, the BM25 ranking (``fusion_limit``). Both arms of the
+    fused formula re-score their union, so every node of either ranking has both scores (a node missing from one
+    ranking no longer scores 0 there)."""
+    exact = models.SearchParams(exact=True)  # a built index would answer approximately
+    out = [
+        models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt, params=exact),
+        models.Prefetch(query=q.tolist(), using=vector, limit=limit, filter=flt, params=exact),
+    ]
+    if sparse is not None:
+        out.append(models.Prefetch(query=sparse, using=layout.sparse, limit=settings.fusion_limit, filter=flt))
+    return out
+
+
 def _candidate_count(settings: SearchSettings, layout: Layout, sparse: Any) -> int:
     """At most how many distinct nodes :func:`_candidates` returns (the depth that keeps all of them)."""
-    count = settings.prefetch_limit
+    count = settings.node_candidates(layout.points)
     if layout.subchunk_graph:
         count += settings.subchunk_candidates
     return count + (settings.fusion_limit if sparse is not None else 0)
@@ -280,8 +324,8 @@ def _subchunk_arm(
 
 
 def node_fusion(node_weight: float) -> models.FormulaQuery:
-    """``(1 - w) * best sub-chunk + w * node cosine`` over the prefetches ``[sub-chunk arm, node arm]``; a node
-    missing from one arm scores 0 there."""
+    """``(1 - w) * best sub-chunk + w * node cosine`` over the prefetches ``[sub-chunk arm, node arm]`` (both
+    re-score the same candidates; a node missing from one would score 0 there)."""
     terms = [
         models.MultExpression(mult=[1.0 - node_weight, "$score[0]"]),
         models.MultExpression(mult=[node_weight, "$score[1]"]),
@@ -299,14 +343,19 @@ def _dense_parts(
     sparse: models.SparseVector | None = None,
 ) -> dict[str, Any]:
     """The ``query_points`` arguments of the dense ranking: the node vector, the best sub-chunk, or their fusion
-    in Qdrant: a formula over two prefetches of the same depth (the sub-chunk and the node ranking) — ``limit``
-    deep for an exactly scored collection, else both re-scoring the same candidates (:func:`_candidates`,
-    ``sparse`` the BM25 query of a hybrid search) and as deep as they are, so every candidate has both scores."""
+    in Qdrant: a formula over two prefetches (the sub-chunk and the node ranking) that re-score the same
+    candidates, as deep as they are, so every candidate has both scores: :func:`_exact_candidates` for an exactly
+    scored collection, else :func:`_candidates` (``sparse``: the BM25 query of a hybrid search)."""
     if layout.subchunks is None or not settings.subchunks:
         return {"query": q.tolist(), "using": vector, "filter": flt}
     exact = settings.scores_exactly(layout.points)
-    cands = None if exact else _candidates(q, vector, settings, layout, flt, sparse)  # both arms re-score these
-    depth = limit if exact else _candidate_count(settings, layout, sparse)
+    if exact and settings.node_weight == 0:
+        cands, depth = None, limit  # the exact MaxSim scan is the ranking
+    elif exact:
+        cands = _exact_candidates(q, vector, settings, layout, flt, limit, sparse)
+        depth = 2 * limit + (settings.fusion_limit if sparse is not None else 0)  # all of them
+    else:
+        cands, depth = _candidates(q, vector, settings, layout, flt, sparse), _candidate_count(settings, layout, sparse)
     sub = _subchunk_arm(q, layout, flt, depth if settings.node_weight > 0 else limit, cands)
     if settings.node_weight == 0:
         return {
@@ -316,10 +365,7 @@ def _dense_parts(
             "filter": sub.filter,
             "params": sub.params,
         }
-    if cands is None:
-        nodes = models.Prefetch(query=q.tolist(), using=vector, limit=depth, filter=flt)
-    else:
-        nodes = _rescored(cands, q.tolist(), vector, depth)
+    nodes = _rescored(cands, q.tolist(), vector, depth)
     return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
 
 

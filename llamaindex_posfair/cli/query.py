@@ -45,7 +45,18 @@ def register(subparsers: Any) -> None:
     g = p.add_argument_group("search")
     g.add_argument("--top-k", type=int, default=5, help="results per query (default 5)")
     g.add_argument("--vector-name", default=None, help='dense vector to search (default: "calibrated" or the only one)')
-    g.add_argument("--prefetch-limit", type=int, default=None, help="candidates re-scored by their best sub-chunk")
+    g.add_argument(
+        "--prefetch-limit",
+        type=int,
+        default=None,
+        help="node-vector candidates re-scored above --exact-up-to nodes (default: the collection's)",
+    )
+    g.add_argument(
+        "--exact-up-to",
+        type=options.int_at_least(0),
+        default=None,
+        help="collections of at most this many nodes are scored exactly (default: the collection's; 0 = never)",
+    )
     g.add_argument("--node-weight", type=float, default=None, help="weight of the node cosine fused with the sub-chunk")
     g.add_argument("--no-subchunks", action="store_true", help="score by the node vector only")
     g.add_argument(
@@ -115,6 +126,8 @@ def _settings(args: argparse.Namespace, recipe: Any) -> Any:
         "subchunks": not args.no_subchunks,
         "evidence": True,
         "prefetch_limit": args.prefetch_limit,
+        "prefetch_max": args.prefetch_limit,  # a given --prefetch-limit is the count, whatever the collection's size
+        "exact_up_to": args.exact_up_to,
         "node_weight": args.node_weight,
         "sparse": False if args.bm25 is False else None,
         "fusion": args.fusion,
@@ -130,6 +143,7 @@ def _settings(args: argparse.Namespace, recipe: Any) -> Any:
             str(exc)
             .replace("node_weight", "--node-weight")
             .replace("prefetch_limit", "--prefetch-limit")
+            .replace("exact_up_to", "--exact-up-to")
             .replace("sparse_weight", "--bm25-weight")
             .replace("rrf_k", "--rrf-k")
         ) from None

@@ -109,6 +109,9 @@ class SearchRecipe(_Frozen):
     sparse_weight: float = Field(_DEFAULT_SEARCH.sparse_weight, gt=0.0, description="BM25 weight in RRF (dense 1).")
     rrf_k: int | None = Field(_DEFAULT_SEARCH.rrf_k, gt=0, description="k of RRF, 1/(k + rank); None = Qdrant's 2.")
     prefetch_limit: int = Field(_DEFAULT_SEARCH.prefetch_limit, gt=0, description="Candidates re-scored by MaxSim.")
+    prefetch_max: int | None = Field(
+        _DEFAULT_SEARCH.prefetch_max, gt=0, description="Candidates grow to 1% of the nodes up to this; None = fixed."
+    )
     exact_up_to: int = Field(_DEFAULT_SEARCH.exact_up_to, ge=0, description="Nodes scored exactly up to this size.")
 
     def settings(self, **overrides: Any) -> SearchSettings:
@@ -128,8 +131,22 @@ class SearchRecipe(_Frozen):
 #: ranking's 1.0, ``k`` = 60 as in LlamaIndex's ``QueryFusionRetriever``; one ``RrfQuery``). Each ranking
 #: entering the fusion is 100 nodes deep: the harness asks every query for 100 nodes, and a ranking is
 #: ``max(limit, fusion_limit)`` deep, so the sweep measured depth 100; shipping 100 makes a 5-result query
-#: fuse the same rankings the sweep measured.
-MAIN_JOB_SEARCH = SearchRecipe(node_weight=NODE_WEIGHT, fusion="rrf", fusion_limit=100, sparse_weight=1.5, rrf_k=60)
+#: fuse the same rankings the sweep measured. Up to 5,000 nodes (``exact_up_to``; the sweep's collections
+#: were below it) the dense ranking is scored exactly; larger collections re-score candidates from BM25 and
+#: from the node vector's HNSW: 1% of the nodes, at least 300 (``prefetch_limit``), at most 1,000
+#: (``prefetch_max``). Measured with ``bench/scale.py`` (docs/storage.md, "Any size"): the exact union
+#: scans the sub-chunks twice (11 ms at 5,000 nodes, 19 ms at 10,000); 300 candidates at 10,000 nodes and
+#: 1,000 at 100,000 keep most of the exhaustive top 10 within issue 22's latency bounds.
+MAIN_JOB_SEARCH = SearchRecipe(
+    node_weight=NODE_WEIGHT,
+    fusion="rrf",
+    fusion_limit=100,
+    sparse_weight=1.5,
+    rrf_k=60,
+    prefetch_limit=300,
+    prefetch_max=1000,
+    exact_up_to=5000,
+)
 MAIN_JOB_BM25 = True
 
 

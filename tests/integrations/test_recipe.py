@@ -99,6 +99,14 @@ def test_query_names_the_flag_of_a_bad_bm25_weight(tmp_path, capsys, fake_cli, e
     assert rc == 2 and "--bm25-weight must be > 0" in err
 
 
+def test_query_names_the_flag_of_a_bad_exact_up_to(capsys):
+    from llamaindex_posfair.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["query", "bees", "--collection", "demo", "--exact-up-to", "-1"])
+    assert exit_.value.code == 2 and "--exact-up-to: expected an integer >= 0, got -1" in capsys.readouterr().err
+
+
 def test_ingest_records_the_recipe_and_query_reads_it(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
     rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")

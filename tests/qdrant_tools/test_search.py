@@ -205,14 +205,69 @@ class _Recording:
         return self.client.query_points(*args, **kwargs)
 
 
-@pytest.mark.parametrize(("store", "exact"), [(0, None), (16, True)], indirect=["store"])
-@pytest.mark.parametrize("node_weight", [0.0, 0.5])
-def test_the_exact_scan_asks_for_exact_search_where_the_graph_would_answer_approximately(store, exact, node_weight):
+def _scans(prefetches, using):
+    """The prefetches (at any depth) that search ``using`` over the collection (no prefetch of their own)."""
+    out = []
+    for p in prefetches or []:
+        if p.prefetch:
+            out += _scans(p.prefetch if isinstance(p.prefetch, list) else [p.prefetch], using)
+        elif p.using == using:
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("store", "node_weight", "exact"),
+    [(0, 0.0, None), (16, 0.0, True), (0, 0.5, True), (16, 0.5, True)],
+    indirect=["store"],
+)
+def test_the_exact_scan_asks_for_exact_search_where_an_index_would_answer_approximately(store, node_weight, exact):
     recording = _Recording(store)
     search(
         recording, "c", _queries(1)[0], SearchSettings(limit=10, exact_up_to=N, sparse=False, node_weight=node_weight)
     )
     (call,) = recording.calls
-    scans = [p for p in call.get("prefetch") or [] if p.using == "subchunks"]
+    scans = _scans(call.get("prefetch"), "subchunks")
     params = scans[0].params if scans else call.get("search_params")
     assert (params.exact if params else None) is exact
+
+
+@pytest.mark.parametrize("store", [0, 16], indirect=True)
+def test_up_to_exact_up_to_the_fused_score_is_exact_for_every_node_of_either_ranking(store):
+    """Below ``exact_up_to`` both arms of the node-weight formula re-score the union of the exact MaxSim and the
+    exact node-cosine rankings, so the fused top 10 is numpy's exact ``0.5 cos + 0.5 MaxSim`` top 10."""
+    queries = _queries()
+    settings = SearchSettings(limit=10, exact_up_to=N, sparse=False, node_weight=0.5, fusion_limit=50)
+    got = [[int(h.id) for h in search(store, "c", q, settings)] for q in queries]
+    maxsim = np.einsum("qd,npd->qnp", queries, DATA[1]).max(axis=2)
+    fused = 0.5 * queries @ DATA[0].T + 0.5 * maxsim
+    want = [np.argsort(-row, kind="stable")[:10].tolist() for row in fused]
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("points", "want"), [(None, 300), (1_000, 300), (30_000, 300), (50_000, 500), (100_000, 1000), (10**7, 1000)]
+)
+def test_node_candidates_grow_with_one_percent_of_the_collection_between_the_floor_and_the_cap(points, want):
+    assert SearchSettings(prefetch_limit=300, prefetch_max=1000).node_candidates(points) == want
+
+
+def test_without_a_cap_the_node_candidates_are_the_prefetch_limit():
+    assert SearchSettings(prefetch_limit=300).node_candidates(10**7) == 300
+
+
+@pytest.mark.parametrize("bad", [299, True, 1.5])
+def test_prefetch_max_below_the_prefetch_limit_is_refused(bad):
+    with pytest.raises(ValueError, match="prefetch_max must be None or an integer >= prefetch_limit"):
+        SearchSettings(prefetch_limit=300, prefetch_max=bad)
+
+
+@pytest.mark.parametrize("store", [0], indirect=True)
+def test_the_node_vector_prefetch_asks_for_the_grown_candidate_count(store, monkeypatch):
+    monkeypatch.setattr(S, "PREFETCH_SHARE", 0.1)  # 24 of the 240 nodes
+    recording = _Recording(store)
+    settings = SearchSettings(limit=10, prefetch_limit=10, prefetch_max=100, exact_up_to=20, sparse=False)
+    search(recording, "c", _queries(1)[0], settings)
+    (call,) = recording.calls
+    prefetch = call["prefetch"] if isinstance(call["prefetch"], list) else [call["prefetch"]]
+    assert {p.limit for p in _scans(prefetch, "vanilla")} == {24}
