@@ -5,7 +5,8 @@ MaxSim over its sub-chunk multivector — with one query vector that is
 ``max_j cos(q, s_j)``, the node's best sub-chunk — in one ``query_points`` call:
 
 * a collection of at most ``exact_up_to`` nodes is scored *exactly*: the
-  multivector is scanned over every node (``exact=True`` where it has a graph), no prefetch;
+  multivector is scanned over every node (``exact=True`` wherever an index could
+  answer instead), and with a fused node score the node vector too (below);
 * a larger one re-scores candidates drawn from indexes, none of which scans the
   collection (a prefetch list): the node vector's HNSW (``prefetch_limit``, or 1%
   of the collection up to ``prefetch_max``), the
@@ -269,7 +270,7 @@ def _candidates(
     q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, sparse: Any
 ) -> list[models.Prefetch]:
     """Where a collection above ``exact_up_to`` finds the nodes it re-scores (none of them scans the collection):
-    the node vector's HNSW (``prefetch_limit``), the sub-chunk multivector's own HNSW graph when it has one
+    the node vector's HNSW (:meth:`SearchSettings.node_candidates`), the sub-chunk multivector's own HNSW graph when it has one
     (``subchunk_candidates``) and, in a hybrid query, the BM25 ranking (``fusion_limit``)."""
     node = settings.node_candidates(layout.points)
     out = [models.Prefetch(query=q.tolist(), using=vector, limit=node, filter=flt)]
