@@ -26,9 +26,10 @@ p50/p99 ms (query embedding excluded, BM25 query included); write throughput (no
 excluded), index build seconds, RAM per node (the resident memory the process grows by when it reopens the
 written store and answers the queries) and disk per node (allocated bytes of the folder, WAL included). The
 searches: the default (``MAIN_JOB_SEARCH``: the node cosine and BM25 fused in, as the recipe says, through
-``qdrant_tools.search.search``; a collection of at most ``exact_up_to`` = 10,000 nodes is scanned exactly),
-the query of larger collections forced at every size (``exact_up_to=0``: MaxSim over candidates from the node
-vector's HNSW, BM25 and, with ``--subchunk-m``, the sub-chunk graph), and ``--prefetch`` variants of it.
+``qdrant_tools.search.search``; a collection of at most the recipe's ``exact_up_to`` = 5,000 nodes is scored
+exactly), the query of larger collections forced at every size (``exact_up_to=0``: MaxSim over candidates from
+the node vector's HNSW, BM25 and, with ``--subchunk-m``, the sub-chunk graph), ``--prefetch`` variants of it
+(a fixed number of node-vector candidates) and, with ``--exact``, exact scoring forced at every size.
 Embeddings are memoised under ``--cache``.
 
 Usage::
@@ -36,6 +37,7 @@ Usage::
     nice -n 5 python bench/scale.py --sizes 10000                         # 1-2 minutes once the cache is warm
     nice -n 5 python bench/scale.py --sizes 10000,100000 --prefetch 300   # docs/storage.md, "Any size"
     nice -n 5 python bench/scale.py --sizes 10000 --subchunk-m 16         # with the sub-chunk graph
+    nice -n 5 python bench/scale.py --sizes 5000,10000 --exact --prefetch 1000   # exact scoring against candidates
 """
 
 from __future__ import annotations
@@ -396,6 +398,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="10000", help="collection sizes in nodes, e.g. 10000,100000")
     ap.add_argument("--prefetch", default="", help="also run these node-vector prefetch limits, e.g. 300,1000")
+    ap.add_argument("--exact", action="store_true", help="also run exact scoring at every size (exact_up_to = size)")
     ap.add_argument("--subchunk-m", type=int, default=None, help="HNSW m of the sub-chunk multivector (default: 0)")
     ap.add_argument("--per-node", type=int, default=10, help="sub-chunks per distractor node")
     ap.add_argument("--jitter", type=float, default=0.1, help="norm of the noise added to a drawn sub-chunk vector")
@@ -414,6 +417,8 @@ def variants(n: int, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     default = MAIN_JOB_SEARCH.settings(limit=100)  # the harness' depth: documents are ranked from 100 nodes
     candidates = replace(default, exact_up_to=0)  # the query of collections above exact_up_to, at any size
     out = {f"default (exact_up_to={default.exact_up_to:,})": default, "candidates (exact_up_to=0)": candidates}
+    if args.exact:
+        out[f"exact (exact_up_to={n:,})"] = replace(default, exact_up_to=n)
     for p in (int(x) for x in args.prefetch.split(",") if x):
         out[f"candidates, P={p}"] = replace(candidates, prefetch_limit=p, prefetch_max=None)
     return out, default

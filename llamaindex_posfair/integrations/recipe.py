@@ -135,8 +135,9 @@ class SearchRecipe(_Frozen):
 #: were below it) the dense ranking is scored exactly; larger collections re-score candidates from BM25 and
 #: from the node vector's HNSW: 1% of the nodes, at least 300 (``prefetch_limit``), at most 1,000
 #: (``prefetch_max``). Measured with ``bench/scale.py`` (docs/storage.md, "Any size"): the exact union
-#: scans the sub-chunks twice (11 ms at 5,000 nodes, 19 ms at 10,000); 300 candidates at 10,000 nodes and
-#: 1,000 at 100,000 keep most of the exhaustive top 10 within issue 22's latency bounds.
+#: scans the sub-chunks once per formula arm (13.5 ms at 5,000 nodes, 21.7 at 10,000; the scoring the sweep
+#: measured, kept up to 5,000); 300 candidates at 10,000 nodes (0.96 of the exhaustive top 10, 8 ms) and
+#: 1,000 at 100,000 (0.93, 17.5 ms) stay within issue 22's latency bounds.
 MAIN_JOB_SEARCH = SearchRecipe(
     node_weight=NODE_WEIGHT,
     fusion="rrf",
