@@ -270,20 +270,20 @@ def _candidates(
     q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, sparse: Any
 ) -> list[models.Prefetch]:
     """Where a collection above ``exact_up_to`` finds the nodes it re-scores (none of them scans the collection):
-    the node vector's HNSW (:meth:`SearchSettings.node_candidates`), the sub-chunk multivector's own HNSW graph when it has one
-    (``subchunk_candidates``) and, in a hybrid query, the BM25 ranking (``fusion_limit``)."""
+    the node vector's HNSW (:meth:`SearchSettings.node_candidates`), the sub-chunk multivector's own HNSW graph
+    when it has one (``subchunk_candidates``) and, in a hybrid query, the BM25 ranking (``fusion_limit``)."""
     node = settings.node_candidates(layout.points)
     out = [models.Prefetch(query=q.tolist(), using=vector, limit=node, filter=flt)]
     if layout.subchunk_graph and settings.subchunk_candidates > 0:
-        limit = settings.subchunk_candidates
-        out.append(models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt))
+        subs = settings.subchunk_candidates
+        out.append(models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=subs, filter=flt))
     if sparse is not None:
         out.append(models.Prefetch(query=sparse, using=layout.sparse, limit=settings.fusion_limit, filter=flt))
     return out
 
 
 def _exact_candidates(
-    q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, limit: int, sparse: Any
+    q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, sparse: Any, limit: int
 ) -> list[models.Prefetch]:
     """The nodes an exactly scored collection fuses: the ``limit`` best by an exact MaxSim scan, the ``limit`` best
     by an exact node-vector scan and, in a hybrid query, the BM25 ranking (``fusion_limit``). Both arms of the
@@ -297,14 +297,6 @@ def _exact_candidates(
     if sparse is not None:
         out.append(models.Prefetch(query=sparse, using=layout.sparse, limit=settings.fusion_limit, filter=flt))
     return out
-
-
-def _candidate_count(settings: SearchSettings, layout: Layout, sparse: Any) -> int:
-    """At most how many distinct nodes :func:`_candidates` returns (the depth that keeps all of them)."""
-    count = settings.node_candidates(layout.points)
-    if layout.subchunk_graph:
-        count += settings.subchunk_candidates
-    return count + (settings.fusion_limit if sparse is not None else 0)
 
 
 def _rescored(cands: list[models.Prefetch], query: Any, using: str, limit: int) -> models.Prefetch:
@@ -351,12 +343,12 @@ def _dense_parts(
         return {"query": q.tolist(), "using": vector, "filter": flt}
     exact = settings.scores_exactly(layout.points)
     if exact and settings.node_weight == 0:
-        cands, depth = None, limit  # the exact MaxSim scan is the ranking
+        cands = None  # the exact MaxSim scan is the ranking
     elif exact:
-        cands = _exact_candidates(q, vector, settings, layout, flt, limit, sparse)
-        depth = 2 * limit + (settings.fusion_limit if sparse is not None else 0)  # all of them
+        cands = _exact_candidates(q, vector, settings, layout, flt, sparse, limit)
     else:
-        cands, depth = _candidates(q, vector, settings, layout, flt, sparse), _candidate_count(settings, layout, sparse)
+        cands = _candidates(q, vector, settings, layout, flt, sparse)
+    depth = limit if cands is None else sum(p.limit for p in cands)  # at most this many distinct candidates
     sub = _subchunk_arm(q, layout, flt, depth if settings.node_weight > 0 else limit, cands)
     if settings.node_weight == 0:
         return {
