@@ -19,6 +19,14 @@ node weight 0.4/0.6/0.7, weighted RRF (BM25 weight 0.5/0.75/1.5 against the dens
 ``RrfQuery``), and RRF's ``k`` = 60 (LlamaIndex's) instead of Qdrant's 2. One encoder memo is shared, so every
 text is embedded once.
 
+A third block (added 2026-12-02, written here before its run; issue 22's ingestion speed) derives the node
+vector from the node's own sub-chunk vectors (their normalised mean) instead of encoding the node text: the
+node pass is about half of the tokens ingestion encodes. Its rows are the previous choice (node weight 0.5 +
+BM25 x1.5, weighted RRF k=60) and node weights 0.3 / 0.7 with derived node vectors. The rule above chooses
+among all rows, with one addition fixed before the run: when the row it chooses encodes its node vectors and
+that row's derived-node twin (same settings otherwise) is within 1.0 point of its dev lower-of-two harmonic
+mean, with PSI <= 0.08 on both, the twin is chosen instead (it halves what ingestion encodes).
+
 Note: the harness asks every query for 100 nodes (``eval_search``: the file-level ranking needs depth), and a
 ranking entering a fusion is ``max(limit, fusion_limit)`` deep, so every row fused 100-deep rankings: the
 "50" and "100" rows of a setting measure the same thing, and the shipped default uses ``fusion_limit=100``.
