@@ -74,6 +74,9 @@ class IngestSettings:
             candidates from it, at an index build that costs far more (docs/storage.md, "Any size").
         sparse: a BM25 sparse vector of every node's text (:class:`qdrant_tools.sparse.Bm25Sparse`),
             for hybrid search; ``None`` = none.
+        node_from_subchunks: the node vector of the sub-chunk encoder is the normalised mean of the node's
+            sub-chunk vectors instead of an encoding of the node text (needs ``subchunks``): ingestion then
+            encodes each text once, about half the tokens.
         metadata: collection metadata to record, e.g. ``{RECIPE_KEY: recipe}`` (:mod:`qdrant_tools.metadata`):
             written when the collection is created (or first recorded into an older one), and checked
             against what the collection holds before any write.
@@ -89,6 +92,7 @@ class IngestSettings:
     subchunk_quantization: Literal["int8"] | None = None
     subchunk_graph_m: int = 0
     sparse: Bm25Sparse | None = None
+    node_from_subchunks: bool = False
     metadata: Mapping[str, Any] | None = None
 
     def encoder_plan(self, vectors: Mapping[str, Encoder]) -> EncoderPlan:
@@ -102,6 +106,7 @@ class IngestSettings:
             self.subchunk_quantization,
             sparse=self.sparse,
             subchunk_graph_m=self.subchunk_graph_m,
+            node_from_subchunks=self.node_from_subchunks,
         )
 
 

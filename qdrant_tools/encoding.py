@@ -140,6 +140,8 @@ class EncoderPlan:
             writes it, else the first vector.
         sparse: the BM25 model of the sparse vector :data:`~qdrant_tools.sparse.SPARSE_VECTOR` of each
             node's text (hybrid search); ``None`` = no sparse vector.
+        node_from_subchunks: the ``subchunk_source`` vector of a node is :func:`subchunk_mean` of its
+            sub-chunk vectors, not an encoding of the node text (the node text is not encoded for it).
     """
 
     dimensions: dict[str, int]
@@ -154,6 +156,7 @@ class EncoderPlan:
     subchunk_source: str | None = None
     sparse: Bm25Sparse | None = None
     subchunk_graph_m: int = 0
+    node_from_subchunks: bool = False
 
     @property
     def label(self) -> str:
@@ -163,6 +166,8 @@ class EncoderPlan:
         if self.subchunks is not None:
             s = self.subchunks
             label += f"; sub-chunks of <= {s.max_tokens} tokens, {s.overlap_sentences}-sentence overlap"
+            if self.node_from_subchunks:
+                label += "; node vectors = mean of the sub-chunk vectors"
         if self.sparse is not None:
             label += "; BM25 sparse vectors"
         return label
@@ -210,14 +215,16 @@ def plan_encoders(
     subchunk_quantization: str | None = None,
     sparse: Bm25Sparse | None = None,
     subchunk_graph_m: int = 0,
+    node_from_subchunks: bool = False,
 ) -> EncoderPlan:
     """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
 
-    ``subchunk_graph_m``: HNSW ``m`` of the sub-chunk multivector (0 = no graph).
+    ``subchunk_graph_m``: HNSW ``m`` of the sub-chunk multivector (0 = no graph);
+    ``node_from_subchunks``: see :class:`EncoderPlan`.
 
     Raises:
-        ValueError: ``vectors`` is empty or uses the reserved sub-chunk vector name, or the first
-            encoder's window holds no text.
+        ValueError: ``vectors`` is empty or uses the reserved sub-chunk vector name, the first
+            encoder's window holds no text, or ``node_from_subchunks`` without ``subchunks``.
     """
     if not vectors:
         raise ValueError("vectors must map at least one vector name to an encoder, e.g. {'calibrated': encoder}")
@@ -227,6 +234,8 @@ def plan_encoders(
         raise ValueError(f"subchunk_graph_m must be an integer >= 0, got {subchunk_graph_m!r}; 0 (no graph) or 16")
     if subchunk_quantization not in (None, "int8"):
         raise ValueError(f'subchunk_quantization must be None or "int8", got {subchunk_quantization!r}')
+    if node_from_subchunks and subchunks is None:
+        raise ValueError("node_from_subchunks derives node vectors from sub-chunk vectors; pass subchunks too")
     first = next(iter(vectors.values()))
     chunking = resolve_chunking(first, chunk_tokens, overlap_tokens)
     _, spans_name = spans_for(first)
@@ -234,7 +243,7 @@ def plan_encoders(
     key = chunking_key(chunking, spans_name)
     if subchunks is not None:
         source = "calibrated" if "calibrated" in vectors else next(iter(vectors))
-        key += f";{subchunks.key()};src={source}"
+        key += f";{subchunks.key()};src={source}" + (";node=subchunk-mean" if node_from_subchunks else "")
     if sparse is not None:
         key += f";bm25={sparse.fingerprint()}"
     return EncoderPlan(
@@ -250,7 +259,23 @@ def plan_encoders(
         subchunk_source=source,
         sparse=sparse,
         subchunk_graph_m=subchunk_graph_m if subchunks is not None else 0,
+        node_from_subchunks=node_from_subchunks,
     )
+
+
+def subchunk_mean(vectors: np.ndarray) -> np.ndarray:
+    """A node vector derived from its ``(k, dim)`` sub-chunk vectors: their mean, scaled to unit length.
+
+    What ``node_from_subchunks`` stores instead of encoding the node text (and what the reranker and
+    ``bench/scale.py`` compute for such a layout). A zero mean stays zero.
+
+    Example:
+        >>> subchunk_mean(np.array([[1.0, 0.0], [0.0, 1.0]])).round(4).tolist()
+        [0.7071, 0.7071]
+    """
+    mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    return mean / norm if norm > 0 else mean
 
 
 @dataclass(frozen=True)
@@ -396,26 +421,38 @@ class ChunkEncoder:
         else:
             lengths = [min(int(c.payload[P.N_TOKENS]), self.plan.max_length) for c in chunks]
             groups = token_budget_batches(lengths, token_budget)
+        subs = self._subchunk_vectors(chunks) if self.plan.subchunks is not None and chunks else None
+        derived = self.plan.subchunk_source if self.plan.node_from_subchunks and subs is not None else None
         vectors = {}
         for name, enc in self.vectors.items():
-            dim = self.plan.dimensions[name]
-            arr = np.zeros((len(chunks), dim), dtype=np.float32)
-            for idx in groups:
-                part = np.asarray(enc.encode_documents([texts[j] for j in idx]), dtype=np.float32)
-                if part.shape != (len(idx), dim):
-                    raise RuntimeError(
-                        f"encoder for vector {name!r} returned shape {part.shape}, expected {(len(idx), dim)}"
-                    )
-                arr[idx] = part
-            vectors[name] = arr
-        if self.plan.subchunks is not None and chunks:
-            vectors[SUBCHUNK_VECTOR] = self._subchunk_vectors(chunks)
+            if name == derived:
+                vectors[name] = np.stack([subchunk_mean(v) for v in subs]) if subs else self._empty(name)
+            else:
+                vectors[name] = self._encoded(name, enc, texts, groups)
+        if subs is not None:
+            vectors[SUBCHUNK_VECTOR] = subs
         return PointBatch(
             ids=[c.point_id for c in chunks],
             payloads=[c.payload for c in chunks],
             vectors=vectors,
             sparse=self.plan.sparse_vectors(texts),
         )
+
+    def _empty(self, name: str) -> np.ndarray:
+        return np.zeros((0, self.plan.dimensions[name]), dtype=np.float32)
+
+    def _encoded(self, name: str, enc: Encoder, texts: list[str], groups: list[list[int]]) -> np.ndarray:
+        """``texts`` encoded by the encoder of vector ``name``, one forward call per group of indices."""
+        dim = self.plan.dimensions[name]
+        arr = np.zeros((len(texts), dim), dtype=np.float32)
+        for idx in groups:
+            part = np.asarray(enc.encode_documents([texts[j] for j in idx]), dtype=np.float32)
+            if part.shape != (len(idx), dim):
+                raise RuntimeError(
+                    f"encoder for vector {name!r} returned shape {part.shape}, expected {(len(idx), dim)}"
+                )
+            arr[idx] = part
+        return arr
 
     def _subchunk_vectors(self, chunks: Sequence[PlannedChunk]) -> list[np.ndarray]:
         """Per chunk, the ``(k, dim)`` vectors of its sub-chunks, embedded together by the source encoder."""

@@ -75,6 +75,13 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
         help="HNSW m of a graph on the sub-chunks, e.g. 16: better candidates above 10,000 nodes, "
         "a much slower index build (default 0: none)",
     )
+    g.add_argument(
+        "--node-vector",
+        choices=("encoded", "subchunk-mean"),
+        default=None,
+        help="'encoded': embed each node's text; 'subchunk-mean': the normalised mean of its sub-chunk vectors "
+        "(no node pass: about half the encoding) (default: the main job's)",
+    )
     h = p.add_argument_group("hybrid search (a BM25 sparse vector of each node, fused in Qdrant)")
     b = h.add_mutually_exclusive_group()
     b.add_argument("--bm25", action="store_true", default=None, help="store the BM25 vector (default: the main job's)")
@@ -89,6 +96,7 @@ CHUNKING_FLAGS = {
     "subchunk_overlap": "--subchunk-overlap",
     "subchunk_int8": "--subchunk-int8",
     "subchunk_graph_m": "--subchunk-graph-m",
+    "node_from_subchunks": "--node-vector",
 }
 
 
@@ -109,6 +117,7 @@ def chunking_given(args: argparse.Namespace) -> dict[str, Any]:
         "subchunk_overlap": args.subchunk_overlap,
         "subchunk_int8": True if args.subchunk_int8 else None,
         "subchunk_graph_m": args.subchunk_graph_m,
+        "node_from_subchunks": None if args.node_vector is None else args.node_vector == "subchunk-mean",
     }
     given = {k: v for k, v in given.items() if v is not None}
     if args.no_subchunks:
@@ -131,10 +140,13 @@ def new_recipe(args: argparse.Namespace) -> Any:
     """
     from pydantic import ValidationError
 
-    from llamaindex_posfair.integrations.recipe import ChunkingRecipe, Recipe
+    from llamaindex_posfair.integrations.recipe import MAIN_JOB_NODE_FROM_SUBCHUNKS, ChunkingRecipe, Recipe
 
+    given = chunking_given(args)
+    if "subchunk_tokens" not in given or given["subchunk_tokens"] is not None:  # sub-chunks: the main job's nodes
+        given.setdefault("node_from_subchunks", MAIN_JOB_NODE_FROM_SUBCHUNKS)
     try:
-        chunking = ChunkingRecipe(**chunking_given(args))
+        chunking = ChunkingRecipe(**given)
     except ValidationError as exc:
         message = "; ".join(_chunking_error(e, args) for e in exc.errors())
         message = message.replace("max_tokens", "--subchunk-tokens").replace("overlap_sentences", "--subchunk-overlap")

@@ -22,16 +22,22 @@ from typing import Any, Literal
 import numpy as np
 
 from llamaindex_posfair.scoring import NODE_WEIGHT, cosine_matrix, fuse_node_scores, max_over_owners
-from qdrant_tools.encoding import spans_for
+from qdrant_tools.encoding import spans_for, subchunk_mean
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig, subchunk_text
 
 Scoring = Literal["node", "subchunks", "fusion"]
 SCORINGS: tuple[str, ...] = ("node", "subchunks", "fusion")
+#: Where a candidate's node vector comes from: an encoding of its text, or the normalised mean of its
+#: sub-chunk vectors (:func:`qdrant_tools.encoding.subchunk_mean`, what ``node_from_subchunks`` stores).
+NodeVector = Literal["encoded", "subchunk-mean"]
+NODE_VECTORS: tuple[str, ...] = ("encoded", "subchunk-mean")
 
 __all__ = [
     "NODE_SCORING",
+    "NODE_VECTORS",
     "SCORINGS",
     "NodeScorer",
+    "NodeVector",
     "Scoring",
     "ScoringPlan",
     "ScoringSettings",
@@ -41,8 +47,10 @@ __all__ = [
 ]
 
 
-def check_scoring(scoring: str, node_weight: float) -> None:
-    """Raise ``ValueError`` for an unknown ``scoring`` or a ``node_weight`` outside [0, 1]."""
+def check_scoring(scoring: str, node_weight: float, node_vector: str = "encoded") -> None:
+    """Raise ``ValueError`` for an unknown ``scoring`` or ``node_vector``, or a ``node_weight`` outside [0, 1]."""
+    if node_vector not in NODE_VECTORS:
+        raise ValueError(f'node_vector must be "encoded" or "subchunk-mean", got {node_vector!r}')
     if scoring not in SCORINGS:
         raise ValueError(f'scoring must be "node", "subchunks" or "fusion", got {scoring!r}')
     if not 0.0 <= node_weight <= 1.0:
@@ -60,9 +68,10 @@ class ScoringSettings:
     scoring: Scoring = "node"
     subchunks: SubchunkConfig = DEFAULT_SUBCHUNKS
     node_weight: float = NODE_WEIGHT
+    node_vector: NodeVector = "encoded"
 
     def __post_init__(self) -> None:
-        check_scoring(self.scoring, self.node_weight)
+        check_scoring(self.scoring, self.node_weight, self.node_vector)
 
     def wire(self) -> dict[str, Any]:
         """The fields of a ``/v1/rerank`` request that carry these settings."""
@@ -71,6 +80,7 @@ class ScoringSettings:
             "subchunk_tokens": self.subchunks.max_tokens,
             "subchunk_overlap": self.subchunks.overlap_sentences,
             "node_weight": self.node_weight,
+            "node_vector": self.node_vector,
         }
 
 
@@ -92,12 +102,23 @@ class ScoringPlan:
     owners: np.ndarray
 
 
-def plan_scoring(texts: Sequence[str], scoring: Scoring, subchunks: SubchunkConfig, spans_fn: Any) -> ScoringPlan:
-    """The texts to embed for ``scoring`` (pure: no model call); ``spans_fn`` tokenizes for the budget."""
-    nodes = list(texts) if scoring != "subchunks" else []
+def plan_scoring(
+    texts: Sequence[str],
+    scoring: Scoring,
+    subchunks: SubchunkConfig,
+    spans_fn: Any,
+    node_vector: NodeVector = "encoded",
+) -> ScoringPlan:
+    """The texts to embed for ``scoring`` (pure: no model call); ``spans_fn`` tokenizes for the budget.
+
+    Node texts are embedded when the score uses an encoded node vector; sub-chunks when it uses
+    sub-chunks or derives the node vector from them (``node_vector="subchunk-mean"``).
+    """
+    derived = node_vector == "subchunk-mean"
+    nodes = list(texts) if scoring != "subchunks" and not derived else []
     pieces: list[str] = []
     owners: list[int] = []
-    if scoring != "node":
+    if scoring != "node" or derived:
         for i, text in enumerate(texts):
             subs = [s.text for s in subchunk_text(text, subchunks, spans_fn)] or [text]
             pieces.extend(subs)
@@ -108,12 +129,20 @@ def plan_scoring(texts: Sequence[str], scoring: Scoring, subchunks: SubchunkConf
 def combine_scores(
     query: np.ndarray, vectors: np.ndarray, plan: ScoringPlan, n: int, scoring: Scoring, node_weight: float
 ) -> np.ndarray:
-    """One score per candidate (float32) from the query vector and the vectors of ``plan.texts``."""
-    sims = cosine_matrix(query, vectors)
-    node = sims[: plan.n_nodes]
+    """One score per candidate (float32) from the query vector and the vectors of ``plan.texts``.
+
+    A plan without node texts (``node_vector="subchunk-mean"``) scores each node by the mean of its
+    sub-chunk vectors (:func:`qdrant_tools.encoding.subchunk_mean`).
+    """
+    subs = vectors[plan.n_nodes :]
+    if plan.n_nodes or scoring == "subchunks":
+        node_vectors = vectors[: plan.n_nodes]
+    else:
+        node_vectors = np.stack([subchunk_mean(subs[plan.owners == i]) for i in range(n)])
+    node = cosine_matrix(query, node_vectors) if len(node_vectors) else np.zeros(0, dtype=np.float32)
     if scoring == "node":
         return node
-    best = max_over_owners(sims[plan.n_nodes :], plan.owners, n)
+    best = max_over_owners(cosine_matrix(query, subs), plan.owners, n)
     return best if scoring == "subchunks" else fuse_node_scores(node, best, node_weight).astype(np.float32)
 
 
@@ -128,25 +157,28 @@ class NodeScorer:
             sub-chunk; ``"fusion"`` = ``node_weight * node + (1 - node_weight) * best sub-chunk``.
         subchunks: how candidates are cut into sub-chunks.
         node_weight: weight of the node cosine in ``"fusion"``.
+        node_vector: ``"encoded"`` (the candidate's text) or ``"subchunk-mean"`` (the normalised mean of
+            its sub-chunk vectors: as a collection ingested with ``node_from_subchunks`` stores it).
 
     Raises:
-        ValueError: an unknown ``scoring`` or a ``node_weight`` outside [0, 1].
+        ValueError: an unknown ``scoring`` or ``node_vector``, or a ``node_weight`` outside [0, 1].
     """
 
     encoder: Any
     scoring: Scoring = "node"
     subchunks: SubchunkConfig = DEFAULT_SUBCHUNKS
     node_weight: float = NODE_WEIGHT
+    node_vector: NodeVector = "encoded"
 
     def __post_init__(self) -> None:
-        check_scoring(self.scoring, self.node_weight)
+        check_scoring(self.scoring, self.node_weight, self.node_vector)
 
     def scores(self, query: str, texts: Sequence[str]) -> np.ndarray:
         """One score per text (float32), higher is better; one query and one document encode call."""
         q = np.asarray(self.encoder.encode_queries([query]), dtype=np.float32)[0]
         if not texts:
             return np.zeros(0, dtype=np.float32)
-        plan = plan_scoring(texts, self.scoring, self.subchunks, spans_for(self.encoder)[0])
+        plan = plan_scoring(texts, self.scoring, self.subchunks, spans_for(self.encoder)[0], self.node_vector)
         # nodes and sub-chunks in separate calls: one batch mixing both would pad every sub-chunk to a node's length
         parts = [plan.texts[: plan.n_nodes], plan.texts[plan.n_nodes :]]
         vectors = np.concatenate(

@@ -78,10 +78,15 @@ class ChunkingRecipe(_Frozen):
     subchunk_graph_m: int = Field(
         0, ge=0, description="HNSW m of a graph on the sub-chunks (0 = none): candidates above exact_up_to."
     )
+    node_from_subchunks: bool = Field(
+        False, description="Node vectors are the normalised mean of their sub-chunk vectors (the node is not encoded)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ChunkingRecipe:
         self.subchunks()  # SubchunkConfig's own checks and messages
+        if self.node_from_subchunks and self.subchunk_tokens is None:
+            raise ValueError("node vectors derived from sub-chunks need sub-chunks; drop one of the two settings")
         return self
 
     def subchunks(self) -> SubchunkConfig | None:
@@ -96,6 +101,7 @@ class ChunkingRecipe(_Frozen):
             "subchunks": self.subchunks(),
             "subchunk_quantization": "int8" if self.subchunk_int8 else None,
             "subchunk_graph_m": self.subchunk_graph_m,
+            "node_from_subchunks": self.node_from_subchunks,
         }
 
 
@@ -149,6 +155,9 @@ MAIN_JOB_SEARCH = SearchRecipe(
     exact_up_to=5000,
 )
 MAIN_JOB_BM25 = True
+#: New collections derive node vectors from their sub-chunk vectors (``ChunkingRecipe.node_from_subchunks``;
+#: collections written before the field record none and read as encoded).
+MAIN_JOB_NODE_FROM_SUBCHUNKS = False
 
 
 class Recipe(_Frozen):
@@ -172,9 +181,10 @@ class Recipe(_Frozen):
     @classmethod
     def default(cls) -> Recipe:
         """The shipped main job: the bundled MiniLM, uncalibrated, 32-token sub-chunks, and
-        :data:`MAIN_JOB_SEARCH` / :data:`MAIN_JOB_BM25`."""
+        :data:`MAIN_JOB_SEARCH` / :data:`MAIN_JOB_BM25` / :data:`MAIN_JOB_NODE_FROM_SUBCHUNKS`."""
         bm25 = Bm25Sparse() if MAIN_JOB_BM25 else None
-        return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), ChunkingRecipe(), MAIN_JOB_SEARCH, bm25)
+        chunking = ChunkingRecipe(node_from_subchunks=MAIN_JOB_NODE_FROM_SUBCHUNKS)
+        return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, MAIN_JOB_SEARCH, bm25)
 
     @classmethod
     def build(
@@ -254,6 +264,7 @@ class Recipe(_Frozen):
                 "subchunk_tokens": chunking.subchunk_tokens,
                 "subchunk_overlap": chunking.subchunk_overlap,
                 "node_weight": weight,
+                "node_vector": "subchunk-mean" if chunking.node_from_subchunks else "encoded",
             }
         return {"spec": self.encoder_spec(vector), **scoring}
 

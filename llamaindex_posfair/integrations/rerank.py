@@ -16,7 +16,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
 from llamaindex_posfair.integrations.backend import encoder_backend
 from llamaindex_posfair.integrations.embedding import local_encoder
-from llamaindex_posfair.integrations.node_scoring import Scoring, ScoringSettings
+from llamaindex_posfair.integrations.node_scoring import NodeVector, Scoring, ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
@@ -88,6 +88,8 @@ class PositionFairRerank(BaseNodePostprocessor):
         scoring: ``"node"``, ``"subchunks"`` or ``"fusion"`` (see above).
         subchunk_tokens / subchunk_overlap: sub-chunk budget and sentence overlap.
         node_weight: weight of the node cosine in ``"fusion"``.
+        node_vector: ``"encoded"`` or ``"subchunk-mean"`` (a node vector derived from the sub-chunks, as
+            a collection ingested with node vectors derived from sub-chunks stores it).
         drop_duplicates: drop exact duplicate candidates before scoring.
         encoder: an already loaded ``PosFairEncoder`` (or view) to reuse; the spec is then the encoder's.
         endpoint: URL of a ``posfair serve`` server (``None``: run the model in this process).
@@ -133,6 +135,11 @@ class PositionFairRerank(BaseNodePostprocessor):
     )
     node_weight: float = Field(
         default=NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in scoring 'fusion'."
+    )
+    node_vector: NodeVector = Field(
+        default="encoded",
+        description="'encoded': a candidate's node vector encodes its text; 'subchunk-mean': the normalised mean "
+        "of its sub-chunk vectors (as a collection written with node vectors derived from sub-chunks).",
     )
     drop_duplicates: bool = Field(
         default=True, description="Drop exact duplicate candidates (same text and source) before scoring."
@@ -274,7 +281,10 @@ class PositionFairRerank(BaseNodePostprocessor):
 
     def _scoring(self) -> ScoringSettings:
         return ScoringSettings(
-            self.scoring, SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap), self.node_weight
+            self.scoring,
+            SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap),
+            self.node_weight,
+            self.node_vector,
         )
 
     @staticmethod

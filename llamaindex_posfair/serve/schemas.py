@@ -157,11 +157,19 @@ class RerankRequest(_Wire):
         DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
     )
     node_weight: float = Field(NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in 'fusion'.")
+    node_vector: Literal["encoded", "subchunk-mean"] = Field(
+        "encoded",
+        description="'encoded': the node vector encodes the text; 'subchunk-mean': the normalised mean "
+        "of its sub-chunk vectors (as a collection ingested with node vectors derived from sub-chunks).",
+    )
 
     def scoring_settings(self) -> ScoringSettings:
         """The request's scoring as the settings ``PositionFairRerank`` uses."""
         return ScoringSettings(
-            self.scoring, SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap), self.node_weight
+            self.scoring,
+            SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap),
+            self.node_weight,
+            self.node_vector,
         )
 
     @field_validator("query", mode="before")

@@ -52,6 +52,28 @@ def test_fusion_weighs_node_and_best_sub_chunk(fake_encoder):
     np.testing.assert_allclose(fused, 0.25 * node + 0.75 * sub, atol=1e-6)
 
 
+def test_a_derived_node_vector_is_the_mean_of_the_sub_chunk_vectors(fake_encoder):
+    cfg = SubchunkConfig(max_tokens=16, overlap_sentences=0)
+    got = NodeScorer(fake_encoder, scoring="node", subchunks=cfg, node_vector="subchunk-mean").scores("lamp", [LATE])
+    pieces = [s.text for s in subchunk_text(LATE, cfg, whitespace_spans)]
+    mean = _unit(fake_encoder.encode_documents(pieces)).mean(axis=0)
+    want = _unit(mean) @ _unit(fake_encoder.encode_queries(["lamp"])[0])
+    assert got[0] == pytest.approx(float(want), abs=1e-5)
+
+
+def test_derived_fusion_encodes_no_node_text(make_fake):
+    enc = make_fake()
+    scorer = NodeScorer(enc, scoring="fusion", node_vector="subchunk-mean", node_weight=0.5)
+    scorer.scores("lamp", [LATE, FILLER])
+    sub_chunks = sum(len(subchunk_text(t, scorer.subchunks, whitespace_spans)) for t in (LATE, FILLER))
+    assert [c.count for c in enc.calls if c.role == "document"] == [sub_chunks]
+
+
+def test_unknown_node_vector_is_named(fake_encoder):
+    with pytest.raises(ValueError, match='node_vector must be "encoded" or "subchunk-mean"'):
+        NodeScorer(fake_encoder, node_vector="mean")
+
+
 def test_unknown_scoring_is_named(fake_encoder):
     with pytest.raises(ValueError, match='scoring must be "node", "subchunks" or "fusion"'):
         NodeScorer(fake_encoder, scoring="max")

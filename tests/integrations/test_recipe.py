@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
@@ -73,6 +74,24 @@ def test_chunking_conflict_is_named():
         r.check_chunking({"subchunk_tokens": 32})
 
 
+def test_rerank_settings_derive_node_vectors_as_the_collection_did():
+    chunking = ChunkingRecipe(node_from_subchunks=True)
+    recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, SearchRecipe(node_weight=0.5))
+    assert recipe.rerank_settings()["node_vector"] == "subchunk-mean"
+    assert Recipe.build(EncoderSet.single(EncoderSpec())).rerank_settings()["node_vector"] == "encoded"
+
+
+def test_a_recipe_without_the_node_vector_field_reads_as_encoded_nodes():
+    data = Recipe.default().model_dump(mode="json")
+    del data["chunking"]["node_from_subchunks"]
+    assert Recipe.model_validate(data).chunking.node_from_subchunks is False
+
+
+def test_derived_node_vectors_need_sub_chunks():
+    with pytest.raises(ValueError, match="need sub-chunks"):
+        ChunkingRecipe(subchunk_tokens=None, node_from_subchunks=True)
+
+
 def test_rerank_settings_follow_the_layout():
     fused = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), search=SearchRecipe(node_weight=0.3))
     assert fused.rerank_settings()["scoring"] == "fusion" and fused.rerank_settings()["node_weight"] == 0.3
@@ -134,6 +153,28 @@ def test_subchunk_graph_flag_writes_the_graph_and_the_recipe_keeps_it(tmp_path, 
     assert recipe.chunking.subchunk_graph_m == 8 and layout.subchunk_graph
     rc, _, err = run(capsys, *base, "--subchunk-graph-m", "16")
     assert rc == 2 and "--subchunk-graph-m" in err
+
+
+def test_node_vector_flag_is_recorded_and_a_contradiction_names_it(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert run(capsys, *base, "--node-vector", "subchunk-mean")[0] == 0
+    client = _open(store)
+    recipe = read_recipe(client, "demo")
+    points = client.scroll("demo", limit=1, with_vectors=True)[0]
+    client.close()
+    assert recipe.chunking.node_from_subchunks and recipe.rerank_settings()["node_vector"] == "subchunk-mean"
+    subs = np.asarray(points[0].vector["subchunks"], dtype=np.float64).mean(axis=0)
+    np.testing.assert_allclose(points[0].vector[recipe.node_vector()], subs / np.linalg.norm(subs), atol=1e-5)
+    rc, _, err = run(capsys, *base, "--node-vector", "encoded")
+    assert rc == 2 and "--node-vector" in err
+
+
+def test_node_vector_from_sub_chunks_without_sub_chunks_is_refused(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    flags = ("--node-vector", "subchunk-mean", "--no-subchunks")
+    rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, *flags)
+    assert rc == 2 and "need sub-chunks" in err
 
 
 @pytest.mark.parametrize(

@@ -100,6 +100,8 @@ class NodeLayout:
         overlap_tokens: tokens shared by neighbouring nodes; ``None`` = the ingestion default.
         bm25: also store a BM25 sparse vector of each node (default :class:`Bm25Sparse` settings), so a
             search with ``SearchSettings(sparse=True)`` fuses it in (hybrid).
+        node_from_subchunks: node vectors derived from the sub-chunk vectors (their normalised mean)
+            instead of encoding the node text (:class:`qdrant_tools.driver.IngestSettings`).
 
     Raises:
         ValueError: ``chunk_tokens`` not a positive integer, or int8 without sub-chunks.
@@ -110,6 +112,7 @@ class NodeLayout:
     quantization: Literal["int8"] | None = None
     overlap_tokens: int | None = None
     bm25: bool = False
+    node_from_subchunks: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.chunk_tokens, bool) or not isinstance(self.chunk_tokens, int) or self.chunk_tokens < 1:
@@ -126,6 +129,7 @@ class NodeLayout:
             subchunk_quantization=self.quantization,
             show_progress=False,
             sparse=self.sparse_encoder(),
+            node_from_subchunks=self.node_from_subchunks,
         )
 
     def sparse_encoder(self) -> Bm25Sparse | None:
@@ -139,6 +143,7 @@ class NodeLayout:
             return f"{text}, single vector"
         s = self.subchunks
         text += f", sub-chunks ≤{s.max_tokens} tok, {s.overlap_sentences}-sent overlap"
+        text += ", node = sub-chunk mean" if self.node_from_subchunks else ""
         return text + (", int8" if self.quantization else "") + (", BM25" if self.bm25 else "")
 
 

@@ -1,0 +1,133 @@
+"""Ingestion speed of the main job against LlamaIndex's ``SentenceSplitter`` 128/20, in one run (issue 22).
+
+The shipped natural benchmark's passages (the first ``--passages`` of its corpus, 901 in all), the
+bundled all-MiniLM-L6-v2, each path with its own default batch size, model loading excluded:
+
+* ``llamaindex 128/20``: ``SentenceSplitter(chunk_size=128, chunk_overlap=20)`` nodes embedded by
+  ``HuggingFaceEmbedding`` into an in-memory ``VectorStoreIndex`` (the peer of ``bench/natural_peers.py``;
+  no store write: an advantage to it);
+* ``posfair (default recipe)``: ``qdrant_tools.ingest.ingest_documents`` with ``Recipe.default()``'s
+  layout (what ``posfair ingest`` runs after loading the model) into a fresh embedded Qdrant Edge store
+  on disk: chunking, token counting, embedding, BM25, ``upsert(wait=True)``;
+* ``posfair (encoded nodes)`` / ``(derived nodes)``: the same with the node vector encoded from the node
+  text, or derived from the sub-chunk vectors (``node_from_subchunks``): whichever the default is not.
+
+The paths take turns inside each repeat (the order rotates); the table gives each path's best
+docs/s and, per repeat, its ratio to the peer's docs/s of the same repeat (paired, so a loaded
+machine slows both). The load average is printed before and after.
+
+Usage:
+    python bench/ingest_vs_peer.py                      # 300 passages, 2 repeats
+    python bench/ingest_vs_peer.py --passages 901 --repeats 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PEER = "llamaindex 128/20"
+
+
+def passages(n: int) -> tuple[list[str], list[str]]:
+    """``(doc_ids, texts)``: the first ``n`` passages of the natural benchmark's corpus."""
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+
+    corpus = load_shipped("natural-docs", "test").corpus
+    ids = list(corpus)[:n]
+    return ids, [corpus[i] for i in ids]
+
+
+def time_peer(ids: list[str], texts: list[str], embed: Any) -> float:
+    from llama_index.core import Document
+
+    from llamaindex_posfair.eval.main_job.peers import splitter_recipe
+
+    docs = [Document(text=t, id_=i) for i, t in zip(ids, texts)]
+    t0 = time.perf_counter()
+    splitter_recipe(128, 20)(docs, embed, 10)
+    return time.perf_counter() - t0
+
+
+def time_posfair(ids: list[str], texts: list[str], encoder: Any, recipe: Any, work: Path) -> tuple[float, int]:
+    from qdrant_tools.chunking import SourceDocument, content_hash
+    from qdrant_tools.ingest import IngestConfig, ingest_documents
+    from qdrant_tools.store import open_store
+
+    docs = [SourceDocument(i, t, i, content_hash(t)) for i, t in zip(ids, texts)]
+    folder = Path(tempfile.mkdtemp(dir=work))
+    client = open_store(folder / "qdrant")
+    settings = recipe.chunking.ingest_settings()
+    config = IngestConfig(**settings, sparse=recipe.sparse_encoder(), metadata=recipe.metadata(), show_progress=False)
+    name = next(iter(recipe.vectors))
+    t0 = time.perf_counter()
+    report = ingest_documents(client, "bench", docs, {name: encoder}, config)
+    seconds = time.perf_counter() - t0
+    client.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    return seconds, report.chunks_written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--passages", type=int, default=300, help="passages ingested per path (default 300 of 901)")
+    ap.add_argument("--repeats", type=int, default=2, help="turns per path (default 2)")
+    args = ap.parse_args(argv)
+    import logging
+
+    from llamaindex_posfair.eval.main_job.peers import bundled_minilm_embedding
+    from llamaindex_posfair.eval.main_job.system import cpu_load
+    from llamaindex_posfair.integrations.recipe import Recipe
+
+    logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
+    ids, texts = passages(args.passages)
+    default = Recipe.default()
+    flipped = not default.chunking.node_from_subchunks
+    other = default.model_copy(
+        update={"chunking": default.chunking.model_copy(update={"node_from_subchunks": flipped})}
+    )
+    encoder = default.encoder_spec().load()
+    embed = bundled_minilm_embedding()
+    encoder.encode_documents(["warm up"] * 8)
+    embed.get_text_embedding_batch(["warm up"] * 8)
+    runs: dict[str, Any] = {
+        PEER: lambda: (time_peer(ids, texts, embed), 0),
+        "posfair (default recipe)": lambda: time_posfair(ids, texts, encoder, default, work),
+        f"posfair ({'derived' if flipped else 'encoded'} nodes)": lambda: time_posfair(
+            ids, texts, encoder, other, work
+        ),
+    }
+    print(f"{len(texts)} natural-docs passages; load average before {cpu_load()}", flush=True)
+    seconds: dict[str, list[float]] = {k: [] for k in runs}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for r in range(args.repeats):
+            names = list(runs)
+            names = names[r % len(names) :] + names[: r % len(names)]
+            for name in names:
+                dt, nodes = runs[name]()
+                seconds[name].append(dt)
+                print(f"  repeat {r + 1}: {name}: {dt:.1f} s ({len(texts) / dt:.2f} docs/s, {nodes} nodes)", flush=True)
+    print(f"\nload average after {cpu_load()}\n")
+    print(f"| path | best docs/s | docs/s vs {PEER}, per repeat (paired) | median ratio |")
+    print("|---|---|---|---|")
+    for name, secs in seconds.items():
+        ratios = [peer / s for s, peer in zip(secs, seconds[PEER])]
+        cells = ", ".join(f"{x:.2f}x" for x in ratios)
+        print(f"| {name} | {len(texts) / min(secs):.2f} | {cells} | {statistics.median(ratios):.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
