@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         (True, None): MemoEncoder(CalibrationView(plain, preset("paper")), memo),
         (False, "bfloat16"): MemoEncoder(bf16, memo),
     }
-    print("The rule" + __doc__.split("Note:")[0].split("The rule")[1].rstrip())
+    print("The rule" + __doc__.split("Note:")[0].split("The rule", 1)[1].rstrip())
     dev = {b: score(b, "dev", encoder) for b in BENCHMARKS}
     for b in BENCHMARKS:
         print(table(f"{b} dev", dev[b]))

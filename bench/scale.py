@@ -86,22 +86,28 @@ class Pool:
 
 
 # ------------------------------------------------------------------ data
-def real_nodes(encoder: Any) -> RealNodes:
-    """Both benchmarks' ``test`` corpora ingested by the main job; every stored point read back."""
+def real_nodes(encoder: Any, fused_weight: float | None) -> RealNodes:
+    """Both benchmarks' ``test`` corpora ingested by the main job (``fused_weight``: with the fused multivector
+    at that node weight); every stored point read back."""
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.main_job import system as main_job
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 
     out = RealNodes()
-    layout = main_job.NodeLayout(resolve_chunking(encoder).chunk_tokens, DEFAULT_SUBCHUNKS, bm25=True)
+    chunk_tokens = resolve_chunking(encoder).chunk_tokens
+    layout = main_job.NodeLayout(chunk_tokens, DEFAULT_SUBCHUNKS, bm25=True, fused_weight=fused_weight)
     for name in BENCHMARKS:
         bench = load_shipped(name, "test")
         ids = list(bench.corpus)
         index = main_job.StoreIndex.build(encoder, [bench.corpus[d] for d in ids], ids, layout)
         try:
-            params = index.client.get_collection(main_job.COLLECTION).config.params
-            out.config = {"vectors_config": params.vectors, "sparse_vectors_config": params.sparse_vectors}
+            config = index.client.get_collection(main_job.COLLECTION).config
+            out.config = {
+                "vectors_config": config.params.vectors,
+                "sparse_vectors_config": config.params.sparse_vectors,
+                "metadata": getattr(config, "metadata", None),
+            }
             offset = None
             while True:
                 points, offset = index.client.scroll(main_job.COLLECTION, limit=256, offset=offset, with_vectors=True)
@@ -134,8 +140,11 @@ def pool(encoder: Any) -> Pool:
 
 
 def distractors(pool: Pool, n: int, rng: np.random.Generator, args: argparse.Namespace, node_name: str):
-    """``n`` distractor points' vectors, in batches of 256 (see the module docstring)."""
+    """``n`` distractor points' vectors, in batches of 256 (see the module docstring); with ``args.fused``, also
+    their fused multivector (:func:`qdrant_tools.encoding.fused_rows`, as ingestion writes it)."""
+    from qdrant_tools.encoding import fused_rows
     from qdrant_tools.sparse import Bm25Sparse
+    from qdrant_tools.subchunks import FUSED_VECTOR
 
     bm25 = Bm25Sparse()
     dim = pool.vectors.shape[1]
@@ -149,6 +158,9 @@ def distractors(pool: Pool, n: int, rng: np.random.Generator, args: argparse.Nam
         texts = [" ".join(pool.texts[j] for j in row) for row in pick]
         sparse = bm25.embed_documents(texts)
         vectors = [{node_name: node[i].tolist(), "subchunks": subs[i].tolist(), "bm25": sparse[i]} for i in range(k)]
+        if args.fused is not None:
+            for i, v in enumerate(vectors):
+                v[FUSED_VECTOR] = fused_rows(node[i], subs[i], args.fused).tolist()
         yield list(zip(vectors, ({"text": t} for t in texts)))
 
 
@@ -192,7 +204,10 @@ def create(store: Any, real: RealNodes, subchunk_m: int | None) -> None:
         hnsw = models.HnswConfigDiff(m=subchunk_m)
         vectors["subchunks"] = vectors["subchunks"].model_copy(update={"hnsw_config": hnsw})
     store.create_collection(
-        COLLECTION, vectors_config=vectors, sparse_vectors_config=real.config["sparse_vectors_config"]
+        COLLECTION,
+        vectors_config=vectors,
+        sparse_vectors_config=real.config["sparse_vectors_config"],
+        metadata=real.config["metadata"],
     )
 
 
@@ -201,7 +216,7 @@ def build(n: int, real: RealNodes, pool_: Pool, args: argparse.Namespace, work: 
     from qdrant_tools.store import open_store
 
     rng = np.random.default_rng(args.seed)
-    node_name = next(k for k in real.vectors[0] if k not in ("subchunks", "bm25"))
+    node_name = next(k for k in real.vectors[0] if k not in ("subchunks", "bm25", "subchunks_fused"))
     ids = rng.permutation(n)  # point ids: the real nodes' first, then the distractors'
     doc_of = {int(ids[i]): d for i, d in enumerate(real.docs)}
     folder = work / f"n{n}"
@@ -400,6 +415,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--prefetch", default="", help="also run these node-vector prefetch limits, e.g. 300,1000")
     ap.add_argument("--exact", action="store_true", help="also run exact scoring at every size (exact_up_to = size)")
     ap.add_argument("--subchunk-m", type=int, default=None, help="HNSW m of the sub-chunk multivector (default: 0)")
+    ap.add_argument(
+        "--fused",
+        type=float,
+        default=None,
+        help="node weight of the fused multivector (default: the recipe's, Recipe.default(); 0 = the layout without)",
+    )
     ap.add_argument("--per-node", type=int, default=10, help="sub-chunks per distractor node")
     ap.add_argument("--jitter", type=float, default=0.1, help="norm of the noise added to a drawn sub-chunk vector")
     ap.add_argument("--seed", type=int, default=0)
@@ -430,11 +451,15 @@ def main(argv: list[str] | None = None) -> None:
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
 
     args = parse_args(argv)
+    from llamaindex_posfair.integrations.recipe import Recipe
+
+    args.fused = Recipe.default().chunking.fused_weight if args.fused is None else (args.fused or None)
     print(f"load average before: {cpu_load()} ({os.cpu_count()} CPUs)", flush=True)
     encoder = MemoEncoder(EncoderSpec(calibration=None).load(device="cpu"), VectorMemo(Path(args.cache).expanduser()))
     t0 = time.perf_counter()
-    real, pool_, queries = real_nodes(encoder), pool(encoder), load_queries(encoder)
+    real, pool_, queries = real_nodes(encoder, args.fused), pool(encoder), load_queries(encoder)
     print(
+        f"fused multivector: {'none' if args.fused is None else f'node weight {args.fused:g}'}; "
         f"real nodes {len(real.docs):,}; pool {len(pool_.texts):,} sub-chunks; {len(queries.ids)} queries; "
         f"prepared in {time.perf_counter() - t0:.0f} s (embedding charged {encoder.charged_seconds:.0f} s)",
         flush=True,

@@ -77,6 +77,9 @@ class IngestSettings:
         node_from_subchunks: the node vector of the sub-chunk encoder is the normalised mean of the node's
             sub-chunk vectors instead of an encoding of the node text (needs ``subchunks``): ingestion then
             encodes each text once, about half the tokens.
+        fused_weight: also store each node's sub-chunks fused with its node vector at this node weight
+            (:data:`qdrant_tools.subchunks.FUSED_VECTOR`), so a search at that weight scores in one arm;
+            ``None`` = none.
         metadata: collection metadata to record, e.g. ``{RECIPE_KEY: recipe}`` (:mod:`qdrant_tools.metadata`):
             written when the collection is created (or first recorded into an older one), and checked
             against what the collection holds before any write.
@@ -93,6 +96,7 @@ class IngestSettings:
     subchunk_graph_m: int = 0
     sparse: Bm25Sparse | None = None
     node_from_subchunks: bool = False
+    fused_weight: float | None = None
     metadata: Mapping[str, Any] | None = None
 
     def encoder_plan(self, vectors: Mapping[str, Encoder]) -> EncoderPlan:
@@ -107,6 +111,7 @@ class IngestSettings:
             sparse=self.sparse,
             subchunk_graph_m=self.subchunk_graph_m,
             node_from_subchunks=self.node_from_subchunks,
+            fused_weight=self.fused_weight,
         )
 
 
@@ -168,9 +173,8 @@ class IngestionRun:
             SchemaMismatchError: the collection (or ``spec``) does not fit the encoders; nothing written.
             ValueError: duplicate document ids; nothing written.
         """
-        spec = spec_for_vectors(
-            collection, encoders.vector_configs(), spec, settings.metadata, sparse=encoders.sparse_configs()
-        )
+        metadata = {**(settings.metadata or {}), **encoders.metadata()}
+        spec = spec_for_vectors(collection, encoders.vector_configs(), spec, metadata, sparse=encoders.sparse_configs())
         writer = QdrantWriter(client, spec, descriptions=encoders.descriptions, retry=settings.retry, ordering=ordering)
         writer.check()
         plan = plan_ingestion(

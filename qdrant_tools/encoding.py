@@ -30,7 +30,7 @@ from qdrant_tools.chunking import ChunkingConfig, SourceDocument, SpanFn, chunk_
 from qdrant_tools.ids import document_version, point_id
 from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 from qdrant_tools.spec import HnswSpec, QuantizationSpec, SparseVectorConfig, VectorConfig
-from qdrant_tools.subchunks import SUBCHUNK_VECTOR, SubchunkConfig, subchunk_text
+from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR, SubchunkConfig, subchunk_text
 from qdrant_tools.writer import PointBatch
 
 logger = logging.getLogger(__name__)
@@ -142,6 +142,8 @@ class EncoderPlan:
             node's text (hybrid search); ``None`` = no sparse vector.
         node_from_subchunks: the ``subchunk_source`` vector of a node is :func:`subchunk_mean` of its
             sub-chunk vectors, not an encoding of the node text (the node text is not encoded for it).
+        fused_weight: also store the multivector :data:`~qdrant_tools.subchunks.FUSED_VECTOR` of
+            :func:`fused_rows` at this node weight (``None``: none); recorded in the collection metadata.
     """
 
     dimensions: dict[str, int]
@@ -157,6 +159,7 @@ class EncoderPlan:
     sparse: Bm25Sparse | None = None
     subchunk_graph_m: int = 0
     node_from_subchunks: bool = False
+    fused_weight: float | None = None
 
     @property
     def label(self) -> str:
@@ -168,6 +171,8 @@ class EncoderPlan:
             label += f"; sub-chunks of <= {s.max_tokens} tokens, {s.overlap_sentences}-sentence overlap"
             if self.node_from_subchunks:
                 label += "; node vectors = mean of the sub-chunk vectors"
+            if self.fused_weight is not None:
+                label += f"; fused multivector (node weight {self.fused_weight:g})"
         if self.sparse is not None:
             label += "; BM25 sparse vectors"
         return label
@@ -204,7 +209,15 @@ class EncoderPlan:
                     quantization=quant,
                 )
             )
+            if self.fused_weight is not None:
+                out.append(
+                    VectorConfig(name=FUSED_VECTOR, size=size, distance="dot", multivector=True, hnsw=HnswSpec(m=0))
+                )
         return out
+
+    def metadata(self) -> dict[str, Any]:
+        """What the collection metadata records of the layout: the fused multivector's weight, if any."""
+        return {} if self.fused_weight is None else {FUSED_WEIGHT_KEY: self.fused_weight}
 
 
 def plan_encoders(
@@ -216,20 +229,24 @@ def plan_encoders(
     sparse: Bm25Sparse | None = None,
     subchunk_graph_m: int = 0,
     node_from_subchunks: bool = False,
+    fused_weight: float | None = None,
 ) -> EncoderPlan:
     """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
 
     ``subchunk_graph_m``: HNSW ``m`` of the sub-chunk multivector (0 = no graph);
-    ``node_from_subchunks``: see :class:`EncoderPlan`.
+    ``node_from_subchunks``, ``fused_weight``: see :class:`EncoderPlan`.
 
     Raises:
-        ValueError: ``vectors`` is empty or uses the reserved sub-chunk vector name, the first
-            encoder's window holds no text, or ``node_from_subchunks`` without ``subchunks``.
+        ValueError: ``vectors`` is empty or uses a reserved vector name, the first encoder's window
+            holds no text, ``node_from_subchunks`` or ``fused_weight`` without ``subchunks``, or a
+            ``fused_weight`` outside (0, 1).
     """
     if not vectors:
         raise ValueError("vectors must map at least one vector name to an encoder, e.g. {'calibrated': encoder}")
-    if SUBCHUNK_VECTOR in vectors:
-        raise ValueError(f"the vector name {SUBCHUNK_VECTOR!r} is reserved for sub-chunk vectors; rename the vector")
+    for reserved in (SUBCHUNK_VECTOR, FUSED_VECTOR):
+        if reserved in vectors:
+            raise ValueError(f"the vector name {reserved!r} is reserved for sub-chunk vectors; rename the vector")
+    _check_fused_weight(fused_weight, subchunks)
     if isinstance(subchunk_graph_m, bool) or not isinstance(subchunk_graph_m, int) or subchunk_graph_m < 0:
         raise ValueError(f"subchunk_graph_m must be an integer >= 0, got {subchunk_graph_m!r}; 0 (no graph) or 16")
     if subchunk_quantization not in (None, "int8"):
@@ -244,6 +261,7 @@ def plan_encoders(
     if subchunks is not None:
         source = "calibrated" if "calibrated" in vectors else next(iter(vectors))
         key += f";{subchunks.key()};src={source}" + (";node=subchunk-mean" if node_from_subchunks else "")
+        key += "" if fused_weight is None else f";fused={fused_weight:g}"
     if sparse is not None:
         key += f";bm25={sparse.fingerprint()}"
     return EncoderPlan(
@@ -260,7 +278,17 @@ def plan_encoders(
         sparse=sparse,
         subchunk_graph_m=subchunk_graph_m if subchunks is not None else 0,
         node_from_subchunks=node_from_subchunks,
+        fused_weight=fused_weight,
     )
+
+
+def _check_fused_weight(weight: float | None, subchunks: SubchunkConfig | None) -> None:
+    if weight is None:
+        return
+    if subchunks is None:
+        raise ValueError("fused_weight fuses node and sub-chunk vectors; pass subchunks too")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < weight < 1.0:
+        raise ValueError(f"fused_weight must lie strictly between 0 and 1, got {weight!r}; e.g. 0.5 (the node weight)")
 
 
 def subchunk_mean(vectors: np.ndarray) -> np.ndarray:
@@ -276,6 +304,22 @@ def subchunk_mean(vectors: np.ndarray) -> np.ndarray:
     mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
     norm = float(np.linalg.norm(mean))
     return mean / norm if norm > 0 else mean
+
+
+def fused_rows(node: np.ndarray, subs: np.ndarray, weight: float) -> np.ndarray:
+    """The rows ``(1 - w) * s_j + w * node`` of :data:`~qdrant_tools.subchunks.FUSED_VECTOR` (each input scaled to
+    unit length first): under the dot product, a unit query's MaxSim over them is
+    ``(1 - w) * max_j cos(q, s_j) + w * cos(q, node)``.
+
+    Example:
+        >>> fused_rows(np.array([0.0, 2.0]), np.array([[1.0, 0.0]]), 0.25).tolist()
+        [[0.75, 0.25]]
+    """
+    n = np.asarray(node, dtype=np.float32)
+    s = np.asarray(subs, dtype=np.float32)
+    n = n / max(float(np.linalg.norm(n)), 1e-12)
+    s = s / np.maximum(np.linalg.norm(s, axis=1, keepdims=True), 1e-12)
+    return ((1.0 - weight) * s + weight * n[None, :]).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -431,6 +475,9 @@ class ChunkEncoder:
                 vectors[name] = self._encoded(name, enc, texts, groups)
         if subs is not None:
             vectors[SUBCHUNK_VECTOR] = subs
+            if self.plan.fused_weight is not None:
+                node = vectors[self.plan.subchunk_source or next(iter(self.vectors))]
+                vectors[FUSED_VECTOR] = [fused_rows(n, v, self.plan.fused_weight) for n, v in zip(node, subs)]
         return PointBatch(
             ids=[c.point_id for c in chunks],
             payloads=[c.payload for c in chunks],

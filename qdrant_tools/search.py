@@ -27,6 +27,13 @@ node-vector scan's ``max(limit, fusion_limit)`` best (and BM25's, in a hybrid
 query); above, the candidates drawn from indexes. Without sub-chunks the node vector is
 searched directly.
 
+**One arm**: a collection written with a fused multivector
+(:data:`~qdrant_tools.subchunks.FUSED_VECTOR`, rows ``(1 - w) * s_j + w * node``, dot product)
+answers a query at its own weight ``w`` with one MaxSim over those rows, which equals the formula
+above: a scan of every node up to ``exact_up_to``, else the same candidates re-scored once instead
+of once per arm (about half the time; docs/storage.md, "Any size"). Any other weight takes the
+two-arm formula.
+
 **Hybrid**: a collection that also stores a BM25 sparse vector of each node
 (:mod:`qdrant_tools.sparse`) and a query that brings its BM25 vector fuse the
 dense ranking above and the BM25 ranking in Qdrant (``Fusion.RRF`` or
@@ -53,7 +60,7 @@ from qdrant_client import models
 
 from qdrant_tools import payload as P
 from qdrant_tools.sparse import SPARSE_VECTOR
-from qdrant_tools.subchunks import SUBCHUNK_VECTOR
+from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR
 
 __all__ = ["Hit", "Layout", "SearchSettings", "collection_layout", "search"]
 
@@ -77,6 +84,8 @@ class Layout:
         sparse: the BM25 sparse vector's name, or ``None`` (no hybrid search).
         subchunk_graph: the sub-chunk multivector has an HNSW graph (``m`` > 0), so collections above
             ``exact_up_to`` also draw candidates from it; ``False`` for collections written with ``m=0``.
+        fused: the fused multivector's name (:data:`~qdrant_tools.subchunks.FUSED_VECTOR`), or ``None``.
+        fused_weight: the node weight its rows were fused at (from the collection metadata).
     """
 
     dense: dict[str, int]
@@ -84,6 +93,12 @@ class Layout:
     points: int | None = None
     sparse: str | None = None
     subchunk_graph: bool = False
+    fused: str | None = None
+    fused_weight: float | None = None
+
+    def fuses_at(self, node_weight: float) -> bool:
+        """Whether the fused multivector scores ``node_weight`` (it was written at that weight)."""
+        return self.fused is not None and self.fused_weight is not None and abs(self.fused_weight - node_weight) < 1e-9
 
     def node_vector(self, requested: str | None = None) -> str:
         """The dense vector to search: ``requested``, else ``"calibrated"`` if present, else the only one.
@@ -124,7 +139,17 @@ def collection_layout(client: Any, collection: str) -> Layout:
     sub = SUBCHUNK_VECTOR if SUBCHUNK_VECTOR in multi else None
     sparse = SPARSE_VECTOR if SPARSE_VECTOR in (info.config.params.sparse_vectors or {}) else None
     graph = sub is not None and _hnsw_m(vectors[sub], info.config.hnsw_config) > 0
-    return Layout(dense=dense, subchunks=sub, points=info.points_count, sparse=sparse, subchunk_graph=graph)
+    weight = (getattr(info.config, "metadata", None) or {}).get(FUSED_WEIGHT_KEY)
+    fused = FUSED_VECTOR if FUSED_VECTOR in multi and sub is not None and weight is not None else None
+    return Layout(
+        dense=dense,
+        subchunks=sub,
+        points=info.points_count,
+        sparse=sparse,
+        subchunk_graph=graph,
+        fused=fused,
+        fused_weight=None if fused is None else float(weight),
+    )
 
 
 def _hnsw_m(params: Any, collection_hnsw: Any) -> int:
@@ -342,6 +367,8 @@ def _dense_parts(
     if layout.subchunks is None or not settings.subchunks:
         return {"query": q.tolist(), "using": vector, "filter": flt}
     exact = settings.scores_exactly(layout.points)
+    if settings.node_weight > 0 and layout.fuses_at(settings.node_weight):
+        return _fused_arm(q, vector, settings, layout, flt, limit, sparse, exact)
     if exact and settings.node_weight == 0:
         cands = None  # the exact MaxSim scan is the ranking
     elif exact:
@@ -360,6 +387,17 @@ def _dense_parts(
         }
     nodes = _rescored(cands, q.tolist(), vector, depth)
     return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
+
+
+def _fused_arm(
+    q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, limit: int, sparse: Any, exact: bool
+) -> dict[str, Any]:
+    """The fused dense score in one arm: MaxSim over the fused multivector (written at ``settings.node_weight``),
+    a scan of every node when the collection is scored exactly, else over :func:`_candidates`."""
+    if exact:
+        return {"query": [q.tolist()], "using": layout.fused, "filter": flt}
+    cands = _candidates(q, vector, settings, layout, flt, sparse)
+    return {"prefetch": cands[0] if len(cands) == 1 else cands, "query": [q.tolist()], "using": layout.fused}
 
 
 def _dense_query(client, collection, q, vector, settings, query_filter, layout) -> list[Any]:

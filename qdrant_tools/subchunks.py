@@ -30,10 +30,25 @@ from dataclasses import dataclass
 from qdrant_tools.chunking import Span, SpanFn, whitespace_spans
 from qdrant_tools.text import SPLITTER_TAG, sentence_spans
 
-__all__ = ["DEFAULT_SUBCHUNKS", "SUBCHUNK_VECTOR", "SubChunk", "SubchunkConfig", "sentence_spans", "subchunk_text"]
+__all__ = [
+    "DEFAULT_SUBCHUNKS",
+    "FUSED_VECTOR",
+    "FUSED_WEIGHT_KEY",
+    "SUBCHUNK_VECTOR",
+    "SubChunk",
+    "SubchunkConfig",
+    "sentence_spans",
+    "subchunk_text",
+]
 
 #: Name of the multivector that holds a node's sub-chunk vectors (MaxSim).
 SUBCHUNK_VECTOR = "subchunks"
+#: Name of the optional multivector of a node's sub-chunks fused with its node vector at a fixed weight ``w``:
+#: rows ``(1 - w) * s_j + w * node`` (unit ``s_j`` and node, dot product), so its MaxSim for a unit query is
+#: ``(1 - w) * max_j cos(q, s_j) + w * cos(q, node)``: the fused score in one arm (:mod:`qdrant_tools.search`).
+FUSED_VECTOR = "subchunks_fused"
+#: Collection metadata key that records the fused multivector's weight ``w``.
+FUSED_WEIGHT_KEY = "posfair_fused_node_weight"
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,14 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
         help="'encoded': embed each node's text; 'subchunk-mean': the normalised mean of its sub-chunk vectors "
         "(no node pass: about half the encoding) (default: the main job's)",
     )
+    g.add_argument(
+        "--fused-weight",
+        type=float,
+        default=None,
+        help="also store the sub-chunks fused with the node vector at this node weight, so a search at that "
+        "weight scores in one arm (about half the time; +1 vector per sub-chunk); 0 = none "
+        "(default: the main job's node weight)",
+    )
     h = p.add_argument_group("hybrid search (a BM25 sparse vector of each node, fused in Qdrant)")
     b = h.add_mutually_exclusive_group()
     b.add_argument("--bm25", action="store_true", default=None, help="store the BM25 vector (default: the main job's)")
@@ -97,6 +105,7 @@ CHUNKING_FLAGS = {
     "subchunk_int8": "--subchunk-int8",
     "subchunk_graph_m": "--subchunk-graph-m",
     "node_from_subchunks": "--node-vector",
+    "fused_weight": "--fused-weight",
 }
 
 
@@ -118,10 +127,14 @@ def chunking_given(args: argparse.Namespace) -> dict[str, Any]:
         "subchunk_int8": True if args.subchunk_int8 else None,
         "subchunk_graph_m": args.subchunk_graph_m,
         "node_from_subchunks": None if args.node_vector is None else args.node_vector == "subchunk-mean",
+        "fused_weight": args.fused_weight,
     }
     given = {k: v for k, v in given.items() if v is not None}
+    if given.get("fused_weight") == 0:  # --fused-weight 0: no fused multivector
+        given["fused_weight"] = None
     if args.no_subchunks:
         given["subchunk_tokens"] = None
+        given.setdefault("fused_weight", None)
     return given
 
 
@@ -129,6 +142,8 @@ def _chunking_error(error: Any, args: argparse.Namespace) -> str:
     """One validation error of :class:`ChunkingRecipe` in the flags' words."""
     if error["loc"] == ("subchunk_graph_m",):
         return f"--subchunk-graph-m must be an integer >= 0 (0 = no graph, 16 = a graph), got {args.subchunk_graph_m}"
+    if error["loc"] == ("fused_weight",):
+        return f"--fused-weight must lie in [0, 1) (0 = none; e.g. 0.5, the node weight), got {args.fused_weight}"
     return str(error["msg"]).removeprefix("Value error, ")
 
 
@@ -140,13 +155,10 @@ def new_recipe(args: argparse.Namespace) -> Any:
     """
     from pydantic import ValidationError
 
-    from llamaindex_posfair.integrations.recipe import MAIN_JOB_NODE_FROM_SUBCHUNKS, ChunkingRecipe, Recipe
+    from llamaindex_posfair.integrations.recipe import Recipe, main_job_chunking
 
-    given = chunking_given(args)
-    if "subchunk_tokens" not in given or given["subchunk_tokens"] is not None:  # sub-chunks: the main job's nodes
-        given.setdefault("node_from_subchunks", MAIN_JOB_NODE_FROM_SUBCHUNKS)
     try:
-        chunking = ChunkingRecipe(**given)
+        chunking = main_job_chunking(**chunking_given(args))
     except ValidationError as exc:
         message = "; ".join(_chunking_error(e, args) for e in exc.errors())
         message = message.replace("max_tokens", "--subchunk-tokens").replace("overlap_sentences", "--subchunk-overlap")

@@ -81,12 +81,17 @@ class ChunkingRecipe(_Frozen):
     node_from_subchunks: bool = Field(
         False, description="Node vectors are the normalised mean of their sub-chunk vectors (the node is not encoded)."
     )
+    fused_weight: float | None = Field(
+        None, gt=0.0, lt=1.0, description="Node weight of a fused sub-chunk multivector (one-arm search); None = none."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ChunkingRecipe:
         self.subchunks()  # SubchunkConfig's own checks and messages
         if self.node_from_subchunks and self.subchunk_tokens is None:
             raise ValueError("node vectors derived from sub-chunks need sub-chunks; drop one of the two settings")
+        if self.fused_weight is not None and self.subchunk_tokens is None:
+            raise ValueError("a fused multivector fuses sub-chunks with the node vector; drop one of the two settings")
         return self
 
     def subchunks(self) -> SubchunkConfig | None:
@@ -102,6 +107,7 @@ class ChunkingRecipe(_Frozen):
             "subchunk_quantization": "int8" if self.subchunk_int8 else None,
             "subchunk_graph_m": self.subchunk_graph_m,
             "node_from_subchunks": self.node_from_subchunks,
+            "fused_weight": self.fused_weight,
         }
 
 
@@ -158,6 +164,23 @@ MAIN_JOB_BM25 = True
 #: New collections derive node vectors from their sub-chunk vectors (``ChunkingRecipe.node_from_subchunks``;
 #: collections written before the field record none and read as encoded).
 MAIN_JOB_NODE_FROM_SUBCHUNKS = False
+#: New sub-chunk collections also store the sub-chunks fused with the node vector at the search's node weight
+#: (``ChunkingRecipe.fused_weight``), so the default search scores in one arm.
+MAIN_JOB_FUSED = True
+
+
+def main_job_chunking(**given: Any) -> ChunkingRecipe:
+    """The chunking of a new main-job collection: ``given`` fields over the main job's defaults (derived node
+    vectors and the fused multivector apply to sub-chunk layouts only).
+
+    Raises:
+        ValueError: an invalid or contradictory field (pydantic's message).
+    """
+    if given.get("subchunk_tokens", DEFAULT_SUBCHUNKS.max_tokens) is not None:
+        given.setdefault("node_from_subchunks", MAIN_JOB_NODE_FROM_SUBCHUNKS)
+        weight = MAIN_JOB_SEARCH.node_weight if MAIN_JOB_FUSED and MAIN_JOB_SEARCH.node_weight > 0 else None
+        given.setdefault("fused_weight", weight)
+    return ChunkingRecipe(**given)
 
 
 class Recipe(_Frozen):
@@ -181,9 +204,9 @@ class Recipe(_Frozen):
     @classmethod
     def default(cls) -> Recipe:
         """The shipped main job: the bundled MiniLM, uncalibrated, 32-token sub-chunks, and
-        :data:`MAIN_JOB_SEARCH` / :data:`MAIN_JOB_BM25` / :data:`MAIN_JOB_NODE_FROM_SUBCHUNKS`."""
+        :data:`MAIN_JOB_SEARCH` / :data:`MAIN_JOB_BM25` and :func:`main_job_chunking`."""
         bm25 = Bm25Sparse() if MAIN_JOB_BM25 else None
-        chunking = ChunkingRecipe(node_from_subchunks=MAIN_JOB_NODE_FROM_SUBCHUNKS)
+        chunking = main_job_chunking()
         return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, MAIN_JOB_SEARCH, bm25)
 
     @classmethod

@@ -170,6 +170,29 @@ def test_node_vector_flag_is_recorded_and_a_contradiction_names_it(tmp_path, cap
     assert rc == 2 and "--node-vector" in err
 
 
+def test_new_collections_store_the_fused_multivector_at_the_search_weight(tmp_path, capsys, fake_cli, example_data):
+    from qdrant_tools.search import collection_layout
+
+    store = str(tmp_path / "q")
+    base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert run(capsys, *base)[0] == 0
+    assert run(capsys, *base[:3], "plain", *base[4:], "--fused-weight", "0")[0] == 0
+    client = _open(store)
+    recipe, fused, plain = read_recipe(client, "demo"), *(collection_layout(client, c) for c in ("demo", "plain"))
+    client.close()
+    assert recipe.chunking.fused_weight == recipe.search.node_weight == fused.fused_weight
+    assert fused.fuses_at(recipe.search.node_weight) and plain.fused is None
+
+
+@pytest.mark.parametrize("weight", ["1", "-0.5"])
+def test_a_bad_fused_weight_flag_is_named(tmp_path, capsys, fake_cli, example_data, weight):
+    store = str(tmp_path / "q")
+    rc, _, err = run(
+        capsys, "ingest", str(example_data), "--collection", "d", "--path", store, "--fused-weight", weight
+    )
+    assert rc == 2 and "--fused-weight must lie in [0, 1)" in err
+
+
 def test_node_vector_from_sub_chunks_without_sub_chunks_is_refused(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
     flags = ("--node-vector", "subchunk-mean", "--no-subchunks")

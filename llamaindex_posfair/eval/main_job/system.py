@@ -102,6 +102,7 @@ class NodeLayout:
             search with ``SearchSettings(sparse=True)`` fuses it in (hybrid).
         node_from_subchunks: node vectors derived from the sub-chunk vectors (their normalised mean)
             instead of encoding the node text (:class:`qdrant_tools.driver.IngestSettings`).
+        fused_weight: also store the fused multivector at this node weight (one-arm search at that weight).
 
     Raises:
         ValueError: ``chunk_tokens`` not a positive integer, or int8 without sub-chunks.
@@ -113,6 +114,7 @@ class NodeLayout:
     overlap_tokens: int | None = None
     bm25: bool = False
     node_from_subchunks: bool = False
+    fused_weight: float | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.chunk_tokens, bool) or not isinstance(self.chunk_tokens, int) or self.chunk_tokens < 1:
@@ -130,6 +132,7 @@ class NodeLayout:
             show_progress=False,
             sparse=self.sparse_encoder(),
             node_from_subchunks=self.node_from_subchunks,
+            fused_weight=self.fused_weight,
         )
 
     def sparse_encoder(self) -> Bm25Sparse | None:

@@ -1,0 +1,105 @@
+"""The fused multivector: sub-chunks fused with the node vector at ingestion, scored in one arm at that weight."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from qdrant_tools.encoding import fused_rows, plan_encoders
+from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.sparse import Bm25Sparse
+from qdrant_tools.subchunks import FUSED_VECTOR, SubchunkConfig
+
+DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
+BM25 = Bm25Sparse()
+PLAIN = IngestConfig(
+    chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SubchunkConfig(24, 0), sparse=BM25
+)
+FUSED = replace(PLAIN, fused_weight=0.4)
+QUERY = "how do spring tides form when the moon and sun align"
+
+
+def _unit(x):
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _nodes(hits):
+    """Hits as (document, chunk): point ids differ between the two layouts (the layout is part of the version)."""
+    return [(h.payload["doc_id"], h.payload["chunk_index"]) for h in hits]
+
+
+def _both(client, encoder):
+    ingest_path(client, "plain", DATA, {"calibrated": encoder}, PLAIN)
+    ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
+
+
+def test_every_node_stores_its_sub_chunks_fused_with_its_node_vector(client, encoder):
+    ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
+    layout = collection_layout(client, "fused")
+    assert (layout.fused, layout.fused_weight) == (FUSED_VECTOR, 0.4)
+    for p in client.scroll("fused", limit=1000, with_vectors=True)[0]:
+        want = 0.6 * _unit(p.vector["subchunks"]) + 0.4 * _unit(p.vector["calibrated"])[None, :]
+        np.testing.assert_allclose(p.vector[FUSED_VECTOR], want, atol=1e-5)
+
+
+@pytest.mark.parametrize("exact_up_to", [10_000, 0])  # scored exactly; through candidates
+def test_one_arm_at_the_written_weight_ranks_as_the_two_arm_formula(client, encoder, exact_up_to):
+    _both(client, encoder)
+    q = encoder.encode_queries([QUERY])[0]
+    s = SearchSettings(limit=6, node_weight=0.4, sparse=False, exact_up_to=exact_up_to, prefetch_limit=12)
+    one, two = (search(client, c, q, s) for c in ("fused", "plain"))
+    assert _nodes(one) == _nodes(two)
+    assert [h.score for h in one] == pytest.approx([h.score for h in two], abs=1e-5)
+
+
+def test_a_hybrid_query_on_the_fused_layout_fuses_the_same_rankings(client, encoder):
+    _both(client, encoder)
+    q, sparse = encoder.encode_queries([QUERY])[0], BM25.embed_query(QUERY)
+    s = SearchSettings(limit=6, node_weight=0.4, fusion_limit=10)
+    one, two = (search(client, c, q, s, sparse_query=sparse) for c in ("fused", "plain"))
+    assert _nodes(one) == _nodes(two)
+
+
+def test_another_weight_takes_the_two_arm_formula(client, encoder):
+    _both(client, encoder)
+    q = encoder.encode_queries([QUERY])[0]
+    s = SearchSettings(limit=6, node_weight=0.7, sparse=False)
+    one, two = (search(client, c, q, s) for c in ("fused", "plain"))
+    assert [h.score for h in one] == pytest.approx([h.score for h in two], abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"fused_weight": 0.0}, "strictly between 0 and 1"),
+        ({"fused_weight": 1.0}, "strictly between 0 and 1"),
+        ({"fused_weight": 0.5, "subchunks": None}, "pass subchunks too"),
+    ],
+)
+def test_a_bad_fused_weight_is_named(encoder, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        plan_encoders({"calibrated": encoder}, **{"subchunks": SubchunkConfig(24, 0), **kwargs})
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    arrays(np.float32, (4, 6), elements=st.floats(-1, 1, width=32)),
+    arrays(np.float32, 6, elements=st.floats(-1, 1, width=32)),
+    arrays(np.float32, 6, elements=st.floats(-1, 1, width=32)),
+    st.floats(0.05, 0.95),
+)
+def test_maxsim_over_fused_rows_is_the_weighted_score(subs, node, q, w):
+    norms = [np.linalg.norm(subs, axis=1).min(), np.linalg.norm(node), np.linalg.norm(q)]
+    if min(norms) < 1e-2:
+        return  # no direction to score
+    got = float((fused_rows(node, subs, w) @ _unit(q)).max())
+    want = (1 - w) * float((_unit(subs) @ _unit(q)).max()) + w * float(_unit(node) @ _unit(q))
+    assert got == pytest.approx(want, abs=1e-5)
