@@ -35,12 +35,13 @@ COLLECTION = "latency"
 
 
 def ingest_real(client, encoder, bench) -> None:
+    from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.chunking import SourceDocument, content_hash
     from qdrant_tools.ingest import IngestConfig, ingest_documents
-    from qdrant_tools.sparse import Bm25Sparse
 
+    recipe = Recipe.default()  # the shipped layout: sub-chunks, BM25 and the fused multivector
     docs = [SourceDocument(d, t, d, content_hash(t)) for d, t in bench.corpus.items()]
-    config = IngestConfig(show_progress=False, sparse=Bm25Sparse())
+    config = IngestConfig(show_progress=False, sparse=recipe.sparse_encoder(), **recipe.chunking.ingest_settings())
     ingest_documents(client, COLLECTION, docs, {"vanilla": encoder}, config)
 
 
@@ -62,9 +63,14 @@ def pool(client) -> tuple[list[np.ndarray], list[str], float]:
 
 
 def add_distractors(client, n: int, vecs, texts, k: float, seed: int = 0) -> None:
+    """``n`` distractors (see the module docstring), with the fused multivector when the collection has one."""
     from qdrant_client import models
 
+    from qdrant_tools.encoding import fused_rows
+    from qdrant_tools.search import collection_layout
     from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
+
+    layout = collection_layout(client, COLLECTION)
 
     bm25, rng = Bm25Sparse(), np.random.default_rng(seed)
     for start in range(0, n, 256):
@@ -75,6 +81,8 @@ def add_distractors(client, n: int, vecs, texts, k: float, seed: int = 0) -> Non
             node = sub.mean(0) / max(float(np.linalg.norm(sub.mean(0))), 1e-12)
             text = " ".join(texts[j] for j in pick)
             vector = {"vanilla": node.tolist(), "subchunks": sub.tolist(), SPARSE_VECTOR: bm25.embed_document(text)}
+            if layout.fused is not None:
+                vector[layout.fused] = fused_rows(node, sub, layout.fused_weight).tolist()
             points.append(models.PointStruct(id=str(uuid.UUID(int=i + 1)), vector=vector, payload={"text": text}))
         client.upsert(COLLECTION, points=points, wait=True)
 

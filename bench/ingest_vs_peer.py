@@ -10,7 +10,12 @@ bundled all-MiniLM-L6-v2, each path with its own default batch size, model loadi
   layout (what ``posfair ingest`` runs after loading the model) into a fresh embedded Qdrant Edge store
   on disk: chunking, token counting, embedding, BM25, ``upsert(wait=True)``;
 * ``posfair (encoded nodes)`` / ``(derived nodes)``: the same with the node vector encoded from the node
-  text, or derived from the sub-chunk vectors (``node_from_subchunks``): whichever the default is not.
+  text, or derived from the sub-chunk vectors (``node_from_subchunks``): whichever the default is not;
+* ``posfair (bfloat16)``: the default recipe with the encoder in bfloat16 (``--dtype bfloat16``), unless
+  the default already is.
+
+Derived node vectors and bfloat16 are opt-ins: the hybrid sweep's rule did not choose them
+(results/hybrid_sweep/sweep.md).
 
 The paths take turns inside each repeat (the order rotates); the table gives each path's best
 docs/s and, per repeat, its ratio to the peer's docs/s of the same repeat (paired, so a loaded
@@ -99,8 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     encoder = default.encoder_spec().load()
     embed = bundled_minilm_embedding()
-    encoder.encode_documents(["warm up"] * 8)
-    embed.get_text_embedding_batch(["warm up"] * 8)
     runs: dict[str, Any] = {
         PEER: lambda: (time_peer(ids, texts, embed), 0),
         "posfair (default recipe)": lambda: time_posfair(ids, texts, encoder, default, work),
@@ -108,6 +111,15 @@ def main(argv: list[str] | None = None) -> int:
             ids, texts, encoder, other, work
         ),
     }
+    if default.encoder_spec().dtype != "bfloat16":
+        name = next(iter(default.vectors))
+        spec = default.vectors[name].model_copy(update={"dtype": "bfloat16"})
+        bf16 = default.model_copy(update={"vectors": {name: spec}})
+        bf16_encoder = bf16.encoder_spec().load()
+        runs["posfair (bfloat16)"] = lambda: time_posfair(ids, texts, bf16_encoder, bf16, work)
+        bf16_encoder.encode_documents(["warm up"] * 8)
+    encoder.encode_documents(["warm up"] * 8)
+    embed.get_text_embedding_batch(["warm up"] * 8)
     print(f"{len(texts)} natural-docs passages; load average before {cpu_load()}", flush=True)
     seconds: dict[str, list[float]] = {k: [] for k in runs}
     with tempfile.TemporaryDirectory() as tmp:

@@ -56,7 +56,14 @@ def main_job_system(memo: str | None = None) -> Any:
     recipe = Recipe.default()
     encoder = MemoEncoder(recipe.encoder_spec().load(), VectorMemo(memo) if memo else None)
     chunk_tokens = recipe.chunking.chunk_tokens or resolve_chunking(encoder).chunk_tokens
-    layout = NodeLayout(chunk_tokens, recipe.chunking.subchunks(), bm25=recipe.bm25 is not None)
+    c = recipe.chunking
+    layout = NodeLayout(
+        chunk_tokens,
+        c.subchunks(),
+        bm25=recipe.bm25 is not None,
+        node_from_subchunks=c.node_from_subchunks,
+        fused_weight=c.fused_weight,
+    )
     search = replace(eval_search(layout), **recipe.search.model_dump(exclude={"vector"}))
     return MainJobSystem("main job (shipped default)", encoder, layout, search)
 
