@@ -8,7 +8,7 @@ MaxSim over its sub-chunk multivector — with one query vector that is
   multivector is scanned over every node (``exact=True`` wherever an index could
   answer instead), and with a fused node score the node vector too (below);
 * a larger one re-scores candidates drawn from indexes, none of which scans the
-  collection (a prefetch list): the node vector's HNSW (``prefetch_limit``, or 1%
+  collection (a prefetch list): the node vector's HNSW (``prefetch_limit``, or 2%
   of the collection up to ``prefetch_max``), the
   BM25 ranking of a hybrid query (``fusion_limit``) and, in a collection written
   with an HNSW graph on the multivector (:attr:`Layout.subchunk_graph`), that
@@ -67,7 +67,7 @@ __all__ = ["Hit", "Layout", "SearchSettings", "collection_layout", "search"]
 logger = logging.getLogger(__name__)
 
 #: Share of a collection's nodes drawn from the node vector's HNSW when ``SearchSettings.prefetch_max`` is set.
-PREFETCH_SHARE = 0.01
+PREFETCH_SHARE = 0.02
 
 #: Collections already told (once per process) that they lack the sub-chunk graph.
 _ADVISED: set[str] = set()
@@ -171,7 +171,7 @@ class SearchSettings:
         subchunks: re-score by the best sub-chunk when the collection has sub-chunk vectors.
         prefetch_limit: candidates found through the node vector and re-scored (bounds recall),
             in collections of more than ``exact_up_to`` nodes.
-        prefetch_max: if set, the node-vector candidates grow with the collection: 1% of its nodes
+        prefetch_max: if set, the node-vector candidates grow with the collection: 2% of its nodes
             (:data:`PREFETCH_SHARE`), at least ``prefetch_limit``, at most ``prefetch_max``
             (:meth:`node_candidates`); ``None`` = always ``prefetch_limit``.
         subchunk_candidates: candidates found through the sub-chunk multivector's HNSW graph (collections
@@ -264,9 +264,9 @@ class SearchSettings:
         """Candidates drawn from the node vector's HNSW in a collection of ``points`` nodes (``None``: unknown).
 
         Example:
-            >>> s = SearchSettings(prefetch_limit=300, prefetch_max=1000)
+            >>> s = SearchSettings(prefetch_limit=300, prefetch_max=2000)
             >>> s.node_candidates(10_000), s.node_candidates(50_000), s.node_candidates(1_000_000)
-            (300, 500, 1000)
+            (300, 1000, 2000)
         """
         if self.prefetch_max is None or points is None:
             return self.prefetch_limit
@@ -443,6 +443,23 @@ def _advise_graph(collection: str, layout: Layout, settings: SearchSettings) -> 
     )
 
 
+def _advise_fused(collection: str, layout: Layout, settings: SearchSettings) -> None:
+    """Say once per collection that one searched through candidates at a fused weight lacks the fused multivector."""
+    if layout.fused is not None or layout.subchunks is None or not settings.subchunks or settings.node_weight == 0:
+        return
+    if settings.scores_exactly(layout.points) or f"fused:{collection}" in _ADVISED:
+        return
+    _ADVISED.add(f"fused:{collection}")
+    logger.warning(
+        "collection %r has no fused multivector (written before it was the default, or with --fused-weight 0): "
+        "each query re-scores its candidates once per formula arm. Re-ingesting it into a new collection with "
+        "posfair ingest (which now writes it at the node weight, %g) scores them once, about half the latency "
+        "above exact_up_to (docs/storage.md, 'Any size')",
+        collection,
+        settings.node_weight,
+    )
+
+
 def _evidence(
     client: Any, collection: str, q: np.ndarray, points: Sequence[Any], sub: str
 ) -> dict[str, tuple[int, int]]:
@@ -494,6 +511,7 @@ def search(
     q = _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1))
     sub = layout.subchunks if settings.subchunks else None
     _advise_graph(collection, layout, settings)
+    _advise_fused(collection, layout, settings)
     if settings.sparse and layout.sparse and sparse_query is not None:
         points = _hybrid_query(client, collection, q, sparse_query, vector, settings, query_filter, layout)
     else:

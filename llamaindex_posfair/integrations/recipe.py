@@ -122,7 +122,7 @@ class SearchRecipe(_Frozen):
     rrf_k: int | None = Field(_DEFAULT_SEARCH.rrf_k, gt=0, description="k of RRF, 1/(k + rank); None = Qdrant's 2.")
     prefetch_limit: int = Field(_DEFAULT_SEARCH.prefetch_limit, gt=0, description="Candidates re-scored by MaxSim.")
     prefetch_max: int | None = Field(
-        _DEFAULT_SEARCH.prefetch_max, gt=0, description="Candidates grow to 1% of the nodes up to this; None = fixed."
+        _DEFAULT_SEARCH.prefetch_max, gt=0, description="Candidates grow to 2% of the nodes up to this; None = fixed."
     )
     exact_up_to: int = Field(_DEFAULT_SEARCH.exact_up_to, ge=0, description="Nodes scored exactly up to this size.")
 
@@ -138,18 +138,20 @@ class SearchRecipe(_Frozen):
 
 #: The main job's search and hybrid layout, chosen on the dev splits of both shipped benchmarks by the
 #: rule written in ``bench/hybrid_sweep.py`` (results/hybrid_sweep/sweep.md; README, "The main job"):
-#: the node's cosine fused with its best sub-chunk at weight 0.5 (in Qdrant, a formula query), and that
-#: dense ranking fused with BM25 by weighted reciprocal rank fusion (BM25 weight 1.5 against the dense
-#: ranking's 1.0, ``k`` = 60 as in LlamaIndex's ``QueryFusionRetriever``; one ``RrfQuery``). Each ranking
-#: entering the fusion is 100 nodes deep: the harness asks every query for 100 nodes, and a ranking is
-#: ``max(limit, fusion_limit)`` deep, so the sweep measured depth 100; shipping 100 makes a 5-result query
-#: fuse the same rankings the sweep measured. Up to 5,000 nodes (``exact_up_to``; the sweep's collections
-#: were below it) the dense ranking is scored exactly; larger collections re-score candidates from BM25 and
-#: from the node vector's HNSW: 1% of the nodes, at least 300 (``prefetch_limit``), at most 1,000
-#: (``prefetch_max``). Measured with ``bench/scale.py`` (docs/storage.md, "Any size"): the exact union
-#: scans the sub-chunks once per formula arm (13.5 ms at 5,000 nodes, 21.7 at 10,000; the scoring the sweep
-#: measured, kept up to 5,000); 300 candidates at 10,000 nodes (0.96 of the exhaustive top 10, 8 ms) and
-#: 1,000 at 100,000 (0.93, 17.5 ms) stay within issue 22's latency bounds.
+#: the node's cosine fused with its best sub-chunk at weight 0.5, and that dense ranking fused with BM25 by
+#: weighted reciprocal rank fusion (BM25 weight 1.5 against the dense ranking's 1.0, ``k`` = 60 as in
+#: LlamaIndex's ``QueryFusionRetriever``; one ``RrfQuery``). Each ranking entering the fusion is 100 nodes
+#: deep: the harness asks every query for 100 nodes, and a ranking is ``max(limit, fusion_limit)`` deep, so
+#: the sweep measured depth 100; shipping 100 makes a 5-result query fuse the same rankings the sweep
+#: measured. New collections store the fused multivector at weight 0.5 (:func:`main_job_chunking`), so the
+#: dense score is one MaxSim (the same ranking as the two-arm formula query; tests/qdrant_tools/
+#: test_fused_search.py). Up to 5,000 nodes (``exact_up_to``; the sweep's collections were below it) the
+#: dense ranking is scored exactly; larger collections re-score candidates from BM25 and from the node
+#: vector's HNSW: 2% of the nodes, at least 300 (``prefetch_limit``), at most 2,000 (``prefetch_max``),
+#: by a rule written before the run (commit 474425b): 2,000 at 100,000 nodes if that run's p50 <= 20 ms and
+#: p99 <= 60 ms. Measured with ``bench/scale.py --sizes 10000,100000 --prefetch 1000,2000`` on the fused
+#: layout (docs/storage.md, "Any size"): 2,000 candidates at 100,000 nodes keep 0.952 of the exhaustive
+#: top 10 at 19.3 / 26.5 ms p50 / p99; 300 at 10,000 nodes 0.959 at 4.4 ms.
 MAIN_JOB_SEARCH = SearchRecipe(
     node_weight=NODE_WEIGHT,
     fusion="rrf",
@@ -157,7 +159,7 @@ MAIN_JOB_SEARCH = SearchRecipe(
     sparse_weight=1.5,
     rrf_k=60,
     prefetch_limit=300,
-    prefetch_max=1000,
+    prefetch_max=2000,
     exact_up_to=5000,
 )
 MAIN_JOB_BM25 = True

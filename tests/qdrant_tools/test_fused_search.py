@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,6 +37,12 @@ def _nodes(hits):
     return [(h.payload["doc_id"], h.payload["chunk_index"]) for h in hits]
 
 
+def _settled(hits):
+    """RRF scores, and the nodes scored above the last one (RRF ties come in either order)."""
+    scores = [round(h.score, 4) for h in hits]
+    return scores, {n for n, x in zip(_nodes(hits), scores) if x > scores[-1]}
+
+
 def _both(client, encoder):
     ingest_path(client, "plain", DATA, {"calibrated": encoder}, PLAIN)
     ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
@@ -65,7 +72,7 @@ def test_a_hybrid_query_on_the_fused_layout_fuses_the_same_rankings(client, enco
     q, sparse = encoder.encode_queries([QUERY])[0], BM25.embed_query(QUERY)
     s = SearchSettings(limit=6, node_weight=0.4, fusion_limit=10)
     one, two = (search(client, c, q, s, sparse_query=sparse) for c in ("fused", "plain"))
-    assert _nodes(one) == _nodes(two)
+    assert _settled(one) == _settled(two)
 
 
 def test_another_weight_takes_the_two_arm_formula(client, encoder):
@@ -103,3 +110,24 @@ def test_maxsim_over_fused_rows_is_the_weighted_score(subs, node, q, w):
     got = float((fused_rows(node, subs, w) @ _unit(q)).max())
     want = (1 - w) * float((_unit(subs) @ _unit(q)).max()) + w * float(_unit(node) @ _unit(q))
     assert got == pytest.approx(want, abs=1e-5)
+
+
+@pytest.fixture
+def _fresh_advice(monkeypatch):
+    import qdrant_tools.search as S
+
+    monkeypatch.setattr(S, "_ADVISED", set())
+
+
+@pytest.mark.usefixtures("_fresh_advice")
+def test_a_collection_without_the_fused_multivector_is_told_once_to_reingest(client, encoder, caplog):
+    _both(client, encoder)
+    q = encoder.encode_queries([QUERY])[0]
+    large = SearchSettings(limit=3, node_weight=0.4, sparse=False, exact_up_to=0)
+    with caplog.at_level(logging.WARNING, logger="qdrant_tools.search"):
+        for _ in range(2):
+            search(client, "plain", q, large)
+            search(client, "fused", q, large)
+        search(client, "plain", q, SearchSettings(node_weight=0.4, sparse=False))  # scored exactly: nothing to say
+    told = [r.getMessage() for r in caplog.records if "no fused multivector" in r.getMessage()]
+    assert len(told) == 1 and "'plain'" in told[0] and "Re-ingesting" in told[0]

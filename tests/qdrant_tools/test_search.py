@@ -246,10 +246,10 @@ def test_up_to_exact_up_to_the_fused_score_is_exact_for_every_node_of_either_ran
 
 
 @pytest.mark.parametrize(
-    ("points", "want"), [(None, 300), (1_000, 300), (30_000, 300), (50_000, 500), (100_000, 1000), (10**7, 1000)]
+    ("points", "want"), [(None, 300), (1_000, 300), (15_000, 300), (50_000, 1000), (100_000, 2000), (10**7, 2000)]
 )
-def test_node_candidates_grow_with_one_percent_of_the_collection_between_the_floor_and_the_cap(points, want):
-    assert SearchSettings(prefetch_limit=300, prefetch_max=1000).node_candidates(points) == want
+def test_node_candidates_grow_with_two_percent_of_the_collection_between_the_floor_and_the_cap(points, want):
+    assert SearchSettings(prefetch_limit=300, prefetch_max=2000).node_candidates(points) == want
 
 
 def test_without_a_cap_the_node_candidates_are_the_prefetch_limit():
