@@ -54,15 +54,15 @@ def passages(n: int) -> tuple[list[str], list[str]]:
     return ids, [corpus[i] for i in ids]
 
 
-def time_peer(ids: list[str], texts: list[str], embed: Any) -> float:
+def time_peer(ids: list[str], texts: list[str], embed: Any) -> tuple[float, int]:
     from llama_index.core import Document
 
     from llamaindex_posfair.eval.main_job.peers import splitter_recipe
 
     docs = [Document(text=t, id_=i) for i, t in zip(ids, texts)]
     t0 = time.perf_counter()
-    splitter_recipe(128, 20)(docs, embed, 10)
-    return time.perf_counter() - t0
+    index = splitter_recipe(128, 20)(docs, embed, 10)
+    return time.perf_counter() - t0, len(index.nodes)
 
 
 def time_posfair(ids: list[str], texts: list[str], encoder: Any, recipe: Any, work: Path) -> tuple[float, int]:
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     encoder = default.encoder_spec().load()
     embed = bundled_minilm_embedding()
     runs: dict[str, Any] = {
-        PEER: lambda: (time_peer(ids, texts, embed), 0),
+        PEER: lambda: time_peer(ids, texts, embed),
         "posfair (default recipe)": lambda: time_posfair(ids, texts, encoder, default, work),
         f"posfair ({'derived' if flipped else 'encoded'} nodes)": lambda: time_posfair(
             ids, texts, encoder, other, work
