@@ -180,6 +180,7 @@ class StorageStats:
         dense_per_node: dense (node) vectors per point.
         subchunk_vectors: sub-chunk vectors over all points.
         store_bytes: size of the store's folder on disk (``None`` if not measured).
+        fused_vectors: rows of the fused multivector over all points (0 without it; float32 in every count).
 
     Example:
         >>> s = StorageStats(nodes=2, passages=1, dim=4, dense_per_node=1, subchunk_vectors=6)
@@ -193,6 +194,7 @@ class StorageStats:
     dense_per_node: int
     subchunk_vectors: int
     store_bytes: int | None = None
+    fused_vectors: int = 0
 
     @property
     def subchunks_per_node(self) -> float:
@@ -200,7 +202,7 @@ class StorageStats:
 
     @property
     def vectors_per_node(self) -> float:
-        return self.dense_per_node + self.subchunks_per_node
+        return self.dense_per_node + self.subchunks_per_node + self.fused_vectors / max(self.nodes, 1)
 
     @property
     def vectors_per_passage(self) -> float:
@@ -221,7 +223,8 @@ class StorageStats:
     def bytes_per_node_int8(self) -> float:
         """Vector bytes per node searched with int8 sub-chunks: float32 node vectors + one byte per
         sub-chunk dimension (Qdrant keeps the float originals besides, on disk when ``on_disk``)."""
-        return 4.0 * self.dim * self.dense_per_node + 1.0 * self.dim * self.subchunks_per_node
+        fused = self.fused_vectors / max(self.nodes, 1)
+        return 4.0 * self.dim * (self.dense_per_node + fused) + 1.0 * self.dim * self.subchunks_per_node
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -380,6 +383,7 @@ class StoreIndex:
             dense_per_node=1,
             subchunk_vectors=len(vectors.owner),
             store_bytes=_folder_bytes(folder),
+            fused_vectors=len(vectors.owner) if layout.fused_weight is not None else 0,
         )
         row_of = {pid: i for i, pid in enumerate(vectors.ids)}
         return cls(client, folder, layout, storage, seconds, vectors, row_of)

@@ -101,6 +101,12 @@ def test_storage_stats_per_passage_counts_every_node():
     assert s.bytes_per_passage == 360.0  # three nodes of 120 bytes per passage
 
 
+def test_storage_stats_count_the_fused_rows_as_float32_vectors():
+    s = StorageStats(nodes=6, passages=2, dim=10, dense_per_node=1, subchunk_vectors=12, fused_vectors=12)
+    assert (s.vectors_per_node, s.bytes_per_node) == (5.0, 200.0)
+    assert s.bytes_per_node_int8 == 4 * 10 * (1 + 2) + 2 * 10  # float32 node and fused rows, int8 sub-chunks
+
+
 @pytest.mark.parametrize("weight", [0.0, 0.4])
 def test_the_store_answers_what_numpy_computes_for_the_two_stage_query(plain, weight):
     words = ["alpha", "beta", "gamma", "delta", "zebra", "quail", "heron", "otter"]
