@@ -24,7 +24,8 @@ many distractors nearly tie and which of them make a top 10 is close to chance);
 over begin/middle/end), the search's and the exhaustive one's; query
 p50/p99 ms (query embedding excluded, BM25 query included); write throughput (nodes/s, distractor generation
 excluded), index build seconds, RAM per node (the resident memory the process grows by when it reopens the
-written store and answers the queries) and disk per node (allocated bytes of the folder, WAL included). The
+written store and answers the queries, up to that search: the searches run before the exhaustive reference,
+which pages in every vector) and disk per node (allocated bytes of the folder, WAL included). The
 searches: the default (``MAIN_JOB_SEARCH``: the node cosine and BM25 fused in, as the recipe says, through
 ``qdrant_tools.search.search``; a collection of at most the recipe's ``exact_up_to`` = 5,000 nodes is scored
 exactly), the query of larger collections forced at every size (``exact_up_to=0``: MaxSim over candidates from
@@ -362,12 +363,14 @@ def measure(built: Built, queries: Queries, variants: dict[str, Any], exact: Any
     """Every variant's answers against the exhaustive search of the same collection."""
     from llamaindex_posfair.eval.main_job.system import cpu_load
 
+    answers = {}
+    for label, settings in variants.items():  # before the exhaustive scan, which pages in every vector
+        got, ms = answer(queries, searcher(built, settings))
+        answers[label] = got, ms, (rss_mb() - built.rss_before) * 1e6 / built.n
     want, exact_ms = answer(queries, exhaustive(built, exact))
     reference = ndcg(built, queries, want)
     rows = []
-    for label, settings in variants.items():
-        got, ms = answer(queries, searcher(built, settings))
-        ram = (rss_mb() - built.rss_before) * 1e6 / built.n
+    for label, (got, ms, ram) in answers.items():
         rows.append(
             Row(
                 built.n,

@@ -187,7 +187,8 @@ class EncoderPlan:
 
     def vector_configs(self) -> list[VectorConfig]:
         """The collection's named vectors: one dense vector per encoder, plus the sub-chunk multivector
-        (no HNSW graph unless ``subchunk_graph_m`` > 0: it re-scores candidates found through other indexes).
+        (no HNSW graph unless ``subchunk_graph_m`` > 0: it re-scores candidates found through other indexes;
+        memory-mapped when the fused multivector is there, which default queries score instead).
 
         Example:
             >>> from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
@@ -200,6 +201,8 @@ class EncoderPlan:
         if self.subchunks is not None:
             quant = QuantizationSpec(kind="scalar", quantile=0.99) if self.subchunk_quantization == "int8" else None
             size = self.dimensions[self.subchunk_source or next(iter(self.dimensions))]
+            # with the fused rows in RAM, the plain sub-chunks serve other weights and the evidence: memory-mapped
+            on_disk = True if self.fused_weight is not None else None
             out.append(
                 VectorConfig(
                     name=SUBCHUNK_VECTOR,
@@ -207,6 +210,7 @@ class EncoderPlan:
                     multivector=True,
                     hnsw=HnswSpec(m=self.subchunk_graph_m),
                     quantization=quant,
+                    on_disk=on_disk,
                 )
             )
             if self.fused_weight is not None:
