@@ -48,6 +48,12 @@ def _both(client, encoder):
     ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
 
 
+def test_the_plain_sub_chunks_are_memory_mapped_only_beside_the_fused_rows(client, encoder):
+    _both(client, encoder)
+    on_disk = {c: client.get_collection(c).config.params.vectors["subchunks"].on_disk for c in ("fused", "plain")}
+    assert on_disk["fused"] is True and not on_disk["plain"]
+
+
 def test_every_node_stores_its_sub_chunks_fused_with_its_node_vector(client, encoder):
     ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
     layout = collection_layout(client, "fused")
