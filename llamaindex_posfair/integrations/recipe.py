@@ -151,7 +151,8 @@ class SearchRecipe(_Frozen):
 #: by a rule written before the run (commit 474425b): 2,000 at 100,000 nodes if that run's p50 <= 20 ms and
 #: p99 <= 60 ms. Measured with ``bench/scale.py --sizes 10000,100000 --prefetch 1000,2000`` on the fused
 #: layout (docs/storage.md, "Any size"): 2,000 candidates at 100,000 nodes keep 0.952 of the exhaustive
-#: top 10 at 19.3 / 26.5 ms p50 / p99; 300 at 10,000 nodes 0.959 at 4.4 ms.
+#: top 10 at 19.3 / 26.5 ms p50 / p99 (a confirmation run: 0.955, 20.0 ms in steady state, 23.8 on a first
+#: pass); 300 at 10,000 nodes 0.959 at 4.4 ms.
 MAIN_JOB_SEARCH = SearchRecipe(
     node_weight=NODE_WEIGHT,
     fusion="rrf",
