@@ -63,6 +63,7 @@ def main_job_system(memo: str | None = None) -> Any:
         bm25=recipe.bm25 is not None,
         node_from_subchunks=c.node_from_subchunks,
         fused_weight=c.fused_weight,
+        node_int8=c.node_int8,
     )
     search = replace(eval_search(layout), **recipe.search.model_dump(exclude={"vector"}))
     return MainJobSystem("main job (shipped default)", encoder, layout, search)

@@ -92,12 +92,16 @@ def real_nodes(encoder: Any, fused_weight: float | None) -> RealNodes:
     at that node weight); every stored point read back."""
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.main_job import system as main_job
+    from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 
     out = RealNodes()
     chunk_tokens = resolve_chunking(encoder).chunk_tokens
-    layout = main_job.NodeLayout(chunk_tokens, DEFAULT_SUBCHUNKS, bm25=True, fused_weight=fused_weight)
+    node_int8 = Recipe.default().chunking.node_int8
+    layout = main_job.NodeLayout(
+        chunk_tokens, DEFAULT_SUBCHUNKS, bm25=True, fused_weight=fused_weight, node_int8=node_int8
+    )
     for name in BENCHMARKS:
         bench = load_shipped(name, "test")
         ids = list(bench.corpus)

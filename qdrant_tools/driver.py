@@ -80,6 +80,8 @@ class IngestSettings:
         fused_weight: also store each node's sub-chunks fused with its node vector at this node weight
             (:data:`qdrant_tools.subchunks.FUSED_VECTOR`), so a search at that weight scores in one arm;
             ``None`` = none.
+        node_int8: an int8 scalar-quantized copy of the node vectors (in RAM) for their HNSW search: faster
+            candidates in large collections; the float originals stay and score the results.
         metadata: collection metadata to record, e.g. ``{RECIPE_KEY: recipe}`` (:mod:`qdrant_tools.metadata`):
             written when the collection is created (or first recorded into an older one), and checked
             against what the collection holds before any write.
@@ -97,6 +99,7 @@ class IngestSettings:
     sparse: Bm25Sparse | None = None
     node_from_subchunks: bool = False
     fused_weight: float | None = None
+    node_int8: bool = False
     metadata: Mapping[str, Any] | None = None
 
     def encoder_plan(self, vectors: Mapping[str, Encoder]) -> EncoderPlan:
@@ -112,6 +115,7 @@ class IngestSettings:
             subchunk_graph_m=self.subchunk_graph_m,
             node_from_subchunks=self.node_from_subchunks,
             fused_weight=self.fused_weight,
+            node_int8=self.node_int8,
         )
 
 

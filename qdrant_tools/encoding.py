@@ -144,6 +144,8 @@ class EncoderPlan:
             sub-chunk vectors, not an encoding of the node text (the node text is not encoded for it).
         fused_weight: also store the multivector :data:`~qdrant_tools.subchunks.FUSED_VECTOR` of
             :func:`fused_rows` at this node weight (``None``: none); recorded in the collection metadata.
+        node_int8: the dense node vectors also get an int8 scalar-quantized copy (in RAM, beside the
+            float originals), which their HNSW search uses (the candidates of large collections).
     """
 
     dimensions: dict[str, int]
@@ -160,6 +162,7 @@ class EncoderPlan:
     subchunk_graph_m: int = 0
     node_from_subchunks: bool = False
     fused_weight: float | None = None
+    node_int8: bool = False
 
     @property
     def label(self) -> str:
@@ -197,7 +200,8 @@ class EncoderPlan:
             >>> [(v.name, v.hnsw.m if v.hnsw else None) for v in plan.vector_configs()]
             [('vanilla', None), ('subchunks', 16)]
         """
-        out = [VectorConfig(name=n, size=d) for n, d in self.dimensions.items()]
+        node_quant = QuantizationSpec(kind="scalar", quantile=0.99) if self.node_int8 else None
+        out = [VectorConfig(name=n, size=d, quantization=node_quant) for n, d in self.dimensions.items()]
         if self.subchunks is not None:
             quant = QuantizationSpec(kind="scalar", quantile=0.99) if self.subchunk_quantization == "int8" else None
             size = self.dimensions[self.subchunk_source or next(iter(self.dimensions))]
@@ -234,11 +238,12 @@ def plan_encoders(
     subchunk_graph_m: int = 0,
     node_from_subchunks: bool = False,
     fused_weight: float | None = None,
+    node_int8: bool = False,
 ) -> EncoderPlan:
     """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
 
     ``subchunk_graph_m``: HNSW ``m`` of the sub-chunk multivector (0 = no graph);
-    ``node_from_subchunks``, ``fused_weight``: see :class:`EncoderPlan`.
+    ``node_from_subchunks``, ``fused_weight``, ``node_int8``: see :class:`EncoderPlan`.
 
     Raises:
         ValueError: ``vectors`` is empty or uses a reserved vector name, the first encoder's window
@@ -283,6 +288,7 @@ def plan_encoders(
         subchunk_graph_m=subchunk_graph_m if subchunks is not None else 0,
         node_from_subchunks=node_from_subchunks,
         fused_weight=fused_weight,
+        node_int8=bool(node_int8),
     )
 
 

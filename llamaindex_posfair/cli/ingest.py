@@ -90,6 +90,13 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
         "weight scores in one arm (about half the time; +1 vector per sub-chunk); 0 = none "
         "(default: the main job's node weight)",
     )
+    g.add_argument(
+        "--node-quantization",
+        choices=("int8", "none"),
+        default=None,
+        help="'int8': the node vectors' HNSW searches an int8 copy kept in RAM (faster candidates above "
+        "exact_up_to; the float vectors still score); 'none': float only (default: the main job's, int8)",
+    )
     h = p.add_argument_group("hybrid search (a BM25 sparse vector of each node, fused in Qdrant)")
     b = h.add_mutually_exclusive_group()
     b.add_argument("--bm25", action="store_true", default=None, help="store the BM25 vector (default: the main job's)")
@@ -106,6 +113,7 @@ CHUNKING_FLAGS = {
     "subchunk_graph_m": "--subchunk-graph-m",
     "node_from_subchunks": "--node-vector",
     "fused_weight": "--fused-weight",
+    "node_int8": "--node-quantization",
 }
 
 
@@ -128,6 +136,7 @@ def chunking_given(args: argparse.Namespace) -> dict[str, Any]:
         "subchunk_graph_m": args.subchunk_graph_m,
         "node_from_subchunks": None if args.node_vector is None else args.node_vector == "subchunk-mean",
         "fused_weight": args.fused_weight,
+        "node_int8": None if args.node_quantization is None else args.node_quantization == "int8",
     }
     given = {k: v for k, v in given.items() if v is not None}
     if given.get("fused_weight") == 0:  # --fused-weight 0: no fused multivector

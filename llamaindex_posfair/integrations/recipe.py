@@ -84,6 +84,7 @@ class ChunkingRecipe(_Frozen):
     fused_weight: float | None = Field(
         None, gt=0.0, lt=1.0, description="Node weight of a fused sub-chunk multivector (one-arm search); None = none."
     )
+    node_int8: bool = Field(False, description="The node vectors' HNSW searches an int8 copy (faster candidates).")
 
     @model_validator(mode="after")
     def _check(self) -> ChunkingRecipe:
@@ -108,6 +109,7 @@ class ChunkingRecipe(_Frozen):
             "subchunk_graph_m": self.subchunk_graph_m,
             "node_from_subchunks": self.node_from_subchunks,
             "fused_weight": self.fused_weight,
+            "node_int8": self.node_int8,
         }
 
 
@@ -170,6 +172,8 @@ MAIN_JOB_NODE_FROM_SUBCHUNKS = False
 #: New sub-chunk collections also store the sub-chunks fused with the node vector at the search's node weight
 #: (``ChunkingRecipe.fused_weight``), so the default search scores in one arm.
 MAIN_JOB_FUSED = True
+#: New collections give the node vectors an int8 copy for their HNSW search (``ChunkingRecipe.node_int8``).
+MAIN_JOB_NODE_INT8 = True
 
 
 def main_job_chunking(**given: Any) -> ChunkingRecipe:
@@ -183,6 +187,7 @@ def main_job_chunking(**given: Any) -> ChunkingRecipe:
         given.setdefault("node_from_subchunks", MAIN_JOB_NODE_FROM_SUBCHUNKS)
         weight = MAIN_JOB_SEARCH.node_weight if MAIN_JOB_FUSED and MAIN_JOB_SEARCH.node_weight > 0 else None
         given.setdefault("fused_weight", weight)
+    given.setdefault("node_int8", MAIN_JOB_NODE_INT8)
     return ChunkingRecipe(**given)
 
 

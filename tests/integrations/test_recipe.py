@@ -184,6 +184,24 @@ def test_new_collections_store_the_fused_multivector_at_the_search_weight(tmp_pa
     assert fused.fuses_at(recipe.search.node_weight) and plain.fused is None
 
 
+def test_new_collections_give_the_node_vectors_an_int8_copy_unless_told(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert run(capsys, *base)[0] == 0
+    assert run(capsys, *base[:3], "plain", *base[4:], "--node-quantization", "none")[0] == 0
+    client = _open(store)
+    recipes = {c: read_recipe(client, c) for c in ("demo", "plain")}
+    quant = {
+        c: client.get_collection(c).config.params.vectors[r.node_vector()].quantization_config
+        for c, r in recipes.items()
+    }
+    client.close()
+    assert recipes["demo"].chunking.node_int8 and quant["demo"] is not None
+    assert not recipes["plain"].chunking.node_int8 and quant["plain"] is None
+    rc, _, err = run(capsys, *base, "--node-quantization", "none")
+    assert rc == 2 and "--node-quantization" in err
+
+
 @pytest.mark.parametrize("weight", ["1", "-0.5"])
 def test_a_bad_fused_weight_flag_is_named(tmp_path, capsys, fake_cli, example_data, weight):
     store = str(tmp_path / "q")

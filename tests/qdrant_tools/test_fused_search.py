@@ -137,3 +137,22 @@ def test_a_collection_without_the_fused_multivector_is_told_once_to_reingest(cli
         search(client, "plain", q, SearchSettings(node_weight=0.4, sparse=False))  # scored exactly: nothing to say
     told = [r.getMessage() for r in caplog.records if "no fused multivector" in r.getMessage()]
     assert len(told) == 1 and "'plain'" in told[0] and "Re-ingesting" in told[0]
+
+
+@pytest.mark.parametrize("weight", [0.4, 0.7])  # one arm (the fused rows); the two-arm formula
+def test_int8_node_vectors_leave_the_exact_scores_exact(client, encoder, weight):
+    ingest_path(client, "q8", DATA, {"calibrated": encoder}, replace(FUSED, node_int8=True))
+    params = client.get_collection("q8").config.params.vectors["calibrated"]
+    assert params.quantization_config is not None
+    pts = client.scroll("q8", limit=1000, with_vectors=True)[0]
+    q = encoder.encode_queries([QUERY])[0]
+    want = sorted(
+        (
+            weight * float(_unit(p.vector["calibrated"]) @ _unit(q))
+            + (1 - weight) * float((_unit(p.vector["subchunks"]) @ _unit(q)).max())
+            for p in pts
+        ),
+        reverse=True,
+    )[:5]
+    hits = search(client, "q8", q, SearchSettings(limit=5, node_weight=weight, sparse=False))
+    assert [h.score for h in hits] == pytest.approx(want, abs=1e-5)

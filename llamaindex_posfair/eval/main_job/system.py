@@ -103,6 +103,7 @@ class NodeLayout:
         node_from_subchunks: node vectors derived from the sub-chunk vectors (their normalised mean)
             instead of encoding the node text (:class:`qdrant_tools.driver.IngestSettings`).
         fused_weight: also store the fused multivector at this node weight (one-arm search at that weight).
+        node_int8: an int8 copy of the node vectors for their HNSW search.
 
     Raises:
         ValueError: ``chunk_tokens`` not a positive integer, or int8 without sub-chunks.
@@ -115,6 +116,7 @@ class NodeLayout:
     bm25: bool = False
     node_from_subchunks: bool = False
     fused_weight: float | None = None
+    node_int8: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.chunk_tokens, bool) or not isinstance(self.chunk_tokens, int) or self.chunk_tokens < 1:
@@ -133,6 +135,7 @@ class NodeLayout:
             sparse=self.sparse_encoder(),
             node_from_subchunks=self.node_from_subchunks,
             fused_weight=self.fused_weight,
+            node_int8=self.node_int8,
         )
 
     def sparse_encoder(self) -> Bm25Sparse | None:
