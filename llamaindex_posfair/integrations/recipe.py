@@ -154,7 +154,9 @@ class SearchRecipe(_Frozen):
 #: p99 <= 60 ms. Measured with ``bench/scale.py --sizes 10000,100000 --prefetch 1000,2000`` on the fused
 #: layout (docs/storage.md, "Any size"): 2,000 candidates at 100,000 nodes keep 0.952 of the exhaustive
 #: top 10 at 19.3 / 26.5 ms p50 / p99 (a confirmation run: 0.955, 20.0 ms in steady state, 23.8 on a first
-#: pass); 300 at 10,000 nodes 0.959 at 4.4 ms.
+#: pass); with the int8 copy of the node vectors new collections now get (:data:`MAIN_JOB_NODE_INT8`, decided
+#: after a scratch breakdown, checked by two runs): 0.951-0.952, 12.9-15.5 ms p50 in steady state. 300
+#: candidates at 10,000 nodes: 0.96 at 3-4 ms.
 MAIN_JOB_SEARCH = SearchRecipe(
     node_weight=NODE_WEIGHT,
     fusion="rrf",
