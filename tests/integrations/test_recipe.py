@@ -170,13 +170,19 @@ def test_node_vector_flag_is_recorded_and_a_contradiction_names_it(tmp_path, cap
     assert rc == 2 and "--node-vector" in err
 
 
+def _default_and_plain(tmp_path, capsys, example_data, *flags):
+    """A store with collection 'demo' ingested with the defaults and 'plain' with ``flags``; its path."""
+    store = str(tmp_path / "q")
+    for name, extra in (("demo", ()), ("plain", flags)):
+        args = ("ingest", str(example_data), "--collection", name, "--path", store, "--no-progress", *extra)
+        assert run(capsys, *args)[0] == 0
+    return store
+
+
 def test_new_collections_store_the_fused_multivector_at_the_search_weight(tmp_path, capsys, fake_cli, example_data):
     from qdrant_tools.search import collection_layout
 
-    store = str(tmp_path / "q")
-    base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
-    assert run(capsys, *base)[0] == 0
-    assert run(capsys, *base[:3], "plain", *base[4:], "--fused-weight", "0")[0] == 0
+    store = _default_and_plain(tmp_path, capsys, example_data, "--fused-weight", "0")
     client = _open(store)
     recipe, fused, plain = read_recipe(client, "demo"), *(collection_layout(client, c) for c in ("demo", "plain"))
     client.close()
@@ -185,10 +191,8 @@ def test_new_collections_store_the_fused_multivector_at_the_search_weight(tmp_pa
 
 
 def test_new_collections_give_the_node_vectors_an_int8_copy_unless_told(tmp_path, capsys, fake_cli, example_data):
-    store = str(tmp_path / "q")
+    store = _default_and_plain(tmp_path, capsys, example_data, "--node-quantization", "none")
     base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
-    assert run(capsys, *base)[0] == 0
-    assert run(capsys, *base[:3], "plain", *base[4:], "--node-quantization", "none")[0] == 0
     client = _open(store)
     recipes = {c: read_recipe(client, c) for c in ("demo", "plain")}
     quant = {
