@@ -66,7 +66,7 @@ def add_distractors(client, n: int, vecs, texts, k: float, seed: int = 0) -> Non
     """``n`` distractors (see the module docstring), with the fused multivector when the collection has one."""
     from qdrant_client import models
 
-    from qdrant_tools.encoding import fused_rows
+    from qdrant_tools.encoding import fused_rows, subchunk_mean
     from qdrant_tools.search import collection_layout
     from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 
@@ -78,7 +78,7 @@ def add_distractors(client, n: int, vecs, texts, k: float, seed: int = 0) -> Non
         for i in range(start, min(n, start + 256)):
             pick = rng.choice(len(vecs), size=max(1, int(rng.poisson(k))), replace=False)
             sub = np.stack([vecs[j] for j in pick])
-            node = sub.mean(0) / max(float(np.linalg.norm(sub.mean(0))), 1e-12)
+            node = subchunk_mean(sub)
             text = " ".join(texts[j] for j in pick)
             vector = {"vanilla": node.tolist(), "subchunks": sub.tolist(), SPARSE_VECTOR: bm25.embed_document(text)}
             if layout.fused is not None:

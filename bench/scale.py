@@ -87,18 +87,16 @@ class Pool:
 
 
 # ------------------------------------------------------------------ data
-def real_nodes(encoder: Any, fused_weight: float | None) -> RealNodes:
+def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> RealNodes:
     """Both benchmarks' ``test`` corpora ingested by the main job (``fused_weight``: with the fused multivector
-    at that node weight); every stored point read back."""
+    at that node weight; ``node_int8``: an int8 copy of the node vectors); every stored point read back."""
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.main_job import system as main_job
-    from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 
     out = RealNodes()
     chunk_tokens = resolve_chunking(encoder).chunk_tokens
-    node_int8 = Recipe.default().chunking.node_int8
     layout = main_job.NodeLayout(
         chunk_tokens, DEFAULT_SUBCHUNKS, bm25=True, fused_weight=fused_weight, node_int8=node_int8
     )
@@ -147,7 +145,7 @@ def pool(encoder: Any) -> Pool:
 def distractors(pool: Pool, n: int, rng: np.random.Generator, args: argparse.Namespace, node_name: str):
     """``n`` distractor points' vectors, in batches of 256 (see the module docstring); with ``args.fused``, also
     their fused multivector (:func:`qdrant_tools.encoding.fused_rows`, as ingestion writes it)."""
-    from qdrant_tools.encoding import fused_rows
+    from qdrant_tools.encoding import fused_rows, subchunk_mean
     from qdrant_tools.sparse import Bm25Sparse
     from qdrant_tools.subchunks import FUSED_VECTOR
 
@@ -158,8 +156,7 @@ def distractors(pool: Pool, n: int, rng: np.random.Generator, args: argparse.Nam
         pick = rng.integers(0, len(pool.texts), size=(k, args.per_node))
         subs = pool.vectors[pick] + args.jitter / np.sqrt(dim) * rng.standard_normal((k, args.per_node, dim))
         subs = (subs / np.linalg.norm(subs, axis=2, keepdims=True)).astype(np.float32)
-        node = subs.mean(axis=1)
-        node /= np.linalg.norm(node, axis=1, keepdims=True)
+        node = np.stack([subchunk_mean(row) for row in subs])
         texts = [" ".join(pool.texts[j] for j in row) for row in pick]
         sparse = bm25.embed_documents(texts)
         vectors = [{node_name: node[i].tolist(), "subchunks": subs[i].tolist(), "bm25": sparse[i]} for i in range(k)]
@@ -218,10 +215,12 @@ def create(store: Any, real: RealNodes, subchunk_m: int | None) -> None:
 
 def build(n: int, real: RealNodes, pool_: Pool, args: argparse.Namespace, work: Path) -> Built:
     """Real nodes at random positions among ``n - len(real)`` distractors; upserts timed apart from generation."""
+    from qdrant_tools.sparse import SPARSE_VECTOR
     from qdrant_tools.store import open_store
+    from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
 
     rng = np.random.default_rng(args.seed)
-    node_name = next(k for k in real.vectors[0] if k not in ("subchunks", "bm25", "subchunks_fused"))
+    node_name = next(k for k in real.vectors[0] if k not in (SUBCHUNK_VECTOR, SPARSE_VECTOR, FUSED_VECTOR))
     ids = rng.permutation(n)  # point ids: the real nodes' first, then the distractors'
     doc_of = {int(ids[i]): d for i, d in enumerate(real.docs)}
     folder = work / f"n{n}"
@@ -460,11 +459,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     from llamaindex_posfair.integrations.recipe import Recipe
 
-    args.fused = Recipe.default().chunking.fused_weight if args.fused is None else (args.fused or None)
+    chunking = Recipe.default().chunking  # the layout posfair ingest writes
+    args.fused = chunking.fused_weight if args.fused is None else (args.fused or None)
     print(f"load average before: {cpu_load()} ({os.cpu_count()} CPUs)", flush=True)
     encoder = MemoEncoder(EncoderSpec(calibration=None).load(device="cpu"), VectorMemo(Path(args.cache).expanduser()))
     t0 = time.perf_counter()
-    real, pool_, queries = real_nodes(encoder, args.fused), pool(encoder), load_queries(encoder)
+    real, pool_ = real_nodes(encoder, args.fused, chunking.node_int8), pool(encoder)
+    queries = load_queries(encoder)
     print(
         f"fused multivector: {'none' if args.fused is None else f'node weight {args.fused:g}'}; "
         f"real nodes {len(real.docs):,}; pool {len(pool_.texts):,} sub-chunks; {len(queries.ids)} queries; "

@@ -188,6 +188,11 @@ class EncoderPlan:
         """``{SPARSE_VECTOR: one BM25 document vector per text}`` (``{}`` without sparse vectors)."""
         return {} if self.sparse is None or not texts else {SPARSE_VECTOR: self.sparse.embed_documents(texts)}
 
+    @property
+    def source_vector(self) -> str:
+        """The vector whose encoder embeds the sub-chunks (``subchunk_source``, else the first vector)."""
+        return self.subchunk_source or next(iter(self.dimensions))
+
     def vector_configs(self) -> list[VectorConfig]:
         """The collection's named vectors: one dense vector per encoder, plus the sub-chunk multivector
         (no HNSW graph unless ``subchunk_graph_m`` > 0: it re-scores candidates found through other indexes;
@@ -204,7 +209,7 @@ class EncoderPlan:
         out = [VectorConfig(name=n, size=d, quantization=node_quant) for n, d in self.dimensions.items()]
         if self.subchunks is not None:
             quant = QuantizationSpec(kind="scalar", quantile=0.99) if self.subchunk_quantization == "int8" else None
-            size = self.dimensions[self.subchunk_source or next(iter(self.dimensions))]
+            size = self.dimensions[self.source_vector]
             # with the fused rows in RAM, the plain sub-chunks serve other weights and the evidence: memory-mapped
             on_disk = True if self.fused_weight is not None else None
             out.append(
@@ -476,17 +481,17 @@ class ChunkEncoder:
             lengths = [min(int(c.payload[P.N_TOKENS]), self.plan.max_length) for c in chunks]
             groups = token_budget_batches(lengths, token_budget)
         subs = self._subchunk_vectors(chunks) if self.plan.subchunks is not None and chunks else None
-        derived = self.plan.subchunk_source if self.plan.node_from_subchunks and subs is not None else None
+        derived = self.plan.source_vector if self.plan.node_from_subchunks and subs is not None else None
         vectors = {}
         for name, enc in self.vectors.items():
             if name == derived:
-                vectors[name] = np.stack([subchunk_mean(v) for v in subs]) if subs else self._empty(name)
+                vectors[name] = np.stack([subchunk_mean(v) for v in subs])
             else:
                 vectors[name] = self._encoded(name, enc, texts, groups)
         if subs is not None:
             vectors[SUBCHUNK_VECTOR] = subs
             if self.plan.fused_weight is not None:
-                node = vectors[self.plan.subchunk_source or next(iter(self.vectors))]
+                node = vectors[self.plan.source_vector]
                 vectors[FUSED_VECTOR] = [fused_rows(n, v, self.plan.fused_weight) for n, v in zip(node, subs)]
         return PointBatch(
             ids=[c.point_id for c in chunks],
@@ -494,9 +499,6 @@ class ChunkEncoder:
             vectors=vectors,
             sparse=self.plan.sparse_vectors(texts),
         )
-
-    def _empty(self, name: str) -> np.ndarray:
-        return np.zeros((0, self.plan.dimensions[name]), dtype=np.float32)
 
     def _encoded(self, name: str, enc: Encoder, texts: list[str], groups: list[list[int]]) -> np.ndarray:
         """``texts`` encoded by the encoder of vector ``name``, one forward call per group of indices."""
@@ -519,7 +521,7 @@ class ChunkEncoder:
             for start, end in c.payload[P.SUBCHUNK_SPANS]:
                 texts.append(c.text[start - base : end - base])
                 owners.append(i)
-        source = self.plan.subchunk_source or next(iter(self.vectors))
+        source = self.plan.source_vector
         arr = np.asarray(self.vectors[source].encode_documents(texts), dtype=np.float32)
         dim = self.plan.dimensions[source]
         if arr.shape != (len(texts), dim):

@@ -330,15 +330,23 @@ def _rescored(cands: list[models.Prefetch], query: Any, using: str, limit: int) 
 
 
 def _subchunk_arm(
-    q: np.ndarray, layout: Layout, flt: Any, limit: int, cands: list[models.Prefetch] | None
+    q: np.ndarray,
+    layout: Layout,
+    flt: Any,
+    limit: int,
+    cands: list[models.Prefetch] | None,
+    using: str | None = None,
 ) -> models.Prefetch:
-    """Nodes by their best sub-chunk: an exact MaxSim scan of the multivector (``cands`` is ``None``; ``exact=True``
-    where it has a graph, which would otherwise answer approximately), or MaxSim over ``cands``
+    """Nodes by MaxSim over ``using`` (default the sub-chunk multivector, each node's best sub-chunk; the fused
+    multivector gives the fused score): an exact scan (``cands`` is ``None``; ``exact=True`` where the sub-chunk
+    multivector has a graph, which would otherwise answer approximately), or MaxSim over ``cands``
     (:func:`_candidates`)."""
+    using = using or layout.subchunks
     if cands is None:
-        params = models.SearchParams(exact=True) if layout.subchunk_graph else None
-        return models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt, params=params)
-    return _rescored(cands, [q.tolist()], layout.subchunks, limit)
+        graph = layout.subchunk_graph and using == layout.subchunks
+        params = models.SearchParams(exact=True) if graph else None
+        return models.Prefetch(query=[q.tolist()], using=using, limit=limit, filter=flt, params=params)
+    return _rescored(cands, [q.tolist()], using, limit)
 
 
 def node_fusion(node_weight: float) -> models.FormulaQuery:
@@ -363,21 +371,23 @@ def _dense_parts(
     """The ``query_points`` arguments of the dense ranking: the node vector, the best sub-chunk, or their fusion
     in Qdrant: a formula over two prefetches (the sub-chunk and the node ranking) that re-score the same
     candidates, as deep as they are, so every candidate has both scores: :func:`_exact_candidates` for an exactly
-    scored collection, else :func:`_candidates` (``sparse``: the BM25 query of a hybrid search)."""
+    scored collection, else :func:`_candidates` (``sparse``: the BM25 query of a hybrid search). A collection
+    whose fused multivector was written at this node weight gives the fused score in one arm instead."""
     if layout.subchunks is None or not settings.subchunks:
         return {"query": q.tolist(), "using": vector, "filter": flt}
     exact = settings.scores_exactly(layout.points)
-    if settings.node_weight > 0 and layout.fuses_at(settings.node_weight):
-        return _fused_arm(q, vector, settings, layout, flt, limit, sparse, exact)
-    if exact and settings.node_weight == 0:
-        cands = None  # the exact MaxSim scan is the ranking
+    # one arm: the best sub-chunk alone, or the fused multivector written at this node weight
+    one_arm = settings.node_weight == 0 or layout.fuses_at(settings.node_weight)
+    if exact and one_arm:
+        cands = None  # an exact MaxSim scan is the ranking
     elif exact:
         cands = _exact_candidates(q, vector, settings, layout, flt, sparse, limit)
     else:
         cands = _candidates(q, vector, settings, layout, flt, sparse)
     depth = limit if cands is None else sum(p.limit for p in cands)  # at most this many distinct candidates
-    sub = _subchunk_arm(q, layout, flt, depth if settings.node_weight > 0 else limit, cands)
-    if settings.node_weight == 0:
+    using = layout.fused if settings.node_weight > 0 and one_arm else layout.subchunks
+    sub = _subchunk_arm(q, layout, flt, limit if one_arm else depth, cands, using)
+    if one_arm:
         return {
             "prefetch": sub.prefetch,
             "query": sub.query,
@@ -387,17 +397,6 @@ def _dense_parts(
         }
     nodes = _rescored(cands, q.tolist(), vector, depth)
     return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
-
-
-def _fused_arm(
-    q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, limit: int, sparse: Any, exact: bool
-) -> dict[str, Any]:
-    """The fused dense score in one arm: MaxSim over the fused multivector (written at ``settings.node_weight``),
-    a scan of every node when the collection is scored exactly, else over :func:`_candidates`."""
-    if exact:
-        return {"query": [q.tolist()], "using": layout.fused, "filter": flt}
-    cands = _candidates(q, vector, settings, layout, flt, sparse)
-    return {"prefetch": cands[0] if len(cands) == 1 else cands, "query": [q.tolist()], "using": layout.fused}
 
 
 def _dense_query(client, collection, q, vector, settings, query_filter, layout) -> list[Any]:
@@ -424,13 +423,20 @@ def _hybrid_query(client, collection, q, sparse_query, vector, settings, query_f
     ).points
 
 
+def _first_time(key: str) -> bool:
+    """``True`` the first time ``key`` is asked in this process (the advice below is given once)."""
+    if key in _ADVISED:
+        return False
+    _ADVISED.add(key)
+    return True
+
+
 def _advise_graph(collection: str, layout: Layout, settings: SearchSettings) -> None:
     """Say once per collection that one searched above ``exact_up_to`` has no sub-chunk graph to draw from."""
     if layout.subchunk_graph or layout.subchunks is None or not settings.subchunks:
         return
-    if settings.scores_exactly(layout.points) or collection in _ADVISED:
+    if settings.scores_exactly(layout.points) or not _first_time(collection):
         return
-    _ADVISED.add(collection)
     logger.warning(
         "collection %r holds %s nodes, more than exact_up_to=%d, and its sub-chunk vectors have no HNSW graph "
         "(written with m=0): its candidates come from the node vector (and BM25) only. Re-ingesting it with a "
@@ -447,9 +453,8 @@ def _advise_fused(collection: str, layout: Layout, settings: SearchSettings) -> 
     """Say once per collection that one searched through candidates at a fused weight lacks the fused multivector."""
     if layout.fused is not None or layout.subchunks is None or not settings.subchunks or settings.node_weight == 0:
         return
-    if settings.scores_exactly(layout.points) or f"fused:{collection}" in _ADVISED:
+    if settings.scores_exactly(layout.points) or not _first_time(f"fused:{collection}"):
         return
-    _ADVISED.add(f"fused:{collection}")
     logger.warning(
         "collection %r has no fused multivector (written before it was the default, or with --fused-weight 0): "
         "each query re-scores its candidates once per formula arm. Re-ingesting it into a new collection with "

@@ -143,7 +143,6 @@ def chunking_given(args: argparse.Namespace) -> dict[str, Any]:
         given["fused_weight"] = None
     if args.no_subchunks:
         given["subchunk_tokens"] = None
-        given.setdefault("fused_weight", None)
     return given
 
 

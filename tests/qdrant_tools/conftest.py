@@ -66,3 +66,11 @@ def corpus(tmp_path):
     (root / "b.md").write_text(make_text(2, 40))
     (root / "sub" / "c.txt").write_text(make_text(3, 90))
     return root
+
+
+@pytest.fixture
+def fresh_advice(monkeypatch):
+    """The search's once-per-collection advice forgotten, so a test sees it given (``qdrant_tools.search``)."""
+    import qdrant_tools.search as S
+
+    monkeypatch.setattr(S, "_ADVISED", set())

@@ -118,14 +118,7 @@ def test_maxsim_over_fused_rows_is_the_weighted_score(subs, node, q, w):
     assert got == pytest.approx(want, abs=1e-5)
 
 
-@pytest.fixture
-def _fresh_advice(monkeypatch):
-    import qdrant_tools.search as S
-
-    monkeypatch.setattr(S, "_ADVISED", set())
-
-
-@pytest.mark.usefixtures("_fresh_advice")
+@pytest.mark.usefixtures("fresh_advice")
 def test_a_collection_without_the_fused_multivector_is_told_once_to_reingest(client, encoder, caplog):
     _both(client, encoder)
     q = encoder.encode_queries([QUERY])[0]

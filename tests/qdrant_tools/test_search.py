@@ -88,9 +88,7 @@ def _settled(hits: list) -> tuple[list[float], set[str]]:
     return scores, {h.id for h, s in zip(hits, scores) if s > scores[-1]}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_advice(monkeypatch):
-    monkeypatch.setattr(S, "_ADVISED", set())
+pytestmark = pytest.mark.usefixtures("fresh_advice")
 
 
 @pytest.fixture

@@ -204,8 +204,12 @@ class StorageStats:
         return self.subchunk_vectors / max(self.nodes, 1)
 
     @property
+    def fused_per_node(self) -> float:
+        return self.fused_vectors / max(self.nodes, 1)
+
+    @property
     def vectors_per_node(self) -> float:
-        return self.dense_per_node + self.subchunks_per_node + self.fused_vectors / max(self.nodes, 1)
+        return self.dense_per_node + self.subchunks_per_node + self.fused_per_node
 
     @property
     def vectors_per_passage(self) -> float:
@@ -226,8 +230,7 @@ class StorageStats:
     def bytes_per_node_int8(self) -> float:
         """Vector bytes per node searched with int8 sub-chunks: float32 node vectors + one byte per
         sub-chunk dimension (Qdrant keeps the float originals besides, on disk when ``on_disk``)."""
-        fused = self.fused_vectors / max(self.nodes, 1)
-        return 4.0 * self.dim * (self.dense_per_node + fused) + 1.0 * self.dim * self.subchunks_per_node
+        return 4.0 * self.dim * (self.dense_per_node + self.fused_per_node) + 1.0 * self.dim * self.subchunks_per_node
 
     def to_dict(self) -> dict[str, Any]:
         return {
