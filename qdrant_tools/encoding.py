@@ -275,9 +275,10 @@ def plan_encoders(
     if subchunks is not None:
         source = "calibrated" if "calibrated" in vectors else next(iter(vectors))
         key += f";{subchunks.key()};src={source}" + (";node=subchunk-mean" if node_from_subchunks else "")
-        key += "" if fused_weight is None else f";fused={fused_weight:g}"
     if sparse is not None:
         key += f";bm25={sparse.fingerprint()}"
+    if fused_weight is not None:
+        key = fused_chunking_key(key, fused_weight)
     return EncoderPlan(
         dimensions={n: int(e.dimension) for n, e in vectors.items()},
         fingerprints={n: e.fingerprint() for n, e in vectors.items()},
@@ -295,6 +296,35 @@ def plan_encoders(
         fused_weight=fused_weight,
         node_int8=bool(node_int8),
     )
+
+
+def fused_chunking_key(key: str, weight: float) -> str:
+    """The chunking key of a layout written without the fused multivector, with it at node weight ``weight``.
+
+    The one place the fused part of a key is written (:func:`plan_encoders`, and
+    :func:`qdrant_tools.fuse.fuse_collection`, which re-keys stored points): it precedes a BM25 part.
+
+    Example:
+        >>> fused_chunking_key("c;sub=32;src=v;bm25=ab", 0.5)
+        'c;sub=32;src=v;fused=0.5;bm25=ab'
+        >>> fused_chunking_key("c;sub=32;src=v", 0.25)
+        'c;sub=32;src=v;fused=0.25'
+    """
+    head, sep, bm25 = key.partition(";bm25=")
+    return f"{head};fused={weight:g}{sep}{bm25}"
+
+
+def subchunk_source_of(key: str) -> str | None:
+    """The vector whose encoder embedded the sub-chunks, read off a chunking key (``None``: no sub-chunks).
+
+    Example:
+        >>> subchunk_source_of("c;sub=32;src=calibrated;bm25=ab")
+        'calibrated'
+    """
+    for part in key.split(";"):
+        if part.startswith("src="):
+            return part[len("src=") :]
+    return None
 
 
 def _check_fused_weight(weight: float | None, subchunks: SubchunkConfig | None) -> None:

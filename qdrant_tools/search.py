@@ -457,9 +457,11 @@ def _advise_fused(collection: str, layout: Layout, settings: SearchSettings) -> 
         return
     logger.warning(
         "collection %r has no fused multivector (written before it was the default, or with --fused-weight 0): "
-        "each query re-scores its candidates once per formula arm. Re-ingesting it into a new collection with "
-        "posfair ingest (which now writes it at the node weight, %g) scores them once, about half the latency "
-        "above exact_up_to (docs/storage.md, 'Any size')",
+        "each query re-scores its candidates once per formula arm. A copy with the fused rows scores them once, "
+        "about half the latency above exact_up_to: `posfair storage migrate --collection %s --to NEW "
+        "--fused-weight %g` builds it from the stored vectors without encoding (qdrant_tools.fuse.fuse_collection; "
+        "docs/storage.md, 'Any size')",
+        collection,
         collection,
         settings.node_weight,
     )

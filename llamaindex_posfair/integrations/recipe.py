@@ -245,6 +245,15 @@ class Recipe(_Frozen):
         runtime = set(EncoderSpec.model_fields) - set(RECORDED_FIELDS) - {"dump_tokens"}
         return {RECIPE_KEY: self.model_dump(mode="json", exclude={"vectors": {n: runtime for n in self.vectors}})}
 
+    def with_fused_rows(self, weight: float, node_int8: bool) -> Recipe:
+        """This recipe for a copy holding the fused multivector at ``weight`` (:func:`qdrant_tools.fuse.fuse_collection`).
+
+        Raises:
+            ValueError: the recipe has no sub-chunks, or ``weight`` is outside (0, 1).
+        """
+        update = {"fused_weight": weight, "node_int8": node_int8 or self.chunking.node_int8}
+        return self.model_copy(update={"chunking": ChunkingRecipe(**{**self.chunking.model_dump(), **update})})
+
     def node_vector(self, requested: str | None = None) -> str:
         """The vector a query searches: ``requested``, the recipe's, ``"calibrated"``, or the only one.
 

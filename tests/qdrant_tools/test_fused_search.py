@@ -119,7 +119,7 @@ def test_maxsim_over_fused_rows_is_the_weighted_score(subs, node, q, w):
 
 
 @pytest.mark.usefixtures("fresh_advice")
-def test_a_collection_without_the_fused_multivector_is_told_once_to_reingest(client, encoder, caplog):
+def test_a_collection_without_the_fused_multivector_is_told_once_how_to_copy_it(client, encoder, caplog):
     _both(client, encoder)
     q = encoder.encode_queries([QUERY])[0]
     large = SearchSettings(limit=3, node_weight=0.4, sparse=False, exact_up_to=0)
@@ -129,7 +129,7 @@ def test_a_collection_without_the_fused_multivector_is_told_once_to_reingest(cli
             search(client, "fused", q, large)
         search(client, "plain", q, SearchSettings(node_weight=0.4, sparse=False))  # scored exactly: nothing to say
     told = [r.getMessage() for r in caplog.records if "no fused multivector" in r.getMessage()]
-    assert len(told) == 1 and "'plain'" in told[0] and "Re-ingesting" in told[0]
+    assert len(told) == 1 and "'plain'" in told[0] and "posfair storage migrate --collection plain --to NEW" in told[0]
 
 
 @pytest.mark.parametrize("weight", [0.4, 0.7])  # one arm (the fused rows); the two-arm formula

@@ -1,0 +1,183 @@
+"""Copy a collection into the fused layout from its stored vectors, without encoding anything again.
+
+Collections written before the fused multivector was the default (or with ``--fused-weight 0``)
+score a fused query through two arms. :func:`fuse_collection` copies such a collection into a new
+one that also holds :data:`~qdrant_tools.subchunks.FUSED_VECTOR` (rows ``(1 - w) * s_j + w * node``,
+:func:`~qdrant_tools.encoding.fused_rows`, built from the stored node and sub-chunk vectors), the
+plain sub-chunks memory-mapped beside them, and optionally an int8 copy of the node vectors: the
+layout ``posfair ingest`` writes today. Each point is re-keyed as ingestion would key it
+(the layout is part of a document's version), so ``posfair ingest`` of the same files into the new
+collection finds every document up to date and encodes nothing. The source is never written;
+a crash part-way leaves a partial target that a rerun completes (the writes are idempotent).
+
+Example:
+    >>> from qdrant_tools.fuse import fuse_collection
+    >>> fuse_collection(client, "docs", "docs_fused", 0.5)   # doctest: +SKIP
+    1290
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from qdrant_client import models
+from tqdm.auto import tqdm
+
+from qdrant_tools import payload as P
+from qdrant_tools.encoding import fused_chunking_key, fused_rows, subchunk_source_of
+from qdrant_tools.ids import document_version, point_id
+from qdrant_tools.metadata import read_metadata
+from qdrant_tools.spec import POSFAIR_PAYLOAD_INDEXES, QuantizationSpec, create_payload_indexes
+from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR
+
+__all__ = ["FuseError", "fuse_collection"]
+
+
+class FuseError(ValueError):
+    """The collection cannot be copied into the fused layout (the message says why and what to do)."""
+
+
+def fuse_collection(
+    client: Any,
+    source: str,
+    target: str,
+    weight: float,
+    *,
+    node_int8: bool = True,
+    metadata: Mapping[str, Any] | None = None,
+    batch_size: int = 256,
+    show_progress: bool = False,
+) -> int:
+    """Copy ``source`` into ``target`` with the fused multivector at node weight ``weight``.
+
+    Args:
+        client: an embedded store or a ``QdrantClient`` (what :func:`qdrant_tools.store.open_store` returns).
+        source: a posfair collection with node vectors and the sub-chunk multivector, without fused rows.
+        target: a new collection (or the partial target of an interrupted run with the same weight).
+        weight: the node weight of the fused rows, strictly between 0 and 1 (the search's ``node_weight``).
+        node_int8: also keep an int8 copy of the node vectors for their HNSW search.
+        metadata: collection metadata written over the source's (e.g. the updated recipe).
+        batch_size: points per page read and per write.
+        show_progress: a progress bar over the points.
+
+    Returns:
+        The number of points the target holds (the source's).
+
+    Raises:
+        FuseError: the source is missing, already fused, has no sub-chunks, the target exists with
+            another layout, or ``weight`` is outside (0, 1); raised before any write.
+    """
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < weight < 1.0:
+        raise FuseError(f"the fused node weight must lie strictly between 0 and 1, got {weight!r}; e.g. 0.5")
+    info, node = _check_source(client, source)
+    meta = {**read_metadata(client, source), **(metadata or {}), FUSED_WEIGHT_KEY: weight}
+    _create_target(client, source, target, info, node, weight, node_int8, meta)
+    total = client.count(source, exact=True).count
+    bar = tqdm(total=total, desc=f"fusing {source!r} -> {target!r}", unit="point", disable=not show_progress)
+    offset = None
+    with bar:
+        while True:
+            page, offset = client.scroll(source, limit=batch_size, offset=offset, with_payload=True, with_vectors=True)
+            if page:
+                client.upsert(target, [_fused_point(p, node, weight) for p in page], wait=True)
+                bar.update(len(page))
+            if offset is None:
+                break
+    stored = client.count(target, exact=True).count
+    if stored != total:
+        raise FuseError(
+            f"{target!r} holds {stored} points but {source!r} holds {total}: was {source!r} written to during the "
+            "copy? Run the same command again (it completes the copy; nothing in the source changes)"
+        )
+    if hasattr(client, "build_index"):
+        client.build_index(target, show_progress=show_progress)  # the embedded store: indexed before the first query
+    return stored
+
+
+def _check_source(client: Any, source: str) -> tuple[Any, str]:
+    """The source's collection info and node vector name (the vector the sub-chunks were embedded with)."""
+    if not client.collection_exists(source):
+        raise FuseError(f"collection {source!r} does not exist; list them with `posfair collection` or check --path")
+    info = client.get_collection(source)
+    vectors = info.config.params.vectors
+    if not isinstance(vectors, Mapping) or SUBCHUNK_VECTOR not in vectors:
+        raise FuseError(
+            f"collection {source!r} has no sub-chunk multivector {SUBCHUNK_VECTOR!r}: fused rows fuse sub-chunks with "
+            "the node vector; re-ingest it with sub-chunks instead (`posfair ingest` writes them by default)"
+        )
+    if FUSED_VECTOR in vectors:
+        weight = read_metadata(client, source).get(FUSED_WEIGHT_KEY)
+        raise FuseError(f"collection {source!r} already holds fused rows (node weight {weight}); nothing to do")
+    page, _ = client.scroll(source, limit=1, with_payload=[P.CHUNKING])
+    node = subchunk_source_of(str(page[0].payload.get(P.CHUNKING, ""))) if page else None
+    if node is None or node not in vectors:
+        raise FuseError(
+            f"cannot tell which vector of {source!r} the sub-chunks were embedded with (its points carry no posfair "
+            "chunking key, or the collection is empty); re-ingest it with `posfair ingest` instead"
+        )
+    return info, node
+
+
+def _create_target(
+    client: Any,
+    source: str,
+    target: str,
+    info: Any,
+    node: str,
+    weight: float,
+    node_int8: bool,
+    metadata: dict[str, Any],
+) -> None:
+    """Create ``target`` with the source's vectors plus the fused rows (or accept an interrupted run's target)."""
+    if client.collection_exists(target):
+        have = client.get_collection(target).config.params.vectors
+        stored = read_metadata(client, target).get(FUSED_WEIGHT_KEY)
+        if isinstance(have, Mapping) and FUSED_VECTOR in have and stored is not None and math.isclose(stored, weight):
+            return  # an interrupted run: the copy goes on (every write is idempotent)
+        raise FuseError(
+            f"collection {target!r} exists and is not a fused copy at node weight {weight:g}; "
+            "pass a new --to name (or delete that collection first)"
+        )
+    params = info.config.params
+    vectors = dict(params.vectors)
+    sub = vectors[SUBCHUNK_VECTOR]
+    vectors[SUBCHUNK_VECTOR] = sub.model_copy(update={"on_disk": True})  # default queries score the fused rows
+    if node_int8 and vectors[node].quantization_config is None:
+        quant = QuantizationSpec(kind="scalar", quantile=0.99).to_qdrant()
+        vectors[node] = vectors[node].model_copy(update={"quantization_config": quant})
+    vectors[FUSED_VECTOR] = models.VectorParams(
+        size=sub.size,
+        distance=models.Distance.DOT,
+        multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
+        hnsw_config=models.HnswConfigDiff(m=0),
+    )
+    kwargs: dict[str, Any] = {"vectors_config": vectors, "metadata": metadata}
+    if params.sparse_vectors:
+        kwargs["sparse_vectors_config"] = dict(params.sparse_vectors)
+    if params.on_disk_payload is not None:
+        kwargs["on_disk_payload"] = params.on_disk_payload
+    client.create_collection(target, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        create_payload_indexes(client, target, POSFAIR_PAYLOAD_INDEXES)
+
+
+def _fused_point(point: Any, node: str, weight: float) -> models.PointStruct:
+    """``point`` with its fused rows, re-keyed as ingestion keys a document of the fused layout."""
+    vectors = dict(point.vector)
+    payload = dict(point.payload or {})
+    if node in vectors and SUBCHUNK_VECTOR in vectors:
+        subs = np.asarray(vectors[SUBCHUNK_VECTOR], dtype=np.float32)
+        vectors[FUSED_VECTOR] = fused_rows(np.asarray(vectors[node], dtype=np.float32), subs, weight).tolist()
+    if P.CHUNKING not in payload or P.CONTENT_HASH not in payload:
+        return models.PointStruct(id=point.id, vector=vectors, payload=payload)  # not a posfair point: copied as is
+    key = fused_chunking_key(payload[P.CHUNKING], weight)
+    version = document_version(payload[P.CONTENT_HASH], key, payload[P.FINGERPRINTS])
+    payload.update({P.CHUNKING: key, P.VERSION: version})
+    return models.PointStruct(
+        id=point_id(payload[P.DOC_ID], version, int(payload[P.CHUNK_INDEX])), vector=vectors, payload=payload
+    )
