@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from pathlib import Path
-
 import numpy as np
 import pytest
+from subchunk_layouts import BM25, DATA, FUSED, PLAIN, QUERY
+from subchunk_layouts import nodes as _nodes
 
 from qdrant_tools.encoding import fused_chunking_key, plan_encoders, subchunk_source_of
 from qdrant_tools.fuse import FuseError, fuse_collection
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.metadata import read_metadata
 from qdrant_tools.search import SearchSettings, collection_layout, search
-from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR, SubchunkConfig
-
-DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
-BM25 = Bm25Sparse()
-PLAIN = IngestConfig(
-    chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SubchunkConfig(24, 0), sparse=BM25
-)
-FUSED = replace(PLAIN, fused_weight=0.4)
-QUERY = "how do spring tides form when the moon and sun align"
-
-
-def _nodes(hits):
-    return [(h.payload["doc_id"], h.payload["chunk_index"]) for h in hits]
 
 
 @pytest.fixture

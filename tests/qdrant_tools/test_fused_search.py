@@ -4,37 +4,24 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from subchunk_layouts import BM25, DATA, FUSED, PLAIN, QUERY
+from subchunk_layouts import nodes as _nodes
 
 from qdrant_tools.encoding import fused_rows, plan_encoders
-from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.ingest import ingest_path
 from qdrant_tools.search import SearchSettings, collection_layout, search
-from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import FUSED_VECTOR, SubchunkConfig
-
-DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
-BM25 = Bm25Sparse()
-PLAIN = IngestConfig(
-    chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SubchunkConfig(24, 0), sparse=BM25
-)
-FUSED = replace(PLAIN, fused_weight=0.4)
-QUERY = "how do spring tides form when the moon and sun align"
 
 
 def _unit(x):
     x = np.asarray(x, dtype=np.float64)
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
-def _nodes(hits):
-    """Hits as (document, chunk): point ids differ between the two layouts (the layout is part of the version)."""
-    return [(h.payload["doc_id"], h.payload["chunk_index"]) for h in hits]
 
 
 def _settled(hits):
