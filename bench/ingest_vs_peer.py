@@ -19,7 +19,8 @@ Derived node vectors and bfloat16 are opt-ins: the hybrid sweep's rule did not c
 
 The paths take turns inside each repeat (the order rotates); the table gives each path's best
 docs/s and, per repeat, its ratio to the peer's docs/s of the same repeat (paired, so a loaded
-machine slows both). The load average is printed before and after.
+machine slows both). The load average is printed before and after, and last the model tokens each
+path encodes (nearly all of ingestion is the model's forward pass, whose cost grows with them).
 
 Usage:
     python bench/ingest_vs_peer.py                      # 300 passages, 2 repeats
@@ -63,6 +64,40 @@ def time_peer(ids: list[str], texts: list[str], embed: Any) -> tuple[float, int]
     t0 = time.perf_counter()
     index = splitter_recipe(128, 20)(docs, embed, 10)
     return time.perf_counter() - t0, len(index.nodes)
+
+
+def peer_tokens(texts: list[str], encoder: Any) -> int:
+    """The model tokens (special tokens included, cut at the window) of the peer's 128/20 nodes."""
+    from llama_index.core import Document
+    from llama_index.core.node_parser import SentenceSplitter
+
+    nodes = SentenceSplitter(chunk_size=128, chunk_overlap=20).get_nodes_from_documents(
+        [Document(text=t) for t in texts]
+    )
+    return sum(min(n, encoder.max_length) for n in encoder.count_tokens([x.get_content() for x in nodes]))
+
+
+def posfair_tokens(ids: list[str], texts: list[str], encoder: Any, recipe: Any) -> tuple[int, int]:
+    """``(node pass, sub-chunk pass)``: the model tokens the recipe's ingestion encodes (as :func:`peer_tokens`)."""
+    from qdrant_tools import payload as P
+    from qdrant_tools.chunking import SourceDocument, content_hash
+    from qdrant_tools.encoding import ChunkEncoder
+    from qdrant_tools.ingest import IngestConfig
+
+    name = next(iter(recipe.vectors))
+    plan = IngestConfig(**recipe.chunking.ingest_settings()).encoder_plan({name: encoder})
+    chunks = [
+        c
+        for i, t in zip(ids, texts)
+        for c in ChunkEncoder({name: encoder}, plan).chunks(SourceDocument(i, t, i, content_hash(t)))
+    ]
+    nodes = 0 if plan.node_from_subchunks else sum(min(int(c.payload[P.N_TOKENS]), encoder.max_length) for c in chunks)
+    subs = [
+        c.text[a - c.payload[P.START_CHAR] : b - c.payload[P.START_CHAR]]
+        for c in chunks
+        for a, b in c.payload[P.SUBCHUNK_SPANS]
+    ]
+    return nodes, sum(min(n, encoder.max_length) for n in encoder.count_tokens(subs))
 
 
 def time_posfair(ids: list[str], texts: list[str], encoder: Any, recipe: Any, work: Path) -> tuple[float, int]:
@@ -138,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         ratios = [peer / s for s, peer in zip(secs, seconds[PEER])]
         cells = ", ".join(f"{x:.2f}x" for x in ratios)
         print(f"| {name} | {len(texts) / min(secs):.2f} | {cells} | {statistics.median(ratios):.2f}x |")
+    peer, (nodes, subs) = peer_tokens(texts, encoder), posfair_tokens(ids, texts, encoder, default)
+    print(
+        f"\nModel tokens encoded (special tokens included): {PEER} {peer:,}; posfair's default {nodes + subs:,} "
+        f"(node pass {nodes:,} + sub-chunk pass {subs:,}), {(nodes + subs) / peer:.2f}x the peer's"
+    )
     return 0
 
 
