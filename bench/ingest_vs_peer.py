@@ -11,6 +11,8 @@ bundled all-MiniLM-L6-v2, each path with its own default batch size, model loadi
   on disk: chunking, token counting, embedding, BM25, ``upsert(wait=True)``;
 * ``posfair (encoded nodes)`` / ``(derived nodes)``: the same with the node vector encoded from the node
   text, or derived from the sub-chunk vectors (``node_from_subchunks``): whichever the default is not;
+* ``posfair (no int8 node copy)``: the default recipe without the int8 copy of the node vectors
+  (``--node-quantization none``), when the default has it;
 * ``posfair (bfloat16)``: the default recipe with the encoder in bfloat16 (``--dtype bfloat16``), unless
   the default already is.
 
@@ -146,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             ids, texts, encoder, other, work
         ),
     }
+    if default.chunking.node_int8:  # what the int8 copy of the node vectors costs at ingestion
+        no_int8 = default.model_copy(update={"chunking": default.chunking.model_copy(update={"node_int8": False})})
+        runs["posfair (no int8 node copy)"] = lambda: time_posfair(ids, texts, encoder, no_int8, work)
     if default.encoder_spec().dtype != "bfloat16":
         name = next(iter(default.vectors))
         spec = default.vectors[name].model_copy(update={"dtype": "bfloat16"})
