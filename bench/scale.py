@@ -31,6 +31,7 @@ searches: the default (``MAIN_JOB_SEARCH``: the node cosine and BM25 fused in, a
 exactly), the query of larger collections forced at every size (``exact_up_to=0``: MaxSim over candidates from
 the node vector's HNSW, BM25 and, with ``--subchunk-m``, the sub-chunk graph), ``--prefetch`` variants of it
 (a fixed number of node-vector candidates) and, with ``--exact``, exact scoring forced at every size.
+Each search's five slowest queries are printed with the time Python's garbage collector ran inside them.
 Embeddings are memoised under ``--cache``.
 
 Usage::
@@ -44,6 +45,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import os
 import resource
@@ -306,14 +308,38 @@ def exhaustive(built: Built, settings: Any) -> Any:
     return ask
 
 
-def answer(queries: Queries, ask: Any) -> tuple[list[list[int]], np.ndarray]:
-    """Each query's ranked point ids from ``ask`` and its milliseconds (after one warm-up query)."""
+class GcClock:
+    """Milliseconds Python's cyclic garbage collector has run so far (through ``gc.callbacks``): a pause of the
+    bench process, whose heap holds the builder's data, shows up in a query's time without being the store's."""
+
+    def __init__(self) -> None:
+        self.ms = 0.0
+        self._start = 0.0
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.ms += 1000 * (time.perf_counter() - self._start)
+
+
+GC_CLOCK = GcClock()
+
+
+def answer(queries: Queries, ask: Any, label: str | None = None) -> tuple[list[list[int]], np.ndarray]:
+    """Each query's ranked point ids from ``ask`` and its milliseconds (after one warm-up query); with ``label``,
+    print the slowest queries and the garbage collector's share of each."""
     ask(queries.dense[0], queries.sparse[0])
-    ranked, ms = [], np.zeros(len(queries.ids))
+    ranked, ms, gc_ms = [], np.zeros(len(queries.ids)), np.zeros(len(queries.ids))
     for i, (q, sq) in enumerate(zip(queries.dense, queries.sparse)):
-        t0 = time.perf_counter()
+        t0, g0 = time.perf_counter(), GC_CLOCK.ms
         ranked.append(ask(q, sq))
-        ms[i] = 1000 * (time.perf_counter() - t0)
+        ms[i], gc_ms[i] = 1000 * (time.perf_counter() - t0), GC_CLOCK.ms - g0
+    if label is not None:
+        slow = np.argsort(-ms)[:5]
+        cells = ", ".join(f"{ms[i]:.1f} (GC {gc_ms[i]:.1f})" for i in slow)
+        print(f"  {label}: slowest queries, ms: {cells}; GC {gc_ms.sum():.0f} ms in all", flush=True)
     return ranked, ms
 
 
@@ -368,7 +394,7 @@ def measure(built: Built, queries: Queries, variants: dict[str, Any], exact: Any
 
     answers = {}
     for label, settings in variants.items():  # before the exhaustive scan, which pages in every vector
-        got, ms = answer(queries, searcher(built, settings))
+        got, ms = answer(queries, searcher(built, settings), label)
         answers[label] = got, ms, (rss_mb() - built.rss_before) * 1e6 / built.n
     want, exact_ms = answer(queries, exhaustive(built, exact))
     reference = ndcg(built, queries, want)
