@@ -120,14 +120,13 @@ def run_fuse(args: argparse.Namespace) -> int:
         recipe = read_recipe(client, args.collection)
         weight = _fused_weight(args, recipe)
         int8 = args.node_quantization == "int8"
-        try:
-            meta = None if recipe is None else recipe.with_fused_rows(weight, int8).metadata()
-        except ValueError as exc:
-            raise CliError(f"collection {args.collection!r}: {exc}") from None
+        meta = None  # without sub-chunks there is nothing to fuse, and fuse_collection says so
+        if recipe is not None and recipe.chunking.subchunk_tokens is not None:
+            meta = recipe.with_fused_rows(weight, int8).metadata()
         n = fuse_collection(
             client, args.collection, args.to, weight, node_int8=int8, metadata=meta, show_progress=not args.json
         )
-    except FuseError as exc:
+    except (FuseError, ValueError) as exc:  # ValueError: a recorded recipe this version cannot read
         raise CliError(str(exc)) from None
     finally:
         client.close()

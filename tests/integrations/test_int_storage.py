@@ -71,3 +71,10 @@ def test_a_collection_already_fused_is_refused(store, capsys):
     assert run(capsys, "storage", "migrate", "--collection", "plain", "--to", "fused", "--path", store)[0] == 0
     rc, _, err = run(capsys, "storage", "migrate", "--collection", "fused", "--to", "again", "--path", store)
     assert rc == 2 and "already holds fused rows" in err
+
+
+def test_a_collection_without_sub_chunks_is_told_to_re_ingest(store, capsys, example_data):
+    args = ("ingest", str(example_data), "--collection", "nodes", "--path", store, "--no-progress", "--no-subchunks")
+    assert run(capsys, *args)[0] == 0
+    rc, _, err = run(capsys, "storage", "migrate", "--collection", "nodes", "--to", "x", "--path", store)
+    assert rc == 2 and "no sub-chunk multivector" in err and "re-ingest" in err
