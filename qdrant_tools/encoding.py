@@ -343,7 +343,7 @@ def subchunk_mean(vectors: np.ndarray) -> np.ndarray:
     ``bench/scale.py`` compute for such a layout). A zero mean stays zero.
 
     Example:
-        >>> subchunk_mean(np.array([[1.0, 0.0], [0.0, 1.0]])).round(4).tolist()
+        >>> subchunk_mean(np.array([[1.0, 0.0], [0.0, 1.0]])).astype(float).round(4).tolist()
         [0.7071, 0.7071]
     """
     mean = np.asarray(vectors, dtype=np.float32).mean(axis=0)
