@@ -37,6 +37,13 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_TOKENS = 256
 DEFAULT_OVERLAP_TOKENS = 32
+#: The int8 copy of a vector (``node_int8``, ``subchunk_quantization="int8"``): scalar, outliers clipped.
+INT8_COPY = QuantizationSpec(kind="scalar", quantile=0.99)
+
+
+def fused_vector_config(size: int) -> VectorConfig:
+    """The fused multivector (:func:`fused_rows`): unit rows scored by dot product, no graph (it re-scores)."""
+    return VectorConfig(name=FUSED_VECTOR, size=size, distance="dot", multivector=True, hnsw=HnswSpec(m=0))
 
 
 @runtime_checkable
@@ -205,10 +212,10 @@ class EncoderPlan:
             >>> [(v.name, v.hnsw.m if v.hnsw else None) for v in plan.vector_configs()]
             [('vanilla', None), ('subchunks', 16)]
         """
-        node_quant = QuantizationSpec(kind="scalar", quantile=0.99) if self.node_int8 else None
+        node_quant = INT8_COPY if self.node_int8 else None
         out = [VectorConfig(name=n, size=d, quantization=node_quant) for n, d in self.dimensions.items()]
         if self.subchunks is not None:
-            quant = QuantizationSpec(kind="scalar", quantile=0.99) if self.subchunk_quantization == "int8" else None
+            quant = INT8_COPY if self.subchunk_quantization == "int8" else None
             size = self.dimensions[self.source_vector]
             # with the fused rows in RAM, the plain sub-chunks serve other weights and the evidence: memory-mapped
             on_disk = True if self.fused_weight is not None else None
@@ -223,9 +230,7 @@ class EncoderPlan:
                 )
             )
             if self.fused_weight is not None:
-                out.append(
-                    VectorConfig(name=FUSED_VECTOR, size=size, distance="dot", multivector=True, hnsw=HnswSpec(m=0))
-                )
+                out.append(fused_vector_config(size))
         return out
 
     def metadata(self) -> dict[str, Any]:

@@ -28,10 +28,10 @@ from qdrant_client import models
 from tqdm.auto import tqdm
 
 from qdrant_tools import payload as P
-from qdrant_tools.encoding import fused_chunking_key, fused_rows, subchunk_source_of
+from qdrant_tools.encoding import INT8_COPY, fused_chunking_key, fused_rows, fused_vector_config, subchunk_source_of
 from qdrant_tools.ids import document_version, point_id
 from qdrant_tools.metadata import read_metadata
-from qdrant_tools.spec import POSFAIR_PAYLOAD_INDEXES, QuantizationSpec, create_payload_indexes
+from qdrant_tools.spec import POSFAIR_PAYLOAD_INDEXES, create_payload_indexes
 from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR
 
 __all__ = ["FuseError", "fuse_collection"]
@@ -147,14 +147,8 @@ def _create_target(
     sub = vectors[SUBCHUNK_VECTOR]
     vectors[SUBCHUNK_VECTOR] = sub.model_copy(update={"on_disk": True})  # default queries score the fused rows
     if node_int8 and vectors[node].quantization_config is None:
-        quant = QuantizationSpec(kind="scalar", quantile=0.99).to_qdrant()
-        vectors[node] = vectors[node].model_copy(update={"quantization_config": quant})
-    vectors[FUSED_VECTOR] = models.VectorParams(
-        size=sub.size,
-        distance=models.Distance.DOT,
-        multivector_config=models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM),
-        hnsw_config=models.HnswConfigDiff(m=0),
-    )
+        vectors[node] = vectors[node].model_copy(update={"quantization_config": INT8_COPY.to_qdrant()})
+    vectors[FUSED_VECTOR] = fused_vector_config(sub.size).to_qdrant()  # as ingestion writes it
     kwargs: dict[str, Any] = {"vectors_config": vectors, "metadata": metadata}
     if params.sparse_vectors:
         kwargs["sparse_vectors_config"] = dict(params.sparse_vectors)
