@@ -20,10 +20,11 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +92,17 @@ class SourceDocument:
 
     ``doc_id`` is the path relative to the ingested root (POSIX separators), so
     the same folder ingested from another machine gets the same ids.
+    ``metadata`` (JSON values) is stored with every chunk of the document, top-level
+    in the payload where filters reach it; build ``content_hash`` with
+    :func:`content_hash` of the text *and* the metadata, so a change of either is a
+    new document version.
     """
 
     doc_id: str
     text: str
     source: str
     content_hash: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -131,9 +137,20 @@ def tokenizer_spans(tokenizer: Any) -> SpanFn:
     return spans
 
 
-def content_hash(text: str) -> str:
-    """SHA-256 (hex) of the UTF-8 encoded text."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def content_hash(text: str, metadata: Mapping[str, Any] | None = None) -> str:
+    """SHA-256 (hex) of the UTF-8 encoded text, and of ``metadata`` when there is any.
+
+    Without metadata the hash is the text's alone, so documents stored before
+    metadata existed keep their versions.
+
+    Example:
+        >>> content_hash("a") == content_hash("a", {})
+        True
+        >>> content_hash("a") == content_hash("a", {"lang": "en"})
+        False
+    """
+    blob = text if not metadata else text + "\x00" + json.dumps(dict(metadata), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def _snap_end(spans: Sequence[Span], start: int, end: int) -> int:

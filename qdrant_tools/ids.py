@@ -49,3 +49,19 @@ def point_id(doc_id: str, version: str, chunk_index: int) -> str:
     if chunk_index < 0:
         raise ValueError(f"chunk_index must be >= 0, got {chunk_index}")
     return str(uuid.uuid5(POINT_NAMESPACE, f"{doc_id}\n{version}\n{chunk_index}"))
+
+
+def node_point_id(node_id: str) -> str:
+    """The point id of a LlamaIndex node: its id when that is a UUID (LlamaIndex's default), else a
+    deterministic ``uuid5`` of it, so a node is written to the same point on every run.
+
+    Example:
+        >>> node_point_id("0b4d1f3e-6a41-4f2b-9a59-4e0d2b1c7f10")
+        '0b4d1f3e-6a41-4f2b-9a59-4e0d2b1c7f10'
+        >>> node_point_id("guide.md#3") == node_point_id("guide.md#3")
+        True
+    """
+    try:
+        return str(uuid.UUID(node_id))
+    except (ValueError, AttributeError, TypeError):
+        return str(uuid.uuid5(POINT_NAMESPACE, f"node\n{node_id}"))

@@ -48,6 +48,27 @@ SUBCHUNK_SPANS = "subchunk_spans"
 #: Fields read back when diffing a collection against the input.
 RECORD_FIELDS = [DOC_ID, VERSION, N_CHUNKS]
 
+#: Fields posfair writes itself; document metadata may not use these keys (``file_name`` may: same meaning).
+RESERVED_FIELDS = frozenset(
+    {TEXT, DOC_ID, SOURCE, CHUNK_INDEX, N_CHUNKS, START_CHAR, END_CHAR, N_TOKENS, TRUNCATED, CONTENT_HASH}
+    | {VERSION, FINGERPRINTS, CHUNKING, FORMAT, SUBCHUNK_SPANS}
+)
+
+
+def check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` as a plain dict, refused if a key is one of :data:`RESERVED_FIELDS` or not a string.
+
+    Raises:
+        ValueError: a reserved or non-string key (named, with the fix).
+    """
+    bad = sorted(str(k) for k in metadata if not isinstance(k, str) or k in RESERVED_FIELDS)
+    if bad:
+        raise ValueError(
+            f"metadata keys {bad} are reserved for posfair's own payload fields (or are not strings); "
+            f"rename them, e.g. 'user_{bad[0]}' (reserved: {sorted(RESERVED_FIELDS)})"
+        )
+    return dict(metadata)
+
 
 def build_payload(
     doc: SourceDocument,
@@ -73,8 +94,11 @@ def build_payload(
         truncated: whether the encoder cut the chunk at its window.
         chunking_key: :meth:`ChunkingConfig.key`, for the record.
         subchunk_spans: document offsets of the node's sub-chunks (the layout with sub-chunk vectors).
+
+    The document's metadata comes first, top-level; posfair's fields follow (see :func:`check_metadata`).
     """
     payload = {
+        **check_metadata(doc.metadata),
         TEXT: chunk.text,
         DOC_ID: doc.doc_id,
         SOURCE: doc.source,
