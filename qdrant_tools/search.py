@@ -51,7 +51,7 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -62,7 +62,17 @@ from qdrant_tools import payload as P
 from qdrant_tools.sparse import SPARSE_VECTOR
 from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR
 
-__all__ = ["Hit", "Layout", "SearchSettings", "collection_layout", "search"]
+__all__ = [
+    "Hit",
+    "Layout",
+    "SearchSettings",
+    "acollection_layout",
+    "asearch",
+    "collection_layout",
+    "query_request",
+    "search",
+    "sparse_request",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +140,22 @@ def collection_layout(client: Any, collection: str) -> Layout:
     """
     if not client.collection_exists(collection):
         raise LookupError(f"collection {collection!r} not found")
-    info = client.get_collection(collection)
+    return layout_of(collection, client.get_collection(collection))
+
+
+async def acollection_layout(aclient: Any, collection: str) -> Layout:
+    """:func:`collection_layout` through an ``AsyncQdrantClient``."""
+    if not await aclient.collection_exists(collection):
+        raise LookupError(f"collection {collection!r} not found")
+    return layout_of(collection, await aclient.get_collection(collection))
+
+
+def layout_of(collection: str, info: models.CollectionInfo) -> Layout:
+    """The layout described by a collection's ``get_collection`` answer.
+
+    Raises:
+        ValueError: it has one unnamed vector (not written by posfair ingestion).
+    """
     vectors = info.config.params.vectors
     if not isinstance(vectors, dict):
         raise ValueError(f"collection {collection!r} has one unnamed vector; it was not written by posfair ingest")
@@ -399,28 +424,54 @@ def _dense_parts(
     return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
 
 
-def _dense_query(client, collection, q, vector, settings, query_filter, layout) -> list[Any]:
-    """The dense ranking in one ``query_points`` call."""
+def _dense_request(q, vector, settings, query_filter, layout) -> dict[str, Any]:
+    """The ``query_points`` arguments of the dense ranking."""
     fused = settings.node_weight > 0 and layout.subchunks is not None and settings.subchunks
     depth = max(settings.limit, settings.fusion_limit) if fused else settings.limit  # fused rankings need depth
     parts = _dense_parts(q, vector, settings, layout, query_filter, depth)
     flt, params = parts.pop("filter", None), parts.pop("params", None)
-    return client.query_points(
-        collection, **parts, query_filter=flt, search_params=params, limit=settings.limit, with_payload=True
-    ).points
+    return {**parts, "query_filter": flt, "search_params": params, "limit": settings.limit}
 
 
-def _hybrid_query(client, collection, q, sparse_query, vector, settings, query_filter, layout) -> list[Any]:
-    """One ``query_points`` call: the dense ranking and the BM25 ranking, fused in Qdrant (RRF or DBSF)."""
+def _hybrid_request(q, sparse_query, vector, settings, query_filter, layout) -> dict[str, Any]:
+    """The ``query_points`` arguments of the dense ranking and the BM25 ranking, fused in Qdrant (RRF or DBSF)."""
     limit = max(settings.limit, settings.fusion_limit)
     dense = _dense_parts(q, vector, settings, layout, query_filter, limit, sparse_query)
     arms = [
         models.Prefetch(**dense, limit=limit),
         models.Prefetch(query=sparse_query, using=layout.sparse, limit=limit, filter=query_filter),
     ]
-    return client.query_points(
-        collection, prefetch=arms, query=settings.fusion_query(), limit=settings.limit, with_payload=True
-    ).points
+    return {"prefetch": arms, "query": settings.fusion_query(), "limit": settings.limit}
+
+
+def sparse_request(
+    sparse_query: models.SparseVector, layout: Layout, limit: int, query_filter: models.Filter | None = None
+) -> dict[str, Any]:
+    """The ``query_points`` arguments of the BM25 ranking alone (keyword search).
+
+    Raises:
+        ValueError: the collection has no BM25 sparse vector.
+    """
+    if layout.sparse is None:
+        raise ValueError("the collection has no BM25 sparse vector (written without BM25); search it densely")
+    return {"query": sparse_query, "using": layout.sparse, "query_filter": query_filter, "limit": limit}
+
+
+def query_request(
+    query_vector: Sequence[float] | np.ndarray,
+    settings: SearchSettings,
+    layout: Layout,
+    *,
+    query_filter: models.Filter | None = None,
+    sparse_query: models.SparseVector | None = None,
+) -> dict[str, Any]:
+    """The arguments of the one ``query_points`` call that answers a query (after the collection name):
+    :func:`search` and :func:`asearch` send it, with ``with_payload=True``."""
+    vector = layout.node_vector(settings.vector)
+    q = _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1))
+    if settings.sparse and layout.sparse and sparse_query is not None:
+        return _hybrid_request(q, sparse_query, vector, settings, query_filter, layout)
+    return _dense_request(q, vector, settings, query_filter, layout)
 
 
 def _first_time(key: str) -> bool:
@@ -467,15 +518,13 @@ def _advise_fused(collection: str, layout: Layout, settings: SearchSettings) -> 
     )
 
 
-def _evidence(
-    client: Any, collection: str, q: np.ndarray, points: Sequence[Any], sub: str
-) -> dict[str, tuple[int, int]]:
+def _evidence_request(points: Sequence[Any], sub: str) -> dict[str, Any]:
+    """The ``retrieve`` arguments that read the hits' sub-chunk vectors and spans."""
+    return {"ids": [p.id for p in points], "with_payload": [P.SUBCHUNK_SPANS], "with_vectors": [sub]}
+
+
+def _best_spans(records: Sequence[Any], q: np.ndarray, sub: str) -> dict[str, tuple[int, int]]:
     """Point id -> document offsets of its best-matching sub-chunk."""
-    if not points:
-        return {}
-    records = client.retrieve(
-        collection, ids=[p.id for p in points], with_payload=[P.SUBCHUNK_SPANS], with_vectors=[sub]
-    )
     out = {}
     for r in records:
         spans = (r.payload or {}).get(P.SUBCHUNK_SPANS)
@@ -484,6 +533,20 @@ def _evidence(
             best = int(np.argmax(vecs @ q / np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)))
             out[str(r.id)] = (int(spans[best][0]), int(spans[best][1]))
     return out
+
+
+def _evidence_vector(layout: Layout, settings: SearchSettings) -> str | None:
+    """The multivector whose best row is a hit's evidence (``None``: no evidence asked or none stored)."""
+    return layout.subchunks if settings.evidence and settings.subchunks else None
+
+
+def _hits(points: Sequence[Any], evidence: Mapping[str, tuple[int, int]]) -> list[Hit]:
+    return [Hit(str(p.id), float(p.score), dict(p.payload or {}), evidence.get(str(p.id))) for p in points]
+
+
+def _advise(collection: str, layout: Layout, settings: SearchSettings) -> None:
+    _advise_graph(collection, layout, settings)
+    _advise_fused(collection, layout, settings)
 
 
 def search(
@@ -514,14 +577,32 @@ def search(
     """
     settings = settings or SearchSettings()
     layout = layout or collection_layout(client, collection)
-    vector = layout.node_vector(settings.vector)
-    q = _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1))
-    sub = layout.subchunks if settings.subchunks else None
-    _advise_graph(collection, layout, settings)
-    _advise_fused(collection, layout, settings)
-    if settings.sparse and layout.sparse and sparse_query is not None:
-        points = _hybrid_query(client, collection, q, sparse_query, vector, settings, query_filter, layout)
-    else:
-        points = _dense_query(client, collection, q, vector, settings, query_filter, layout)
-    evidence = _evidence(client, collection, q, points, sub) if (settings.evidence and sub) else {}
-    return [Hit(str(p.id), float(p.score), dict(p.payload or {}), evidence.get(str(p.id))) for p in points]
+    _advise(collection, layout, settings)
+    request = query_request(query_vector, settings, layout, query_filter=query_filter, sparse_query=sparse_query)
+    points = client.query_points(collection, **request, with_payload=True).points
+    sub = _evidence_vector(layout, settings)
+    if sub is None or not points:
+        return _hits(points, {})
+    records = client.retrieve(collection, **_evidence_request(points, sub))
+    return _hits(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))
+
+
+async def asearch(
+    aclient: Any,
+    collection: str,
+    query_vector: Sequence[float] | np.ndarray,
+    settings: SearchSettings,
+    *,
+    layout: Layout,
+    query_filter: models.Filter | None = None,
+    sparse_query: models.SparseVector | None = None,
+) -> list[Hit]:
+    """:func:`search` through an ``AsyncQdrantClient`` (the same request; ``layout`` read beforehand)."""
+    _advise(collection, layout, settings)
+    request = query_request(query_vector, settings, layout, query_filter=query_filter, sparse_query=sparse_query)
+    points = (await aclient.query_points(collection, **request, with_payload=True)).points
+    sub = _evidence_vector(layout, settings)
+    if sub is None or not points:
+        return _hits(points, {})
+    records = await aclient.retrieve(collection, **_evidence_request(points, sub))
+    return _hits(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))
