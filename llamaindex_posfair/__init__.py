@@ -22,6 +22,8 @@ _PUBLIC = {
     "PosFairEmbedding": "llamaindex_posfair.integrations.embedding",
     "PosFairRerank": "llamaindex_posfair.integrations.rerank",
     "PosFairRetriever": "llamaindex_posfair.integrations.retriever",
+    "PosFairVectorStore": "llamaindex_posfair.integrations.vector_store",
+    "PosFairNodeParser": "llamaindex_posfair.integrations.node_parser",
     "PosFairImageRerank": "llamaindex_posfair.multimodal.rerank",
     "Recipe": "llamaindex_posfair.integrations.recipe",
     "SearchSettings": "qdrant_tools.search",

@@ -419,14 +419,14 @@ def prepare_document(
                 n_tokens=n,
                 truncated=n > max_length,
                 chunking_key=chunking_key,
-                subchunk_spans=None if subchunks is None else _subchunk_spans(c, subchunks, spans_fn),
+                subchunk_spans=None if subchunks is None else subchunk_spans(c, subchunks, spans_fn),
             ),
         )
         for c, n in zip(chunks, n_tokens)
     ]
 
 
-def _subchunk_spans(chunk: Any, config: SubchunkConfig, spans_fn: SpanFn) -> list[list[int]]:
+def subchunk_spans(chunk: Any, config: SubchunkConfig, spans_fn: SpanFn) -> list[list[int]]:
     """Document offsets of a chunk's sub-chunks (at least one: the whole chunk if it has no sentence)."""
     subs = subchunk_text(chunk.text, config, spans_fn)
     if not subs:
@@ -503,12 +503,22 @@ class ChunkEncoder:
             subchunks=p.subchunks,
         )
 
-    def encode(self, chunks: Sequence[PlannedChunk], token_budget: int | None = None) -> PointBatch:
+    def encode(
+        self,
+        chunks: Sequence[PlannedChunk],
+        token_budget: int | None = None,
+        given: Mapping[str, np.ndarray] | None = None,
+    ) -> PointBatch:
         """Embed ``chunks`` with every encoder; one forward batch, or batches of ``token_budget`` padded tokens.
+
+        ``given``: vector name -> ``(len(chunks), dimension)`` node vectors already computed by the same
+        encoder (e.g. by a LlamaIndex embed model); those are not encoded again.
 
         Raises:
             RuntimeError: an encoder returned another shape than ``(rows, dimension)``.
+            ValueError: a ``given`` vector of another name or shape.
         """
+        given = self._checked_given(given or {}, len(chunks))
         texts = [c.text for c in chunks]
         if token_budget is None:
             groups = [list(range(len(chunks)))] if chunks else []
@@ -519,7 +529,9 @@ class ChunkEncoder:
         derived = self.plan.source_vector if self.plan.node_from_subchunks and subs is not None else None
         vectors = {}
         for name, enc in self.vectors.items():
-            if name == derived:
+            if name in given:
+                vectors[name] = given[name]
+            elif name == derived:
                 vectors[name] = np.stack([subchunk_mean(v) for v in subs])
             else:
                 vectors[name] = self._encoded(name, enc, texts, groups)
@@ -534,6 +546,22 @@ class ChunkEncoder:
             vectors=vectors,
             sparse=self.plan.sparse_vectors(texts),
         )
+
+    def _checked_given(self, given: Mapping[str, Any], n: int) -> dict[str, np.ndarray]:
+        out = {}
+        for name, value in given.items():
+            if name not in self.plan.dimensions:
+                raise ValueError(
+                    f"given vectors {name!r} are not a vector of the plan ({sorted(self.plan.dimensions)})"
+                )
+            arr = np.asarray(value, dtype=np.float32)
+            if arr.shape != (n, self.plan.dimensions[name]):
+                raise ValueError(
+                    f"given vectors {name!r} have shape {arr.shape}, expected {(n, self.plan.dimensions[name])}: "
+                    "one vector per chunk, from the collection's encoder"
+                )
+            out[name] = arr
+        return out
 
     def _encoded(self, name: str, enc: Encoder, texts: list[str], groups: list[list[int]]) -> np.ndarray:
         """``texts`` encoded by the encoder of vector ``name``, one forward call per group of indices."""

@@ -352,6 +352,21 @@ class QdrantWriter:
         n = len(batch.ids)
         if n == 0:
             return 0
+        self.client.upsert(
+            self.collection,
+            points=self.points_of(batch),
+            wait=True,
+            **({"ordering": self.ordering} if self.ordering else {}),
+        )
+        return n
+
+    def points_of(self, batch: PointBatch) -> models.Batch:
+        """``batch`` as the ``points`` of an upsert (also sent by an ``AsyncQdrantClient``).
+
+        Raises:
+            ValueError: see :meth:`upsert`.
+        """
+        n = len(batch.ids)
         if len(batch.payloads) != n:
             raise ValueError(f"batch has {n} ids but {len(batch.payloads)} payloads; give one payload per point")
         sizes = {v.name: v.size for v in self.spec.vectors}
@@ -363,13 +378,7 @@ class QdrantWriter:
         if clash:
             raise ValueError(f"sparse vectors {clash} are named like dense vectors of {self.collection!r}; rename them")
         vectors.update({name: sparse_rows(name, value, n) for name, value in batch.sparse.items()})
-        self.client.upsert(
-            self.collection,
-            points=models.Batch(ids=list(batch.ids), vectors=vectors, payloads=list(batch.payloads)),
-            wait=True,
-            **({"ordering": self.ordering} if self.ordering else {}),
-        )
-        return n
+        return models.Batch(ids=list(batch.ids), vectors=vectors, payloads=list(batch.payloads))
 
     def delete_stale(self, doc_id: str, keep_version: str) -> int:
         """Delete a document's posfair points of every version but ``keep_version``; return how many."""

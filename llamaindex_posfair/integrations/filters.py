@@ -16,7 +16,7 @@ operator                  Qdrant condition
 ``in`` / ``nin``          ``MatchAny`` / ``MatchExcept`` (a list, or a comma-separated str)
 ``any`` / ``all``         ``MatchAny`` / one ``MatchValue`` per value (array fields)
 ``contains``              ``MatchValue`` (an array field holding the value)
-``text_match``            ``MatchText`` (``text_match_insensitive`` too: Qdrant's text match
+``text_match``            ``MatchText`` (``text_match_insensitive`` too: Qdrant's word match,
                           is case-insensitive with a full-text index, exact without one)
 ``is_empty``              ``IsEmptyCondition``
 ========================  ==============================================================

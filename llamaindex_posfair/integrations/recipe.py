@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSet, EncoderSpec
 from llamaindex_posfair.scoring import NODE_WEIGHT
+from qdrant_tools.driver import IngestSettings
 from qdrant_tools.metadata import RECIPE_KEY, read_metadata
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.sparse import Bm25Sparse
@@ -218,6 +219,27 @@ class Recipe(_Frozen):
         bm25 = Bm25Sparse() if MAIN_JOB_BM25 else None
         chunking = main_job_chunking()
         return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, MAIN_JOB_SEARCH, bm25)
+
+    @classmethod
+    def for_encoder(cls, spec: EncoderSpec) -> Recipe:
+        """The shipped layout and search (:meth:`default`) for another encoder's single vector."""
+        bm25 = Bm25Sparse() if MAIN_JOB_BM25 else None
+        return cls.build(EncoderSet.single(spec), main_job_chunking(), MAIN_JOB_SEARCH, bm25)
+
+    def ingest_settings(self, **run: Any) -> IngestSettings:
+        """The :class:`qdrant_tools.driver.IngestSettings` that write this recipe (``run``: run-time fields
+        such as ``show_progress``, ``prune``, ``retry``)."""
+        return IngestSettings(
+            **self.chunking.ingest_settings(), sparse=self.sparse_encoder(), metadata=self.metadata(), **run
+        )
+
+    def bind(self, encoder: Any) -> dict[str, Any]:
+        """Vector name -> ``encoder`` (or its calibration view) for every vector of the recipe.
+
+        Raises:
+            ValueError: a vector needs another model or settings than ``encoder``.
+        """
+        return EncoderSet(vectors=self.vectors).bind(encoder)
 
     @classmethod
     def build(

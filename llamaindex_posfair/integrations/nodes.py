@@ -1,0 +1,145 @@
+"""LlamaIndex nodes <-> posfair points: the payload a node is stored with, and the node a hit becomes.
+
+Both writers produce the same payload fields (:mod:`qdrant_tools.payload`): ``posfair
+ingest`` through :func:`qdrant_tools.encoding.prepare_document`, and
+:class:`~llamaindex_posfair.integrations.vector_store.PosFairVectorStore` through
+:func:`planned_nodes`, which adds LlamaIndex's own node record (``_node_content``,
+``_node_type``, ``ref_doc_id``: what llama-index-vector-stores-qdrant stores), so a node
+round-trips with its id, metadata and relationships. Every reader turns a hit into a
+node with :func:`hit_to_node`; a point written by ``posfair ingest`` gets its document
+as ``ref_doc_id`` and its neighbouring chunks as prev / next.
+
+Example:
+    >>> from qdrant_tools.search import Hit
+    >>> node = hit_to_node(Hit("0b4d1f3e-6a41-4f2b-9a59-4e0d2b1c7f10", 0.5, {"text": "tides", "doc_id": "a.md"}))
+    >>> node.node.ref_doc_id, node.node.text
+    ('a.md', 'tides')
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, NodeWithScore, RelatedNodeInfo, TextNode
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+
+from qdrant_tools import payload as P
+from qdrant_tools.chunking import Chunk, SourceDocument
+from qdrant_tools.encoding import EncoderPlan, PlannedChunk, subchunk_spans
+from qdrant_tools.ids import document_version, node_point_id, point_id
+
+__all__ = ["NODE_METADATA", "hit_to_node", "planned_nodes"]
+
+#: Payload fields shown as node metadata of a point written by ``posfair ingest``.
+NODE_METADATA = (P.DOC_ID, P.FILE_NAME, P.SOURCE, P.CHUNK_INDEX, P.START_CHAR, P.END_CHAR)
+#: Metadata posfair adds to a returned node that stays out of LLM prompts and embeddings.
+EVIDENCE_KEYS = ("evidence_start_char", "evidence_end_char")
+_HIDDEN_FROM_LLM = (P.SOURCE, P.CHUNK_INDEX, P.START_CHAR, P.END_CHAR, *EVIDENCE_KEYS)
+#: LlamaIndex's node record in a payload (llama-index-vector-stores-qdrant's field).
+NODE_CONTENT = "_node_content"
+
+
+def _ingested_node(hit: Any) -> TextNode:
+    """A point written by ``posfair ingest``: text, file metadata, the document and the neighbouring chunks."""
+    payload = hit.payload
+    metadata = {k: v for k, v in payload.items() if k not in P.RESERVED_FIELDS or k in NODE_METADATA}
+    relationships: dict[NodeRelationship, RelatedNodeInfo] = {}
+    doc_id, version, index = payload.get(P.DOC_ID), payload.get(P.VERSION), payload.get(P.CHUNK_INDEX)
+    if doc_id is not None:
+        relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=str(doc_id))
+    if doc_id is not None and version is not None and isinstance(index, int):
+        if index > 0:
+            relationships[NodeRelationship.PREVIOUS] = RelatedNodeInfo(node_id=point_id(doc_id, version, index - 1))
+        if index + 1 < int(payload.get(P.N_CHUNKS, 0)):
+            relationships[NodeRelationship.NEXT] = RelatedNodeInfo(node_id=point_id(doc_id, version, index + 1))
+    return TextNode(
+        id_=hit.id,
+        text=str(payload.get(P.TEXT, "")),
+        metadata=metadata,
+        relationships=relationships,
+        start_char_idx=payload.get(P.START_CHAR),
+        end_char_idx=payload.get(P.END_CHAR),
+        excluded_llm_metadata_keys=[k for k in _HIDDEN_FROM_LLM if k in metadata],
+        excluded_embed_metadata_keys=list(metadata),
+    )
+
+
+def hit_to_node(hit: Any) -> NodeWithScore:
+    """A search hit (or a scrolled record with ``score=None``) as a LlamaIndex node with its score.
+
+    A node the vector store wrote comes back as it was given (id, metadata, relationships);
+    the evidence span, when the search returned one, is added to its metadata
+    (``evidence_start_char`` / ``evidence_end_char``, document offsets), hidden from the LLM.
+    """
+    payload = hit.payload or {}
+    if NODE_CONTENT in payload:
+        node = metadata_dict_to_node(payload, text=str(payload.get(P.TEXT, "")))
+    else:
+        node = _ingested_node(hit)
+    evidence = getattr(hit, "evidence", None)
+    if evidence is not None:
+        node.metadata.update(dict(zip(EVIDENCE_KEYS, evidence)))
+        node.excluded_llm_metadata_keys = list({*node.excluded_llm_metadata_keys, *EVIDENCE_KEYS})
+        node.excluded_embed_metadata_keys = list({*node.excluded_embed_metadata_keys, *EVIDENCE_KEYS})
+    return NodeWithScore(node=node, score=getattr(hit, "score", None))
+
+
+def _doc_versions(nodes: Sequence[BaseNode], plan: EncoderPlan) -> dict[str, tuple[str, int]]:
+    """Per document id, the version of its nodes in this call and how many there are."""
+    hashes: dict[str, list[str]] = defaultdict(list)
+    for node in nodes:
+        hashes[_doc_id(node)].append(node.hash)
+    return {
+        doc: (
+            document_version(hashlib.sha256("\n".join(h).encode()).hexdigest(), plan.chunking_key, plan.fingerprints),
+            len(h),
+        )
+        for doc, h in hashes.items()
+    }
+
+
+def _doc_id(node: BaseNode) -> str:
+    return node.ref_doc_id or node.node_id
+
+
+def planned_nodes(nodes: Sequence[BaseNode], plan: EncoderPlan, spans_fn: Any, count_tokens: Any) -> list[PlannedChunk]:
+    """``nodes`` as points to encode: deterministic ids from the node ids, posfair's payload (with the
+    node's metadata top-level, where filters reach it) and LlamaIndex's node record.
+
+    Raises:
+        ValueError: a node without text, or metadata that uses a reserved payload key.
+    """
+    versions = _doc_versions(nodes, plan)
+    texts = [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
+    empty = [n.node_id for n, t in zip(nodes, texts) if not t.strip()]
+    if empty:
+        raise ValueError(f"nodes {empty[:3]} have no text; PosFairVectorStore stores text nodes, drop empty ones")
+    n_tokens = list(count_tokens(texts))
+    seen: dict[str, int] = defaultdict(int)
+    out = []
+    for node, text, n in zip(nodes, texts, n_tokens):
+        doc_id = _doc_id(node)
+        version, n_chunks = versions[doc_id]
+        start = node.start_char_idx if isinstance(node, TextNode) and node.start_char_idx is not None else 0
+        chunk = Chunk(seen[doc_id], text, start, start + len(text), int(n))
+        seen[doc_id] += 1
+        source = str(node.metadata.get("file_path", doc_id))
+        doc = SourceDocument(doc_id, "", source, node.hash, metadata=node.metadata)
+        spans = None if plan.subchunks is None else subchunk_spans(chunk, plan.subchunks, spans_fn)
+        payload = P.build_payload(
+            doc,
+            chunk,
+            n_chunks=n_chunks,
+            version=version,
+            fingerprints=plan.fingerprints,
+            n_tokens=n,
+            truncated=n > plan.max_length,
+            chunking_key=plan.chunking_key,
+            subchunk_spans=spans,
+        )
+        record = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
+        out.append(PlannedChunk(doc_id, node_point_id(node.node_id), text, {**record, **payload}))
+    return out

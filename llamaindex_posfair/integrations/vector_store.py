@@ -1,0 +1,431 @@
+"""``PosFairVectorStore``: a LlamaIndex vector store over a Qdrant collection in posfair's layout.
+
+Swap it in for LlamaIndex's ``QdrantVectorStore`` and an app gets position-fair
+retrieval: each node is stored as one Qdrant point with its node vector (the index's
+embed model), the vectors of its sentence-aligned sub-chunks, the sub-chunks fused with
+the node vector, and a BM25 sparse vector, all computed here; a query is the default
+hybrid search of ``posfair query`` (:func:`qdrant_tools.search.search`) in one
+``query_points`` call, with the evidence span of each hit. ``MetadataFilters`` apply to
+every arm of that query, BM25 included (:mod:`llamaindex_posfair.integrations.filters`).
+
+The collection records its layout (a :class:`~llamaindex_posfair.integrations.recipe.Recipe`)
+when it is created; a store whose embed model contradicts it is refused, naming both.
+
+Query modes: ``DEFAULT``, ``HYBRID`` and ``SEMANTIC_HYBRID`` run the default search
+(dense ranking fused with BM25 as the layout's search says); ``SPARSE`` and
+``TEXT_SEARCH`` rank by BM25 alone; other modes raise. ``alpha``, ``sparse_top_k``
+and ``hybrid_top_k`` are not used: the layout's search fixes the fusion.
+
+Example:
+    >>> from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex
+    >>> from llamaindex_posfair import PosFairEmbedding, PosFairVectorStore
+    >>> embed = PosFairEmbedding()                                                    # doctest: +SKIP
+    >>> store = PosFairVectorStore("docs", path="./.posfair/qdrant", embed_model=embed)  # doctest: +SKIP
+    >>> index = VectorStoreIndex.from_documents(
+    ...     SimpleDirectoryReader("examples/data").load_data(),
+    ...     storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed)  # doctest: +SKIP
+    >>> nodes = index.as_retriever(similarity_top_k=3).retrieve("Bay of Fundy tides")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.schema import BaseNode
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+from qdrant_client import models
+
+from llamaindex_posfair.encoders.spec import EncoderSpec
+from llamaindex_posfair.integrations.filters import to_qdrant_filter
+from llamaindex_posfair.integrations.nodes import hit_to_node, planned_nodes
+from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, RecipeConflictError, read_recipe
+from qdrant_tools.encoding import ChunkEncoder
+from qdrant_tools.search import (
+    Hit,
+    Layout,
+    acollection_layout,
+    asearch,
+    collection_layout,
+    search,
+    sparse_request,
+)
+from qdrant_tools.writer import QdrantWriter, spec_for_vectors
+
+__all__ = ["PosFairVectorStore"]
+
+_DENSE_MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.SEMANTIC_HYBRID)
+_SPARSE_MODES = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
+_SCROLL_PAGE = 256
+
+
+class PosFairVectorStore(BasePydanticVectorStore):
+    """Position-fair LlamaIndex vector store over Qdrant (embedded Qdrant Edge, local mode or a server).
+
+    Args:
+        collection_name: the Qdrant collection (created on the first ``add``).
+        client: a ``QdrantClient`` or the embedded store (:func:`qdrant_tools.store.open_store`); the caller
+            closes it. Or pass ``path`` / ``url``.
+        aclient: an ``AsyncQdrantClient`` of the same server, for the async methods (with ``url`` one is made).
+        path: an embedded storage folder (opened here; :meth:`close` closes it).
+        url: a Qdrant server (API key from ``api_key`` or ``$QDRANT_API_KEY``).
+        embed_model: the index's :class:`~llamaindex_posfair.PosFairEmbedding`; its encoder embeds the
+            sub-chunks (shared, not loaded twice). Default: the encoder the layout records, loaded on first add.
+        layout: the layout of a new collection (default: the shipped one for the embed model's encoder,
+            :meth:`Recipe.for_encoder`); an existing collection's own layout always wins.
+        batch_size: nodes encoded and upserted together.
+
+    Raises:
+        RecipeConflictError: the embed model is not the encoder the collection was written with.
+        ValueError: the collection exists but was not written by posfair (adopt it with
+            ``posfair storage migrate --from-llamaindex``), or none or several of client / path / url.
+    """
+
+    stores_text: bool = True
+    flat_metadata: bool = False
+    collection_name: str = Field(description="The Qdrant collection.")
+    batch_size: int = Field(default=64, gt=0, description="Nodes encoded and upserted together.")
+
+    _client: Any = PrivateAttr()
+    _aclient: Any = PrivateAttr(default=None)
+    _owns_client: bool = PrivateAttr(default=False)
+    _recipe: Recipe = PrivateAttr()
+    _embed: Any = PrivateAttr(default=None)
+    _encoder: Any = PrivateAttr(default=None)
+    _writer: Any = PrivateAttr(default=None)
+    _layout: Layout | None = PrivateAttr(default=None)
+    _write_lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    def __init__(
+        self,
+        collection_name: str,
+        client: Any = None,
+        aclient: Any = None,
+        *,
+        path: str | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        embed_model: Any = None,
+        layout: Recipe | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        super().__init__(collection_name=collection_name, batch_size=batch_size)
+        self._client, self._owns_client = _open(client, path, url, api_key)
+        self._aclient = _async_face(self._client, aclient, url, api_key)
+        self._embed = embed_model
+        try:
+            self._recipe = self._read_or_new_recipe(layout)
+            self._check_embed_model()
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "PosFairVectorStore"
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    @property
+    def aclient(self) -> Any:
+        return self._aclient
+
+    @property
+    def layout(self) -> Recipe:
+        """The collection's layout (its recipe): encoders, node and sub-chunk sizes, BM25, default search."""
+        return self._recipe
+
+    def close(self) -> None:
+        """Close the storage if this store opened it (``path=`` / ``url=``)."""
+        if self._owns_client:
+            self._client.close()
+            self._owns_client = False
+
+    # ------------------------------------------------------------------ layout
+    def _read_or_new_recipe(self, layout: Recipe | None) -> Recipe:
+        if self._client.collection_exists(self.collection_name):
+            recipe = read_recipe(self._client, self.collection_name)
+            if recipe is None:
+                raise ValueError(
+                    f"collection {self.collection_name!r} was not written by posfair (it records no layout); adopt "
+                    f"a LlamaIndex collection with `posfair storage migrate --from-llamaindex {self.collection_name} "
+                    "--to NEW`, or choose a new collection name"
+                )
+            return recipe
+        if layout is not None:
+            return layout
+        spec = self._embed.spec if self._embed is not None else EncoderSpec(calibration=None)
+        return Recipe.for_encoder(spec)
+
+    def _check_embed_model(self) -> None:
+        """The embed model must be the encoder that writes (and queries) the searched vector."""
+        if self._embed is None:
+            return
+        spec = self._embed.spec
+        given = {f: getattr(spec, f) for f in RECORDED_FIELDS if f != "weights"}
+        try:
+            self._recipe.encoder_spec(given=given)
+        except RecipeConflictError as exc:
+            raise RecipeConflictError(
+                f"embed model {spec.model} does not match collection {self.collection_name!r}: {exc}"
+            ) from None
+        stored = self._recipe.encoder_spec()
+        if stored.weights and spec.weights and stored.weights != spec.weights:
+            raise RecipeConflictError(
+                f"collection {self.collection_name!r} was written by {stored.model} with weights {stored.weights}, "
+                f"but the embed model's weights are {spec.weights} (another checkpoint); use the collection's "
+                "model files, or a new collection"
+            )
+
+    def _node_vector(self) -> str:
+        return self._recipe.node_vector()
+
+    def _current_layout(self) -> Layout:
+        if self._layout is None:
+            self._layout = collection_layout(self._client, self.collection_name)
+        return self._layout
+
+    async def _acurrent_layout(self) -> Layout:
+        if self._layout is None:
+            self._layout = await acollection_layout(self._aclient, self.collection_name)
+        return self._layout
+
+    # ------------------------------------------------------------------ writing
+    def _chunk_encoder(self) -> ChunkEncoder:
+        """The encoders of the layout, with their plan; the collection created with the layout if missing."""
+        if self._writer is None:
+            encoder = self._embed.encoder if self._embed is not None else self._recipe.encoder_spec().load()
+            vectors = self._recipe.bind(encoder)
+            plan = self._recipe.ingest_settings(show_progress=False).encoder_plan(vectors)
+            metadata = {**(self._recipe.metadata()), **plan.metadata()}
+            spec = spec_for_vectors(
+                self.collection_name, plan.vector_configs(), None, metadata, sparse=plan.sparse_configs()
+            )
+            writer = QdrantWriter(self._client, spec, descriptions=plan.descriptions)
+            writer.ensure()
+            self._encoder, self._writer = ChunkEncoder(vectors, plan), writer
+        return self._encoder
+
+    def _encode(self, nodes: Sequence[BaseNode]) -> Any:
+        """One :class:`~qdrant_tools.writer.PointBatch` of ``nodes`` (their own embeddings as node vectors)."""
+        enc = self._chunk_encoder()
+        chunks = planned_nodes(nodes, enc.plan, enc.spans_fn, enc.first.count_tokens)
+        given = {}
+        if all(n.embedding is not None for n in nodes):
+            given[self._node_vector()] = np.asarray([n.embedding for n in nodes], dtype=np.float32)
+        return enc.encode(chunks, given=given)
+
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
+        """Store ``nodes`` (their ``embedding`` is the node vector; sub-chunks and BM25 are computed here).
+
+        Returns:
+            The node ids, in order.
+
+        Raises:
+            ValueError: a node without text, metadata on a reserved key, or an embedding of another size.
+        """
+        with self._write_lock:
+            for start in range(0, len(nodes), self.batch_size):
+                batch = self._encode(nodes[start : start + self.batch_size])
+                self._writer.upsert(batch)
+            self._layout = None
+        return [n.node_id for n in nodes]
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        """:meth:`add` with the upserts through the async client; the encoding runs in a worker thread."""
+        for start in range(0, len(nodes), self.batch_size):
+            batch = await asyncio.to_thread(self._encode, nodes[start : start + self.batch_size])
+            points = self._writer.points_of(batch)
+            await self._aclient.upsert(self.collection_name, points=points, wait=True)
+        self._layout = None
+        return [n.node_id for n in nodes]
+
+    # ------------------------------------------------------------------ querying
+    def _sparse_query(self, text: str | None) -> Any:
+        bm25 = self._recipe.sparse_encoder()
+        return bm25.embed_query(text) if bm25 is not None and text and text.strip() else None
+
+    def _plan_query(self, query: VectorStoreQuery) -> tuple[str, dict[str, Any]]:
+        """``("dense", search kwargs)`` or ``("sparse", query_points kwargs)`` of a LlamaIndex query.
+
+        Raises:
+            ValueError: an unsupported mode, or a query without the embedding / text its mode needs.
+        """
+        flt = to_qdrant_filter(query.filters, doc_ids=query.doc_ids, node_ids=query.node_ids)
+        top_k = query.similarity_top_k
+        if query.mode in _SPARSE_MODES:
+            sparse = self._sparse_query(query.query_str)
+            if sparse is None:
+                raise ValueError(f"query mode {query.mode.value!r} ranks by BM25: give query_str (a non-empty query)")
+            return "sparse", {"sparse_query": sparse, "limit": top_k, "query_filter": flt}
+        if query.mode not in _DENSE_MODES:
+            raise ValueError(
+                f"query mode {query.mode.value!r} is not supported by PosFairVectorStore; use "
+                f"{[m.value for m in (*_DENSE_MODES, *_SPARSE_MODES)]}"
+            )
+        if query.query_embedding is None:
+            raise ValueError("PosFairVectorStore needs query.query_embedding: give the index a PosFairEmbedding")
+        settings = self._recipe.search.settings(evidence=True, limit=top_k)
+        return "dense", {
+            "query_vector": query.query_embedding,
+            "settings": settings,
+            "query_filter": flt,
+            "sparse_query": self._sparse_query(query.query_str),
+        }
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """The ``similarity_top_k`` best nodes for ``query`` (see the module docstring for the modes).
+
+        Raises:
+            UnsupportedFilterError: a filter operator the translation does not know.
+            ValueError: see :meth:`_plan_query`.
+        """
+        if not self._client.collection_exists(self.collection_name):
+            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        kind, args = self._plan_query(query)
+        layout = self._current_layout()
+        if kind == "sparse":
+            request = sparse_request(args["sparse_query"], layout, args["limit"], args["query_filter"])
+            points = self._client.query_points(self.collection_name, **request, with_payload=True).points
+            hits = [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+        else:
+            hits = search(self._client, self.collection_name, layout=layout, **args)
+        return _result(hits)
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        """:meth:`query` through the async client, without blocking the loop: an ``AsyncQdrantClient`` for a
+        server; for the embedded store, concurrent queries are sent together as one batch
+        (:class:`qdrant_tools.store.async_store.AsyncStore`)."""
+        if not await self._aclient.collection_exists(self.collection_name):
+            return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
+        kind, args = self._plan_query(query)
+        layout = await self._acurrent_layout()
+        if kind == "sparse":
+            request = sparse_request(args["sparse_query"], layout, args["limit"], args["query_filter"])
+            points = (await self._aclient.query_points(self.collection_name, **request, with_payload=True)).points
+            return _result([Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points])
+        return _result(await asearch(self._aclient, self.collection_name, layout=layout, **args))
+
+    # ------------------------------------------------------------------ reading and deleting
+    def get_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **kwargs: Any
+    ) -> list[BaseNode]:
+        """The stored nodes with these ids and/or matching ``filters`` (all nodes when neither is given)."""
+        if not self._client.collection_exists(self.collection_name):
+            return []
+        flt = to_qdrant_filter(filters, node_ids=node_ids)
+        return [hit_to_node(r).node for r in self._scroll(flt)]
+
+    async def aget_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **kwargs: Any
+    ) -> list[BaseNode]:
+        return await asyncio.to_thread(self.get_nodes, node_ids, filters)
+
+    def _scroll(self, flt: models.Filter | None) -> list[Any]:
+        out, offset = [], None
+        while True:
+            points, offset = self._client.scroll(
+                self.collection_name, scroll_filter=flt, limit=_SCROLL_PAGE, offset=offset, with_payload=True
+            )
+            out.extend(points)
+            if offset is None:
+                return out
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        """Delete every node of the document ``ref_doc_id`` (LlamaIndex's ``index.delete_ref_doc``)."""
+        self._delete(to_qdrant_filter(doc_ids=[ref_doc_id]))
+
+    async def adelete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        await self._adelete(to_qdrant_filter(doc_ids=[ref_doc_id]))
+
+    def delete_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
+    ) -> None:
+        """Delete the nodes with these ids and/or matching ``filters``.
+
+        Raises:
+            ValueError: neither is given (:meth:`clear` deletes everything).
+        """
+        self._delete(_selection(node_ids, filters))
+
+    async def adelete_nodes(
+        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **delete_kwargs: Any
+    ) -> None:
+        await self._adelete(_selection(node_ids, filters))
+
+    def _delete(self, flt: models.Filter) -> None:
+        if self._client.collection_exists(self.collection_name):
+            with self._write_lock:
+                selector = models.FilterSelector(filter=flt)
+                self._client.delete(self.collection_name, points_selector=selector, wait=True)
+                self._layout = None
+
+    async def _adelete(self, flt: models.Filter) -> None:
+        if await self._aclient.collection_exists(self.collection_name):
+            selector = models.FilterSelector(filter=flt)
+            await self._aclient.delete(self.collection_name, points_selector=selector, wait=True)
+            self._layout = None
+
+    def clear(self) -> None:
+        """Delete the collection (its layout is kept by this store: the next ``add`` recreates it)."""
+        with self._write_lock:
+            if self._client.collection_exists(self.collection_name):
+                self._client.delete_collection(self.collection_name)
+            self._writer, self._layout = None, None
+
+    async def aclear(self) -> None:
+        await asyncio.to_thread(self.clear)
+
+
+def _selection(node_ids: list[str] | None, filters: MetadataFilters | None) -> models.Filter:
+    flt = to_qdrant_filter(filters, node_ids=node_ids)
+    if flt is None:
+        raise ValueError("delete_nodes needs node_ids or filters; clear() deletes every node")
+    return flt
+
+
+def _result(hits: Sequence[Hit]) -> VectorStoreQueryResult:
+    nodes = [hit_to_node(h) for h in hits]
+    return VectorStoreQueryResult(
+        nodes=[n.node for n in nodes], similarities=[h.score for h in hits], ids=[h.id for h in hits]
+    )
+
+
+def _open(client: Any, path: str | None, url: str | None, api_key: str | None) -> tuple[Any, bool]:
+    """The store's client and whether the store opened it."""
+    given = sum(x is not None for x in (client, path, url))
+    if given != 1:
+        raise ValueError("PosFairVectorStore needs exactly one of client=, path= (embedded folder) and url= (server)")
+    if client is not None:
+        return client, False
+    from qdrant_tools.store import open_store
+
+    return open_store(path, url=url, api_key=api_key), True
+
+
+def _async_face(client: Any, aclient: Any, url: str | None, api_key: str | None) -> Any:
+    """The async client: the one given, an ``AsyncQdrantClient`` for ``url``, else the sync client's
+    :class:`~qdrant_tools.store.async_store.AsyncStore` (queries batched)."""
+    if aclient is not None:
+        return aclient
+    if url is not None:
+        import os
+
+        from qdrant_client import AsyncQdrantClient
+
+        return AsyncQdrantClient(url=url, api_key=api_key or os.environ.get("QDRANT_API_KEY"))
+    from qdrant_tools.store.async_store import AsyncStore
+
+    return AsyncStore(client)
