@@ -71,7 +71,7 @@ def main() -> int:
                     client, "quickstart", DATA, {"vanilla": encoder}, IngestConfig(show_progress=False)
                 )
                 print(f"run {run}: {report.chunks_written} nodes written, {len(report.unchanged)} files unchanged")
-            with PosFairRetriever(client, "quickstart", encoder=encoder, top_k=3) as retriever:
+            with PosFairRetriever(client, "quickstart", encoder=encoder, similarity_top_k=3) as retriever:
                 engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM())
                 show(f"query engine sources for {QUERY!r}:", engine.query(QUERY).source_nodes)
         finally:

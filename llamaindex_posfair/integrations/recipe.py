@@ -29,7 +29,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -48,6 +48,7 @@ __all__ = ["ChunkingRecipe", "Recipe", "RecipeConflictError", "SearchRecipe", "r
 #: and ``trust_remote_code`` is always the reader's own opt-in).
 RECORDED_FIELDS = tuple(VECTOR_FIELDS)
 _DEFAULT_SEARCH = SearchSettings()
+S = TypeVar("S", bound=IngestSettings)
 
 
 class RecipeConflictError(ValueError):
@@ -226,12 +227,11 @@ class Recipe(_Frozen):
         bm25 = Bm25Sparse() if MAIN_JOB_BM25 else None
         return cls.build(EncoderSet.single(spec), main_job_chunking(), MAIN_JOB_SEARCH, bm25)
 
-    def ingest_settings(self, **run: Any) -> IngestSettings:
-        """The :class:`qdrant_tools.driver.IngestSettings` that write this recipe (``run``: run-time fields
-        such as ``show_progress``, ``prune``, ``retry``)."""
-        return IngestSettings(
-            **self.chunking.ingest_settings(), sparse=self.sparse_encoder(), metadata=self.metadata(), **run
-        )
+    def ingest_settings(self, kind: type[S] = IngestSettings, **run: Any) -> S:
+        """The settings that write this recipe: an :class:`qdrant_tools.driver.IngestSettings`, or ``kind``, a
+        subclass such as :class:`qdrant_tools.ingest.IngestConfig` (``run``: run-time fields such as
+        ``show_progress``, ``prune``, ``batch_size``)."""
+        return kind(**self.chunking.ingest_settings(), sparse=self.sparse_encoder(), metadata=self.metadata(), **run)
 
     def bind(self, encoder: Any) -> dict[str, Any]:
         """Vector name -> ``encoder`` (or its calibration view) for every vector of the recipe.

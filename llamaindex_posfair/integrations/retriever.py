@@ -21,43 +21,26 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import threading
-import warnings
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters
 
 from llamaindex_posfair.encoders.spec import EncoderSpec
+from llamaindex_posfair.integrations.filters import to_qdrant_filter
+from llamaindex_posfair.integrations.nodes import hit_to_node
 from llamaindex_posfair.integrations.recipe import Recipe, read_recipe
 from qdrant_tools import payload as P
-from qdrant_tools.search import Hit, Layout, SearchSettings, collection_layout, search
+from qdrant_tools.search import Hit, Layout, SearchSettings, asearch, collection_layout, search
+from qdrant_tools.store.async_store import AsyncStore
 
-__all__ = ["FingerprintMismatchError", "PosFairRetriever", "RemoteQueryEncoder", "hit_to_node"]
-
-#: Payload fields shown to the LLM as node metadata; the rest stays out of prompts.
-NODE_METADATA = (P.DOC_ID, P.FILE_NAME, P.SOURCE, P.CHUNK_INDEX, P.START_CHAR, P.END_CHAR)
-_HIDDEN_FROM_LLM = [P.SOURCE, P.CHUNK_INDEX, P.START_CHAR, P.END_CHAR, "evidence_start_char", "evidence_end_char"]
+__all__ = ["FingerprintMismatchError", "PosFairRetriever", "RemoteQueryEncoder"]
 
 
 class FingerprintMismatchError(ValueError):
     """The query encoder is not the encoder that wrote the searched vector."""
-
-
-def hit_to_node(hit: Hit) -> NodeWithScore:
-    """A search hit as a LlamaIndex node (id = the Qdrant point id, text and metadata from the payload)."""
-    metadata = {k: hit.payload[k] for k in NODE_METADATA if k in hit.payload}
-    if hit.evidence is not None:
-        metadata["evidence_start_char"], metadata["evidence_end_char"] = hit.evidence
-    node = TextNode(
-        id_=hit.id,
-        text=str(hit.payload.get(P.TEXT, "")),
-        metadata=metadata,
-        excluded_llm_metadata_keys=[k for k in _HIDDEN_FROM_LLM if k in metadata],
-        excluded_embed_metadata_keys=list(metadata),
-    )
-    return NodeWithScore(node=node, score=hit.score)
 
 
 def _stored_fingerprint(client: Any, collection: str, vector: str) -> str | None:
@@ -149,24 +132,12 @@ def _query_spec(recipe: Recipe | None, vector: str, spec: EncoderSpec | None) ->
 DEFAULT_SIMILARITY_TOP_K = 5
 
 
-def _similarity_top_k(
-    similarity_top_k: int | None, top_k: int | None, settings: SearchSettings | None, stacklevel: int = 3
-) -> int:
-    """The number of nodes to return; ``top_k`` is the deprecated name of ``similarity_top_k``.
+def _similarity_top_k(similarity_top_k: int | None, settings: SearchSettings | None) -> int:
+    """The number of nodes to return.
 
     Raises:
-        TypeError: both names given.
         ValueError: not a positive integer.
     """
-    if top_k is not None:
-        if similarity_top_k is not None:
-            raise TypeError("pass similarity_top_k only; top_k is its deprecated name")
-        warnings.warn(
-            "PosFairRetriever(top_k=...) is deprecated; use similarity_top_k=... (LlamaIndex's name)",
-            DeprecationWarning,
-            stacklevel=stacklevel,
-        )
-        similarity_top_k = top_k
     if similarity_top_k is None:
         return settings.limit if settings is not None else DEFAULT_SIMILARITY_TOP_K
     if isinstance(similarity_top_k, bool) or not isinstance(similarity_top_k, int) or similarity_top_k < 1:
@@ -175,11 +146,14 @@ def _similarity_top_k(
 
 
 class PosFairRetriever(BaseRetriever):
-    """Retrieve nodes from a posfair collection: node vector prefetch, best-sub-chunk re-scoring.
+    """Retrieve nodes from a posfair collection with its default search (node vector, best sub-chunk, BM25).
+
+    A thin shell over the search :class:`~llamaindex_posfair.PosFairVectorStore` runs: the same
+    request, the same nodes, the same ``MetadataFilters``.
 
     Args:
         client: a ``QdrantClient`` or the embedded store (the caller closes it; see :meth:`from_path`).
-        collection: the collection written by ``posfair ingest``.
+        collection: the collection written by ``posfair ingest`` or ``PosFairVectorStore``.
         spec: the encoder (an ``EncoderSpec``; default: the collection's recipe, or for a collection written
             before recipes the bundled MiniLM, calibrated) — or pass ``encoder``. With a recipe, the fields
             ``spec`` sets explicitly must agree with it.
@@ -189,16 +163,18 @@ class PosFairRetriever(BaseRetriever):
         endpoint_timeout_s: seconds per HTTP call to ``endpoint``.
         similarity_top_k: nodes returned (LlamaIndex's name, as in ``index.as_retriever(similarity_top_k=...)``);
             ``None``: the ``limit`` of ``settings`` when given, else 5.
+        filters: LlamaIndex ``MetadataFilters`` applied to every query (every arm, BM25 included).
         settings: the rest of :class:`qdrant_tools.search.SearchSettings` (vector, prefetch limit, node weight,
             evidence; default: the recipe's search, with ``evidence``); ``similarity_top_k`` overrides its ``limit``.
+        aclient: an ``AsyncQdrantClient`` of the same server for :meth:`aretrieve` (default: the client's
+            :class:`~qdrant_tools.store.async_store.AsyncStore`, which batches concurrent queries).
         callback_manager: LlamaIndex callbacks.
-        top_k: deprecated name of ``similarity_top_k`` (warns with ``DeprecationWarning``).
 
     Raises:
         LookupError: the collection does not exist.
         FingerprintMismatchError: the encoder did not write the searched vector.
         RecipeConflictError: ``spec`` contradicts the collection's recipe.
-        TypeError: both ``similarity_top_k`` and the deprecated ``top_k``.
+        UnsupportedFilterError: a filter the translation cannot express.
         ValueError: ``similarity_top_k`` is not a positive integer.
 
     Example:
@@ -217,18 +193,21 @@ class PosFairRetriever(BaseRetriever):
         endpoint: str | None = None,
         endpoint_timeout_s: float = 60.0,
         similarity_top_k: int | None = None,
+        filters: MetadataFilters | None = None,
         settings: SearchSettings | None = None,
+        aclient: Any = None,
         callback_manager: CallbackManager | None = None,
-        top_k: int | None = None,
     ) -> None:
-        similarity_top_k = _similarity_top_k(similarity_top_k, top_k, settings)
+        similarity_top_k = _similarity_top_k(similarity_top_k, settings)
         super().__init__(callback_manager=callback_manager)
         self._client = client
+        self._aclient = aclient if aclient is not None else AsyncStore(client)
         self._owns_client = False
         self.collection = collection
         self.layout: Layout = collection_layout(client, collection)
         self.recipe: Recipe | None = read_recipe(client, collection)
         self.settings = _settings(self.recipe, settings, similarity_top_k)
+        self.filter = to_qdrant_filter(filters)
         self.vector = self.layout.node_vector(
             self.recipe.node_vector(self.settings.vector) if self.recipe else self.settings.vector
         )
@@ -242,22 +221,16 @@ class PosFairRetriever(BaseRetriever):
             loaded = encoder if encoder is not None else (spec or EncoderSpec()).load()
             self.encoder = query_encoder(loaded, stored, self.vector, collection)
         self._bm25 = self.recipe.sparse_encoder() if self.recipe else None
-        self._lock = threading.Lock()
 
     @classmethod
     def from_path(cls, path: str, collection: str, **kwargs: Any) -> PosFairRetriever:
         """Open storage with :func:`qdrant_tools.store.open_store` (a folder: the embedded store; ``url=``
         in ``kwargs``: a server) and retrieve from it; :meth:`close` closes the storage too.
 
-        ``kwargs``: the constructor's keywords (``similarity_top_k``, ``spec``, ``endpoint``, ...).
+        ``kwargs``: the constructor's keywords (``similarity_top_k``, ``filters``, ``spec``, ``endpoint``, ...).
         """
         from qdrant_tools.store import open_store
 
-        top_k = kwargs.pop("top_k", None)
-        if top_k is not None:  # the deprecated name: warn here, so the warning points at the caller of from_path
-            kwargs["similarity_top_k"] = _similarity_top_k(
-                kwargs.get("similarity_top_k"), top_k, kwargs.get("settings")
-            )
         url = kwargs.pop("url", None)
         client = open_store(None if url else path, url=url, must_exist=not url)
         try:
@@ -280,21 +253,49 @@ class PosFairRetriever(BaseRetriever):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def search(self, query: str) -> list[Hit]:
-        """The raw hits for ``query`` (payloads, scores, evidence spans).
+    def _query(self, query: str) -> tuple[Any, Any]:
+        """The query's embedding and BM25 vector.
 
         Raises:
             ValueError: an empty query.
         """
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query must be a non-empty string, got {query!r}")
-        with self._lock:
-            q = self.encoder.encode_queries([query])[0]
-            sparse = self._bm25.embed_query(query) if self._bm25 is not None else None
-            return search(self._client, self.collection, q, self.settings, layout=self.layout, sparse_query=sparse)
+        q = self.encoder.encode_queries([query])[0]
+        return q, self._bm25.embed_query(query) if self._bm25 is not None else None
+
+    def search(self, query: str) -> list[Hit]:
+        """The raw hits for ``query`` (payloads, scores, evidence spans).
+
+        Raises:
+            ValueError: an empty query.
+        """
+        q, sparse = self._query(query)
+        return search(
+            self._client,
+            self.collection,
+            q,
+            self.settings,
+            layout=self.layout,
+            sparse_query=sparse,
+            query_filter=self.filter,
+        )
+
+    async def asearch(self, query: str) -> list[Hit]:
+        """:meth:`search` through the async client; the query is encoded in a worker thread."""
+        q, sparse = await asyncio.to_thread(self._query, query)
+        return await asearch(
+            self._aclient,
+            self.collection,
+            q,
+            self.settings,
+            layout=self.layout,
+            sparse_query=sparse,
+            query_filter=self.filter,
+        )
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [hit_to_node(h) for h in self.search(query_bundle.query_str)]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return await asyncio.to_thread(self._retrieve, query_bundle)
+        return [hit_to_node(h) for h in await self.asearch(query_bundle.query_str)]

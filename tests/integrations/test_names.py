@@ -1,9 +1,7 @@
-"""Ecosystem names: ``PosFairRetriever(similarity_top_k=)`` (``top_k`` deprecated) and the
+"""Ecosystem names: ``PosFairRetriever(similarity_top_k=)`` and the
 ``PosFairRerank`` name of ``PositionFairRerank``."""
 
 from __future__ import annotations
-
-import warnings
 
 import pytest
 
@@ -32,24 +30,6 @@ def test_similarity_top_k_sets_the_number_of_nodes(store, fake_encoder):
     assert len(_ids(PosFairRetriever(store, "demo", encoder=fake_encoder, similarity_top_k=7))) == 7
 
 
-def test_top_k_still_works_and_warns(store, fake_encoder):
-    with pytest.warns(DeprecationWarning, match="similarity_top_k") as caught:
-        old = PosFairRetriever(store, "demo", encoder=fake_encoder, top_k=3)
-    assert caught[0].filename == __file__  # the warning points at the caller
-    assert _ids(old) == _ids(PosFairRetriever(store, "demo", encoder=fake_encoder, similarity_top_k=3))
-
-
-def test_similarity_top_k_does_not_warn(store, fake_encoder):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        PosFairRetriever(store, "demo", encoder=fake_encoder, similarity_top_k=3)
-
-
-def test_both_names_are_refused(store, fake_encoder):
-    with pytest.raises(TypeError, match="top_k is its deprecated name"):
-        PosFairRetriever(store, "demo", encoder=fake_encoder, similarity_top_k=3, top_k=3)
-
-
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])
 def test_invalid_similarity_top_k_is_named(store, fake_encoder, bad):
     with pytest.raises(ValueError, match="similarity_top_k must be a positive integer"):
@@ -62,17 +42,12 @@ def test_without_similarity_top_k_the_settings_limit_counts(store, fake_encoder)
     assert PosFairRetriever(store, "demo", encoder=fake_encoder).settings.limit == 5
 
 
-def test_from_path_takes_both_names(tmp_path, fake_encoder, example_data):
+def test_from_path_takes_similarity_top_k(tmp_path, fake_encoder, example_data):
     client = open_store(str(tmp_path / "s"))
     ingest_path(client, "demo", example_data, {"calibrated": fake_encoder}, IngestConfig(show_progress=False))
     client.close()
     with PosFairRetriever.from_path(str(tmp_path / "s"), "demo", encoder=fake_encoder, similarity_top_k=2) as r:
         assert len(_ids(r)) == 2
-    with pytest.warns(DeprecationWarning) as caught:
-        r = PosFairRetriever.from_path(str(tmp_path / "s"), "demo", encoder=fake_encoder, top_k=4)
-    with r:
-        assert len(_ids(r)) == 4
-    assert caught[0].filename == __file__
 
 
 def test_pos_fair_rerank_is_position_fair_rerank_and_serialises_alike(fake_encoder):

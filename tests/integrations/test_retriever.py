@@ -19,7 +19,9 @@ def store(fake_encoder, example_data):
 
 
 def test_retrieves_stored_nodes_with_text_and_metadata(store, fake_encoder, example_data):
-    nodes = PosFairRetriever(store, "demo", encoder=fake_encoder, top_k=3).retrieve("waggle dance of honeybees")
+    nodes = PosFairRetriever(store, "demo", encoder=fake_encoder, similarity_top_k=3).retrieve(
+        "waggle dance of honeybees"
+    )
     assert len(nodes) == 3 and nodes[0].node.metadata["doc_id"] == "honeybees.txt"
     md = nodes[0].node.metadata
     source_text = (example_data / md["doc_id"]).read_text()
@@ -36,7 +38,7 @@ def test_evidence_offsets_point_into_the_node(store, fake_encoder, settings):
 
 
 async def test_async_retrieve_equals_sync(store, fake_encoder):
-    r = PosFairRetriever(store, "demo", encoder=fake_encoder, top_k=4)
+    r = PosFairRetriever(store, "demo", encoder=fake_encoder, similarity_top_k=4)
     sync = [n.node.node_id for n in r.retrieve("tides and the moon")]
     assert [n.node.node_id for n in await r.aretrieve("tides and the moon")] == sync
 

@@ -384,8 +384,8 @@ def test_retriever_encodes_queries_on_the_server_and_checks_the_collection(serve
         config = IngestConfig(show_progress=False)
         ingest_path(client, "cal", folder, {"calibrated": tiny_encoder}, config)
         ingest_path(client, "plain", folder, {"vanilla": CalibrationView(tiny_encoder, None)}, config)
-        local = PosFairRetriever(client, "cal", encoder=tiny_encoder, top_k=3).retrieve("where is the mill?")
-        remote = PosFairRetriever(client, "cal", endpoint=server.url, top_k=3).retrieve("where is the mill?")
+        local = PosFairRetriever(client, "cal", encoder=tiny_encoder, similarity_top_k=3).retrieve("where is the mill?")
+        remote = PosFairRetriever(client, "cal", endpoint=server.url, similarity_top_k=3).retrieve("where is the mill?")
         assert [n.node.node_id for n in remote] == [n.node.node_id for n in local]
         np.testing.assert_allclose([n.score for n in remote], [n.score for n in local], atol=1e-5)
         with pytest.raises(FingerprintMismatchError, match="start the server with the model and calibration"):
