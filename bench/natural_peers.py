@@ -69,6 +69,28 @@ def main_job_system(memo: str | None = None) -> Any:
     return MainJobSystem("main job (shipped default)", encoder, layout, search)
 
 
+def store_systems(main_job: Any, hf_embed: Any, top_k: int) -> list[Any]:
+    """The default search reached through LlamaIndex: ``VectorStoreIndex`` + ``PosFairVectorStore`` with
+    ``PosFairNodeParser`` nodes, and LlamaIndex's default pipeline (``SentenceSplitter()``, the bundled model as
+    ``HuggingFaceEmbedding``) with only its vector store swapped. Both share the main job's encoder (and memo),
+    so equal texts get equal vectors and the rows differ by the path alone."""
+    from llama_index.core.node_parser import SentenceSplitter
+
+    from llamaindex_posfair import PosFairEmbedding
+    from llamaindex_posfair.eval.main_job.peers import LlamaIndexPeer, posfair_store_recipe
+
+    embed = PosFairEmbedding(encoder=main_job.encoder, embed_batch_size=64)
+    return [
+        LlamaIndexPeer("VectorStoreIndex + PosFairVectorStore", embed, posfair_store_recipe(), top_k),
+        LlamaIndexPeer(
+            "llamaindex-default, vector store swapped for PosFairVectorStore",
+            hf_embed,
+            posfair_store_recipe(SentenceSplitter(), store_embed_model=embed),
+            top_k,
+        ),
+    ]
+
+
 def costs(system: Any) -> tuple[float, float, float]:
     """``(vectors/passage, ingest docs/s, query p50 ms)`` of a scored peer or main-job system."""
     stats = system.stats
@@ -113,6 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("dev", "test"), default="test", help="split (choose on dev, report test)")
     parser.add_argument("--top-k", type=int, default=100, help="nodes each peer retrieves per query (default 100)")
     parser.add_argument("--no-main-job", action="store_true", help="run the LlamaIndex peers only")
+    parser.add_argument("--no-peers", action="store_true", help="run the main job (and --vector-store rows) only")
+    parser.add_argument(
+        "--vector-store",
+        action="store_true",
+        help="also the main job through VectorStoreIndex + PosFairVectorStore, and LlamaIndex's default pipeline "
+        "with only its vector store swapped for PosFairVectorStore",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
     parser.add_argument("--memo", default=None, help="embedding memo folder of the main job (bench/hybrid_sweep.py's)")
@@ -132,9 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     bench = load_shipped(args.benchmark, args.split)
-    systems: list[Any] = llamaindex_peers(bundled_minilm_embedding(device="cpu"), top_k=args.top_k)
+    hf_embed = bundled_minilm_embedding(device="cpu")
+    systems: list[Any] = [] if args.no_peers else llamaindex_peers(hf_embed, top_k=args.top_k)
     if not args.no_main_job:
-        systems.append(main_job_system(args.memo))
+        main_job = main_job_system(args.memo)
+        systems.append(main_job)
+        if args.vector_store:
+            systems.extend(store_systems(main_job, hf_embed, args.top_k))
     results = run_eval(bench, systems, show_progress_bar=args.progress)
     wall = time.perf_counter() - t0
     print(

@@ -292,7 +292,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             UnsupportedFilterError: a filter operator the translation does not know.
             ValueError: see :meth:`_plan_query`.
         """
-        if not self._client.collection_exists(self.collection_name):
+        if self._layout is None and not self._client.collection_exists(self.collection_name):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         kind, args = self._plan_query(query)
         layout = self._current_layout()
@@ -308,7 +308,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         """:meth:`query` through the async client, without blocking the loop: an ``AsyncQdrantClient`` for a
         server; for the embedded store, concurrent queries are sent together as one batch
         (:class:`qdrant_tools.store.async_store.AsyncStore`)."""
-        if not await self._aclient.collection_exists(self.collection_name):
+        if self._layout is None and not await self._aclient.collection_exists(self.collection_name):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         kind, args = self._plan_query(query)
         layout = await self._acurrent_layout()

@@ -66,7 +66,7 @@ class AsyncStore:
 
     Args:
         store: the store; it stays the caller's to close.
-        max_batch: the most requests sent in one ``query_batch_points`` call.
+        max_batch: the most requests sent in one ``query_batch_points`` (or ``retrieve``) call.
     """
 
     def __init__(self, store: Any, max_batch: int = 64) -> None:
@@ -74,8 +74,7 @@ class AsyncStore:
             raise ValueError(f"max_batch must be a positive integer, got {max_batch!r}; e.g. 64")
         self.store = store
         self.max_batch = max_batch
-        self._queued: dict[str, list[tuple[models.QueryRequest, asyncio.Future]]] = defaultdict(list)
-        self._working: set[str] = set()
+        self._queued: dict[tuple[str, ...], list[tuple[Any, asyncio.Future]]] = defaultdict(list)
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.store, name)
@@ -89,34 +88,52 @@ class AsyncStore:
 
     async def query_points(self, collection_name: str, **kwargs: Any) -> models.QueryResponse:
         """Queue one query; it is answered by the next ``query_batch_points`` call of its collection."""
-        request = as_query_request(kwargs)
-        future = asyncio.get_running_loop().create_future()
-        self._queued[collection_name].append((request, future))
-        if collection_name not in self._working:
-            self._working.add(collection_name)
-            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._work(collection_name)))
+        return await self._enqueue(("query", collection_name), as_query_request(kwargs))
+
+    async def retrieve(
+        self, collection_name: str, ids: list[Any], with_payload: Any = True, with_vectors: Any = False
+    ) -> list[Any]:
+        """Queue one ``retrieve``; concurrent ones with the same selectors are sent as one call."""
+        key = ("retrieve", collection_name, repr(with_payload), repr(with_vectors))
+        return await self._enqueue(key, (list(ids), with_payload, with_vectors))
+
+    async def _enqueue(self, key: tuple[str, ...], item: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        queue = self._queued[key]
+        queue.append((item, future))
+        if len(queue) == 1:  # no worker yet for this key: start one once the ready callers have queued
+            loop.call_soon(lambda: asyncio.ensure_future(self._work(key)))
         return await future
 
-    async def _work(self, collection_name: str) -> None:
-        """Send the collection's queued requests, batch after batch, until none are left."""
-        try:
-            while self._queued[collection_name]:
-                batch = self._queued[collection_name][: self.max_batch]
-                del self._queued[collection_name][: self.max_batch]
-                await self._send(collection_name, batch)
-        finally:
-            self._working.discard(collection_name)
-            self._queued.pop(collection_name, None)
+    async def _work(self, key: tuple[str, ...]) -> None:
+        """Send the queued calls of ``key``, batch after batch, until none are left."""
+        queue = self._queued[key]
+        while queue:
+            batch = queue[: self.max_batch]
+            try:
+                answers = await asyncio.to_thread(self._send, key, [item for item, _ in batch])
+            except Exception as exc:
+                answers = [exc] * len(batch)
+            del queue[: len(batch)]
+            for (_, future), answer in zip(batch, answers):
+                if future.done():
+                    continue
+                if isinstance(answer, Exception):
+                    future.set_exception(answer)
+                else:
+                    future.set_result(answer)
+        self._queued.pop(key, None)
 
-    async def _send(self, collection_name: str, batch: list[tuple[models.QueryRequest, asyncio.Future]]) -> None:
-        requests = [r for r, _ in batch]
-        try:
-            answers = await asyncio.to_thread(self.store.query_batch_points, collection_name, requests=requests)
-        except Exception as exc:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        for (_, future), answer in zip(batch, answers):
-            if not future.done():
-                future.set_result(answer)
+    def _send(self, key: tuple[str, ...], items: list[Any]) -> list[Any]:
+        """One store call answering every item of a batch, in order."""
+        collection = key[1]
+        if key[0] == "query":
+            return self.store.query_batch_points(collection, requests=items)
+        _, with_payload, with_vectors = items[0]
+        ids = list(dict.fromkeys(i for item_ids, _, _ in items for i in item_ids))
+        records = {
+            str(r.id): r
+            for r in self.store.retrieve(collection, ids=ids, with_payload=with_payload, with_vectors=with_vectors)
+        }
+        return [[records[str(i)] for i in item_ids if str(i) in records] for item_ids, _, _ in items]

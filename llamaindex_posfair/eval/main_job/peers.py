@@ -58,6 +58,7 @@ __all__ = [
     "llamaindex_peers",
     "passage_documents",
     "passage_scores",
+    "posfair_store_recipe",
     "sentence_window_recipe",
     "splitter_recipe",
 ]
@@ -321,6 +322,34 @@ def hybrid_recipe(chunk_size: int = 128, chunk_overlap: int = 20) -> PeerBuilder
             llm=MockLLM(),
         )
         return PeerIndex(fusion, nodes)
+
+    return build
+
+
+def posfair_store_recipe(node_parser: Any = None, store_embed_model: Any = None) -> PeerBuilder:
+    """Nodes in a ``VectorStoreIndex`` over :class:`~llamaindex_posfair.PosFairVectorStore` (embedded Qdrant Edge).
+
+    Args:
+        node_parser: how the passages are cut (default: :class:`~llamaindex_posfair.PosFairNodeParser` of the
+            index's embed model: the CLI's nodes).
+        store_embed_model: the store's encoder of the sub-chunks (default: the index's embed model, a
+            ``PosFairEmbedding``); give one when the index embeds with another class (e.g. ``HuggingFaceEmbedding``),
+            so that only the vector store changes.
+    """
+    from llama_index.core import StorageContext
+
+    from llamaindex_posfair.integrations.node_parser import PosFairNodeParser
+    from llamaindex_posfair.integrations.vector_store import PosFairVectorStore
+    from qdrant_tools.store import open_store
+
+    def build(docs: list[Any], embed_model: Any, top_k: int) -> PeerIndex:
+        store_embed = store_embed_model or embed_model
+        parser = node_parser or PosFairNodeParser.from_embed_model(store_embed)
+        nodes = parser.get_nodes_from_documents(docs)
+        store = PosFairVectorStore("peer", client=open_store(":memory:"), embed_model=store_embed)
+        context = StorageContext.from_defaults(vector_store=store)
+        index = VectorStoreIndex(nodes, storage_context=context, embed_model=embed_model, show_progress=False)
+        return PeerIndex(index.as_retriever(similarity_top_k=min(top_k, len(nodes))), nodes)
 
     return build
 
