@@ -62,12 +62,24 @@ def register(subparsers: Any) -> None:
         default="int8",
         help="'int8' (default): add an int8 copy of the node vectors for their HNSW search; 'none': as stored",
     )
+    a = m.add_argument_group("a LlamaIndex QdrantVectorStore collection into posfair's layout (re-embedded)")
+    a.add_argument(
+        "--from-llamaindex",
+        metavar="COLLECTION",
+        default=None,
+        help="adopt COLLECTION (written by LlamaIndex's QdrantVectorStore) into --to NEW: node ids, metadata and "
+        "relationships kept, posfair's vectors computed with --model (default: the bundled model)",
+    )
+    options.add_model_args(m)
     options.add_json_arg(m, "collection -> points copied")
     m.set_defaults(handler=run_migrate)
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    """The folder migration, or with ``--collection`` / ``--to`` the copy into the fused layout (:func:`run_fuse`)."""
+    """The folder migration, the adoption of a LlamaIndex collection (:func:`run_adopt`), or with
+    ``--collection`` / ``--to`` the copy into the fused layout (:func:`run_fuse`)."""
+    if args.from_llamaindex is not None:
+        return run_adopt(args)
     if args.collection is not None or args.to is not None:
         return run_fuse(args)
     if args.qdrant_url:
@@ -136,5 +148,37 @@ def run_fuse(args: argparse.Namespace) -> int:
     print(
         f"collection {args.to!r}: {n} points of {args.collection!r} with fused rows at node weight {weight:g}; "
         f"query it with --collection {args.to} (and delete {args.collection!r} when it serves you)"
+    )
+    return 0
+
+
+def run_adopt(args: argparse.Namespace) -> int:
+    """``--from-llamaindex SOURCE --to NEW``: :func:`llamaindex_posfair.integrations.adopt.adopt_llamaindex_collection`."""
+    if args.to is None:
+        raise CliError("adopting a LlamaIndex collection needs --to NEW (the new collection's name)")
+    if args.collection is not None:
+        raise CliError("--from-llamaindex names the source collection; drop --collection")
+    from llamaindex_posfair.integrations.adopt import adopt_llamaindex_collection, check_llamaindex_source
+    from llamaindex_posfair.integrations.embedding import PosFairEmbedding
+
+    client = options.open_client(args, must_exist=args.qdrant_url is None)
+    try:
+        check_llamaindex_source(client, args.from_llamaindex, args.to)  # before the model loads
+        embed = PosFairEmbedding(
+            encoder=options.load_spec(options.spec_from_args(args, calibration_off_by_default=True), args)
+        )
+        n = adopt_llamaindex_collection(
+            client, args.from_llamaindex, args.to, embed_model=embed, show_progress=not args.json
+        )
+    except (LookupError, ValueError) as exc:
+        raise CliError(str(exc).strip("'\"")) from None
+    finally:
+        client.close()
+    if args.json:
+        print(json.dumps({"from_llamaindex": args.from_llamaindex, "to": args.to, "points": n}))
+        return 0
+    print(
+        f"collection {args.to!r}: {n} nodes of LlamaIndex collection {args.from_llamaindex!r} in posfair's layout; "
+        f"query it with `posfair query ... --collection {args.to}` or PosFairVectorStore({args.to!r}, ...)"
     )
     return 0

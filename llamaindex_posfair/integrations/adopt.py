@@ -1,0 +1,117 @@
+"""Adopt a collection written by LlamaIndex's ``QdrantVectorStore``: its nodes, re-stored in posfair's layout.
+
+LlamaIndex keeps each node's record in the payload (``_node_content``: id, text,
+metadata, relationships). :func:`adopt_llamaindex_collection` reads those nodes back
+and writes them through :class:`~llamaindex_posfair.PosFairVectorStore` into a new
+collection: the same node ids, metadata (top-level, so the app's ``MetadataFilters``
+keep working) and relationships, with posfair's vectors (node, sub-chunks, fused rows,
+BM25) computed by the store's encoder. The source is only read. Node ids make the copy
+idempotent, so a rerun after a crash completes it.
+
+Example:
+    >>> from qdrant_tools.store import open_store
+    >>> client = open_store("./.posfair/qdrant")                                   # doctest: +SKIP
+    >>> adopt_llamaindex_collection(client, "llama_docs", "docs_posfair")          # doctest: +SKIP
+    1243
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from llama_index.core.schema import BaseNode
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+from llamaindex_posfair.integrations.nodes import NODE_CONTENT
+from llamaindex_posfair.integrations.vector_store import PosFairVectorStore
+
+__all__ = ["NotALlamaIndexCollectionError", "adopt_llamaindex_collection", "check_llamaindex_source"]
+
+
+class NotALlamaIndexCollectionError(ValueError):
+    """The source collection does not hold LlamaIndex node records."""
+
+
+def _pages(client: Any, collection: str, page: int) -> Iterator[list[Any]]:
+    offset = None
+    while True:
+        points, offset = client.scroll(collection, limit=page, offset=offset, with_payload=True, with_vectors=False)
+        if points:
+            yield points
+        if offset is None:
+            return
+
+
+def _node(payload: dict[str, Any]) -> BaseNode:
+    node = metadata_dict_to_node(payload, text=payload.get("text"))
+    node.embedding = None  # the source's vectors may come from another model: the store embeds the text
+    return node
+
+
+def check_llamaindex_source(client: Any, source: str, target: str) -> None:
+    """Refuse a source that is missing, is the target, or holds no LlamaIndex node records.
+
+    Raises:
+        LookupError / NotALlamaIndexCollectionError / ValueError: the message names the fix.
+    """
+    if source == target:
+        raise ValueError(f"--to must name a new collection, not the source {source!r}")
+    if not client.collection_exists(source):
+        raise LookupError(f"collection {source!r} does not exist")
+    points, _ = client.scroll(source, limit=1, with_payload=True, with_vectors=False)
+    if points and NODE_CONTENT not in (points[0].payload or {}):
+        raise NotALlamaIndexCollectionError(
+            f"collection {source!r} was not written by LlamaIndex's QdrantVectorStore (its points have no "
+            f"{NODE_CONTENT!r} node record); ingest its files with `posfair ingest` instead"
+        )
+
+
+def adopt_llamaindex_collection(
+    client: Any,
+    source: str,
+    target: str,
+    *,
+    embed_model: Any = None,
+    batch_size: int = 256,
+    show_progress: bool = False,
+) -> int:
+    """Copy the nodes of the LlamaIndex collection ``source`` into ``target`` in posfair's layout.
+
+    Args:
+        client: the store holding both collections.
+        source: a collection written by ``QdrantVectorStore`` (read only).
+        target: the new collection (created with the shipped layout for ``embed_model``'s encoder; an existing
+            posfair collection with the same layout is completed, as after an interrupted run).
+        embed_model: a ``PosFairEmbedding`` (default: the bundled model, uncalibrated).
+        batch_size: nodes read and written per page.
+        show_progress: a progress bar over the nodes.
+
+    Returns:
+        The number of nodes copied.
+
+    Raises:
+        LookupError: ``source`` does not exist.
+        NotALlamaIndexCollectionError: ``source`` holds no LlamaIndex node records (nothing is written).
+        RecipeConflictError / ValueError: ``target`` exists with another encoder, or is not posfair's.
+    """
+    check_llamaindex_source(client, source, target)
+    store = PosFairVectorStore(target, client=client, embed_model=embed_model, batch_size=min(batch_size, 64))
+    total = client.count(source, exact=True).count
+    bar = None
+    if show_progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, unit="node", desc=f"adopt {source} -> {target}")
+    copied = 0
+    try:
+        for points in _pages(client, source, batch_size):
+            nodes = [_node(p.payload or {}) for p in points]
+            store.add(nodes)
+            copied += len(nodes)
+            if bar is not None:
+                bar.update(len(nodes))
+    finally:
+        if bar is not None:
+            bar.close()
+    return copied
