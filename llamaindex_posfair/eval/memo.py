@@ -164,6 +164,10 @@ class MemoEncoder:
     def spec(self) -> Any:
         return getattr(self.encoder, "spec", None)
 
+    @property
+    def calibration(self) -> Any:
+        return getattr(self.encoder, "calibration", None)
+
     def fingerprint(self, *args: Any, **kwargs: Any) -> str:
         return self.encoder.fingerprint(*args, **kwargs)
 
