@@ -14,7 +14,12 @@ bundled all-MiniLM-L6-v2, each path with its own default batch size, model loadi
 * ``posfair (no int8 node copy)``: the default recipe without the int8 copy of the node vectors
   (``--node-quantization none``), when the default has it;
 * ``posfair (bfloat16)``: the default recipe with the encoder in bfloat16 (``--dtype bfloat16``), unless
-  the default already is.
+  the default already is;
+* ``IngestionPipeline + PosFairVectorStore``: the same layout reached through LlamaIndex:
+  ``IngestionPipeline([PosFairNodeParser, PosFairEmbedding], vector_store=PosFairVectorStore)`` into a
+  fresh embedded store on disk (the store computes sub-chunks, fused rows and BM25).
+
+``--only NAME,NAME`` runs a subset of the paths (the peer always runs: ratios are to it).
 
 Derived node vectors and bfloat16 are opt-ins: the hybrid sweep's rule did not choose them
 (results/hybrid_sweep/sweep.md).
@@ -121,10 +126,32 @@ def time_posfair(ids: list[str], texts: list[str], encoder: Any, recipe: Any, wo
     return seconds, report.chunks_written
 
 
+def time_pipeline(ids: list[str], texts: list[str], encoder: Any, recipe: Any, work: Path) -> tuple[float, int]:
+    from llama_index.core import Document
+    from llama_index.core.ingestion import IngestionPipeline
+
+    from llamaindex_posfair import PosFairEmbedding, PosFairNodeParser, PosFairVectorStore
+    from qdrant_tools.store import open_store
+
+    docs = [Document(text=t, id_=i) for i, t in zip(ids, texts)]
+    folder = Path(tempfile.mkdtemp(dir=work))
+    client = open_store(folder / "qdrant")
+    embed = PosFairEmbedding(encoder=encoder, embed_batch_size=32, warn_on_truncation=False)
+    t0 = time.perf_counter()
+    store = PosFairVectorStore("bench", client=client, embed_model=embed, layout=recipe)
+    parser = PosFairNodeParser.from_embed_model(embed, recipe)
+    nodes = IngestionPipeline(transformations=[parser, embed], vector_store=store).run(documents=docs)
+    seconds = time.perf_counter() - t0
+    client.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    return seconds, len(nodes)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passages", type=int, default=300, help="passages ingested per path (default 300 of 901)")
     ap.add_argument("--repeats", type=int, default=2, help="turns per path (default 2)")
+    ap.add_argument("--only", default=None, help="comma-separated paths to run beside the peer (default: all)")
     args = ap.parse_args(argv)
     import logging
 
@@ -158,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
         bf16_encoder = bf16.encoder_spec().load()
         runs["posfair (bfloat16)"] = lambda: time_posfair(ids, texts, bf16_encoder, bf16, work)
         bf16_encoder.encode_documents(["warm up"] * 8)
+    runs["IngestionPipeline + PosFairVectorStore"] = lambda: time_pipeline(ids, texts, encoder, default, work)
+    if args.only:
+        keep = {PEER, *(x.strip() for x in args.only.split(","))}
+        unknown = sorted(keep - set(runs))
+        if unknown:
+            ap.error(f"--only: unknown paths {unknown}; choose from {sorted(runs)}")
+        runs = {k: v for k, v in runs.items() if k in keep}
     encoder.encode_documents(["warm up"] * 8)
     embed.get_text_embedding_batch(["warm up"] * 8)
     print(f"{len(texts)} natural-docs passages; load average before {cpu_load()}", flush=True)
