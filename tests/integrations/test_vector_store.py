@@ -273,3 +273,17 @@ async def test_concurrent_async_queries_answer_as_sequential_ones(store, embed):
     assert [r.ids for r in concurrent] == [r.ids for r in sequential]
     for got, want in zip(concurrent, sequential):
         assert got.similarities == pytest.approx(want.similarities)
+
+
+def test_edge_and_local_mode_answer_alike(embed):
+    answers = []
+    for backend in ("edge", "local"):
+        c = open_store(":memory:", backend=backend)
+        s = PosFairVectorStore("docs", client=c, embed_model=embed)
+        s.add(_nodes(embed))
+        modes = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.SPARSE)
+        answers.append([s.query(_query(embed, "moon tides flour bees", mode=m)) for m in modes])
+        c.close()
+    for edge, local in zip(*answers):
+        assert edge.ids == local.ids
+        assert edge.similarities == pytest.approx(local.similarities, rel=1e-5)
