@@ -207,6 +207,8 @@ class SearchSettings:
         node_weight: weight ``w`` of the node cosine in the fused score (0 = best sub-chunk only).
         evidence: also return, per hit, the document offsets of its best-matching sub-chunk
             (one more ``retrieve`` call).
+        evidence_limit: only the best this many hits get their evidence (``None``: every hit); reading the
+            sub-chunk vectors of 100 hits costs more than the query itself.
         sparse: fuse the BM25 sparse vector in (hybrid search), when the collection has one and a
             sparse query is given.
         fusion: how the dense ranking (best sub-chunk) and the BM25 ranking are fused in Qdrant:
@@ -230,6 +232,7 @@ class SearchSettings:
     subchunk_candidates: int = 300
     node_weight: float = 0.0
     evidence: bool = False
+    evidence_limit: int | None = None
     sparse: bool = True
     fusion: Literal["rrf", "dbsf"] = "rrf"
     fusion_limit: int = 50
@@ -239,6 +242,9 @@ class SearchSettings:
     def __post_init__(self) -> None:
         if not isinstance(self.limit, int) or self.limit < 1:
             raise ValueError(f"limit must be a positive integer, got {self.limit!r}")
+        ev = self.evidence_limit
+        if ev is not None and (isinstance(ev, bool) or not isinstance(ev, int) or ev < 0):
+            raise ValueError(f"evidence_limit must be None or an integer >= 0, got {ev!r}; e.g. 10 (0 = none)")
         if not isinstance(self.prefetch_limit, int) or self.prefetch_limit < 1:
             raise ValueError(f"prefetch_limit must be a positive integer, got {self.prefetch_limit!r}; typical 50-200")
         cap = self.prefetch_max
@@ -518,9 +524,10 @@ def _advise_fused(collection: str, layout: Layout, settings: SearchSettings) -> 
     )
 
 
-def _evidence_request(points: Sequence[Any], sub: str) -> dict[str, Any]:
-    """The ``retrieve`` arguments that read the hits' sub-chunk vectors and spans."""
-    return {"ids": [p.id for p in points], "with_payload": [P.SUBCHUNK_SPANS], "with_vectors": [sub]}
+def _evidence_request(points: Sequence[Any], sub: str, limit: int | None) -> dict[str, Any]:
+    """The ``retrieve`` arguments that read the sub-chunk vectors and spans of the best ``limit`` hits."""
+    ids = [p.id for p in points][:limit]
+    return {"ids": ids, "with_payload": [P.SUBCHUNK_SPANS], "with_vectors": [sub]}
 
 
 def _best_spans(records: Sequence[Any], q: np.ndarray, sub: str) -> dict[str, tuple[int, int]]:
@@ -537,7 +544,8 @@ def _best_spans(records: Sequence[Any], q: np.ndarray, sub: str) -> dict[str, tu
 
 def _evidence_vector(layout: Layout, settings: SearchSettings) -> str | None:
     """The multivector whose best row is a hit's evidence (``None``: no evidence asked or none stored)."""
-    return layout.subchunks if settings.evidence and settings.subchunks else None
+    wanted = settings.evidence and settings.subchunks and settings.evidence_limit != 0
+    return layout.subchunks if wanted else None
 
 
 def _hits(points: Sequence[Any], evidence: Mapping[str, tuple[int, int]]) -> list[Hit]:
@@ -583,7 +591,7 @@ def search(
     sub = _evidence_vector(layout, settings)
     if sub is None or not points:
         return _hits(points, {})
-    records = client.retrieve(collection, **_evidence_request(points, sub))
+    records = client.retrieve(collection, **_evidence_request(points, sub, settings.evidence_limit))
     return _hits(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))
 
 
@@ -604,5 +612,5 @@ async def asearch(
     sub = _evidence_vector(layout, settings)
     if sub is None or not points:
         return _hits(points, {})
-    records = await aclient.retrieve(collection, **_evidence_request(points, sub))
+    records = await aclient.retrieve(collection, **_evidence_request(points, sub, settings.evidence_limit))
     return _hits(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))

@@ -84,6 +84,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
         layout: the layout of a new collection (default: the shipped one for the embed model's encoder,
             :meth:`Recipe.for_encoder`); an existing collection's own layout always wins.
         batch_size: nodes encoded and upserted together.
+        evidence_hits: the best hits of each query that carry their evidence span (reading a hit's
+            sub-chunk vectors costs more than the query for deep retrievals).
 
     Raises:
         RecipeConflictError: the embed model is not the encoder the collection was written with.
@@ -95,6 +97,9 @@ class PosFairVectorStore(BasePydanticVectorStore):
     flat_metadata: bool = False
     collection_name: str = Field(description="The Qdrant collection.")
     batch_size: int = Field(default=64, gt=0, description="Nodes encoded and upserted together.")
+    evidence_hits: int = Field(
+        default=10, ge=0, description="The best hits of a query that get their evidence span (0: none)."
+    )
 
     _client: Any = PrivateAttr()
     _aclient: Any = PrivateAttr(default=None)
@@ -118,8 +123,9 @@ class PosFairVectorStore(BasePydanticVectorStore):
         embed_model: Any = None,
         layout: Recipe | None = None,
         batch_size: int = 64,
+        evidence_hits: int = 10,
     ) -> None:
-        super().__init__(collection_name=collection_name, batch_size=batch_size)
+        super().__init__(collection_name=collection_name, batch_size=batch_size, evidence_hits=evidence_hits)
         self._client, self._owns_client = _open(client, path, url, api_key)
         self._aclient = _async_face(self._client, aclient, url, api_key)
         self._embed = embed_model
@@ -277,7 +283,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             )
         if query.query_embedding is None:
             raise ValueError("PosFairVectorStore needs query.query_embedding: give the index a PosFairEmbedding")
-        settings = self._recipe.search.settings(evidence=True, limit=top_k)
+        settings = self._recipe.search.settings(evidence=True, limit=top_k, evidence_limit=self.evidence_hits)
         return "dense", {
             "query_vector": query.query_embedding,
             "settings": settings,

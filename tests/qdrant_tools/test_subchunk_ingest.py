@@ -73,6 +73,13 @@ def test_evidence_is_the_best_matching_sub_chunk(client, encoder):
     assert hit.evidence == tuple(spans[best])
 
 
+def test_evidence_limit_gives_evidence_to_the_best_hits_only(client, encoder):
+    ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
+    q = encoder.encode_queries(["waggle dance honeybees"])[0]
+    hits = search(client, "c", q, SearchSettings(limit=4, evidence=True, evidence_limit=2))
+    assert [h.evidence is not None for h in hits] == [True, True, False, False]
+
+
 def test_single_vector_layout_is_still_available(client, encoder):
     ingest_path(client, "c", DATA, {"calibrated": encoder}, IngestConfig(show_progress=False, subchunks=None))
     layout = collection_layout(client, "c")

@@ -80,6 +80,7 @@ class PeerIndex:
     retriever: Any
     nodes: list[Any]
     postprocessors: list[Any] = field(default_factory=list)
+    vectors: int | None = None  # dense vectors stored, when a node stores more than one (default: one each)
 
 
 #: ``(documents, embed_model, top_k) -> PeerIndex``: how a peer indexes a corpus.
@@ -111,10 +112,11 @@ class PeerStats:
     query_p50_ms: float
     query_p99_ms: float
     min_passages_hit: int
+    vectors: int | None = None
 
     @property
     def vectors_per_passage(self) -> float:
-        return self.nodes / max(self.passages, 1)
+        return (self.nodes if self.vectors is None else self.vectors) / max(self.passages, 1)
 
     @property
     def bytes_per_vector(self) -> int:
@@ -237,6 +239,7 @@ class LlamaIndexPeer:
             query_p50_ms=float(np.percentile(ms, 50)),
             query_p99_ms=float(np.percentile(ms, 99)),
             min_passages_hit=min((len({h.node.ref_doc_id for h in row}) for row in hits), default=0),
+            vectors=index.vectors,
         )
         self.vectors_per_passage = self.stats.vectors_per_passage
         return passage_scores(hits, cache.doc_ids)
@@ -349,9 +352,20 @@ def posfair_store_recipe(node_parser: Any = None, store_embed_model: Any = None)
         store = PosFairVectorStore("peer", client=open_store(":memory:"), embed_model=store_embed)
         context = StorageContext.from_defaults(vector_store=store)
         index = VectorStoreIndex(nodes, storage_context=context, embed_model=embed_model, show_progress=False)
-        return PeerIndex(index.as_retriever(similarity_top_k=min(top_k, len(nodes))), nodes)
+        retriever = index.as_retriever(similarity_top_k=min(top_k, len(nodes)))
+        return PeerIndex(retriever, nodes, vectors=_stored_vectors(store))
 
     return build
+
+
+def _stored_vectors(store: Any) -> int:
+    """Dense vectors a posfair collection holds: per point its node vector and each multivector's rows."""
+    from qdrant_tools import payload as P
+
+    records = store._scroll(None)
+    rows = sum(len((r.payload or {}).get(P.SUBCHUNK_SPANS) or []) for r in records)
+    multivectors = len(store.client.get_collection(store.collection_name).config.params.vectors) - 1
+    return len(records) + rows * multivectors
 
 
 def llamaindex_peers(embed_model: Any, top_k: int = DEFAULT_TOP_K) -> list[LlamaIndexPeer]:
