@@ -25,7 +25,6 @@ import asyncio
 import hmac
 import logging
 import time
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -161,9 +160,9 @@ async def _gate(request: Request, call_next: Any) -> Any:
     return await call_next(request)
 
 
-@cache
-def _route_paths() -> frozenset[str]:
-    return frozenset(getattr(r, "path", "") for r in api.routes)
+def route_label(request: Request) -> str:
+    """The route template the router matched for ``request`` (``"other"``: none matched)."""
+    return getattr(request.scope.get("route"), "path", None) or "other"
 
 
 @api.middleware("http")
@@ -178,8 +177,7 @@ async def _measure(request: Request, call_next: Any) -> Any:
         return response
     finally:
         if metrics is not None:
-            route = request.url.path if request.url.path in _route_paths() else "other"
-            metrics.observe_request(route, request.method, status, time.perf_counter() - t0)
+            metrics.observe_request(route_label(request), request.method, status, time.perf_counter() - t0)
 
 
 def check_texts(texts: list[str], name: str, limit: int, limits: RequestLimits) -> None:
