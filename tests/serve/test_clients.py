@@ -10,6 +10,7 @@ compared with the in-process encoder of the served spec (within 1e-5).
 from __future__ import annotations
 
 import base64
+import time
 
 import httpx
 import numpy as np
@@ -94,8 +95,10 @@ def test_openapi_schema_validates_and_lists_every_route(live):
 
 
 def test_a_start_prints_no_third_party_progress_bar(live):
-    log = live.process.log.read_text(errors="replace")
-    assert "posfair serve: ready at" in log
+    deadline = time.monotonic() + 60  # /ready can answer a moment before the command prints its line
+    while "posfair serve: ready at" not in (log := live.process.log.read_text(errors="replace")):
+        assert time.monotonic() < deadline, log[-3000:]
+        time.sleep(0.5)
     assert "Loading weights" not in log and "it/s]" not in log, log[-3000:]
 
 
