@@ -1,8 +1,10 @@
 """``posfair serve``: embeddings and reranking over HTTP, one model per Ray Serve replica.
 
-Routes: ``POST /v1/embeddings`` (OpenAI shape + ``input_type``), ``POST /v1/rerank``
-(Cohere/TEI shape), ``POST /v1/rerank-images`` (with ``--mm-model``), ``GET /v1/models``
-(model id, spec fingerprint, spec), ``GET /health``. A bearer token is required when
+Routes (docs/serving.md has the fields of each): OpenAI ``POST /v1/embeddings`` (+ ``input_type``);
+Cohere ``POST /v1/embed``, ``/v2/embed``, ``/v1/rerank``, ``/v2/rerank``; TEI ``POST /embed``,
+``/rerank``, ``GET /info``; ``POST /v1/rerank-images`` (with ``--mm-model``); ``GET /v1/models``
+(model id, spec fingerprint, spec); ``GET /health`` (liveness), ``/ready`` (readiness),
+``/metrics`` (Prometheus), ``/docs`` and ``/openapi.json``. A bearer token is required when
 ``$POSFAIR_SERVE_TOKEN`` is set. Ctrl-C or SIGTERM shuts the application down, and the
 local Ray if this command started it.
 
@@ -48,6 +50,15 @@ def register(subparsers: Any) -> None:
     g = p.add_argument_group("HTTP")
     g.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; 0.0.0.0 = all)")
     g.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    g.add_argument(
+        "--accept-any-model",
+        action="store_true",
+        help="answer requests naming any model (e.g. text-embedding-3-small) with the served one; the first "
+        "such name is logged once (default: a 400 naming the served model)",
+    )
+    g.add_argument(
+        "--no-docs", action="store_true", help="switch off /openapi.json, /docs and /redoc (default: served)"
+    )
     r = p.add_argument_group("Ray")
     r.add_argument("--ray-address", default=None, help='Ray cluster ("auto", "ray://head:10001"); default: local Ray')
     r.add_argument("--local-cpus", type=int, default=None, help="CPUs of a local Ray (default: all)")
@@ -106,6 +117,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
                                    allow_image_urls=args.allow_image_urls),
             scaling=C.ScalingConfig(replicas=args.replicas, min_replicas=args.min_replicas,
                                     max_replicas=args.max_replicas, num_gpus=args.num_gpus, num_cpus=args.num_cpus),
+            api=C.ApiConfig(accept_any_model=args.accept_any_model, docs=not args.no_docs),
             token_sha256=C.token_digest(token) if token else None,
         )  # fmt: skip
     except ValidationError as exc:

@@ -1,7 +1,9 @@
 """Query-time model workers on Ray Serve: ``posfair serve`` and its HTTP client.
 
 * :mod:`.config` — :class:`ServeConfig` (one ``EncoderSpec`` plus batching, limits, scaling);
-* :mod:`.schemas` — the wire formats (OpenAI embeddings, Cohere/TEI rerank, image rerank);
+* :mod:`.schemas` — the wire formats (OpenAI embeddings, Cohere v1 rerank, image rerank, models);
+* :mod:`.cohere` / :mod:`.tei` — Cohere's embed formats, TEI's embed, rerank and info;
+* :mod:`.metrics` — the Prometheus metrics of ``GET /metrics``;
 * :mod:`.worker` — the model side of a replica, without Ray;
 * :mod:`.deployments` / :mod:`.ingress` — the Ray Serve application;
 * :mod:`.client` — :class:`ServeClient`, used by the LlamaIndex classes' ``endpoint=`` mode;
@@ -16,6 +18,7 @@ from llamaindex_posfair._lazy import lazy_exports
 
 _EXPORTS = {
     "ServeConfig": "llamaindex_posfair.serve.config",
+    "ApiConfig": "llamaindex_posfair.serve.config",
     "BatchingConfig": "llamaindex_posfair.serve.config",
     "RequestLimits": "llamaindex_posfair.serve.config",
     "ScalingConfig": "llamaindex_posfair.serve.config",

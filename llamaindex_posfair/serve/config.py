@@ -127,6 +127,20 @@ class ScalingConfig(_Frozen):
         return opts
 
 
+class ApiConfig(_Frozen):
+    """What the HTTP API accepts and shows beyond the models.
+
+    Args:
+        accept_any_model: answer requests whose ``model`` names another model (clients that insist
+            on their own names, e.g. ``text-embedding-3-small``) with the served one; the ingress
+            logs the first such name once. Off: such a request gets a 400 naming the served model.
+        docs: serve the OpenAPI schema (``/openapi.json``) and its pages (``/docs``, ``/redoc``).
+    """
+
+    accept_any_model: bool = Field(False, description="Serve requests naming any model with the served one.")
+    docs: bool = Field(True, description="Serve /openapi.json, /docs and /redoc.")
+
+
 class ImageModelSpec(_Frozen):
     """The multimodal model of the ``/v1/rerank-images`` deployment.
 
@@ -159,7 +173,8 @@ class ServeConfig(_Frozen):
     Args:
         encoder: the text encoder of the embed and rerank deployments.
         image: the image reranker (``None``: no ``/v1/rerank-images``).
-        batching / limits / scaling: see :class:`BatchingConfig`, :class:`RequestLimits`, :class:`ScalingConfig`.
+        batching / limits / scaling / api: see :class:`BatchingConfig`, :class:`RequestLimits`,
+            :class:`ScalingConfig`, :class:`ApiConfig`.
         token_sha256: digest of the required bearer token (:func:`token_digest`); ``None`` = open.
         app_name: the Ray Serve application name.
     """
@@ -169,5 +184,6 @@ class ServeConfig(_Frozen):
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
     limits: RequestLimits = Field(default_factory=RequestLimits)
     scaling: ScalingConfig = Field(default_factory=ScalingConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
     token_sha256: str | None = Field(None, description="SHA-256 of the bearer token; None = no token required.")
     app_name: str = Field("posfair", min_length=1, description="Ray Serve application name.")

@@ -31,11 +31,21 @@ from ray import serve
 
 from llamaindex_posfair.serve.batching import Coalescer
 from llamaindex_posfair.serve.config import ScalingConfig, ServeConfig
-from llamaindex_posfair.serve.ingress import Ingress
+from llamaindex_posfair.serve.ingress import MAX_ONGOING, Ingress
 from llamaindex_posfair.serve.worker import EmbedJob, EmbedOutput, EncoderWorker, ImageJob, ImageWorker, RerankJob
 
 #: Seconds a stopping replica waits for its requests, and the wait between its checks.
 GRACEFUL_SHUTDOWN_S = 5.0
+
+
+def _quiet_loading() -> None:
+    """No progress bars of the model libraries in the server log (every replica loads its model at start)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
 
 def _threads(scaling: ScalingConfig) -> None:
@@ -53,6 +63,7 @@ class _EncoderReplica:
     """One loaded text encoder (the shared part of the embed and rerank deployments)."""
 
     def __init__(self, config: ServeConfig) -> None:
+        _quiet_loading()
         _threads(config.scaling)
         self._worker = EncoderWorker(config.encoder, config.batching.token_budget)
 
@@ -105,6 +116,7 @@ class ImageRerankDeployment:
     """``image-rerank``: one :class:`ImageJob` per forward pass -> slot probabilities."""
 
     def __init__(self, config: ServeConfig) -> None:
+        _quiet_loading()
         _threads(config.image.scaling(config.scaling))
         self._worker = ImageWorker(config.image)
 
@@ -128,7 +140,7 @@ def build_app(config: ServeConfig) -> Any:
     ingress_opts: dict[str, Any] = {
         "name": "ingress",
         "ray_actor_options": {"num_cpus": 0},
-        "max_ongoing_requests": 1024,
+        "max_ongoing_requests": MAX_ONGOING,
         "num_replicas": max(1, min(config.scaling.replicas // 2, 4)),
         "graceful_shutdown_timeout_s": GRACEFUL_SHUTDOWN_S,
         "graceful_shutdown_wait_loop_s": 0.5,

@@ -1,16 +1,21 @@
 """The HTTP API of ``posfair serve``: the ingress deployment (FastAPI), no model.
 
-It validates requests (shape errors from :mod:`.schemas`, limits from
-:class:`~llamaindex_posfair.serve.config.RequestLimits`), checks the bearer token,
-forwards each request to a model deployment and maps failures to status codes:
+It validates requests (shape errors from :mod:`.schemas`, :mod:`.cohere` and :mod:`.tei`,
+limits from :class:`~llamaindex_posfair.serve.config.RequestLimits`), checks the bearer
+token, forwards each request to a model deployment, counts it in :mod:`.metrics`, and maps
+failures to status codes:
 
-* 400 — a malformed request or one over a limit (the message names the field);
+* 400 — a malformed request or one over a limit (the message names the field); on the
+  Cohere and TEI routes 422, as those APIs answer, in their error bodies
+  (``{"id", "message"}``; ``{"error", "error_type"}``); 413 — a text over the window with
+  TEI's ``truncate: false``;
 * 401 — a token is required and missing or wrong; 404 — no image model;
 * 503 + ``Retry-After`` — the replica serving the request stopped, or the
   deployment is overloaded: retrying is safe (every call is a pure computation);
 * 500 — anything else (logged without the request's text).
 
-Nothing here logs request text. Each answer of a batched route carries
+``/health`` (liveness), ``/ready`` (readiness), ``/metrics`` and the OpenAPI pages need no
+token. Nothing here logs request text. Each answer of a batched route carries
 ``X-Posfair-Batch-Size``: how many requests shared its batch.
 """
 
@@ -19,6 +24,7 @@ Nothing here logs request text. Each answer of a batched route carries
 import asyncio
 import hmac
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -29,8 +35,11 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from starlette.exceptions import HTTPException
 
+from llamaindex_posfair.serve import cohere, tei
+from llamaindex_posfair.serve.cohere import CohereEmbedRequest, request_id
 from llamaindex_posfair.serve.config import RequestLimits, ServeConfig, token_digest
 from llamaindex_posfair.serve.images import WireImageError, decode_images
+from llamaindex_posfair.serve.metrics import ServeMetrics
 from llamaindex_posfair.serve.schemas import (
     EmbeddingData,
     EmbeddingRequest,
@@ -48,15 +57,27 @@ from llamaindex_posfair.serve.schemas import (
     Usage,
     encode_vector,
 )
-from llamaindex_posfair.serve.worker import EmbedJob, ImageJob, RerankJob
+from llamaindex_posfair.serve.tei import TeiEmbedRequest, TeiError, TeiRerankRequest, package_version
+from llamaindex_posfair.serve.worker import EmbedJob, EmbedOutput, ImageJob, RerankJob
 
 logger = logging.getLogger("posfair.serve")
 
 BATCH_HEADER = "X-Posfair-Batch-Size"
 HEALTH_WAIT_S = 2.0
-OPEN_PATHS = frozenset({"/health"})
+#: Requests one ingress replica takes at once (Ray Serve's ``max_ongoing_requests``).
+MAX_ONGOING = 1024
+DOC_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+OPEN_PATHS = frozenset({"/health", "/ready", "/metrics"}) | DOC_PATHS
+#: Routes answering in Cohere's and TEI's formats (their error bodies, 422 for an invalid request).
+COHERE_ROUTES = frozenset({"/v1/embed", "/v2/embed", "/v2/rerank"})
+TEI_ROUTES = frozenset({"/embed", "/rerank", "/info"})
+_TEI_ERROR_TYPES = {"server_unavailable": "Overloaded", "server_error": "Backend"}
 
-api = FastAPI(title="posfair serve", docs_url=None, redoc_url=None, openapi_url=None)
+api = FastAPI(
+    title="posfair serve",
+    version=package_version(),
+    description="Position-fair embeddings and reranking: OpenAI, Cohere (v1, v2) and TEI formats.",
+)
 
 
 class ApiError(HTTPException):
@@ -70,9 +91,20 @@ class ApiError(HTTPException):
 
 
 def error_response(status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
-                   headers: dict[str, str] | None = None) -> JSONResponse:  # fmt: skip
-    body = ErrorResponse(error=ErrorDetail(message=message, type=kind, param=param))
-    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+                   headers: dict[str, str] | None = None, path: str = "") -> JSONResponse:  # fmt: skip
+    """An error in the format of the route family of ``path`` (OpenAI's for every other route)."""
+    if path in TEI_ROUTES:
+        body = TeiError(error=message, error_type=_TEI_ERROR_TYPES.get(kind, "Validation")).model_dump()
+    elif path in COHERE_ROUTES:
+        body = {"id": request_id(), "message": message}
+    else:
+        body = ErrorResponse(error=ErrorDetail(message=message, type=kind, param=param)).model_dump()
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def invalid_status(path: str) -> int:
+    """The status of an invalid request on ``path``: 422 on the Cohere and TEI routes, else 400."""
+    return 422 if path in COHERE_ROUTES or path in TEI_ROUTES else 400
 
 
 def _where(loc: tuple[Any, ...]) -> str:
@@ -84,29 +116,37 @@ def _where(loc: tuple[Any, ...]) -> str:
 
 
 @api.exception_handler(RequestValidationError)
-async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    path = request.url.path
     first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
     where = _where(tuple(first.get("loc", ())))
     message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
     if first.get("type") == "json_invalid":
-        return error_response(400, f"the request body is not valid JSON ({message}); send a JSON object")
+        return error_response(invalid_status(path), f"the request body is not valid JSON ({message}); send a JSON object",
+                              path=path)  # fmt: skip
     if first.get("type") == "missing":
         message = f"{where} is required"
     elif where and not message.startswith(where):
         message = f"{where}: {message}"
-    return error_response(400, message, param=where or None)
+    return error_response(invalid_status(path), message, param=where or None, path=path)
 
 
 @api.exception_handler(HTTPException)
-async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
-    return error_response(exc.status_code, str(exc.detail), param=getattr(exc, "param", None),
+async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+    path = request.url.path
+    status = invalid_status(path) if exc.status_code == 400 else exc.status_code
+    return error_response(status, str(exc.detail), param=getattr(exc, "param", None), path=path,
                           kind=getattr(exc, "kind", "invalid_request_error"), headers=exc.headers)  # fmt: skip
 
 
 @api.middleware("http")
-async def _require_token(request: Request, call_next: Any) -> Any:
+async def _gate(request: Request, call_next: Any) -> Any:
+    """The docs switch and the bearer token (every route but :data:`OPEN_PATHS`)."""
+    path = request.url.path
+    if path in DOC_PATHS and not getattr(request.app.state, "docs", True):
+        return error_response(404, "the API docs are switched off on this server (--no-docs)", kind="not_found")
     digest = getattr(request.app.state, "token_sha256", None)
-    if digest and request.url.path not in OPEN_PATHS:
+    if digest and path not in OPEN_PATHS:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(token_digest(token.strip()), digest):
             return error_response(
@@ -115,8 +155,29 @@ async def _require_token(request: Request, call_next: Any) -> Any:
                 "$POSFAIR_SERVE_TOKEN",
                 kind="authentication_error",
                 headers={"WWW-Authenticate": "Bearer"},
+                path=path,
             )
     return await call_next(request)
+
+
+def route_label(request: Request) -> str:
+    """The route template the router matched for ``request`` (``"other"``: none matched)."""
+    return getattr(request.scope.get("route"), "path", None) or "other"
+
+
+@api.middleware("http")
+async def _measure(request: Request, call_next: Any) -> Any:
+    """Count every request and its latency by route (outermost: 401s and 404s count too)."""
+    metrics = getattr(request.app.state, "metrics", None)
+    t0 = time.perf_counter()
+    status = 500
+    try:
+        response = await call_next(request)
+        status = response.status_code
+        return response
+    finally:
+        if metrics is not None:
+            metrics.observe_request(route_label(request), request.method, status, time.perf_counter() - t0)
 
 
 def check_texts(texts: list[str], name: str, limit: int, limits: RequestLimits) -> None:
@@ -130,10 +191,25 @@ def check_texts(texts: list[str], name: str, limit: int, limits: RequestLimits) 
                            f"{limits.max_text_chars} per text, split it", param=f"{name}[{i}]")  # fmt: skip
 
 
-def check_model(asked: str | None, card: ModelCard) -> None:
-    if asked is not None and asked not in (card.id, card.fingerprint):
+def check_model(asked: str | None, card: ModelCard, accept_any: bool = False) -> bool:
+    """Whether ``asked`` names another model than ``card``'s (accepted only with ``accept_any``).
+
+    Raises:
+        ApiError: 400 naming the served model, for another model without ``accept_any``.
+    """
+    if asked is None or asked in (card.id, card.fingerprint):
+        return False
+    if not accept_any:
         raise ApiError(400, f"model {asked!r} is not served here; this server serves {card.id!r} "
-                       f"(fingerprint {card.fingerprint}); omit model or send one of these", param="model")  # fmt: skip
+                       f"(fingerprint {card.fingerprint}); omit model or send one of these, or start the server "
+                       "with --accept-any-model", param="model")  # fmt: skip
+    return True
+
+
+def check_dimension(asked: int | None, card: ModelCard, name: str) -> None:
+    if asked is not None and asked != card.dimension:
+        raise ApiError(400, f"{name}={asked}, but this model's embeddings have {card.dimension}; omit {name}",
+                       param=name)  # fmt: skip
 
 
 async def call(response: Any, what: str) -> Any:
@@ -158,6 +234,16 @@ async def call(response: Any, what: str) -> Any:
                        kind="server_error") from None  # fmt: skip
 
 
+def ranked_results(scores: np.ndarray, documents: list[str], top_n: int | None, echo: bool) -> list[RerankResult]:
+    """Cohere's results: the best ``top_n`` (all: ``None``) first, ties in input order."""
+    order = np.argsort(-np.asarray(scores), kind="stable")[: top_n or len(scores)]
+    return [
+        RerankResult(index=int(i), relevance_score=float(scores[i]),
+                     document=RerankDocument(text=documents[i]) if echo else None)
+        for i in order
+    ]  # fmt: skip
+
+
 @serve.deployment
 @serve.ingress(api)
 class Ingress:
@@ -165,10 +251,15 @@ class Ingress:
 
     def __init__(self, config: ServeConfig, embed: Any, rerank: Any, image: Any = None) -> None:
         api.state.token_sha256 = config.token_sha256
+        api.state.docs = config.api.docs
+        api.state.metrics = self._metrics = ServeMetrics()
+        self._config = config
         self._limits = config.limits
         self._embed, self._rerank, self._image = embed, rerank, image
         self._cards: ModelList | None = None
+        self._foreign_model_logged = False
 
+    # ------------------------------------------------------------------ shared steps
     async def _models(self) -> ModelList:
         if self._cards is None:
             cards = [await call(self._embed.card.remote(), "embed")]
@@ -177,58 +268,149 @@ class Ingress:
             self._cards = ModelList(data=cards)
         return self._cards
 
+    async def _text_card(self, asked: str | None) -> ModelCard:
+        """The text encoder's card, ``asked`` checked against it (logged once when another name is accepted)."""
+        card = (await self._models()).card("embedding")
+        if check_model(asked, card, self._config.api.accept_any_model) and not self._foreign_model_logged:
+            self._foreign_model_logged = True
+            logger.warning("a request names model %r; serving %r for it and every other name (--accept-any-model; "
+                           "logged once)", asked, card.id)  # fmt: skip
+        return card
+
+    async def _embed_texts(self, texts: list[str], role: str, name: str, response: Response) -> EmbedOutput:
+        """Embed ``texts`` (the request field ``name``) on the ``embed`` deployment, within the limits."""
+        check_texts(texts, name, self._limits.max_inputs, self._limits)
+        with self._metrics.in_flight("embed"):
+            out = await call(self._embed.embed.remote(EmbedJob(tuple(texts), role)), "embed")
+        response.headers[BATCH_HEADER] = str(out.batch_size)
+        self._metrics.observe_batch("embed", out.batch_size)
+        self._metrics.observe_embedded(role, len(texts), out.tokens)
+        return out
+
+    async def _rerank_scores(self, body: RerankRequest, name: str, response: Response) -> np.ndarray:
+        """Each document's score (input order) from the ``rerank`` deployment, within the limits."""
+        check_texts([body.query], "query", 1, self._limits)
+        check_texts(body.documents, name, self._limits.max_documents, self._limits)
+        job = RerankJob(body.query, tuple(body.documents), body.scoring_settings())
+        with self._metrics.in_flight("rerank"):
+            scores, batch = await call(self._rerank.rerank.remote(job), "rerank")
+        response.headers[BATCH_HEADER] = str(batch)
+        self._metrics.observe_batch("rerank", batch)
+        self._metrics.observe_embedded("rerank", len(body.documents) + 1, 0)
+        return np.asarray(scores)
+
+    def _check_window(self, out: EmbedOutput, card: ModelCard, refused: bool, status: int, fix: str) -> None:
+        if refused and out.truncated:
+            raise ApiError(status, f"{out.truncated} text(s) exceed the model's window of {card.max_length} tokens; "
+                           f"{fix}", param="truncate")  # fmt: skip
+
+    # ------------------------------------------------------------------ operations
     @api.get("/health")
-    async def health(self) -> Any:
-        """200 once every model deployment has answered (its model is loaded); 503 while they start."""
+    async def health(self) -> dict[str, str]:
+        """Liveness: 200 while the HTTP ingress runs (see ``/ready`` for the models)."""
+        return {"status": "ok"}
+
+    @api.get("/ready")
+    async def ready(self) -> Any:
+        """Readiness: 200 once every model deployment has answered (its model is loaded); 503 while they start."""
         if self._cards is None:
             try:
                 await asyncio.wait_for(self._models(), timeout=HEALTH_WAIT_S)
             except (asyncio.TimeoutError, HTTPException):
                 return error_response(503, "the models are still loading", kind="server_unavailable",
                                       headers={"Retry-After": "1"})  # fmt: skip
-        return {"status": "ok"}
+        return {"status": "ready"}
+
+    @api.get("/metrics")
+    async def metrics(self) -> Response:
+        """Prometheus metrics of this ingress replica (text exposition format)."""
+        content, media_type = self._metrics.render()
+        return Response(content=content, media_type=media_type)
 
     @api.get("/v1/models")
     async def models(self) -> dict[str, Any]:
         return (await self._models()).model_dump(mode="json", exclude_none=True)
 
+    # ------------------------------------------------------------------ OpenAI
     @api.post("/v1/embeddings")
     async def embeddings(self, body: EmbeddingRequest, response: Response) -> dict[str, Any]:
-        card = (await self._models()).card("embedding")
-        check_model(body.model, card)
-        texts = body.texts()
-        check_texts(texts, "input", self._limits.max_inputs, self._limits)
-        if body.dimensions is not None and body.dimensions != card.dimension:
-            raise ApiError(400, f"dimensions={body.dimensions}, but this model's embeddings have {card.dimension}; "
-                           "omit dimensions", param="dimensions")  # fmt: skip
-        out = await call(self._embed.embed.remote(EmbedJob(tuple(texts), body.input_type)), "embed")
-        response.headers[BATCH_HEADER] = str(out.batch_size)
+        """OpenAI's embeddings (plus ``input_type``: ``"query"`` or ``"document"``)."""
+        card = await self._text_card(body.model)
+        check_dimension(body.dimensions, card, "dimensions")
+        out = await self._embed_texts(body.texts(), body.input_type, "input", response)
         data = [
             EmbeddingData(index=i, embedding=encode_vector(v, body.encoding_format)) for i, v in enumerate(out.vectors)
         ]
         usage = Usage(prompt_tokens=out.tokens, total_tokens=out.tokens)
         return EmbeddingResponse(data=data, model=card.id, usage=usage, truncated=out.truncated).model_dump()
 
+    # ------------------------------------------------------------------ Cohere
+    async def _cohere_rerank(self, body: RerankRequest, response: Response, version: str) -> dict[str, Any]:
+        card = await self._text_card(body.model)
+        scores = await self._rerank_scores(body, "documents", response)
+        results = ranked_results(scores, body.documents, body.top_n, body.return_documents)
+        out = RerankResponse(results=results, model=card.id, id=request_id(), meta=cohere.meta(version, search_units=1))
+        return jsonable_encoder(out, exclude_none=True)
+
     @api.post("/v1/rerank")
     async def rerank(self, body: RerankRequest, response: Response) -> dict[str, Any]:
-        card = (await self._models()).card("embedding")
-        check_model(body.model, card)
-        check_texts([body.query], "query", 1, self._limits)
-        check_texts(body.documents, "documents", self._limits.max_documents, self._limits)
-        scores, batch = await call(
-            self._rerank.rerank.remote(RerankJob(body.query, tuple(body.documents), body.scoring_settings())), "rerank"
-        )
-        response.headers[BATCH_HEADER] = str(batch)
-        order = np.argsort(-np.asarray(scores), kind="stable")[: body.top_n or len(scores)]
-        results = [
-            RerankResult(index=int(i), relevance_score=float(scores[i]),
-                         document=RerankDocument(text=body.documents[i]) if body.return_documents else None)
-            for i in order
-        ]  # fmt: skip
-        return jsonable_encoder(RerankResponse(results=results, model=card.id), exclude_none=True)
+        """Cohere's v1 rerank (posfair's scoring settings optional)."""
+        return await self._cohere_rerank(body, response, "1")
 
+    @api.post("/v2/rerank")
+    async def rerank_v2(self, body: RerankRequest, response: Response) -> dict[str, Any]:
+        """Cohere's v2 rerank (``ClientV2.rerank``)."""
+        return await self._cohere_rerank(body, response, "2")
+
+    async def _cohere_embed(self, body: CohereEmbedRequest, response: Response, version: str) -> dict[str, Any]:
+        card = await self._text_card(body.model)
+        check_dimension(body.output_dimension, card, "output_dimension")
+        out = await self._embed_texts(body.text_list(), body.role(), "texts", response)
+        self._check_window(out, card, body.truncate == "NONE", 400, "send truncate='END' or shorter texts")
+        return cohere.embed_response(body, out.vectors, out.tokens, version)
+
+    @api.post("/v1/embed")
+    async def embed_v1(self, body: CohereEmbedRequest, response: Response) -> dict[str, Any]:
+        """Cohere's v1 embed (``Client.embed``)."""
+        return await self._cohere_embed(body, response, "1")
+
+    @api.post("/v2/embed")
+    async def embed_v2(self, body: CohereEmbedRequest, response: Response) -> dict[str, Any]:
+        """Cohere's v2 embed (``ClientV2.embed``)."""
+        return await self._cohere_embed(body, response, "2")
+
+    # ------------------------------------------------------------------ TEI
+    @api.post("/embed")
+    async def tei_embed(self, body: TeiEmbedRequest, response: Response) -> list[list[float]]:
+        """TEI's embed: one vector per input."""
+        card = await self._text_card(None)
+        out = await self._embed_texts(body.inputs, body.role(), "inputs", response)
+        self._check_window(out, card, body.truncate is False, 413, "send truncate=true or shorter texts")
+        vectors = out.vectors
+        if body.normalize and not (card.spec or {}).get("normalize", True):
+            vectors = tei.normalized(vectors)
+        return np.asarray(vectors, dtype=np.float32).tolist()
+
+    @api.post("/rerank")
+    async def tei_rerank(self, body: TeiRerankRequest, response: Response) -> list[dict[str, Any]]:
+        """TEI's rerank: ``[{"index", "score", "text"?}]``, best first."""
+        await self._text_card(None)
+        request = RerankRequest(query=body.query, documents=body.texts)
+        scores = await self._rerank_scores(request, "texts", response)
+        return tei.ranks(scores.tolist(), body.texts, return_text=body.return_text)
+
+    @api.get("/info")
+    async def tei_info(self) -> dict[str, Any]:
+        """TEI's info: the served model and the server's limits."""
+        card = await self._text_card(None)
+        batching = self._config.batching
+        return tei.info(card, token_budget=batching.token_budget, max_batch_size=batching.max_batch_size,
+                        max_inputs=self._limits.max_inputs, max_ongoing=MAX_ONGOING).model_dump()  # fmt: skip
+
+    # ------------------------------------------------------------------ images
     @api.post("/v1/rerank-images")
     async def rerank_images(self, body: ImageRerankRequest) -> dict[str, Any]:
+        """Calibrated image reranking (with ``--mm-model``)."""
         if self._image is None:
             raise ApiError(404, "this server has no image model; start posfair serve with --mm-model", kind="not_found")
         card = (await self._models()).card("image-rerank")
@@ -241,7 +423,8 @@ class Ingress:
         except WireImageError as exc:
             raise ApiError(400, str(exc), param="images") from None
         job = ImageJob(body.query, tuple(images), body.method, body.top_k_layers, body.sharpen, body.variant)
-        probs = await call(self._image.rerank.remote(job), "image-rerank")
+        with self._metrics.in_flight("image-rerank"):
+            probs = await call(self._image.rerank.remote(job), "image-rerank")
         order = np.argsort(-np.asarray(probs), kind="stable")[: body.top_n or len(probs)]
         results = [RerankResult(index=int(i), relevance_score=float(probs[i])) for i in order]
         out = ImageRerankResponse(results=results, probabilities=probs, model=card.id, method=body.method)

@@ -2,12 +2,18 @@
 
 * ``POST /v1/embeddings`` — OpenAI's shape plus ``input_type`` (``"query"`` or
   ``"document"``: prompts and calibration differ by kind);
-* ``POST /v1/rerank`` — the Cohere / TEI shape (``query``, ``documents``, ``top_n`` ->
-  ``results: [{index, relevance_score}]``, best first);
+* ``POST /v1/rerank`` — Cohere's v1 shape (``query``, ``documents``, ``top_n`` ->
+  ``results: [{index, relevance_score}]``, best first, with ``id`` and ``meta``), also
+  answering ``POST /v2/rerank``;
 * ``POST /v1/rerank-images`` — a query and base64 images (URLs only where the server
   allows them) -> the ranking and the calibrated probability of each slot;
 * ``GET /v1/models`` — the served models, each with its spec fingerprint;
-* errors — OpenAI's ``{"error": {"message", "type", "param"}}``.
+* errors — OpenAI's ``{"error": {"message", "type", "param"}}``;
+* :data:`INPUT_TYPE_ROLES` — the one table from a client's name for the kind of a text
+  (OpenAI-style ``input_type``, Cohere's ``input_type``, TEI's ``prompt_name``) to the
+  encoder side (query or document prompt and calibration).
+
+Cohere's embed formats live in :mod:`.cohere`, TEI's in :mod:`.tei`.
 
 Shape checks live here (the message names the field and what is valid); limits
 that depend on the server's configuration are checked by the ingress.
@@ -30,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llamaindex_posfair.integrations.node_scoring import ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
@@ -39,6 +45,42 @@ from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 InputType = Literal["query", "document"]
 ImageMethod = Literal["ours", "vanilla", "pride", "attention"]
 
+#: A client's name for the kind of a text -> the encoder side it gets (prompt and calibration).
+#: Cohere's symmetric tasks (classification, clustering) compare texts of one kind with each
+#: other; they take the query side, as E5-style models prefix both texts of a symmetric pair
+#: with their query prompt.
+INPUT_TYPE_ROLES: dict[str, InputType] = {
+    "query": "query",
+    "search_query": "query",
+    "classification": "query",
+    "clustering": "query",
+    "document": "document",
+    "search_document": "document",
+    "passage": "document",
+}
+
+#: The routes that answer with the text encoder (listed in its model card).
+TEXT_ROUTES = ("/v1/embeddings", "/v1/rerank", "/v1/embed", "/v2/embed", "/v2/rerank", "/embed", "/rerank", "/info")
+
+
+def role_for(value: Any, name: str, default: InputType = "document") -> InputType:
+    """The encoder side of a client's ``input_type`` / ``prompt_name`` (``None``: ``default``).
+
+    Raises:
+        ValueError: a name not in :data:`INPUT_TYPE_ROLES`, naming ``name`` and the valid values.
+
+    Example:
+        >>> role_for("search_query", "input_type"), role_for(None, "prompt_name")
+        ('query', 'document')
+    """
+    if value is None:
+        return default
+    role = INPUT_TYPE_ROLES.get(value.lower()) if isinstance(value, str) else None
+    if role is None:
+        valid = ", ".join(repr(k) for k in INPUT_TYPE_ROLES)
+        raise ValueError(f"{name} {value!r} is not supported; send one of {valid}")
+    return role
+
 
 def file_digest(path: str | Path) -> str:
     """16-hex-digit SHA-256 of a file's bytes: the fingerprint of an image calibration state on the wire
@@ -46,12 +88,13 @@ def file_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
 
-class _Wire(BaseModel):
-    # clients of other ecosystems send fields we do not use (user, truncate, ...): ignore them
+class Wire(BaseModel):
+    """A wire body: fields of other ecosystems that we do not use (user, priority, ...) are ignored."""
+
     model_config = ConfigDict(extra="ignore", protected_namespaces=())
 
 
-def _text_list(value: Any, name: str) -> Any:
+def text_list(value: Any, name: str) -> Any:
     """``value`` as a non-empty list of non-empty strings, or a ValueError naming the first problem."""
     if isinstance(value, str):
         value = [value]
@@ -68,7 +111,8 @@ def _text_list(value: Any, name: str) -> Any:
     return value
 
 
-def _query(value: Any) -> Any:
+def check_query(value: Any) -> Any:
+    """``value`` if it is a non-empty string, else a ValueError naming ``query``."""
     if not isinstance(value, str):
         raise ValueError(f"query must be a string, got {type(value).__name__}")
     if not value.strip():
@@ -77,7 +121,7 @@ def _query(value: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- embeddings
-class EmbeddingRequest(_Wire):
+class EmbeddingRequest(Wire):
     """``POST /v1/embeddings``: OpenAI's request plus ``input_type``."""
 
     input: str | list[str] = Field(description="One text or a list of texts.")
@@ -89,24 +133,24 @@ class EmbeddingRequest(_Wire):
     @field_validator("input", mode="before")
     @classmethod
     def _check_input(cls, value: Any) -> Any:
-        return _text_list(value, "input")
+        return text_list(value, "input")
 
     def texts(self) -> list[str]:
         return [self.input] if isinstance(self.input, str) else list(self.input)
 
 
-class EmbeddingData(_Wire):
+class EmbeddingData(Wire):
     object: Literal["embedding"] = "embedding"
     index: int
     embedding: list[float] | str
 
 
-class Usage(_Wire):
+class Usage(Wire):
     prompt_tokens: int = 0
     total_tokens: int = 0
 
 
-class EmbeddingResponse(_Wire):
+class EmbeddingResponse(Wire):
     """OpenAI's response; ``truncated`` counts the inputs cut at the model's window."""
 
     object: Literal["list"] = "list"
@@ -135,11 +179,11 @@ def decode_vector(value: list[float] | str) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- rerank
-class RerankDocument(_Wire):
+class RerankDocument(Wire):
     text: str
 
 
-class RerankRequest(_Wire):
+class RerankRequest(Wire):
     """``POST /v1/rerank``: Cohere's / TEI's request (documents as strings or ``{"text": ...}``)."""
 
     query: str
@@ -172,30 +216,43 @@ class RerankRequest(_Wire):
             self.node_vector,
         )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _tei_texts(cls, value: Any) -> Any:
+        """TEI's field name ``texts`` is accepted for ``documents``."""
+        if isinstance(value, dict) and "documents" not in value and "texts" in value:
+            return {**value, "documents": value["texts"]}
+        return value
+
     @field_validator("query", mode="before")
     @classmethod
     def _check_query(cls, value: Any) -> Any:
-        return _query(value)
+        return check_query(value)
 
     @field_validator("documents", mode="before")
     @classmethod
     def _check_documents(cls, value: Any) -> Any:
         if not isinstance(value, list):
             raise ValueError(f"documents must be a list of strings, got {type(value).__name__}")
-        return _text_list([d.get("text", d) if isinstance(d, dict) else d for d in value], "documents")
+        return text_list([d.get("text", d) if isinstance(d, dict) else d for d in value], "documents")
 
 
-class RerankResult(_Wire):
+class RerankResult(Wire):
     index: int
     relevance_score: float
     document: RerankDocument | None = None
 
 
-class RerankResponse(_Wire):
-    """Results best first (``top_n`` of them); ``relevance_score`` is the cosine."""
+class RerankResponse(Wire):
+    """Results best first (``top_n`` of them); ``relevance_score`` is the cosine.
+
+    ``id`` and ``meta`` are Cohere's (a request id; the API version and billed units).
+    """
 
     results: list[RerankResult]
     model: str
+    id: str | None = None
+    meta: dict[str, Any] | None = None
 
     def scores(self, n: int) -> np.ndarray:
         """Scores in input order (all ``n`` documents must be in the response)."""
@@ -208,7 +265,7 @@ class RerankResponse(_Wire):
 
 
 # --------------------------------------------------------------------------- image rerank
-class ImageRerankRequest(_Wire):
+class ImageRerankRequest(Wire):
     """``POST /v1/rerank-images``: a query and 2..N images (base64, data URIs, or URLs where allowed)."""
 
     query: str
@@ -222,7 +279,7 @@ class ImageRerankRequest(_Wire):
     @field_validator("query", mode="before")
     @classmethod
     def _check_query(cls, value: Any) -> Any:
-        return _query(value)
+        return check_query(value)
 
     @field_validator("images", mode="before")
     @classmethod
@@ -237,7 +294,7 @@ class ImageRerankRequest(_Wire):
         return value
 
 
-class ImageRerankResponse(_Wire):
+class ImageRerankResponse(Wire):
     """``results`` best first; ``probabilities`` per input slot (they sum to 1)."""
 
     results: list[RerankResult]
@@ -247,7 +304,7 @@ class ImageRerankResponse(_Wire):
 
 
 # --------------------------------------------------------------------------- models, health, errors
-class ModelCard(_Wire):
+class ModelCard(Wire):
     """One served model: its id, kind and (text encoder) spec fingerprint and spec."""
 
     id: str
@@ -262,7 +319,7 @@ class ModelCard(_Wire):
     routes: list[str] = Field(default_factory=list)
 
 
-class ModelList(_Wire):
+class ModelList(Wire):
     object: Literal["list"] = "list"
     data: list[ModelCard]
 
@@ -270,11 +327,11 @@ class ModelList(_Wire):
         return next((c for c in self.data if c.kind == kind), None)
 
 
-class ErrorDetail(_Wire):
+class ErrorDetail(Wire):
     message: str
     type: str = "invalid_request_error"
     param: str | None = None
 
 
-class ErrorResponse(_Wire):
+class ErrorResponse(Wire):
     error: ErrorDetail

@@ -27,7 +27,7 @@ import numpy as np
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.node_scoring import NODE_SCORING, ScoringSettings, combine_scores, plan_scoring
 from llamaindex_posfair.serve.config import ImageModelSpec
-from llamaindex_posfair.serve.schemas import InputType, ModelCard, file_digest
+from llamaindex_posfair.serve.schemas import TEXT_ROUTES, InputType, ModelCard, file_digest
 
 __all__ = [
     "EmbedJob",
@@ -123,7 +123,7 @@ class EncoderWorker:
             spec=spec.model_dump(mode="json"),
             dimension=int(self.encoder.dimension),
             max_length=int(self.encoder.max_length),
-            routes=["/v1/embeddings", "/v1/rerank"],
+            routes=list(TEXT_ROUTES),
         )
 
     def embed_batch(self, jobs: Sequence[EmbedJob]) -> list[EmbedOutput]:

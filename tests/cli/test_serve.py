@@ -43,3 +43,14 @@ def test_a_port_in_use_is_named(capsys):
         port = s.getsockname()[1]
         rc = main(["serve", "--port", str(port)])
     assert rc == 2 and f"port {port} on 127.0.0.1 is in use" in capsys.readouterr().err
+
+
+def test_api_flags_reach_the_config():
+    from llamaindex_posfair.cli import build_parser
+    from llamaindex_posfair.cli.serve import config_from_args
+
+    default = config_from_args(build_parser().parse_args(["serve"])).api
+    assert (default.accept_any_model, default.docs) == (False, True)
+    args = build_parser().parse_args(["serve", "--accept-any-model", "--no-docs"])
+    api = config_from_args(args).api
+    assert (api.accept_any_model, api.docs) == (True, False)

@@ -56,7 +56,7 @@ class Served:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"posfair serve exited early:\n{self.log.read_text()[-3000:]}"
             try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                if httpx.get(self.url + "/ready", timeout=2).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass

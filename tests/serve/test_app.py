@@ -85,6 +85,7 @@ def server(tiny_bert_path, tmp_path_factory, serve_process):
 # ---------------------------------------------------------------------- HTTP surface
 def test_health_is_open_and_every_other_route_needs_the_token(server):
     assert httpx.get(server.url + "/health", timeout=TIMEOUT).json() == {"status": "ok"}
+    assert httpx.get(server.url + "/ready", timeout=TIMEOUT).json() == {"status": "ready"}
     assert httpx.get(server.url + "/v1/models", timeout=TIMEOUT).status_code == 401
     wrong = server.post("/v1/embeddings", {"input": "x"}, token="nope")
     assert wrong.status_code == 401 and "bearer token" in wrong.json()["error"]["message"]

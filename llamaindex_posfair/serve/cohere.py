@@ -1,0 +1,163 @@
+"""Cohere's embed and rerank formats: ``POST /v1/embed``, ``/v2/embed``, and the ``id`` / ``meta`` of rerank.
+
+The ``cohere`` SDK's ``Client`` sends ``/v1/embed`` and ``/v1/rerank``; its ``ClientV2``
+sends ``/v2/embed`` and ``/v2/rerank``. Both parse ``id``, ``meta`` and, for embed,
+``embeddings`` either as a list of float vectors (v1 without ``embedding_types``) or by
+type (``{"float": [...], "int8": [...], ...}``). Rerank requests share
+:class:`~llamaindex_posfair.serve.schemas.RerankRequest` with ``/v1/rerank``.
+
+Quantised types are computed from the served float vectors (unit length when the spec
+normalises): ``int8`` = ``round(127 x)`` clipped to [-128, 127], ``uint8`` = int8 + 128,
+``ubinary`` = the sign bits packed 8 per byte (1 = positive), ``binary`` = ubinary - 128,
+``base64`` = the little-endian float32 bytes.
+
+Example:
+    >>> import numpy as np
+    >>> embeddings_by_type(np.array([[0.6, -0.8]], np.float32), ["int8", "ubinary"])
+    {'int8': [[76, -102]], 'ubinary': [[128]]}
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from llamaindex_posfair.serve.schemas import InputType, Wire, encode_vector, role_for, text_list
+
+EmbeddingType = Literal["float", "int8", "uint8", "binary", "ubinary", "base64"]
+
+
+class CohereEmbedRequest(Wire):
+    """``POST /v1/embed`` and ``/v2/embed``: ``texts`` (or v2's text ``inputs``) and their ``input_type``."""
+
+    texts: list[str] | None = Field(None, description="The texts to embed.")
+    inputs: list[str] | None = Field(
+        None, description='v2: [{"content": [{"type": "text", "text": ...}]}] (text only).'
+    )
+    images: list[Any] | None = Field(None, description="Not supported: this server embeds text.")
+    model: str | None = Field(None, description="The served model id or its fingerprint (any with --accept-any-model).")
+    input_type: InputType | None = Field(
+        None,
+        description="search_query / classification / clustering -> the query side; search_document -> the "
+        "document side; None = document.",
+    )
+    embedding_types: list[EmbeddingType] | None = Field(
+        None, description="float, int8, uint8, binary, ubinary, base64; None = float (v1: a plain float list)."
+    )
+    truncate: Literal["NONE", "END"] = Field("END", description="END: cut at the model's window; NONE: refuse.")
+    output_dimension: int | None = Field(None, gt=0, description="Must equal the model's dimension when given.")
+
+    @field_validator("texts", mode="before")
+    @classmethod
+    def _check_texts(cls, value: Any) -> Any:
+        return None if value is None else text_list(value, "texts")
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _check_inputs(cls, value: Any) -> Any:
+        return None if value is None else text_list([_input_text(x, i) for i, x in enumerate(_listed(value))], "inputs")
+
+    @field_validator("images", mode="before")
+    @classmethod
+    def _no_images(cls, value: Any) -> Any:
+        if value:
+            raise ValueError("images are not supported: this server serves a text encoder; send texts")
+        return None
+
+    @field_validator("input_type", mode="before")
+    @classmethod
+    def _check_input_type(cls, value: Any) -> Any:
+        if value == "image":
+            raise ValueError("input_type 'image' is not supported: this server serves a text encoder")
+        return role_for(value, "input_type") if value is not None else None
+
+    @field_validator("truncate", mode="before")
+    @classmethod
+    def _check_truncate(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.upper() == "START":
+            raise ValueError(
+                "truncate 'START' is not supported; send 'END' (cut the end) or 'NONE' (refuse long texts)"
+            )
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CohereEmbedRequest:
+        if (self.texts is None) == (self.inputs is None):
+            raise ValueError("send texts (a list of strings) or inputs (v2 content objects), exactly one of them")
+        return self
+
+    def text_list(self) -> list[str]:
+        return list(self.texts if self.texts is not None else self.inputs or [])
+
+    def role(self) -> InputType:
+        return self.input_type or "document"
+
+
+def _listed(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"inputs must be a list of content objects, got {type(value).__name__}")
+    return value
+
+
+def _input_text(item: Any, i: int) -> Any:
+    """The text of one v2 ``inputs`` entry (``{"content": [{"type": "text", "text": ...}, ...]}``)."""
+    parts = item.get("content") if isinstance(item, dict) else None
+    if not isinstance(parts, list) or not parts:
+        raise ValueError(f'inputs[{i}] must be {{"content": [{{"type": "text", "text": ...}}]}}')
+    texts = []
+    for part in parts:
+        if not isinstance(part, dict) or part.get("type") != "text":
+            raise ValueError(f"inputs[{i}]: only content of type 'text' is supported (this server embeds text)")
+        texts.append(part.get("text"))
+    return texts[0] if len(texts) == 1 else " ".join(str(t) for t in texts)
+
+
+def embeddings_by_type(vectors: np.ndarray, types: Sequence[str]) -> dict[str, list[Any]]:
+    """Cohere's ``embeddings`` object: ``vectors [n, d]`` in each requested type (see the module docstring)."""
+    v = np.asarray(vectors, dtype=np.float32)
+    int8 = np.clip(np.rint(v * 127.0), -128, 127).astype(np.int16)
+    ubinary = np.packbits(v > 0, axis=-1).astype(np.int16)
+    out: dict[str, list[Any]] = {}
+    for kind in dict.fromkeys(types):
+        if kind == "float":
+            out["float"] = v.tolist()
+        elif kind == "int8":
+            out["int8"] = int8.tolist()
+        elif kind == "uint8":
+            out["uint8"] = (int8 + 128).tolist()
+        elif kind == "ubinary":
+            out["ubinary"] = ubinary.tolist()
+        elif kind == "binary":
+            out["binary"] = (ubinary - 128).tolist()
+        elif kind == "base64":
+            out["base64"] = [encode_vector(row, "base64") for row in v]
+    return out
+
+
+def meta(version: str, *, input_tokens: int | None = None, search_units: int | None = None) -> dict[str, Any]:
+    """Cohere's ``meta``: the API version and the billed units of this call."""
+    billed: dict[str, int] = {}
+    if input_tokens is not None:
+        billed["input_tokens"] = int(input_tokens)
+    if search_units is not None:
+        billed["search_units"] = int(search_units)
+    return {"api_version": {"version": version}, "billed_units": billed}
+
+
+def request_id() -> str:
+    return str(uuid.uuid4())
+
+
+def embed_response(
+    body: CohereEmbedRequest, vectors: np.ndarray, tokens: int, version: Literal["1", "2"]
+) -> dict[str, Any]:
+    """The answer of ``/v{version}/embed``: v1 without ``embedding_types`` gets a plain float list."""
+    answer: dict[str, Any] = {"id": request_id(), "texts": body.text_list(), "meta": meta(version, input_tokens=tokens)}
+    if version == "1" and body.embedding_types is None:
+        return {**answer, "response_type": "embeddings_floats", "embeddings": np.asarray(vectors, np.float32).tolist()}
+    types = body.embedding_types or ["float"]
+    return {**answer, "response_type": "embeddings_by_type", "embeddings": embeddings_by_type(vectors, types)}
