@@ -39,7 +39,7 @@ from typing import Any, Literal, TypeVar
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SkippedFile, SourceDocument, load_folder
 from qdrant_tools.encoding import Encoder, EncoderPlan, plan_encoders
-from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion
+from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion, rebase_ids
 from qdrant_tools.report import IngestReport
 from qdrant_tools.retry import RetryPolicy
 from qdrant_tools.sparse import Bm25Sparse
@@ -67,6 +67,9 @@ class IngestSettings:
         prune_under: with ``prune``, only documents read from a file under this folder are deleted
             (:func:`scoped_to` sets it to the ingested folder); ``None``: every stored document
             absent from the input.
+        read_from: the path the documents were read from (:func:`scoped_to` sets it): when it lies inside
+            a folder the collection was filled from, the documents' ids are made relative to that folder
+            (:func:`qdrant_tools.plan.rebase_ids`), so a subfolder or one file updates its documents in place.
         retry: backoff of every Qdrant call (transient network errors only; never applied to encoding).
         show_progress: progress bar over written chunks.
         subchunks: store each chunk (node) with a multivector of its sentence-aligned
@@ -96,6 +99,7 @@ class IngestSettings:
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     prune: bool = False
     prune_under: str | None = None
+    read_from: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     show_progress: bool = True
     subchunks: SubchunkConfig | None = DEFAULT_SUBCHUNKS
@@ -130,22 +134,22 @@ S = TypeVar("S", bound=IngestSettings)
 
 
 def scoped_to(settings: S, path: str | Path) -> S:
-    """``settings`` whose pruning is limited to the documents under the folder ``path`` (unchanged without prune).
+    """``settings`` for documents read from ``path``: ids rebased onto the collection's folder, pruning limited
+    to the documents under the folder ``path``.
 
     Document ids are paths relative to the ingested folder, so they say nothing of where
-    the folder is: the stored ``source`` does (:func:`qdrant_tools.plan.plan_ingestion`).
+    the folder is: the stored ``source`` does (:func:`qdrant_tools.plan.plan_ingestion`,
+    :func:`qdrant_tools.plan.rebase_ids`).
 
     Raises:
         ValueError: ``prune`` with a single file ``path`` (it would prune every other document); nothing written.
     """
-    if not settings.prune:
-        return settings
-    if Path(path).is_file():
+    if settings.prune and Path(path).is_file():
         raise ValueError(
             f"prune with the single file {str(path)!r} would delete every other document of the collection; "
             "pass the folder to prune, or ingest the file without prune"
         )
-    return dataclasses.replace(settings, prune_under=str(path))
+    return dataclasses.replace(settings, read_from=str(path), prune_under=str(path) if settings.prune else None)
 
 
 def read_folder(
@@ -188,8 +192,11 @@ def plan_run(
     spec = spec_for_vectors(collection, encoders.vector_configs(), spec, metadata, sparse=encoders.sparse_configs())
     writer = QdrantWriter(client, spec, descriptions=encoders.descriptions, retry=settings.retry, ordering=ordering)
     writer.check()
+    stored = writer.read_state()
+    if settings.read_from is not None:
+        documents = rebase_ids(documents, stored, settings.read_from)
     plan = plan_ingestion(
-        writer.read_state(),
+        stored,
         documents,
         encoders.chunking_key,
         encoders.fingerprints,

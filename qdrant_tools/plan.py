@@ -35,10 +35,12 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from qdrant_tools.chunking import SourceDocument
@@ -176,6 +178,51 @@ def plan_ingestion(
     if prune_under is not None:
         gone = [doc_id for doc_id in gone if _read_under(stored[doc_id].values(), prune_under)]
     return IngestionPlan(documents=tuple(plans), prune=tuple(gone))
+
+
+def stored_roots(stored: StoredState) -> set[str]:
+    """The folders the stored documents were read from: each ``source`` less its ``doc_id`` (absolute paths).
+
+    Example:
+        >>> sorted(stored_roots({"sub/a.md": {"v": StoredVersion(frozenset(), 1, "/data/sub/a.md")}}))
+        ['/data']
+    """
+    roots = set()
+    for doc_id, versions in stored.items():
+        parts = PurePosixPath(doc_id).parts
+        for v in versions.values():
+            src = Path(os.path.abspath(v.source)).parts if v.source else ()
+            if parts and len(src) > len(parts) and tuple(src[-len(parts) :]) == parts:
+                roots.add(str(Path(*src[: -len(parts)])))
+    return roots
+
+
+def rebase_ids(documents: Sequence[SourceDocument], stored: StoredState, path: str) -> list[SourceDocument]:
+    """``documents`` read from ``path``, their ids made relative to the stored folder ``path`` lies in.
+
+    Ids are relative to the folder ingested; ingesting a subfolder (or one file) of a folder the
+    collection was filled from would otherwise give its documents new ids (``b.md`` instead of
+    ``sub/b.md``) and store them twice. The nearest stored folder above ``path`` wins; a ``path``
+    that is itself a stored folder keeps its ids.
+
+    Example:
+        >>> stored = {"sub/a.md": {"v": StoredVersion(frozenset({0}), 1, "/data/sub/a.md")}}
+        >>> docs = [SourceDocument("b.md", "b", "/data/sub/b.md", "h")]
+        >>> [d.doc_id for d in rebase_ids(docs, stored, "/data/sub")]
+        ['sub/b.md']
+    """
+    here = os.path.abspath(path)
+    base = os.path.dirname(here) if os.path.isfile(here) else here
+    roots = stored_roots(stored)
+    if here in roots:
+        return list(documents)
+    above = [r for r in roots if os.path.commonpath([r, base]) == r]
+    if not above:
+        return list(documents)
+    prefix = PurePosixPath(*Path(os.path.relpath(base, max(above, key=len))).parts)
+    if str(prefix) == ".":
+        return list(documents)
+    return [dataclasses.replace(d, doc_id=str(prefix / d.doc_id)) for d in documents]
 
 
 def _read_under(versions: Iterable[StoredVersion], folder: str) -> bool:

@@ -229,6 +229,8 @@ def _load(file: Path, readers: dict[str, BaseReader]) -> list[Document] | str:
     except ImportError as exc:
         raise MissingReaderError(f"reading {file} needs a package that is not installed ({exc}): {_EXTRA}") from None
     except Exception as exc:
+        if isinstance(exc.__cause__, MissingReaderError):
+            raise MissingReaderError(f"{file}: {exc.__cause__}") from None
         return _why(exc)
     if not any(p.text.strip() for p in parts):
         return "no text (empty, whitespace only, or a PDF without a text layer)"

@@ -1,4 +1,5 @@
-"""A small real PDF written by hand (one text line per page, Helvetica), for the reader tests; no PDF library."""
+"""A mixed-format folder for the reader tests: a small real PDF written by hand (Helvetica text, no PDF
+library), an HTML page, Markdown, Python and a binary file."""
 
 from __future__ import annotations
 
@@ -40,3 +41,32 @@ def minimal_pdf(pages: list[list[str]]) -> bytes:
     out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
     out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
     return bytes(out)
+
+
+PDF_PAGES = [
+    ["The tide tables of 1921 list the spring tides.", "Spring tides rise highest at the new moon."],
+    ["Neap tides come at the quarter moons.", "The harbour master logs every neap tide."],
+    ["Storm surges add to the tide in winter."],
+]
+HTML = (
+    "<!DOCTYPE html><html><head><title>Honeybees</title><style>p { color: red; }</style></head>"
+    "<body><h1>Honeybees</h1><p>A forager performs the <b>waggle dance</b> to point at nectar.</p>"
+    "<script>var hidden = 'scriptnoise';</script><div><p>Drones</p><p>Queens</p></div></body></html>"
+)
+MARKDOWN = "# Sourdough\n\nFeed the starter with rye flour every morning.\n"
+PYTHON = 'def knead(dough):\n    """Fold the dough twelve times."""\n    return dough * 12\n'
+
+
+def make_mixed_folder(root):
+    """A folder holding a three-page PDF, an HTML page, a Markdown file, a .py file in ``code/`` and a binary file.
+
+    Returns:
+        ``root`` (a ``pathlib.Path``).
+    """
+    (root / "code").mkdir(parents=True)
+    (root / "tides.pdf").write_bytes(minimal_pdf(PDF_PAGES))
+    (root / "bees.html").write_text(HTML)
+    (root / "bread.md").write_text(MARKDOWN)
+    (root / "code" / "knead.py").write_text(PYTHON)
+    (root / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    return root
