@@ -152,8 +152,8 @@ def test_dry_run_lists_what_would_be_replaced_and_removed_and_writes_nothing(tmp
 @pytest.mark.slow
 def test_mixed_folder_on_real_minilm_finds_the_pdf_page_and_reruns_idempotently(tmp_path, capsys, mixed):
     store = str(tmp_path / "q")
-    rc, rep, err = ingest(capsys, store, mixed, "--chunk-tokens", "24", "--overlap-tokens", "0")
-    assert rc == 0, err
+    rc, first, err = ingest(capsys, store, mixed, "--chunk-tokens", "24", "--overlap-tokens", "0")
+    assert rc == 0 and sorted(first["new"]) == FILES, err
     hits = query(capsys, store, "Which tides come at the quarter moons?", "--filter", "file_type=application/pdf")
     assert hits[0]["doc_id"] == "tides.pdf" and hits[0]["metadata"]["page_label"] == "2"
     assert "quarter moons" in hits[0]["text"]
