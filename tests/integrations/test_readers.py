@@ -95,3 +95,32 @@ def test_a_pdf_without_the_readers_extra_is_an_error_naming_it(mixed, monkeypatc
         read_path(mixed)
     docs, _, _ = read_path(mixed, extensions=[e for e in DEFAULT_EXTENSIONS if e != ".pdf"])
     assert "tides.pdf" not in _by_id(docs)
+
+
+def test_html_without_beautifulsoup_is_an_error_naming_the_extra(mixed, monkeypatch):
+    monkeypatch.setitem(sys.modules, "bs4", None)
+    with pytest.raises(MissingReaderError, match=r"bees\.html: reading HTML needs beautifulsoup4: .*\[readers\]"):
+        read_path(mixed, extensions=[".html", ".md"])
+
+
+def test_a_crash_then_a_rerun_stores_every_chunk_of_a_mixed_folder_once(mixed, make_fake):
+    from qdrant_tools.ingest import IngestConfig, ingest_documents
+    from qdrant_tools.store import open_store
+
+    docs = read_path(mixed)[0]
+    config = IngestConfig(chunk_tokens=6, overlap_tokens=0, batch_size=3, show_progress=False, subchunks=None)
+    client = open_store(":memory:")
+    try:
+        with pytest.raises(RuntimeError, match="injected failure"):
+            ingest_documents(client, "c", docs, {"calibrated": make_fake(fail_on_call=3)}, config)
+        partial = client.count("c").count
+        report = ingest_documents(client, "c", docs, {"calibrated": make_fake()}, config)
+        points, _ = client.scroll("c", limit=1000, with_payload=True)
+    finally:
+        client.close()
+    keys = [(p.payload["doc_id"], p.payload["chunk_index"]) for p in points]
+    assert 0 < partial < len(points) and len(keys) == len(set(keys))
+    assert report.chunks_written == len(points) - partial
+    assert {d: max(i for k, i in keys if k == d) + 1 for d, _ in keys} == {
+        p.payload["doc_id"]: p.payload["n_chunks"] for p in points
+    }
