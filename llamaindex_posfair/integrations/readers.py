@@ -73,11 +73,14 @@ _BLOCKS = [
 ]  # fmt: skip
 
 
+_BLOCK_END = "\x1e"  # marks the end of a block element while the text is extracted
+
+
 class HtmlTextReader(BaseReader):
     """HTML -> the text of its ``<body>`` (the whole page if it has none), one line per block element.
 
-    ``<script>``, ``<style>``, ``<template>`` and ``<noscript>`` are dropped and whitespace is
-    collapsed; the ``<title>`` becomes the ``title`` metadata. BeautifulSoup parses, as in
+    ``<script>``, ``<style>``, ``<template>`` and ``<noscript>`` are dropped and whitespace inside a
+    block (line breaks of the source included) is collapsed; the ``<title>`` becomes the ``title`` metadata. BeautifulSoup parses, as in
     LlamaIndex's ``HTMLTagReader``, which keeps script text and runs block elements together
     (``<p>One</p><p>Two</p>`` -> ``OneTwo``), hence this reader.
 
@@ -101,8 +104,8 @@ class HtmlTextReader(BaseReader):
         for tag in soup(["script", "style", "template", "noscript", "head"]):
             tag.decompose()
         for tag in soup(_BLOCKS):
-            tag.insert_after("\n")
-        lines = (" ".join(line.split()) for line in (soup.body or soup).get_text().split("\n"))
+            tag.insert_after(_BLOCK_END)
+        lines = (" ".join(block.split()) for block in (soup.body or soup).get_text().split(_BLOCK_END))
         return [Document(text="\n".join(line for line in lines if line), metadata=metadata)]
 
 

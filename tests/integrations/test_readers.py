@@ -41,6 +41,12 @@ def test_html_is_read_as_its_text_without_tags_scripts_or_styles(mixed):
     assert html.metadata["title"] == "Honeybees" and len(HTML) > len(html.text)
 
 
+def test_html_line_breaks_inside_a_paragraph_are_spaces(tmp_path):
+    page = tmp_path / "p.html"
+    page.write_text("<html><body><p>The angle of the run\npoints at the nectar.</p><p>Next</p></body></html>")
+    assert read_path(page)[0][0].text == "The angle of the run points at the nectar.\nNext"
+
+
 def test_a_pdf_keeps_its_pages_text_and_character_offsets(mixed):
     pdf = _by_id(read_path(mixed)[0])["tides.pdf"]
     assert [label for _, label in pdf.pages] == ["1", "2", "3"]
