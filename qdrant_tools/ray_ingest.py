@@ -164,6 +164,18 @@ def _row(d: DocumentPlan) -> dict[str, Any]:
     }
 
 
+def _doc_of_row(batch: Mapping[str, Any], i: int) -> SourceDocument:
+    """The document of row ``i`` of a Ray batch of :func:`_row` rows (the inverse of :func:`_row`)."""
+    return SourceDocument(
+        doc_id=str(batch["doc_id"][i]),
+        text=str(batch["text"][i]),
+        source=str(batch["source"][i]),
+        content_hash=str(batch["content_hash"][i]),
+        metadata=json.loads(str(batch["metadata"][i])),
+        pages=tuple((int(s), str(label)) for s, label in json.loads(str(batch["pages"][i]))),
+    )
+
+
 def _to_columns(batch: PointBatch) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {
         "point_id": np.array(list(batch.ids), dtype=object),
@@ -212,14 +224,7 @@ class ChunkEncodeWorker:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         chunks = []
         for i in range(len(batch["doc_id"])):
-            doc = SourceDocument(
-                doc_id=str(batch["doc_id"][i]),
-                text=str(batch["text"][i]),
-                source=str(batch["source"][i]),
-                content_hash=str(batch["content_hash"][i]),
-                metadata=json.loads(str(batch["metadata"][i])),
-                pages=tuple((int(s), str(label)) for s, label in json.loads(str(batch["pages"][i]))),
-            )
+            doc = _doc_of_row(batch, i)
             chunks.extend(self.encoder.chunks(doc, skip=set(json.loads(str(batch["done"][i])))))
         return _to_columns(self.encoder.encode(chunks, token_budget=self.token_budget))
 
