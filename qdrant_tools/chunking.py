@@ -96,6 +96,9 @@ class SourceDocument:
     in the payload where filters reach it; build ``content_hash`` with
     :func:`content_hash` of the text *and* the metadata, so a change of either is a
     new document version.
+    ``pages`` holds ``(start_char, label)`` of each page of a paged document (a PDF),
+    in order: each chunk's payload then names the page it starts on and the pages it spans
+    (:func:`qdrant_tools.payload.page_fields`); pass them to :func:`content_hash` too.
     """
 
     doc_id: str
@@ -103,6 +106,7 @@ class SourceDocument:
     source: str
     content_hash: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    pages: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,19 +141,23 @@ def tokenizer_spans(tokenizer: Any) -> SpanFn:
     return spans
 
 
-def content_hash(text: str, metadata: Mapping[str, Any] | None = None) -> str:
-    """SHA-256 (hex) of the UTF-8 encoded text, and of ``metadata`` when there is any.
+def content_hash(text: str, metadata: Mapping[str, Any] | None = None, pages: Sequence[tuple[int, str]] = ()) -> str:
+    """SHA-256 (hex) of the UTF-8 encoded text, and of ``metadata`` and ``pages`` when there are any.
 
-    Without metadata the hash is the text's alone, so documents stored before
-    metadata existed keep their versions.
+    Without metadata and pages the hash is the text's alone, so documents stored before
+    they existed keep their versions.
 
     Example:
         >>> content_hash("a") == content_hash("a", {})
         True
         >>> content_hash("a") == content_hash("a", {"lang": "en"})
         False
+        >>> content_hash("a b", pages=[(0, "1")]) == content_hash("a b", pages=[(0, "1"), (2, "2")])
+        False
     """
     blob = text if not metadata else text + "\x00" + json.dumps(dict(metadata), sort_keys=True, default=str)
+    if pages:
+        blob += "\x00pages" + json.dumps([[int(s), str(label)] for s, label in pages])
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 

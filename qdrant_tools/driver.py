@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,9 +37,9 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from qdrant_tools import payload as P
-from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SourceDocument, load_folder
+from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SkippedFile, SourceDocument, load_folder
 from qdrant_tools.encoding import Encoder, EncoderPlan, plan_encoders
-from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion
+from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion, rebase_ids
 from qdrant_tools.report import IngestReport
 from qdrant_tools.retry import RetryPolicy
 from qdrant_tools.sparse import Bm25Sparse
@@ -63,6 +64,12 @@ class IngestSettings:
         prune: delete documents stored in the collection whose file is no
             longer under the ingested path (off by default: a missing file
             never deletes data unless asked).
+        prune_under: with ``prune``, only documents read from a file under this folder are deleted
+            (:func:`scoped_to` sets it to the ingested folder); ``None``: every stored document
+            absent from the input.
+        read_from: the path the documents were read from (:func:`scoped_to` sets it): when it lies inside
+            a folder the collection was filled from, the documents' ids are made relative to that folder
+            (:func:`qdrant_tools.plan.rebase_ids`), so a subfolder or one file updates its documents in place.
         retry: backoff of every Qdrant call (transient network errors only; never applied to encoding).
         show_progress: progress bar over written chunks.
         subchunks: store each chunk (node) with a multivector of its sentence-aligned
@@ -91,6 +98,8 @@ class IngestSettings:
     overlap_tokens: int | None = None
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     prune: bool = False
+    prune_under: str | None = None
+    read_from: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     show_progress: bool = True
     subchunks: SubchunkConfig | None = DEFAULT_SUBCHUNKS
@@ -119,19 +128,82 @@ class IngestSettings:
         )
 
 
-def read_folder(path: str | Path, extensions: Iterable[str], report: R) -> tuple[list[SourceDocument], R]:
-    """Read the files under ``path``; record what was seen and skipped, and the time taken, in ``report``.
+#: Reads a path: ``(path, extensions) -> (documents, skipped, n_other)`` (:func:`qdrant_tools.chunking.load_folder`).
+Loader = Callable[[str | Path, Iterable[str]], tuple[list[SourceDocument], list[SkippedFile], int]]
+S = TypeVar("S", bound=IngestSettings)
+
+
+def scoped_to(settings: S, path: str | Path) -> S:
+    """``settings`` for documents read from ``path``: ids rebased onto the collection's folder, pruning limited
+    to the documents under the folder ``path``.
+
+    Document ids are paths relative to the ingested folder, so they say nothing of where
+    the folder is: the stored ``source`` does (:func:`qdrant_tools.plan.plan_ingestion`,
+    :func:`qdrant_tools.plan.rebase_ids`).
+
+    Raises:
+        ValueError: ``prune`` with a single file ``path`` (it would prune every other document); nothing written.
+    """
+    if settings.prune and Path(path).is_file():
+        raise ValueError(
+            f"prune with the single file {str(path)!r} would delete every other document of the collection; "
+            "pass the folder to prune, or ingest the file without prune"
+        )
+    return dataclasses.replace(settings, read_from=str(path), prune_under=str(path) if settings.prune else None)
+
+
+def read_folder(
+    path: str | Path, extensions: Iterable[str], report: R, load: Loader = load_folder
+) -> tuple[list[SourceDocument], R]:
+    """Read the files under ``path`` with ``load``; record what was seen and skipped, and the time taken, in ``report``.
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
     """
     t0 = time.perf_counter()
-    docs, skipped, n_other = load_folder(path, extensions)
+    docs, skipped, n_other = load(path, extensions)
     report.files_seen += len(docs) + len(skipped)
     report.files_other += n_other
     report.skipped.extend(skipped)
     report.seconds += time.perf_counter() - t0
     return docs, report
+
+
+def plan_run(
+    client: Any,
+    collection: str,
+    documents: Sequence[SourceDocument],
+    encoders: EncoderPlan,
+    settings: IngestSettings,
+    *,
+    spec: CollectionSpec | None = None,
+    ordering: str | None = None,
+) -> tuple[QdrantWriter, IngestionPlan]:
+    """Step 2 and the plan of step 3, writing nothing: check the collection, read its state, plan.
+
+    What :meth:`IngestionRun.start` does before its first write, and all a dry run does
+    (the plan says what would be added, replaced and pruned).
+
+    Raises:
+        SchemaMismatchError: the collection (or ``spec``) does not fit the encoders.
+        ValueError: duplicate document ids.
+    """
+    metadata = {**(settings.metadata or {}), **encoders.metadata()}
+    spec = spec_for_vectors(collection, encoders.vector_configs(), spec, metadata, sparse=encoders.sparse_configs())
+    writer = QdrantWriter(client, spec, descriptions=encoders.descriptions, retry=settings.retry, ordering=ordering)
+    writer.check()
+    stored = writer.read_state()
+    if settings.read_from is not None:
+        documents = rebase_ids(documents, stored, settings.read_from)
+    plan = plan_ingestion(
+        stored,
+        documents,
+        encoders.chunking_key,
+        encoders.fingerprints,
+        prune=settings.prune,
+        prune_under=settings.prune_under,
+    )
+    return writer, plan
 
 
 @dataclass
@@ -177,13 +249,7 @@ class IngestionRun:
             SchemaMismatchError: the collection (or ``spec``) does not fit the encoders; nothing written.
             ValueError: duplicate document ids; nothing written.
         """
-        metadata = {**(settings.metadata or {}), **encoders.metadata()}
-        spec = spec_for_vectors(collection, encoders.vector_configs(), spec, metadata, sparse=encoders.sparse_configs())
-        writer = QdrantWriter(client, spec, descriptions=encoders.descriptions, retry=settings.retry, ordering=ordering)
-        writer.check()
-        plan = plan_ingestion(
-            writer.read_state(), documents, encoders.chunking_key, encoders.fingerprints, prune=settings.prune
-        )
+        writer, plan = plan_run(client, collection, documents, encoders, settings, spec=spec, ordering=ordering)
         report.created_collection = writer.ensure()
         _record_plan(report, plan, encoders)
         todo = plan.to_encode

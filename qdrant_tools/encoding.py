@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -94,28 +94,51 @@ def spans_for(encoder: Any) -> tuple[SpanFn, str]:
     return whitespace_spans, "whitespace"
 
 
+def document_token_counter(encoder: Any) -> Callable[[list[str]], list[int]]:
+    """Tokens the encoder sees per document text: its ``document_prompt`` (if any) prepended, special tokens included.
+
+    The encoder embeds ``document_prompt + text`` (as sentence-transformers does), so the prompt's tokens
+    take room in the window: chunk sizes and each chunk's ``n_tokens`` / ``truncated`` count them.
+
+    Example:
+        >>> class Enc:
+        ...     document_prompt = "passage: "
+        ...     def count_tokens(self, texts): return [len(t.split()) + 2 for t in texts]
+        >>> document_token_counter(Enc())(["one two three"])
+        [6]
+    """
+    prompt = getattr(encoder, "document_prompt", None) or ""
+    if not prompt:
+        return lambda texts: list(encoder.count_tokens(list(texts)))
+    return lambda texts: list(encoder.count_tokens([prompt + t for t in texts]))
+
+
 def resolve_chunking(
     encoder: Encoder, chunk_tokens: int | None = None, overlap_tokens: int | None = None
 ) -> ChunkingConfig:
     """Chunking that fits the encoder's window unless sizes are given explicitly.
 
-    An explicit ``chunk_tokens`` above the window is allowed (the chunks are
-    truncated when embedded, and the report says how many) but logged.
+    The window is ``max_length`` less the special tokens and the tokens of the encoder's
+    ``document_prompt`` (:func:`document_token_counter`). An explicit ``chunk_tokens`` above
+    the window is allowed (the chunks are truncated when embedded, and the report says how
+    many) but logged.
 
     Raises:
-        ValueError: the encoder's window holds no text after its special tokens.
+        ValueError: the encoder's window holds no text after its special and prompt tokens.
     """
-    n_special = int(encoder.count_tokens([""])[0])
+    n_special = int(document_token_counter(encoder)([""])[0])
     window = int(encoder.max_length) - n_special
     if window <= 0:
         raise ValueError(
-            f"encoder max_length={encoder.max_length} leaves no room for text after {n_special} special tokens"
+            f"encoder max_length={encoder.max_length} leaves no room for text after {n_special} special "
+            "and document-prompt tokens; raise --max-length or shorten --document-prompt"
         )
     if chunk_tokens is None:
         chunk_tokens = min(DEFAULT_CHUNK_TOKENS, window)
     elif chunk_tokens > window:
         logger.warning(
-            "chunk_tokens=%d exceeds the model window of %d text tokens (max_length %d); "
+            "chunk_tokens=%d exceeds the model window of %d text tokens (max_length %d, less special "
+            "and document-prompt tokens); "
             "chunks will be truncated when embedded",
             chunk_tokens,
             window,
@@ -397,8 +420,10 @@ def prepare_document(
     """Chunk one document into planned points (pure given its inputs), leaving out chunk indices in ``skip``.
 
     With ``subchunks``, each payload also records its sub-chunks' document offsets
-    (:data:`qdrant_tools.payload.SUBCHUNK_SPANS`). Every ingestion path builds points
-    with this function, so ids and payloads agree.
+    (:data:`qdrant_tools.payload.SUBCHUNK_SPANS`). ``count_tokens`` counts what the encoder
+    embeds (:func:`document_token_counter`: document prompt and special tokens included), so
+    ``n_tokens`` and ``truncated`` tell the truth. Every ingestion path builds points with this
+    function, so ids and payloads agree.
     """
     version = document_version(doc.content_hash, chunking_key, fingerprints)
     chunks = chunk_text(doc.text, chunking, spans_fn)
@@ -497,7 +522,7 @@ class ChunkEncoder:
             chunking_key=p.chunking_key,
             spans_fn=self.spans_fn,
             fingerprints=p.fingerprints,
-            count_tokens=self.first.count_tokens,
+            count_tokens=document_token_counter(self.first),
             max_length=p.max_length,
             skip=skip,
             subchunks=p.subchunks,

@@ -25,7 +25,7 @@ from typing import Any
 from qdrant_client.uploader.uploader import iter_batch
 
 from qdrant_tools.chunking import SourceDocument
-from qdrant_tools.driver import IngestionRun, IngestSettings, read_folder
+from qdrant_tools.driver import IngestionRun, IngestSettings, read_folder, scoped_to
 from qdrant_tools.encoding import ChunkEncoder, Encoder, PlannedChunk
 from qdrant_tools.report import IngestReport
 from qdrant_tools.spec import CollectionSpec
@@ -122,10 +122,13 @@ def ingest_path(
 ) -> IngestReport:
     """Ingest a folder of .txt/.md files (or one file); see :func:`ingest_documents` (``kwargs`` go there).
 
+    With ``prune``, only documents read from under ``path`` are pruned (:func:`qdrant_tools.driver.scoped_to`).
+
     Raises:
         FileNotFoundError: if ``path`` does not exist.
         SchemaMismatchError: before any write, if the collection does not fit.
+        ValueError: ``prune`` with a single file (nothing written).
     """
-    config = config or IngestConfig()
+    config = scoped_to(config or IngestConfig(), path)
     docs, report = read_folder(path, config.extensions, IngestReport(collection=collection))
     return ingest_documents(client, collection, docs, vectors, config, report=report, **kwargs)

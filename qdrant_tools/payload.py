@@ -19,7 +19,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import bisect
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
@@ -45,13 +46,20 @@ FORMAT = "posfair_payload_format"
 #: ``[[start_char, end_char], ...]`` of the node's sub-chunks (document offsets), when the layout has them.
 SUBCHUNK_SPANS = "subchunk_spans"
 
+#: Paged documents (a PDF): the label of the page a chunk starts on, as the reader gives it (a string,
+#: e.g. ``"3"`` or ``"iv"``), its 1-based page number (an integer, for ranges) and the labels of every
+#: page the chunk spans.
+PAGE_LABEL = "page_label"
+PAGE_NUMBER = "page_number"
+PAGE_LABELS = "page_labels"
+
 #: Fields read back when diffing a collection against the input.
 RECORD_FIELDS = [DOC_ID, VERSION, N_CHUNKS]
 
 #: Fields posfair writes itself; document metadata may not use these keys (``file_name`` may: same meaning).
 RESERVED_FIELDS = frozenset(
     {TEXT, DOC_ID, SOURCE, CHUNK_INDEX, N_CHUNKS, START_CHAR, END_CHAR, N_TOKENS, TRUNCATED, CONTENT_HASH}
-    | {VERSION, FINGERPRINTS, CHUNKING, FORMAT, SUBCHUNK_SPANS}
+    | {VERSION, FINGERPRINTS, CHUNKING, FORMAT, SUBCHUNK_SPANS, PAGE_LABEL, PAGE_NUMBER, PAGE_LABELS}
 )
 
 
@@ -68,6 +76,28 @@ def check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
             f"rename them, e.g. 'user_{bad[0]}' (reserved: {sorted(RESERVED_FIELDS)})"
         )
     return dict(metadata)
+
+
+def page_fields(pages: Sequence[tuple[int, str]], start_char: int, end_char: int) -> dict[str, Any]:
+    """The page fields of the chunk ``[start_char, end_char)`` of a document with ``pages`` (``{}`` without pages).
+
+    Args:
+        pages: ``(start_char, label)`` of each page, in order (:attr:`SourceDocument.pages`).
+
+    Example:
+        >>> page_fields([(0, "i"), (10, "1"), (25, "2")], 12, 30)
+        {'page_label': '1', 'page_number': 2, 'page_labels': ['1', '2']}
+    """
+    if not pages:
+        return {}
+    starts = [int(s) for s, _ in pages]
+    first = max(bisect.bisect_right(starts, start_char) - 1, 0)
+    last = max(bisect.bisect_left(starts, end_char) - 1, first)
+    return {
+        PAGE_LABEL: str(pages[first][1]),
+        PAGE_NUMBER: first + 1,
+        PAGE_LABELS: [str(label) for _, label in pages[first : last + 1]],
+    }
 
 
 def build_payload(
@@ -95,7 +125,8 @@ def build_payload(
         chunking_key: :meth:`ChunkingConfig.key`, for the record.
         subchunk_spans: document offsets of the node's sub-chunks (the layout with sub-chunk vectors).
 
-    The document's metadata comes first, top-level; posfair's fields follow (see :func:`check_metadata`).
+    The document's metadata comes first, top-level; posfair's fields follow (see :func:`check_metadata`),
+    with the page fields of a paged document (:func:`page_fields`).
     """
     payload = {
         **check_metadata(doc.metadata),
@@ -115,6 +146,7 @@ def build_payload(
         CHUNKING: chunking_key,
         FORMAT: PAYLOAD_FORMAT,
     }
+    payload.update(page_fields(doc.pages, chunk.start_char, chunk.end_char))
     if subchunk_spans is not None:
         payload[SUBCHUNK_SPANS] = subchunk_spans
     return payload

@@ -17,7 +17,9 @@ classifies each document:
 A document's *version* (:func:`qdrant_tools.ids.document_version`) hashes its
 content, the chunking and every encoder fingerprint, so any of them changing
 makes a document ``changed``. Stored documents missing from the input are
-prune candidates (deleted only when asked).
+prune candidates (deleted only when asked), and with ``prune_under`` only those
+whose stored ``source`` file lies under that folder: ingesting one folder never
+prunes the documents of another.
 
 :class:`CompletionTracker` follows the chunks as they are written and says
 when a document's new version is complete, the only moment its stale versions
@@ -33,9 +35,12 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from qdrant_tools.chunking import SourceDocument
@@ -53,10 +58,12 @@ class StoredVersion:
     Args:
         chunks: chunk indices stored.
         n_chunks: how many chunks the version has (from the payloads).
+        source: the path the version was read from (its payload's ``source``), if known.
     """
 
     chunks: frozenset[int]
     n_chunks: int
+    source: str | None = field(default=None, compare=False)
 
     @property
     def complete(self) -> bool:
@@ -142,6 +149,7 @@ def plan_ingestion(
     fingerprints: Mapping[str, str],
     *,
     prune: bool = False,
+    prune_under: str | None = None,
 ) -> IngestionPlan:
     """Classify every document against the stored state.
 
@@ -151,6 +159,8 @@ def plan_ingestion(
         chunking_key: :func:`qdrant_tools.encoding.chunking_key` of this run.
         fingerprints: vector name -> encoder fingerprint of this run.
         prune: list stored documents absent from the input as prune candidates.
+        prune_under: a folder: only stored documents read from a file under it are prune candidates
+            (``None``: every stored document absent from the input).
 
     Returns:
         The :class:`IngestionPlan`.
@@ -165,7 +175,70 @@ def plan_ingestion(
         action, done, stale = classify(version, stored.get(doc.doc_id, {}))
         plans.append(DocumentPlan(doc=doc, version=version, action=action, done=done, stale=stale))
     gone = sorted(set(stored) - {d.doc_id for d in documents}) if prune else []
+    if prune_under is not None:
+        gone = [doc_id for doc_id in gone if _read_under(stored[doc_id].values(), prune_under)]
     return IngestionPlan(documents=tuple(plans), prune=tuple(gone))
+
+
+def stored_roots(stored: StoredState) -> set[str]:
+    """The folders the stored documents were read from: each ``source`` less its ``doc_id`` (absolute paths).
+
+    Example:
+        >>> sorted(stored_roots({"sub/a.md": {"v": StoredVersion(frozenset(), 1, "/data/sub/a.md")}}))
+        ['/data']
+    """
+    roots = set()
+    for doc_id, versions in stored.items():
+        parts = PurePosixPath(doc_id).parts
+        for v in versions.values():
+            src = Path(os.path.abspath(v.source)).parts if v.source else ()
+            if parts and len(src) > len(parts) and tuple(src[-len(parts) :]) == parts:
+                roots.add(str(Path(*src[: -len(parts)])))
+    return roots
+
+
+def rebase_ids(documents: Sequence[SourceDocument], stored: StoredState, path: str) -> list[SourceDocument]:
+    """``documents`` read from ``path``, their ids made relative to the stored folder ``path`` lies in.
+
+    Ids are relative to the folder ingested; ingesting a subfolder (or one file) of a folder the
+    collection was filled from would otherwise give its documents new ids (``b.md`` instead of
+    ``sub/b.md``) and store them twice. The nearest stored folder above ``path`` wins; a ``path``
+    that is itself a stored folder keeps its ids.
+
+    Example:
+        >>> stored = {"sub/a.md": {"v": StoredVersion(frozenset({0}), 1, "/data/sub/a.md")}}
+        >>> docs = [SourceDocument("b.md", "b", "/data/sub/b.md", "h")]
+        >>> [d.doc_id for d in rebase_ids(docs, stored, "/data/sub")]
+        ['sub/b.md']
+    """
+    here = os.path.abspath(path)
+    base = os.path.dirname(here) if os.path.isfile(here) else here
+    roots = stored_roots(stored)
+    if here in roots:
+        return list(documents)
+    above = [r for r in roots if os.path.commonpath([r, base]) == r]
+    if not above:
+        return list(documents)
+    prefix = PurePosixPath(*Path(os.path.relpath(base, max(above, key=len))).parts)
+    if str(prefix) == ".":
+        return list(documents)
+    return [dataclasses.replace(d, doc_id=str(prefix / d.doc_id)) for d in documents]
+
+
+def _read_under(versions: Iterable[StoredVersion], folder: str) -> bool:
+    """Whether any version was read from a file under ``folder`` (paths made absolute from the working directory).
+
+    Example:
+        >>> _read_under([StoredVersion(frozenset(), 1, "data/sub/a.md")], "data/sub"), _read_under([], "data")
+        (True, False)
+    """
+    root = os.path.abspath(folder)
+    for v in versions:
+        if v.source is not None:
+            src = os.path.abspath(v.source)
+            if os.path.commonpath([root, src]) == root and src != root:
+                return True
+    return False
 
 
 @dataclass

@@ -49,7 +49,7 @@ import numpy as np
 
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument
-from qdrant_tools.driver import IngestionRun, IngestSettings, read_folder
+from qdrant_tools.driver import IngestionRun, IngestSettings, read_folder, scoped_to
 from qdrant_tools.encoding import ChunkEncoder, EncoderPlan
 from qdrant_tools.plan import DocumentPlan
 from qdrant_tools.report import IngestReport
@@ -158,8 +158,22 @@ def _row(d: DocumentPlan) -> dict[str, Any]:
         "text": doc.text,
         "source": doc.source,
         "content_hash": doc.content_hash,
+        "metadata": json.dumps(dict(doc.metadata)),
+        "pages": json.dumps([list(p) for p in doc.pages]),
         "done": done,
     }
+
+
+def _doc_of_row(batch: Mapping[str, Any], i: int) -> SourceDocument:
+    """The document of row ``i`` of a Ray batch of :func:`_row` rows (the inverse of :func:`_row`)."""
+    return SourceDocument(
+        doc_id=str(batch["doc_id"][i]),
+        text=str(batch["text"][i]),
+        source=str(batch["source"][i]),
+        content_hash=str(batch["content_hash"][i]),
+        metadata=json.loads(str(batch["metadata"][i])),
+        pages=tuple((int(s), str(label)) for s, label in json.loads(str(batch["pages"][i]))),
+    )
 
 
 def _to_columns(batch: PointBatch) -> dict[str, np.ndarray]:
@@ -210,12 +224,7 @@ class ChunkEncodeWorker:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         chunks = []
         for i in range(len(batch["doc_id"])):
-            doc = SourceDocument(
-                doc_id=str(batch["doc_id"][i]),
-                text=str(batch["text"][i]),
-                source=str(batch["source"][i]),
-                content_hash=str(batch["content_hash"][i]),
-            )
+            doc = _doc_of_row(batch, i)
             chunks.extend(self.encoder.chunks(doc, skip=set(json.loads(str(batch["done"][i])))))
         return _to_columns(self.encoder.encode(chunks, token_budget=self.token_budget))
 
@@ -327,8 +336,12 @@ def ray_ingest_path(
 ) -> RayIngestReport:
     """Ingest a folder of .txt/.md files (or one file) on Ray; see :func:`ray_ingest_documents`.
 
-    Files are read on the driver (skips reported as in :func:`qdrant_tools.ingest.ingest_path`).
+    Files are read on the driver (skips reported as in :func:`qdrant_tools.ingest.ingest_path`); pruning is
+    limited to ``path`` as there (:func:`qdrant_tools.driver.scoped_to`).
+
+    Raises:
+        ValueError: ``prune`` with a single file (nothing written).
     """
-    config = config or RayIngestConfig()
+    config = scoped_to(config or RayIngestConfig(), path)
     docs, report = read_folder(path, config.extensions, RayIngestReport(collection=collection))
     return ray_ingest_documents(client, collection, docs, factory, config, report=report, **kwargs)

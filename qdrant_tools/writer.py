@@ -315,15 +315,19 @@ class QdrantWriter:
             return {}
         chunks: dict[tuple[str, str], set[int]] = defaultdict(set)
         totals: dict[tuple[str, str], int] = {}
-        for pl in self._scroll_payloads([P.DOC_ID, P.VERSION, P.N_CHUNKS, P.CHUNK_INDEX, P.FORMAT]):
+        sources: dict[tuple[str, str], str] = {}
+        for pl in self._scroll_payloads([P.DOC_ID, P.VERSION, P.N_CHUNKS, P.CHUNK_INDEX, P.FORMAT, P.SOURCE]):
             if P.DOC_ID not in pl or P.VERSION not in pl:
                 continue
             key = (pl[P.DOC_ID], pl[P.VERSION])
             chunks[key].add(int(pl.get(P.CHUNK_INDEX, -1)))
             totals[key] = int(pl.get(P.N_CHUNKS, 0))
+            if isinstance(pl.get(P.SOURCE), str):
+                sources[key] = pl[P.SOURCE]
         state: dict[str, dict[str, StoredVersion]] = defaultdict(dict)
         for (doc_id, version), idx in chunks.items():
-            state[doc_id][version] = StoredVersion(frozenset(idx), totals[(doc_id, version)])
+            key = (doc_id, version)
+            state[doc_id][version] = StoredVersion(frozenset(idx), totals[key], sources.get(key))
         return dict(state)
 
     def _scroll_payloads(self, fields: list[str]) -> Iterable[dict[str, Any]]:

@@ -1,13 +1,21 @@
-"""``posfair ingest PATH --collection NAME``: embed a folder of .txt/.md files into Qdrant.
+"""``posfair ingest PATH --collection NAME``: embed a folder of documents into Qdrant.
+
+Files are read with LlamaIndex's readers (:mod:`llamaindex_posfair.integrations.readers`):
+PDF (page by page, each node names its page; needs the ``readers`` extra), HTML (its
+text), Markdown, plain text and source code. Their file metadata and ``--metadata
+KEY=VALUE`` are stored with every node, for ``posfair query --filter``.
 
 Storage is embedded at ``./.posfair/qdrant`` unless ``--path`` or ``--qdrant-url``
 says otherwise (the API key of a server comes from the ``QDRANT_API_KEY``
 environment variable and is never logged). Re-running is idempotent; an
-interrupted run is completed by running it again.
+interrupted run is completed by running it again. ``--prune`` deletes the stored
+documents read from under PATH whose file is gone (refused for a single file);
+``--dry-run`` prints what would be added, replaced and removed, and writes nothing.
 
 Example:
     posfair ingest examples/data --collection demo
-    posfair ingest docs/ --collection docs --both-vectors --strength 0.3
+    posfair ingest docs/ --collection docs --metadata team=docs --metadata year=2024
+    posfair ingest docs/guides --collection docs --prune --dry-run
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import sys
 from typing import Any
 
 from llamaindex_posfair.cli import options
+from llamaindex_posfair.cli.metadata import add_metadata_arg
 from llamaindex_posfair.cli.options import CliError
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
 
@@ -48,7 +57,12 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     """
     p.add_argument("--chunk-tokens", type=int, default=None, help="tokens per node (default: min(256, model window))")
     p.add_argument("--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring nodes (default 32)")
-    p.add_argument("--extensions", default=".txt,.md", help="comma-separated file suffixes (default .txt,.md)")
+    p.add_argument(
+        "--extensions",
+        default=None,
+        help="comma-separated file suffixes read (default: PDF, HTML, Markdown, text and common source code; "
+        "the list is in docs/cli.md)",
+    )
     p.add_argument("--write-batch-size", type=int, default=256, help="points per Qdrant upsert (default 256)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("sub-chunks (each node is also scored by its best sentence-aligned sub-chunk)")
@@ -232,7 +246,7 @@ def ingest_settings(args: argparse.Namespace, recipe: Any) -> dict[str, Any]:
     """The :class:`qdrant_tools.driver.IngestSettings` fields of this run: the recipe's chunking, recorded."""
     return {
         **recipe.chunking.ingest_settings(),
-        "extensions": options.parse_extensions(args.extensions),
+        "extensions": read_extensions(args),
         "prune": args.prune,
         "show_progress": not args.no_progress,
         "sparse": recipe.sparse_encoder(),
@@ -260,21 +274,77 @@ def encoder_set_from_args(args: argparse.Namespace) -> Any:
         ) from None
 
 
-def check_source(path: str) -> None:
-    """Raise :class:`CliError` unless ``path`` exists."""
+def read_extensions(args: argparse.Namespace) -> tuple[str, ...]:
+    """The suffixes ``--extensions`` names (default: the readers', ``integrations.readers.DEFAULT_EXTENSIONS``).
+
+    Raises:
+        CliError: an empty list.
+    """
+    if args.extensions is None:
+        from llamaindex_posfair.integrations.readers import DEFAULT_EXTENSIONS
+
+        return DEFAULT_EXTENSIONS
+    return options.parse_extensions(args.extensions)
+
+
+def check_source(args: argparse.Namespace) -> None:
+    """Raise :class:`CliError` unless PATH exists, and for ``--prune`` with a single file (before anything opens).
+
+    Document ids are paths relative to PATH, so a single file's id is its name, and pruning the
+    documents "no longer under PATH" would delete every other document of the collection.
+    """
+    path = args.source
     if not os.path.exists(path):
-        raise CliError(f"PATH {path!r} does not exist; pass a folder of .txt/.md files or one file")
+        raise CliError(f"PATH {path!r} does not exist; pass a folder or one file")
+    if args.prune and os.path.isfile(path):
+        folder = os.path.dirname(path) or "."
+        raise CliError(
+            f"--prune with the single file {path!r} would delete every other document of collection "
+            f"{args.collection!r}; nothing was written. Drop --prune to ingest the file, or prune its folder: "
+            f"posfair ingest {folder} --collection {args.collection} --prune"
+        )
+
+
+def read_input(args: argparse.Namespace, report: Any) -> list[Any]:
+    """PATH's documents, read with LlamaIndex's readers (``--metadata`` added); files seen and skipped go in ``report``.
+
+    Raises:
+        CliError: a PDF without the ``readers`` extra, or a reserved ``--metadata`` key.
+    """
+    import functools
+
+    from llamaindex_posfair.cli.metadata import metadata_dict
+    from llamaindex_posfair.integrations.readers import read_path
+    from qdrant_tools.driver import read_folder
+
+    load = functools.partial(read_path, metadata=metadata_dict(args.metadata))
+    try:
+        docs, _ = read_folder(args.source, read_extensions(args), report, load=load)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return docs
 
 
 def add_ingest_args(p: argparse.ArgumentParser) -> None:
-    """Everything ``ingest`` and ``ingest-ray`` share: PATH, storage, model, vectors, chunking, prune, ``--json``."""
-    p.add_argument("source", metavar="PATH", help="folder of .txt/.md files, or one file")
+    """Everything ``ingest`` and ``ingest-ray`` share: PATH, storage, model, vectors, chunking, metadata, prune,
+    ``--dry-run``, ``--json``."""
+    p.add_argument("source", metavar="PATH", help="a folder (read recursively) or one file")
     options.add_storage_args(p)
     options.add_model_args(p)
     add_vector_args(p)
     add_chunking_args(p)
-    p.add_argument("--prune", action="store_true", help="delete stored documents whose file is gone")
-    options.add_json_arg(p, "the ingestion report")
+    add_metadata_arg(p)
+    p.add_argument(
+        "--prune",
+        action="store_true",
+        help="delete stored documents read from under PATH whose file is gone (refused for a single file)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would be added, replaced and removed; write nothing (no collection is created)",
+    )
+    options.add_json_arg(p, "the ingestion report (with --dry-run: the plan)")
 
 
 def register(subparsers: Any) -> None:
@@ -297,17 +367,35 @@ def _config(args: argparse.Namespace, recipe: Any) -> Any:
         raise CliError(str(exc)) from None
 
 
+def open_for_run(args: argparse.Namespace) -> Any:
+    """The storage client of an ingestion; a dry run against embedded storage that does not exist yet reads an
+    empty in-memory store instead, so it creates nothing."""
+    path = getattr(args, "path", None) or options.DEFAULT_STORAGE
+    if args.dry_run and not args.qdrant_url and not os.path.exists(path):
+        from qdrant_tools.store import open_store
+
+        return open_store(":memory:")
+    return options.open_client(args, auto_index=False)
+
+
 def run_ingest(args: argparse.Namespace) -> int:
-    from qdrant_tools.ingest import ingest_path
+    from qdrant_tools.driver import scoped_to
+    from qdrant_tools.ingest import ingest_documents
+    from qdrant_tools.report import IngestReport
     from qdrant_tools.schema import SchemaMismatchError
 
-    check_source(args.source)
-    client = options.open_client(args, auto_index=False)  # storage problems surface before the model loads
+    check_source(args)
+    report = IngestReport(collection=args.collection)
+    docs = read_input(args, report)  # reading problems surface before storage opens or the model loads
+    client = open_for_run(args)
     try:
         recipe, encoder_set = ingest_recipe(args, client)
-        config = _config(args, recipe)
+        config = scoped_to(_config(args, recipe), args.source)
         vectors = encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))
-        report = ingest_path(client, args.collection, args.source, vectors, config)
+        if args.dry_run:
+            print_plan(args, dry_run_plan(client, args.collection, docs, config.encoder_plan(vectors), config), report)
+            return 0
+        report = ingest_documents(client, args.collection, docs, vectors, config, report=report)
     except (SchemaMismatchError, ValueError) as exc:
         raise CliError(str(exc)) from None
     except CliError:
@@ -323,6 +411,49 @@ def run_ingest(args: argparse.Namespace) -> int:
         client.close()
     print_report(args, report)
     return 0
+
+
+def dry_run_plan(client: Any, collection: str, docs: list[Any], encoders: Any, settings: Any) -> Any:
+    """What an ingestion of ``docs`` would do (:func:`qdrant_tools.driver.plan_run`: checks, no write)."""
+    from qdrant_tools.driver import plan_run
+
+    return plan_run(client, collection, docs, encoders, settings)[1]
+
+
+#: Plan action -> what the dry run calls it.
+PLAN_WORDS = {
+    "new": "add",
+    "changed": "replace",
+    "partial": "complete",
+    "cleanup": "clean up",
+    "unchanged": "unchanged",
+}
+
+
+def plan_dict(plan: Any, report: Any) -> dict[str, Any]:
+    """The dry run's plan as JSON: document ids per action, the ids ``--prune`` would remove, the files skipped."""
+    out: dict[str, Any] = {"dry_run": True, "collection": report.collection}
+    for action, word in PLAN_WORDS.items():
+        out[word.replace(" ", "_")] = plan.doc_ids(action)
+    out["remove"] = list(plan.prune)
+    out["skipped"] = [{"source": s.source, "reason": s.reason} for s in report.skipped]
+    return out
+
+
+def print_plan(args: argparse.Namespace, plan: Any, report: Any) -> None:
+    """The dry run: what would be added, replaced and removed (``--json``: :func:`plan_dict`)."""
+    data = plan_dict(plan, report)
+    if args.json:
+        print(json.dumps({**data, "storage": options.storage_label(args)}, indent=2))
+        return
+    print(f"dry run: nothing written to collection {args.collection!r} in {options.storage_label(args)}")
+    for key in ("add", "replace", "complete", "clean_up", "remove"):
+        ids = data[key]
+        if ids:
+            print(f"  would {key.replace('_', ' ')} {len(ids)}: {', '.join(ids)}")
+    print(f"  unchanged: {len(data['unchanged'])}")
+    for s in report.skipped:
+        print(f"  skipped {s.source}: {s.reason}")
 
 
 def print_report(args: argparse.Namespace, report: Any) -> None:

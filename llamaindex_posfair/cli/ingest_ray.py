@@ -22,9 +22,13 @@ from llamaindex_posfair.cli import options
 from llamaindex_posfair.cli.ingest import (
     add_ingest_args,
     check_source,
+    dry_run_plan,
     ingest_recipe,
     ingest_settings,
+    open_for_run,
+    print_plan,
     print_report,
+    read_input,
 )
 from llamaindex_posfair.cli.options import CliError
 
@@ -85,26 +89,34 @@ def _collection_spec(args: argparse.Namespace) -> Any:
 
 
 def run_ingest_ray(args: argparse.Namespace) -> int:
-    from qdrant_tools.ray_ingest import ray_ingest_path
+    from qdrant_tools.driver import scoped_to
+    from qdrant_tools.ray_ingest import RayIngestReport, ray_ingest_documents
     from qdrant_tools.schema import SchemaMismatchError
     from qdrant_tools.spec import CollectionMismatchError
 
-    check_source(args.source)
+    check_source(args)
     collection_spec = _collection_spec(args)
-    client = options.open_client(args, auto_index=False)
+    report = RayIngestReport(collection=args.collection)
+    docs = read_input(args, report)
+    client = open_for_run(args)
     try:
         recipe, encoder_set = ingest_recipe(args, client)
-        config = _config(args, recipe)
+        config = scoped_to(_config(args, recipe), args.source)
+        if args.dry_run:  # the plan needs the encoders' fingerprints and chunking: load them here, not on Ray
+            vectors = encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))
+            print_plan(args, dry_run_plan(client, args.collection, docs, config.encoder_plan(vectors), config), report)
+            return 0
         encoder_set = encoder_set.pinned()
-        report = ray_ingest_path(
+        report = ray_ingest_documents(
             client,
             args.collection,
-            args.source,
+            docs,
             encoder_set,
             config,
             ray_address=args.ray_address,
             local_cpus=args.local_cpus,
             spec=collection_spec,
+            report=report,
         )
     except (SchemaMismatchError, CollectionMismatchError, ValueError) as exc:
         raise CliError(str(exc)) from None

@@ -8,6 +8,10 @@ calibration flag is needed; a flag that contradicts the recipe is an error namin
 both values. ``--rerank`` re-scores ``--candidates`` first-stage nodes with
 ``PositionFairRerank``, scoring as the collection does.
 
+``--filter KEY=VALUE`` (repeatable, ANDed; also ``!=``, ``>``, ``>=``, ``<``, ``<=`` for
+numbers and ISO dates) keeps only nodes whose metadata match, inside the one Qdrant
+query (:mod:`llamaindex_posfair.cli.metadata`); ``--json`` carries each hit's metadata.
+
 Many queries: ``--queries-file FILE`` (JSONL objects with ``id`` and ``text``, or
 one query per line) loads the model once and writes one JSON object per query
 (``id``, ``query``, ``results``) to stdout or ``--out``.
@@ -16,6 +20,7 @@ Example:
     posfair query "who kept the lighthouse?" --collection demo
     posfair query "..." --collection demo --vector-name vanilla --rerank --json
     posfair query --queries-file questions.jsonl --collection demo --out answers.jsonl
+    posfair query "spring tides" --collection docs --filter file_type=application/pdf --filter 'page_number<=3'
 """
 
 from __future__ import annotations
@@ -29,7 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from llamaindex_posfair.cli import options
+from llamaindex_posfair.cli.metadata import add_filter_arg, qdrant_filter
 from llamaindex_posfair.cli.options import CliError
+from qdrant_tools import payload as P
+
+#: Posfair's payload fields that are metadata to a reader of the results (the rest are in the row or internal).
+_SHOWN_FIELDS = frozenset({P.PAGE_LABEL, P.PAGE_NUMBER, P.PAGE_LABELS})
 
 
 def register(subparsers: Any) -> None:
@@ -69,6 +79,7 @@ def register(subparsers: Any) -> None:
         "--bm25-weight", type=float, default=None, help="BM25 weight in RRF, dense = 1 (default: the collection's)"
     )
     g.add_argument("--rrf-k", type=int, default=None, help="k of RRF, 1/(k + rank) (default: the collection's)")
+    add_filter_arg(g)
     g.add_argument("--rerank", action="store_true", help="re-score candidates with PositionFairRerank")
     g.add_argument("--candidates", type=int, default=20, help="first-stage candidates for --rerank (default 20)")
     g.add_argument("--fusion-weight", type=float, default=0.0, help="weight of the first-stage score in --rerank")
@@ -149,8 +160,19 @@ def _settings(args: argparse.Namespace, recipe: Any) -> Any:
         ) from None
 
 
-def row(rank: int, nws: Any) -> dict[str, Any]:
-    """One result as JSON: rank, score, where it comes from, its text, and the matching sentence's offsets."""
+def hit_metadata(payload: dict[str, Any]) -> dict[str, Any]:
+    """A hit's metadata: the reader's and the user's fields, and the page fields (not posfair's bookkeeping).
+
+    Example:
+        >>> hit_metadata({"text": "x", "doc_id": "a.pdf", "file_type": "application/pdf", "page_label": "2"})
+        {'file_type': 'application/pdf', 'page_label': '2'}
+    """
+    return {k: v for k, v in payload.items() if k not in P.RESERVED_FIELDS or k in _SHOWN_FIELDS}
+
+
+def row(rank: int, nws: Any, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One result as JSON: rank, score, where it comes from, its text, the matching sentence's offsets,
+    and (given the hit's ``payload``) its metadata."""
     md = nws.node.metadata
     out = {
         "rank": rank,
@@ -167,6 +189,8 @@ def row(rank: int, nws: Any) -> dict[str, Any]:
         out["evidence"] = [md["evidence_start_char"], md["evidence_end_char"]]
     if "retrieval_score" in md:
         out["retrieval_score"] = md["retrieval_score"]
+    if payload is not None:
+        out["metadata"] = hit_metadata(payload)
     return out
 
 
@@ -176,6 +200,7 @@ class _Answerer:
     def __init__(self, args: argparse.Namespace, client: Any) -> None:
         from llamaindex_posfair.integrations.retriever import FingerprintMismatchError, PosFairRetriever
 
+        self.query_filter = qdrant_filter(args.filter)  # a bad filter is refused before the model loads
         remote = args.endpoint is not None
         if args.rerank and remote:
             raise CliError("--rerank runs the reranker in this process; drop --endpoint or --rerank")
@@ -200,12 +225,33 @@ class _Answerer:
             raise CliError(str(exc)) from None
         self.rerank = _reranker(args, encoder, recipe) if args.rerank else None
         self.top_k = args.top_k
+        self.client = client
+        self.bm25 = recipe.sparse_encoder() if recipe is not None else None
+
+    def search(self, query: str) -> list[Any]:
+        """The retriever's search of ``query``, inside the ``--filter`` conditions (one ``query_points`` call)."""
+        from qdrant_tools.search import search
+
+        r = self.retriever
+        q = r.encoder.encode_queries([query])[0]
+        sparse = self.bm25.embed_query(query) if self.bm25 is not None else None
+        try:
+            return search(
+                self.client, r.collection, q, r.settings, layout=r.layout, query_filter=self.query_filter,
+                sparse_query=sparse,
+            )  # fmt: skip
+        except (ValueError, NotImplementedError) as exc:  # e.g. a filter the embedded store cannot run
+            raise CliError(f"--filter: {exc}") from None
 
     def answer(self, query: str) -> list[dict[str, Any]]:
-        nodes = self.retriever.retrieve(query)
+        from llamaindex_posfair.integrations.retriever import hit_to_node
+
+        hits = self.search(query)
+        payloads = {h.id: h.payload for h in hits}
+        nodes = [hit_to_node(h) for h in hits]
         if self.rerank is not None:
             nodes = self.rerank.postprocess_nodes(nodes, query_str=query)
-        return [row(i + 1, n) for i, n in enumerate(nodes[: self.top_k])]
+        return [row(i + 1, n, payloads.get(n.node.node_id)) for i, n in enumerate(nodes[: self.top_k])]
 
 
 def _recipe(args: argparse.Namespace, client: Any) -> Any:
@@ -295,7 +341,9 @@ def _print_single(args: argparse.Namespace, vector: str, rows: list[dict[str, An
     tag = ", reranked position-fair" if args.rerank else ""
     print(f"{len(rows)} results for {args.query!r} in {args.collection!r} (vector {vector!r}{tag}):")
     for r in rows:
-        print(f"{r['rank']:>2}. {r['score']:.4f}  {r['doc_id']} [{r['start_char']}:{r['end_char']}]")
+        page = r.get("metadata", {}).get(P.PAGE_LABEL)
+        where = f" p. {page}" if page is not None else ""
+        print(f"{r['rank']:>2}. {r['score']:.4f}  {r['doc_id']}{where} [{r['start_char']}:{r['end_char']}]")
         print(f"    {_snippet(r)}")
 
 

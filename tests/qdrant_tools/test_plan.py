@@ -138,3 +138,19 @@ def test_carrying_out_a_plan_makes_the_next_plan_a_noop(states, chunks_now):
         del after[gone]
     again = plan_ingestion(after, docs, KEY, FPS, prune=True)
     assert [p.action for p in again.documents] == ["unchanged"] * len(docs) and again.prune == ()
+
+
+def test_prune_under_a_folder_lists_only_documents_read_from_under_it():
+    stored = {
+        "a.md": {"v": StoredVersion(frozenset({0}), 1, "/data/a.md")},
+        "sub/b.md": {"v": StoredVersion(frozenset({0}), 1, "/data/sub/b.md")},
+        "c.md": {"v": StoredVersion(frozenset({0}), 1, "/elsewhere/c.md")},
+        "subway.md": {"v": StoredVersion(frozenset({0}), 1, "/data/subway.md")},
+        "old.md": {"v": StoredVersion(frozenset({0}), 1, None)},
+    }
+    everywhere = plan_ingestion(stored, [], KEY, FPS, prune=True)
+    under_sub = plan_ingestion(stored, [], KEY, FPS, prune=True, prune_under="/data/sub")
+    under_data = plan_ingestion(stored, [], KEY, FPS, prune=True, prune_under="/data")
+    assert everywhere.prune == ("a.md", "c.md", "old.md", "sub/b.md", "subway.md")
+    assert under_sub.prune == ("sub/b.md",)  # not /data/subway.md: a sibling sharing the prefix
+    assert under_data.prune == ("a.md", "sub/b.md", "subway.md")

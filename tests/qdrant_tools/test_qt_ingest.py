@@ -294,3 +294,35 @@ def test_report_to_dict_is_the_json_shape_of_the_run(client, encoder, corpus):
     assert d["skipped"] == [{"source": str(corpus / "empty.txt"), "reason": "empty file"}]
     assert d["vectors"] == {"calibrated": encoder.fingerprint()} and d["created_collection"] is True
     assert d["resumed"] == [] and d["chunks_resumed"] == 0 and d["seconds"] == round(r.seconds, 3)
+
+
+def test_prune_with_a_single_file_is_refused_before_any_write(client, encoder, corpus):
+    from dataclasses import replace
+
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    before = set(points(client))
+    with pytest.raises(ValueError, match="would delete every other document"):
+        ingest_path(client, "c", corpus / "b.md", {"calibrated": encoder}, replace(CFG, prune=True))
+    assert set(points(client)) == before
+
+
+def test_prune_of_a_subfolder_keeps_the_documents_outside_it(client, encoder, corpus):
+    from dataclasses import replace
+
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    (corpus / "sub" / "d.txt").write_text("delta epsilon zeta.")
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    (corpus / "sub" / "c.txt").unlink()
+    r = ingest_path(client, "c", corpus / "sub", {"calibrated": encoder}, replace(CFG, prune=True))
+    assert r.pruned == ["sub/c.txt"] and r.unchanged == ["sub/d.txt"] and r.chunks_written == 0
+    assert {p.payload["doc_id"] for p in points(client).values()} == {"a.txt", "b.md", "sub/d.txt"}
+
+
+def test_a_file_of_an_ingested_folder_keeps_its_id_when_ingested_alone(client, encoder, corpus):
+    ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
+    before = set(points(client))
+    (corpus / "sub" / "c.txt").write_text("a new text for c.")
+    r = ingest_path(client, "c", corpus / "sub" / "c.txt", {"calibrated": encoder}, CFG)
+    assert r.changed == ["sub/c.txt"] and r.new == []
+    assert {p.payload["doc_id"] for p in points(client).values()} == {"a.txt", "b.md", "sub/c.txt"}
+    assert len(set(points(client)) - before) == r.chunks_written

@@ -72,6 +72,16 @@ def test_point_batches_survive_the_ray_columns_also_with_multivectors():
     np.testing.assert_allclose(back.vectors["subchunks"][0], multi[0], atol=1e-6)
 
 
+def test_a_document_with_metadata_and_pages_survives_the_ray_row():
+    from qdrant_tools.chunking import SourceDocument
+    from qdrant_tools.plan import DocumentPlan
+    from qdrant_tools.ray_ingest import _doc_of_row, _row
+
+    doc = SourceDocument("a.pdf", "one\n\ntwo", "/d/a.pdf", "h", {"year": 2021, "team": "x"}, ((0, "i"), (5, "1")))
+    row = _row(DocumentPlan(doc=doc, version="v", action="new"))
+    assert _doc_of_row({k: np.array([v], dtype=object) for k, v in row.items()}, 0) == doc
+
+
 # ---------------------------------------------------------------------- Ray
 @pytest.fixture(scope="module")
 def ray_session():

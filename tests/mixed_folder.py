@@ -1,0 +1,72 @@
+"""A mixed-format folder for the reader tests: a small real PDF written by hand (Helvetica text, no PDF
+library), an HTML page, Markdown, Python and a binary file."""
+
+from __future__ import annotations
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+def minimal_pdf(pages: list[list[str]]) -> bytes:
+    """A valid PDF of ``len(pages)`` pages, each showing its lines of (ASCII) text.
+
+    Example:
+        >>> minimal_pdf([["hello"]])[:8]
+        b'%PDF-1.4'
+    """
+    n = len(pages)
+    font = 3 + 2 * n
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        "<< /Type /Pages /Kids [{}] /Count {} >>".format(" ".join(f"{3 + 2 * i} 0 R" for i in range(n)), n),
+    ]
+    for i, lines in enumerate(pages):
+        ops = ["BT", "/F1 12 Tf", "14 TL", "72 720 Td"]
+        ops += [f"({_escape(line)}) Tj T*" for line in lines]
+        stream = "\n".join([*ops, "ET"])
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
+            f"/Resources << /Font << /F1 {font} 0 R >> >> >>"
+        )
+        objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream}\nendstream")
+    objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode("latin-1")
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+PDF_PAGES = [
+    ["The tide tables of 1921 list the spring tides.", "Spring tides rise highest at the new moon."],
+    ["Neap tides come at the quarter moons.", "The harbour master logs every neap tide."],
+    ["Storm surges add to the tide in winter."],
+]
+HTML = (
+    "<!DOCTYPE html><html><head><title>Honeybees</title><style>p { color: red; }</style></head>"
+    "<body><h1>Honeybees</h1><p>A forager performs the <b>waggle dance</b> to point at nectar.</p>"
+    "<script>var hidden = 'scriptnoise';</script><div><p>Drones</p><p>Queens</p></div></body></html>"
+)
+MARKDOWN = "# Sourdough\n\nFeed the starter with rye flour every morning.\n"
+PYTHON = 'def knead(dough):\n    """Fold the dough twelve times."""\n    return dough * 12\n'
+
+
+def make_mixed_folder(root):
+    """A folder holding a three-page PDF, an HTML page, a Markdown file, a .py file in ``code/`` and a binary file.
+
+    Returns:
+        ``root`` (a ``pathlib.Path``).
+    """
+    (root / "code").mkdir(parents=True)
+    (root / "tides.pdf").write_bytes(minimal_pdf(PDF_PAGES))
+    (root / "bees.html").write_text(HTML)
+    (root / "bread.md").write_text(MARKDOWN)
+    (root / "code" / "knead.py").write_text(PYTHON)
+    (root / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    return root
