@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from llamaindex_posfair.cli import options
-from llamaindex_posfair.cli.metadata import add_filter_arg, qdrant_filter
+from llamaindex_posfair.cli.metadata import add_filter_arg, parse_filters, qdrant_filter
 from llamaindex_posfair.cli.options import CliError
 from qdrant_tools import payload as P
 
@@ -200,7 +200,7 @@ class _Answerer:
     def __init__(self, args: argparse.Namespace, client: Any) -> None:
         from llamaindex_posfair.integrations.retriever import FingerprintMismatchError, PosFairRetriever
 
-        self.query_filter = qdrant_filter(args.filter)  # a bad filter is refused before the model loads
+        qdrant_filter(args.filter)  # a bad filter is refused before the model loads
         remote = args.endpoint is not None
         if args.rerank and remote:
             raise CliError("--rerank runs the reranker in this process; drop --endpoint or --rerank")
@@ -220,31 +220,24 @@ class _Answerer:
                 encoder=encoder,
                 endpoint=args.endpoint,
                 settings=_settings(args, recipe),
+                filters=parse_filters(args.filter),
             )
         except errors as exc:
             raise CliError(str(exc)) from None
         self.rerank = _reranker(args, encoder, recipe) if args.rerank else None
         self.top_k = args.top_k
-        self.client = client
-        self.bm25 = recipe.sparse_encoder() if recipe is not None else None
 
     def search(self, query: str) -> list[Any]:
         """The retriever's search of ``query``, inside the ``--filter`` conditions (one ``query_points`` call)."""
-        from qdrant_tools.search import search
-
-        r = self.retriever
-        q = r.encoder.encode_queries([query])[0]
-        sparse = self.bm25.embed_query(query) if self.bm25 is not None else None
+        if not query.strip():
+            raise CliError("the query is empty; pass the question or search text")
         try:
-            return search(
-                self.client, r.collection, q, r.settings, layout=r.layout, query_filter=self.query_filter,
-                sparse_query=sparse,
-            )  # fmt: skip
+            return self.retriever.search(query)
         except (ValueError, NotImplementedError) as exc:  # e.g. a filter the embedded store cannot run
             raise CliError(f"--filter: {exc}") from None
 
     def answer(self, query: str) -> list[dict[str, Any]]:
-        from llamaindex_posfair.integrations.retriever import hit_to_node
+        from llamaindex_posfair.integrations.nodes import hit_to_node
 
         hits = self.search(query)
         payloads = {h.id: h.payload for h in hits}

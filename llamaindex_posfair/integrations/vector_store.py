@@ -50,7 +50,7 @@ from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
 from llamaindex_posfair.integrations.nodes import hit_to_node, planned_nodes
 from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, RecipeConflictError, read_recipe
-from qdrant_tools.encoding import ChunkEncoder
+from qdrant_tools.encoding import ChunkEncoder, document_token_counter
 from qdrant_tools.search import (
     Hit,
     Layout,
@@ -227,7 +227,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     def _encode(self, nodes: Sequence[BaseNode]) -> Any:
         """One :class:`~qdrant_tools.writer.PointBatch` of ``nodes`` (their own embeddings as node vectors)."""
         enc = self._chunk_encoder()
-        chunks = planned_nodes(nodes, enc.plan, enc.spans_fn, enc.first.count_tokens)
+        chunks = planned_nodes(nodes, enc.plan, enc.spans_fn, document_token_counter(enc.first))
         given = {}
         if all(n.embedding is not None for n in nodes):
             given[self._node_vector()] = np.asarray([n.embedding for n in nodes], dtype=np.float32)

@@ -138,7 +138,7 @@ def test_no_sub_command_has_precision(name):
     ("flag", "dest", "commands"),
     [
         ("--chunk-tokens", "chunk_tokens", {"ingest", "ingest-ray", "train-dump"}),
-        ("--dtype", "dtype", {"ingest", "ingest-ray", "query", "serve", "train-dump"}),
+        ("--dtype", "dtype", {"ingest", "ingest-ray", "query", "serve", "storage migrate", "train-dump"}),
         ("--out-dir", "out_dir", {"eval", "eval-main-job", "snapshot download"}),
         ("--top-k", "top_k", {"query"}),
         ("--out", "out", {"query"}),
