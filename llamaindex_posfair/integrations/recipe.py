@@ -139,7 +139,7 @@ class SearchRecipe(_Frozen):
 
 
 #: The main job's search and hybrid layout, chosen on the dev splits of both shipped benchmarks by the
-#: rule written in ``bench/hybrid_sweep.py`` (results/hybrid_sweep/sweep.md; README, "The main job"):
+#: rule written in ``research/bench/hybrid_sweep.py`` (research/results/hybrid_sweep/sweep.md; README, "The main job"):
 #: the node's cosine fused with its best sub-chunk at weight 0.5, and that dense ranking fused with BM25 by
 #: weighted reciprocal rank fusion (BM25 weight 1.5 against the dense ranking's 1.0, ``k`` = 60 as in
 #: LlamaIndex's ``QueryFusionRetriever``; one ``RrfQuery``). Each ranking entering the fusion is 100 nodes

@@ -18,17 +18,6 @@ EXCEPTIONS: dict[str, str] = {}
 ALIASES = {
     ("collection example-spec", "--name"): (["collection", "example-spec", "--name", "docs"], "collection", "docs"),
     ("eval", "--out"): (["eval", "--out", "r/x"], "out_dir", "r/x"),
-    ("eval-main-job", "--out"): (["eval-main-job", "--out", "r/x"], "out_dir", "r/x"),
-    ("eval-main-job", "--node-tokens"): (
-        ["eval-main-job", "--node-tokens", "128,254"],
-        "chunk_tokens_grid",
-        (128, 254),
-    ),
-    ("eval-main-job", "--subchunk-tokens"): (
-        ["eval-main-job", "--subchunk-tokens", "32,48"],
-        "subchunk_tokens_grid",
-        (32, 48),
-    ),
     ("mm-simulate", "--top-k"): (["mm-simulate", "--top-k", "3"], "top_layers", 3),
     ("mm-simulate", "--plot"): (["mm-simulate", "--plot", "plots"], "plot_dir", "plots"),
     ("mm-eval", "--model"): (["mm-eval", "imgs", "--model", "qwen"], "mm_model", "qwen"),
@@ -100,7 +89,7 @@ def _aliases() -> dict[tuple[str, str], DeprecatedAlias]:
 
 # ---------------------------------------------------------------------- the walk
 def test_the_walk_reaches_every_leaf_sub_command():
-    assert {"ingest", "query", "eval", "eval-main-job", "train-dump", "mm-simulate", "mm-eval"} <= set(COMMANDS)
+    assert {"ingest", "query", "eval", "train-dump", "mm-simulate", "mm-eval"} <= set(COMMANDS)
     assert {"snapshot download", "collection example-spec", "storage migrate"} <= set(COMMANDS)
     assert "snapshot" not in COMMANDS  # a group, not a leaf
 
@@ -139,7 +128,7 @@ def test_no_sub_command_has_precision(name):
     [
         ("--chunk-tokens", "chunk_tokens", {"ingest", "ingest-ray", "train-dump"}),
         ("--dtype", "dtype", {"ingest", "ingest-ray", "query", "serve", "train-dump"}),
-        ("--out-dir", "out_dir", {"eval", "eval-main-job", "snapshot download"}),
+        ("--out-dir", "out_dir", {"eval", "snapshot download"}),
         ("--top-k", "top_k", {"query"}),
         ("--out", "out", {"query"}),
         ("--save-model", "save_model", {"train-dump"}),
@@ -176,7 +165,6 @@ def test_output_flags_say_file_or_folder():
         (["mm-eval", "imgs", "--methods", "vanilla,ours"], "methods", ["vanilla", "ours"]),
         (["eval", "--layer-sets", "last,last_half,3+4"], "layer_sets", ("last", "last_half", (3, 4))),
         (["eval", "--basket-sizes", "64,128"], "basket_sizes", (64, 128)),
-        (["eval-main-job", "--chunk-tokens-grid", "128,254"], "chunk_tokens_grid", (128, 254)),
         (["collection", "example-spec", "--vectors", "a,b"], "vectors", ("a", "b")),
     ],
 )
