@@ -28,18 +28,16 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from llamaindex_posfair.cli import PlainHelpParser
-from llamaindex_posfair.cli._logs import _logging
 from llamaindex_posfair.cli.eval import add_data_args, cache_dir_from_args, float_list, int_list, load_split
 from llamaindex_posfair.cli.options import CliError, add_renamed_argument, error_message, int_at_least
+from research import _cli
 
 PROG = "python -m research.main_job"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The sweep's flags: ``posfair eval``'s data flags, then the grid."""
-    p = PlainHelpParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level, third-party logs included")
+    p = _cli.parser(PROG, __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_args(p)
     add_renamed_argument(
         p,
@@ -110,13 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run the sweep; a user error prints one line ``PROG: error: ...`` and returns 2."""
-    args = build_parser().parse_args(argv)
-    with _logging(args.verbose):
-        try:
-            return run(args)
-        except CliError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
-            return 2
+    return _cli.run(build_parser(), run, argv)
 
 
 def _pairs(text: str) -> dict[int, int]:

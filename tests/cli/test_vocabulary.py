@@ -18,8 +18,6 @@ EXCEPTIONS: dict[str, str] = {}
 ALIASES = {
     ("collection example-spec", "--name"): (["collection", "example-spec", "--name", "docs"], "collection", "docs"),
     ("eval", "--out"): (["eval", "--out", "r/x"], "out_dir", "r/x"),
-    ("mm-simulate", "--top-k"): (["mm-simulate", "--top-k", "3"], "top_layers", 3),
-    ("mm-simulate", "--plot"): (["mm-simulate", "--plot", "plots"], "plot_dir", "plots"),
     ("mm-eval", "--model"): (["mm-eval", "imgs", "--model", "qwen"], "mm_model", "qwen"),
     ("mm-eval", "--state"): (["mm-eval", "imgs", "--state", "cal.safetensors"], "mm_calibration", "cal.safetensors"),
     ("mm-eval", "--plot"): (["mm-eval", "imgs", "--plot", "plots"], "plot_dir", "plots"),
@@ -89,7 +87,7 @@ def _aliases() -> dict[tuple[str, str], DeprecatedAlias]:
 
 # ---------------------------------------------------------------------- the walk
 def test_the_walk_reaches_every_leaf_sub_command():
-    assert {"ingest", "query", "eval", "train-dump", "mm-simulate", "mm-eval"} <= set(COMMANDS)
+    assert {"ingest", "query", "eval", "train-dump", "mm-eval"} <= set(COMMANDS)
     assert {"snapshot download", "collection example-spec", "storage migrate"} <= set(COMMANDS)
     assert "snapshot" not in COMMANDS  # a group, not a leaf
 
@@ -161,7 +159,7 @@ def test_output_flags_say_file_or_folder():
 @pytest.mark.parametrize(
     ("argv", "dest", "expected"),
     [
-        (["mm-simulate", "--n", "4,8"], "n", [4, 8]),
+        (["mm-eval", "imgs", "--n", "4,8"], "n", [4, 8]),
         (["mm-eval", "imgs", "--methods", "vanilla,ours"], "methods", ["vanilla", "ours"]),
         (["eval", "--layer-sets", "last,last_half,3+4"], "layer_sets", ("last", "last_half", (3, 4))),
         (["eval", "--basket-sizes", "64,128"], "basket_sizes", (64, 128)),
@@ -185,7 +183,7 @@ def test_every_multi_token_flag_is_a_comma_list():
 @pytest.mark.parametrize(
     ("argv", "dest", "expected", "warning"),
     [
-        (["mm-simulate", "--n", "4", "8"], "n", [4, 8], "posfair mm-simulate: warning: space-separated values for --n"),
+        (["mm-eval", "imgs", "--n", "4", "8"], "n", [4, 8], "posfair mm-eval: warning: space-separated values for --n"),
         (
             ["eval", "--layer-sets", "last;4,5"],
             "layer_sets",

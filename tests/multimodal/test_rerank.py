@@ -6,8 +6,8 @@ from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle, TextN
 from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator, CalibrationMismatchError
 from llamaindex_posfair.multimodal.images import ImageLoadError, load_image
 from llamaindex_posfair.multimodal.rerank import AttentionGuidedImageRerank
-from llamaindex_posfair.multimodal.simulator import SimulatedMLLM
 from llamaindex_posfair.multimodal.types import Candidates
+from research.multimodal.simulator import SimulatedMLLM
 
 
 def _redness(img):
@@ -25,7 +25,7 @@ class _ImageSim:
     num_layers = 12
 
     def score(self, query, images):
-        from llamaindex_posfair.multimodal.simulator import SimImage
+        from research.multimodal.simulator import SimImage
 
         reds = [_redness(img) for img in images]
         best = max(range(len(images)), key=lambda i: reds[i])

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from .types import Candidates, ForwardResult
+from llamaindex_posfair.multimodal.types import Candidates, ForwardResult
 
 __all__ = ["SimImage", "SimulatedMLLM", "SimulatorConfig", "make_samples"]
 
