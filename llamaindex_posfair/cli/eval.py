@@ -32,7 +32,6 @@ from typing import Any
 
 from llamaindex_posfair.cli.options import (
     CliError,
-    add_renamed_argument,
     comma_list,
     error_message,
     int_at_least,
@@ -200,12 +199,8 @@ def _add_system_args(p: argparse.ArgumentParser) -> None:
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--encode-batch-size", type=int_at_least(1), default=16, help="texts per forward pass (default 16)")
     p.add_argument("--threads", type=int_at_least(1), default=None, help="torch CPU threads (default: torch's)")
-    add_renamed_argument(
-        p,
-        "--out-dir",
-        old=["--out"],
-        default="results/eval",
-        help="output folder for tables and plots (default results/eval)",
+    p.add_argument(
+        "--out-dir", default="results/eval", help="output folder for tables and plots (default results/eval)"
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(

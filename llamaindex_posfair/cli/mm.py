@@ -17,7 +17,6 @@ from llamaindex_posfair.cli.options import (
     CliError,
     CommaListAction,
     CommaListHelpFormatter,
-    add_renamed_argument,
     comma_list,
     int_at_least,
     user_errors,
@@ -93,7 +92,7 @@ def add_counts(p: argparse.ArgumentParser, default: list[int], what: str) -> Non
 
 
 def add_plot_dir(p: argparse.ArgumentParser, what: str) -> None:
-    add_renamed_argument(p, "--plot-dir", old=["--plot"], default=None, help=f"folder for {what}")
+    p.add_argument("--plot-dir", default=None, help=f"folder for {what}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -102,24 +101,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     e.add_argument("folder", help="folder with images and a captions JSON")
     e.add_argument("--captions", default="captions.json")
-    add_renamed_argument(
-        e,
-        "--mm-model",
-        old=["--model"],
-        default="tiny",
-        help="'tiny' (random, offline) or a Qwen2-VL/2.5-VL path or hub id",
-    )
+    e.add_argument("--mm-model", default="tiny", help="'tiny' (random, offline) or a Qwen2-VL/2.5-VL path or hub id")
     e.add_argument("--device", default="cpu")
     add_counts(e, [4], "2..12; default 4")
     e.add_argument("--negatives", choices=["random", "hard"], default="random")
     e.add_argument("--calibration-samples", type=int_at_least(1), default=5)
     e.add_argument("--test-samples", type=int_at_least(1), default=50)
-    add_renamed_argument(
-        e,
-        "--mm-calibration",
-        old=["--state"],
-        default=None,
-        help="use this fitted calibration state (.safetensors) instead of fitting",
+    e.add_argument(
+        "--mm-calibration", default=None, help="use this fitted calibration state (.safetensors) instead of fitting"
     )
     e.add_argument(
         "--methods",

@@ -29,7 +29,7 @@ from dataclasses import asdict
 from typing import Any
 
 from llamaindex_posfair.cli.eval import add_data_args, cache_dir_from_args, float_list, int_list, load_split
-from llamaindex_posfair.cli.options import CliError, add_renamed_argument, error_message, int_at_least
+from llamaindex_posfair.cli.options import CliError, error_message, int_at_least
 from research import _cli
 
 PROG = "python -m research.main_job"
@@ -39,10 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The sweep's flags: ``posfair eval``'s data flags, then the grid."""
     p = _cli.parser(PROG, __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_args(p)
-    add_renamed_argument(
-        p,
+    p.add_argument(
         "--chunk-tokens-grid",
-        old=["--node-tokens"],
         type=int_list,
         default=(254, 510),
         help="node sizes tried (posfair ingest --chunk-tokens), comma-separated (default 254,510)",
@@ -53,10 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="CHUNK_TOKENS:MAX_LENGTH pairs, comma-separated, for node sizes beyond the model's default window "
         "(default 510:512)",
     )
-    add_renamed_argument(
-        p,
+    p.add_argument(
         "--subchunk-tokens-grid",
-        old=["--subchunk-tokens"],
         type=int_list,
         default=(32, 48, 64, 96, 128),
         help="sub-chunk budgets tried (posfair ingest --subchunk-tokens), comma-separated (default 32,48,64,96,128)",
@@ -91,12 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tolerance", type=float, default=1.0, help="harmonic-mean margin of the rule, in points")
     p.add_argument("--model", default=None, help="model path or name (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--threads", type=int_at_least(1), default=None, help="torch CPU threads (default: torch's)")
-    add_renamed_argument(
-        p,
-        "--out-dir",
-        old=["--out"],
-        default="research/results/main_job",
-        help="output folder (default research/results/main_job)",
+    p.add_argument(
+        "--out-dir", default="research/results/main_job", help="output folder (default research/results/main_job)"
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from llamaindex_posfair.cli.mm import add_counts, add_plot_dir
-from llamaindex_posfair.cli.options import CommaListHelpFormatter, add_renamed_argument, int_at_least, user_errors
+from llamaindex_posfair.cli.options import CommaListHelpFormatter, int_at_least, user_errors
 from research import _cli
 
 PROG = "python -m research.multimodal.simulate"
@@ -61,13 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test-samples", type=int_at_least(1), default=300)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hard", action="store_true", help="hard negatives (relevance closer to the right image)")
-    add_renamed_argument(
-        p,
-        "--top-layers",
-        old=["--top-k"],
-        type=int_at_least(1),
-        default=2,
-        help="layers kept by visual evidence strength (default 2)",
+    p.add_argument(
+        "--top-layers", type=int_at_least(1), default=2, help="layers kept by visual evidence strength (default 2)"
     )
     p.add_argument("--sharpen", type=float, default=5.0)
     p.add_argument("--variant", choices=["linear", "log_mixture"], default="linear")

@@ -3,36 +3,27 @@
 from __future__ import annotations
 
 import argparse
-import re
 from collections import defaultdict
 
 import pytest
 
 from llamaindex_posfair.cli import build_parser
-from llamaindex_posfair.cli.options import CommaListAction, DeprecatedAlias, add_renamed_argument
+from llamaindex_posfair.cli.options import CommaListAction
 
 #: Flags allowed to differ between sub-commands, each with its reason (docs/cli.md, "Not yet aligned").
 EXCEPTIONS: dict[str, str] = {}
 
-#: Every deprecated alias: (argv that uses it, dest, value it must parse to).
-ALIASES = {
-    ("collection example-spec", "--name"): (["collection", "example-spec", "--name", "docs"], "collection", "docs"),
-    ("eval", "--out"): (["eval", "--out", "r/x"], "out_dir", "r/x"),
-    ("mm-eval", "--model"): (["mm-eval", "imgs", "--model", "qwen"], "mm_model", "qwen"),
-    ("mm-eval", "--state"): (["mm-eval", "imgs", "--state", "cal.safetensors"], "mm_calibration", "cal.safetensors"),
-    ("mm-eval", "--plot"): (["mm-eval", "imgs", "--plot", "plots"], "plot_dir", "plots"),
-    ("snapshot download", "--dest"): (
-        ["snapshot", "download", "--collection", "c", "--qdrant-url", "http://q:6333", "--name", "n", "--dest", "b"],
-        "out_dir",
-        "b",
-    ),
-    ("train-dump", "--out"): (["train-dump", "--out", "m"], "save_model", "m"),
-    ("train-dump", "--passage-tokens"): (
-        ["train-dump", "--save-model", "m", "--passage-tokens", "64"],
-        "chunk_tokens",
-        64,
-    ),
-    ("train-dump", "--precision"): (["train-dump", "--save-model", "m", "--precision", "bf16"], "dtype", "bfloat16"),
+#: Spellings removed before the first release (CHANGELOG.md): no sub-command takes them.
+REMOVED = {
+    ("collection example-spec", "--name"),
+    ("eval", "--out"),
+    ("mm-eval", "--model"),
+    ("mm-eval", "--state"),
+    ("mm-eval", "--plot"),
+    ("snapshot download", "--dest"),
+    ("train-dump", "--out"),
+    ("train-dump", "--passage-tokens"),
+    ("train-dump", "--precision"),
 }
 
 
@@ -61,11 +52,11 @@ def _signature(action: argparse.Action) -> tuple:
 
 
 def _uses() -> dict[str, dict[str, tuple]]:
-    """flag -> {sub-command: signature}, over the flags ``--help`` shows (deprecated aliases left out)."""
+    """flag -> {sub-command: signature}, over the flags ``--help`` shows."""
     uses: dict[str, dict[str, tuple]] = defaultdict(dict)
     for name, parser in COMMANDS.items():
         for action in parser._actions:
-            if isinstance(action, (DeprecatedAlias, argparse._HelpAction)):
+            if isinstance(action, argparse._HelpAction):
                 continue
             for flag in action.option_strings:
                 uses[flag][name] = _signature(action)
@@ -74,15 +65,6 @@ def _uses() -> dict[str, dict[str, tuple]]:
 
 def _disagreements(uses: dict[str, dict[str, tuple]]) -> dict[str, dict[str, tuple]]:
     return {flag: by_command for flag, by_command in uses.items() if len(set(by_command.values())) > 1}
-
-
-def _aliases() -> dict[tuple[str, str], DeprecatedAlias]:
-    return {
-        (name, action.option_strings[0]): action
-        for name, parser in COMMANDS.items()
-        for action in parser._actions
-        if isinstance(action, DeprecatedAlias)
-    }
 
 
 # ---------------------------------------------------------------------- the walk
@@ -117,7 +99,7 @@ def test_every_exception_is_still_needed():
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_no_sub_command_has_precision(name):
-    visible = {o for a in COMMANDS[name]._actions if not isinstance(a, DeprecatedAlias) for o in a.option_strings}
+    visible = {o for a in COMMANDS[name]._actions for o in a.option_strings}
     assert "--precision" not in visible
 
 
@@ -142,7 +124,7 @@ def test_dtype_values_are_spelled_one_way():
     allowed = {"auto", "float32", "bfloat16", "float16"}
     for name, parser in COMMANDS.items():
         for action in parser._actions:
-            if "--dtype" in action.option_strings and not isinstance(action, DeprecatedAlias):
+            if "--dtype" in action.option_strings:
                 assert set(action.choices) <= allowed, name
 
 
@@ -151,7 +133,7 @@ def test_output_flags_say_file_or_folder():
     for flag, word in (("--out", "file"), ("--out-dir", "folder")):
         for name, parser in COMMANDS.items():
             for action in parser._actions:
-                if flag in action.option_strings and not isinstance(action, DeprecatedAlias):
+                if flag in action.option_strings:
                     assert word in action.help or (flag == "--out" and "JSONL" in action.help), (flag, name)
 
 
@@ -175,7 +157,7 @@ def test_every_multi_token_flag_is_a_comma_list():
     """A flag taking several tokens exists only to keep the old space-separated form working."""
     for name, parser in COMMANDS.items():
         for action in parser._actions:
-            if action.option_strings and action.nargs in ("+", "*") and not isinstance(action, DeprecatedAlias):
+            if action.option_strings and action.nargs in ("+", "*"):
                 assert isinstance(action, CommaListAction), (name, action.option_strings)
                 assert getattr(action.type, "comma_separated", False), (name, action.option_strings)
 
@@ -198,38 +180,8 @@ def test_old_list_formats_still_parse_and_warn(capsys, argv, dest, expected, war
     assert err.startswith(warning) and err.count("\n") == 1
 
 
-# ---------------------------------------------------------------------- deprecated aliases
-def test_every_alias_is_tested():
-    assert set(_aliases()) == set(ALIASES)
-
-
-@pytest.mark.parametrize("key", sorted(ALIASES), ids=lambda k: f"{k[0]} {k[1]}")
-def test_a_deprecated_alias_parses_to_the_new_flag_and_warns(capsys, key):
-    argv, dest, expected = ALIASES[key]
-    alias = _aliases()[key]
-    assert alias.dest == dest and alias.help == argparse.SUPPRESS
-    args = build_parser().parse_args(argv)
-    assert getattr(args, dest) == expected
-    assert not hasattr(args, key[1].lstrip("-").replace("-", "_")) or key[1].lstrip("-").replace("-", "_") == dest
-    err = capsys.readouterr().err
-    assert err == f"posfair {key[0]}: warning: {key[1]} is deprecated; use {alias.new}\n"
-
-
-@pytest.mark.parametrize("key", sorted(ALIASES), ids=lambda k: f"{k[0]} {k[1]}")
-def test_a_deprecated_alias_is_hidden_from_help(key):
-    assert re.search(rf"{re.escape(key[1])}(?![\w-])", COMMANDS[key[0]].format_help()) is None
-
-
-def test_an_alias_checks_values_like_the_new_flag(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        build_parser().parse_args(["train-dump", "--save-model", "m", "--precision", "fp16"])
-    assert exit_.value.code == 2
-    assert "argument --precision: invalid choice: 'fp16'" in capsys.readouterr().err
-
-
-def test_a_required_flag_is_satisfied_by_its_old_spelling():
-    parser = argparse.ArgumentParser(prog="posfair x")
-    add_renamed_argument(parser, "--save-model", old=["--out"], required=True)
-    assert parser.parse_args(["--out", "m"]).save_model == "m"
-    with pytest.raises(SystemExit):
-        parser.parse_args([])
+# ---------------------------------------------------------------------- removed spellings
+@pytest.mark.parametrize("key", sorted(REMOVED), ids=lambda k: f"{k[0]} {k[1]}")
+def test_a_removed_spelling_is_no_option(key):
+    name, flag = key
+    assert flag not in {o for a in COMMANDS[name]._actions for o in a.option_strings}

@@ -123,7 +123,7 @@ def test_train_dump_cli_trains_saves_and_reports(tmp_path, capsys):
     rc = main(
         [
             "train-dump",
-            "--out",
+            "--save-model",
             str(out),
             "--data",
             str(data),
@@ -149,5 +149,5 @@ def test_train_dump_cli_trains_saves_and_reports(tmp_path, capsys):
 def test_train_dump_cli_rejects_bad_k_before_loading_anything(tmp_path, capsys):
     from llamaindex_posfair.cli import main
 
-    assert main(["train-dump", "--out", str(tmp_path / "m"), "--num-tokens", "0"]) == 2
+    assert main(["train-dump", "--save-model", str(tmp_path / "m"), "--num-tokens", "0"]) == 2
     assert "num_tokens must be an integer" in capsys.readouterr().err

@@ -83,7 +83,7 @@ def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
             "last",
             "--rerank-k",
             "2",
-            "--out",
+            "--out-dir",
             str(out),
             "--no-progress",
             "--cache-dir",
