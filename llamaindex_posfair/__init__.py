@@ -27,12 +27,11 @@ _PUBLIC = {
     "SearchSettings": "qdrant_tools.search",
 }
 
-#: Still importable from here, not advertised: the first names of two classes (the same objects as
-#: ``PosFairRerank`` / ``PosFairImageRerank``), and the advanced encoder API, whose home is
-#: ``llamaindex_posfair.encoders``.
+#: Still importable from here, not advertised: the advanced encoder API, whose home is
+#: ``llamaindex_posfair.encoders``, and ``PositionFairRerank``, the reranker's name before the first
+#: release, only until ``tests/serve`` imports ``PosFairRerank`` (then delete it).
 _COMPATIBLE = {
     "PositionFairRerank": "llamaindex_posfair.integrations.rerank",
-    "AttentionGuidedImageRerank": "llamaindex_posfair.multimodal.rerank",
     "EncoderSet": "llamaindex_posfair.encoders.spec",
     "CalibrationView": "llamaindex_posfair.encoders.view",
 }

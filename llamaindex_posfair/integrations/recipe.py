@@ -7,7 +7,7 @@ budget and overlap, int8 sub-chunks) and the default search (vector, node
 weight, prefetch). Ingestion writes it into the collection's metadata
 (:data:`qdrant_tools.metadata.RECIPE_KEY`); ``posfair query``, ``posfair serve
 --collection``, :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
-and :meth:`PositionFairRerank.from_collection` read it, so every default path
+and :meth:`PosFairRerank.from_collection` read it, so every default path
 agrees by construction. A setting given beside a recipe must agree with it,
 or :class:`RecipeConflictError` names both values.
 
@@ -295,7 +295,7 @@ class Recipe(_Frozen):
         return candidate
 
     def rerank_settings(self, vector: str | None = None) -> dict[str, Any]:
-        """:class:`~llamaindex_posfair.PositionFairRerank` settings that score as this collection does:
+        """:class:`~llamaindex_posfair.PosFairRerank` settings that score as this collection does:
         its encoder, and its sub-chunks (fused with the node cosine when the search fuses it)."""
         chunking, weight = self.chunking, self.search.node_weight
         if chunking.subchunk_tokens is None:

@@ -23,7 +23,6 @@ _EXPORTS = {
     "QwenVLAdapter": ".qwen_adapter",
     "PromptTemplate": ".mllm_adapter",
     "PosFairImageRerank": ".rerank",
-    "AttentionGuidedImageRerank": ".rerank",  # the same class, its first name
     "ImageLoadError": ".images",
 }
 

@@ -68,9 +68,9 @@ def test_llamaindex_embedding_uses_the_prefix_transparently(saved_dump_dir, st_m
 def test_reranker_with_a_dump_model_puts_the_answer_first(saved_dump_dir):
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llamaindex_posfair import PositionFairRerank
+    from llamaindex_posfair import PosFairRerank
 
-    rerank = PositionFairRerank(top_n=2, model_name=saved_dump_dir, calibration=None, device="cpu")
+    rerank = PosFairRerank(top_n=2, model_name=saved_dump_dir, calibration=None, device="cpu")
     nodes = [
         NodeWithScore(node=TextNode(text=t), score=0.0)
         for t in (
