@@ -37,7 +37,6 @@ from llamaindex_posfair.cli.options import (
     int_at_least,
     layer_set_type,
     parse_layers,
-    warn,
 )
 
 logger = logging.getLogger(__name__)
@@ -60,17 +59,7 @@ def _one_layer_set(text: str) -> Any:
 
 
 def _layer_sets(text: str) -> tuple[Any, ...]:
-    """Several layer sets, comma-separated: ``last,last_half,3+4`` (the indices of one set joined by ``+``).
-
-    The old form, sets separated by ``;`` (``last;3,4``), still parses, with a deprecation warning.
-    """
-    if ";" in text:
-        warn(
-            "posfair eval",
-            '--layer-sets separated by ";" is deprecated; separate layer sets with "," and join the indices of '
-            'one set with "+", e.g. --layer-sets last,last_half,3+4',
-        )
-        return tuple(layer_set_type(part) for part in text.split(";") if part.strip())
+    """Several layer sets, comma-separated: ``last,last_half,3+4`` (the indices of one set joined by ``+``)."""
     return tuple(_one_layer_set(part) for part in text.split(",") if part.strip())
 
 

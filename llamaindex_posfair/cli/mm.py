@@ -15,8 +15,6 @@ from pathlib import Path
 
 from llamaindex_posfair.cli.options import (
     CliError,
-    CommaListAction,
-    CommaListHelpFormatter,
     comma_list,
     int_at_least,
     user_errors,
@@ -80,11 +78,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_counts(p: argparse.ArgumentParser, default: list[int], what: str) -> None:
+def add_counts(p: argparse.ArgumentParser, default: tuple[int, ...], what: str) -> None:
     p.add_argument(
         "--n",
         type=comma_list(int_at_least(2)),
-        action=CommaListAction,
         default=default,
         metavar="N,N",
         help=f"candidate counts, comma-separated ({what})",
@@ -96,14 +93,12 @@ def add_plot_dir(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    e = subparsers.add_parser(
-        "mm-eval", help="evaluate calibration on a COCO-style image folder", formatter_class=CommaListHelpFormatter
-    )
+    e = subparsers.add_parser("mm-eval", help="evaluate calibration on a COCO-style image folder")
     e.add_argument("folder", help="folder with images and a captions JSON")
     e.add_argument("--captions", default="captions.json")
     e.add_argument("--mm-model", default="tiny", help="'tiny' (random, offline) or a Qwen2-VL/2.5-VL path or hub id")
     e.add_argument("--device", default="cpu")
-    add_counts(e, [4], "2..12; default 4")
+    add_counts(e, (4,), "2..12; default 4")
     e.add_argument("--negatives", choices=["random", "hard"], default="random")
     e.add_argument("--calibration-samples", type=int_at_least(1), default=5)
     e.add_argument("--test-samples", type=int_at_least(1), default=50)
@@ -113,8 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--methods",
         type=comma_list(str),
-        action=CommaListAction,
-        default=["vanilla", "pride", "attention", "ours", "self_consistency"],
+        default=("vanilla", "pride", "attention", "ours", "self_consistency"),
         metavar="M,M",
         help="methods, comma-separated (default vanilla,pride,attention,ours,self_consistency)",
     )

@@ -38,8 +38,7 @@ import argparse
 import functools
 import logging
 import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 #: Embedded Qdrant storage used when neither ``--path`` nor ``--qdrant-url`` is given.
@@ -98,11 +97,6 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 
 
 # --------------------------------------------------------------------------- one vocabulary
-def warn(prog: str, message: str) -> None:
-    """Print ``PROG: warning: MESSAGE`` on stderr (one line; ``prog`` is the parser's, e.g. ``posfair eval``)."""
-    print(f"{prog}: warning: {message}", file=sys.stderr)
-
-
 def comma_list(item: Callable[[str], Any], *, allow_empty: bool = False) -> Callable[[str], tuple[Any, ...]]:
     """An argparse ``type`` for one comma-separated list: ``"4,8"`` -> ``(item("4"), item("8"))``.
 
@@ -127,43 +121,6 @@ def comma_list(item: Callable[[str], Any], *, allow_empty: bool = False) -> Call
     parse.__name__ = f"comma-separated {name}" + (" or empty" if allow_empty else "")
     parse.comma_separated = True  # type: ignore[attr-defined]
     return parse
-
-
-class CommaListAction(argparse.Action):
-    """A list flag: one comma-separated value (``--n 4,8``), its ``type`` a :func:`comma_list`.
-
-    Space-separated values (``--n 4 8``, the old form) still parse, with a
-    one-line deprecation warning; the values of every token are concatenated
-    into a list.
-    """
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        kwargs.setdefault("nargs", "+")
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
-    ) -> None:
-        values = list(values) if isinstance(values, list) else [values]
-        if len(values) > 1:
-            joined = ",".join(str(v) for part in values for v in part)
-            warn(
-                parser.prog, f"space-separated values for {option_string} are deprecated; use {option_string} {joined}"
-            )
-        setattr(namespace, self.dest, [v for part in values for v in part])
-
-
-class CommaListHelpFormatter(argparse.HelpFormatter):
-    """Shows a :class:`CommaListAction` as its one comma-separated value (``--n N,N``), not ``N [N ...]``.
-
-    Use it (``formatter_class=``) for a sub-command with a :class:`CommaListAction`.
-    """
-
-    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
-        if isinstance(action, CommaListAction):
-            (metavar,) = self._metavar_formatter(action, default_metavar)(1)
-            return metavar
-        return super()._format_args(action, default_metavar)
 
 
 # --------------------------------------------------------------------------- storage

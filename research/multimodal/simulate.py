@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from llamaindex_posfair.cli.mm import add_counts, add_plot_dir
-from llamaindex_posfair.cli.options import CommaListHelpFormatter, int_at_least, user_errors
+from llamaindex_posfair.cli.options import int_at_least, user_errors
 from research import _cli
 
 PROG = "python -m research.multimodal.simulate"
@@ -53,8 +53,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The run's flags (the counts and plot folder are ``posfair mm-eval``'s)."""
-    p = _cli.parser(PROG, __doc__, formatter_class=CommaListHelpFormatter)
-    add_counts(p, [4, 8], "default 4,8")
+    p = _cli.parser(PROG, __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_counts(p, (4, 8), "default 4,8")
     p.add_argument(
         "--calibration-samples", type=int_at_least(1), default=5, help="labelled samples, each run in N shifts"
     )

@@ -8,7 +8,6 @@ from collections import defaultdict
 import pytest
 
 from llamaindex_posfair.cli import build_parser
-from llamaindex_posfair.cli.options import CommaListAction
 
 #: Flags allowed to differ between sub-commands, each with its reason (docs/cli.md, "Not yet aligned").
 EXCEPTIONS: dict[str, str] = {}
@@ -141,8 +140,8 @@ def test_output_flags_say_file_or_folder():
 @pytest.mark.parametrize(
     ("argv", "dest", "expected"),
     [
-        (["mm-eval", "imgs", "--n", "4,8"], "n", [4, 8]),
-        (["mm-eval", "imgs", "--methods", "vanilla,ours"], "methods", ["vanilla", "ours"]),
+        (["mm-eval", "imgs", "--n", "4,8"], "n", (4, 8)),
+        (["mm-eval", "imgs", "--methods", "vanilla,ours"], "methods", ("vanilla", "ours")),
         (["eval", "--layer-sets", "last,last_half,3+4"], "layer_sets", ("last", "last_half", (3, 4))),
         (["eval", "--basket-sizes", "64,128"], "basket_sizes", (64, 128)),
         (["collection", "example-spec", "--vectors", "a,b"], "vectors", ("a", "b")),
@@ -153,31 +152,28 @@ def test_lists_are_comma_separated(capsys, argv, dest, expected):
     assert capsys.readouterr().err == ""  # the new form warns about nothing
 
 
-def test_every_multi_token_flag_is_a_comma_list():
-    """A flag taking several tokens exists only to keep the old space-separated form working."""
-    for name, parser in COMMANDS.items():
-        for action in parser._actions:
-            if action.option_strings and action.nargs in ("+", "*"):
-                assert isinstance(action, CommaListAction), (name, action.option_strings)
-                assert getattr(action.type, "comma_separated", False), (name, action.option_strings)
+def test_no_flag_takes_several_tokens():
+    """A list is one comma-separated value: no option takes space-separated values."""
+    takes_several = [
+        (name, action.option_strings)
+        for name, parser in COMMANDS.items()
+        for action in parser._actions
+        if action.option_strings and action.nargs in ("+", "*")
+    ]
+    assert takes_several == []
 
 
 @pytest.mark.parametrize(
-    ("argv", "dest", "expected", "warning"),
+    ("argv", "message"),
     [
-        (["mm-eval", "imgs", "--n", "4", "8"], "n", [4, 8], "posfair mm-eval: warning: space-separated values for --n"),
-        (
-            ["eval", "--layer-sets", "last;4,5"],
-            "layer_sets",
-            ("last", (4, 5)),
-            'posfair eval: warning: --layer-sets separated by ";" is deprecated',
-        ),
+        (["mm-eval", "imgs", "--n", "4", "8"], "unrecognized arguments: 8"),
+        (["eval", "--layer-sets", "last;4,5"], "argument --layer-sets"),
     ],
 )
-def test_old_list_formats_still_parse_and_warn(capsys, argv, dest, expected, warning):
-    assert getattr(build_parser().parse_args(argv), dest) == expected
-    err = capsys.readouterr().err
-    assert err.startswith(warning) and err.count("\n") == 1
+def test_old_list_formats_are_errors(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------- removed spellings
