@@ -4,7 +4,7 @@ The shipped natural benchmark's passages (the first ``--passages`` of its corpus
 bundled all-MiniLM-L6-v2, each path with its own default batch size, model loading excluded:
 
 * ``llamaindex 128/20``: ``SentenceSplitter(chunk_size=128, chunk_overlap=20)`` nodes embedded by
-  ``HuggingFaceEmbedding`` into an in-memory ``VectorStoreIndex`` (the peer of ``bench/natural_peers.py``;
+  ``HuggingFaceEmbedding`` into an in-memory ``VectorStoreIndex`` (the peer of ``research/bench/natural_peers.py``;
   no store write: an advantage to it);
 * ``posfair (default recipe)``: ``qdrant_tools.ingest.ingest_documents`` with ``Recipe.default()``'s
   layout (what ``posfair ingest`` runs after loading the model) into a fresh embedded Qdrant Edge store
@@ -22,7 +22,7 @@ bundled all-MiniLM-L6-v2, each path with its own default batch size, model loadi
 ``--only NAME,NAME`` runs a subset of the paths (the peer always runs: ratios are to it).
 
 Derived node vectors and bfloat16 are opt-ins: the hybrid sweep's rule did not choose them
-(results/hybrid_sweep/sweep.md).
+(research/results/hybrid_sweep/sweep.md).
 
 The paths take turns inside each repeat (the order rotates); the table gives each path's best
 docs/s and, per repeat, its ratio to the peer's docs/s of the same repeat (paired, so a loaded
@@ -65,7 +65,7 @@ def passages(n: int) -> tuple[list[str], list[str]]:
 def time_peer(ids: list[str], texts: list[str], embed: Any) -> tuple[float, int]:
     from llama_index.core import Document
 
-    from llamaindex_posfair.eval.main_job.peers import splitter_recipe
+    from research.main_job.peers import splitter_recipe
 
     docs = [Document(text=t, id_=i) for i, t in zip(ids, texts)]
     t0 = time.perf_counter()
@@ -155,9 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     import logging
 
-    from llamaindex_posfair.eval.main_job.peers import bundled_minilm_embedding
-    from llamaindex_posfair.eval.main_job.system import cpu_load
     from llamaindex_posfair.integrations.recipe import Recipe
+    from research.main_job.peers import bundled_minilm_embedding
+    from research.main_job.system import cpu_load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     ids, texts = passages(args.passages)

@@ -1,14 +1,14 @@
 """The main job at 10k-1M nodes: quality and cost of the default search as the collection grows.
 
 The shipped benchmarks' real ``test`` passages (needle-prose and natural-docs, ingested by ``posfair ingest``'s
-own code: :class:`llamaindex_posfair.eval.main_job.system.StoreIndex`, 254-token nodes, ``DEFAULT_SUBCHUNKS``, BM25,
+own code: :class:`research.main_job.system.StoreIndex`, 254-token nodes, ``DEFAULT_SUBCHUNKS``, BM25,
 the bundled all-MiniLM-L6-v2 uncalibrated) are put inside a collection of *distractor* nodes, until it holds
 ``--sizes`` nodes. Encoding a million real nodes is out of reach on a CPU, so a distractor is built from real
 vectors: ``--per-node`` (10) sub-chunk vectors drawn at random from a pool of encoded real sub-chunks, each
 moved by a little noise (``--jitter``: Gaussian noise of that norm, renormalised, so no two distractors share a
 vector exactly), its node vector the normalised mean of its sub-chunk vectors (the layout encodes a node's
 text; a distractor has none), and its BM25 vector that of its sub-chunk texts joined. The pool is every
-sub-chunk of the shipped prose that is *not* a benchmark ``test`` passage (``bench/subchunk_index.py``'s pool,
+sub-chunk of the shipped prose that is *not* a benchmark ``test`` passage (``research/bench/subchunk_index.py``'s pool,
 needle-prose ``test`` and the repository's docs left out; natural-docs is not in it), so no distractor repeats a
 relevant passage.
 
@@ -60,7 +60,6 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 from qdrant_client import models
@@ -93,9 +92,9 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> Rea
     """Both benchmarks' ``test`` corpora ingested by the main job (``fused_weight``: with the fused multivector
     at that node weight; ``node_int8``: an int8 copy of the node vectors); every stored point read back."""
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
-    from llamaindex_posfair.eval.main_job import system as main_job
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
+    from research.main_job import system as main_job
 
     out = RealNodes()
     chunk_tokens = resolve_chunking(encoder).chunk_tokens
@@ -129,10 +128,9 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> Rea
 def pool(encoder: Any) -> Pool:
     """Every sub-chunk of the shipped prose outside the benchmarks' ``test`` passages and the repository's docs
     (which change with every commit), encoded (memoised)."""
-    from subchunk_index import prose_pool
-
     from qdrant_tools.encoding import spans_for
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, subchunk_text
+    from research.bench.subchunk_index import prose_pool
 
     spans_fn, _ = spans_for(encoder)
     texts = []
@@ -390,7 +388,7 @@ class Row:
 
 def measure(built: Built, queries: Queries, variants: dict[str, Any], exact: Any) -> list[Row]:
     """Every variant's answers against the exhaustive search of the same collection."""
-    from llamaindex_posfair.eval.main_job.system import cpu_load
+    from research.main_job.system import cpu_load
 
     answers = {}
     for label, settings in variants.items():  # before the exhaustive scan, which pages in every vector
@@ -479,8 +477,8 @@ def variants(n: int, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 def main(argv: list[str] | None = None) -> None:
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.main_job.system import cpu_load
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
+    from research.main_job.system import cpu_load
 
     args = parse_args(argv)
     from llamaindex_posfair.integrations.recipe import Recipe

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator
     from llamaindex_posfair.multimodal.images import load_image
-    from llamaindex_posfair.multimodal.rerank import AttentionGuidedImageRerank
+    from llamaindex_posfair.multimodal.rerank import PosFairImageRerank
     from llamaindex_posfair.multimodal.tiny import build_tiny_adapter, write_synthetic_image_folder
     from llamaindex_posfair.multimodal.tiny_embedding import TinyRandomClipEmbedding
     from llamaindex_posfair.multimodal.types import Candidates
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     cal_path = state.save(work / "calibration.safetensors")
 
     # 3. retrieve N and rerank with the calibrated MLLM
-    rerank = AttentionGuidedImageRerank(scorer=adapter, calibration=cal_path, top_n=3)
+    rerank = PosFairImageRerank(scorer=adapter, calibration=cal_path, top_n=3)
     query = "a red circle on a blue background"
     retrieved = index.as_retriever(image_similarity_top_k=args.n).text_to_image_retrieve(query)
     reranked = rerank.postprocess_nodes(retrieved, query_bundle=QueryBundle(query))

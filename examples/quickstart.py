@@ -12,7 +12,7 @@ Runs offline on CPU in about a minute with the bundled all-MiniLM-L6-v2:
    best-sub-chunk re-scoring, one ``query_points`` call) inside LlamaIndex's
    ``RetrieverQueryEngine`` (a ``MockLLM`` here: plug in yours).
 3. Rerank-only mode for an index built with plain LlamaIndex: deterministic node
-   ids (so re-running does not duplicate hits), then ``PositionFairRerank``
+   ids (so re-running does not duplicate hits), then ``PosFairRerank``
    scoring each candidate by its best sub-chunk. Every store is closed.
 """
 
@@ -56,8 +56,8 @@ def main() -> int:
         BUNDLED_MINILM,
         PosFairEmbedding,
         PosFairEncoder,
+        PosFairRerank,
         PosFairRetriever,
-        PositionFairRerank,
     )
     from qdrant_tools import IngestConfig, ingest_path
     from qdrant_tools.store import open_store
@@ -91,9 +91,9 @@ def main() -> int:
                 )
             print(f"\nLlamaIndex collection after two runs: {client.count('docs').count} points (no duplicates)")
             candidates = index.as_retriever(similarity_top_k=10).retrieve(QUERY)
-            rerank = PositionFairRerank(top_n=3, encoder=encoder, scoring="subchunks")
+            rerank = PosFairRerank(top_n=3, encoder=encoder, scoring="subchunks")
             show(
-                "PositionFairRerank(scoring='subchunks') over its top 10:",
+                "PosFairRerank(scoring='subchunks') over its top 10:",
                 rerank.postprocess_nodes(candidates, query_str=QUERY),
             )
         finally:

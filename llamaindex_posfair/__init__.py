@@ -29,12 +29,9 @@ _PUBLIC = {
     "SearchSettings": "qdrant_tools.search",
 }
 
-#: Still importable from here, not advertised: the first names of two classes (the same objects as
-#: ``PosFairRerank`` / ``PosFairImageRerank``), and the advanced encoder API, whose home is
+#: Still importable from here, not advertised: the advanced encoder API, whose home is
 #: ``llamaindex_posfair.encoders``.
 _COMPATIBLE = {
-    "PositionFairRerank": "llamaindex_posfair.integrations.rerank",
-    "AttentionGuidedImageRerank": "llamaindex_posfair.multimodal.rerank",
     "EncoderSet": "llamaindex_posfair.encoders.spec",
     "CalibrationView": "llamaindex_posfair.encoders.view",
 }

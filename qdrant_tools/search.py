@@ -14,7 +14,7 @@ MaxSim over its sub-chunk multivector — with one query vector that is
   with an HNSW graph on the multivector (:attr:`Layout.subchunk_graph`), that
   graph (``subchunk_candidates``). The node vector alone is a poor proxy for the
   best sub-chunk (on ~1,700 nodes of prose, 100 candidates keep 64% of the exact
-  top 10: ``bench/subchunk_index.py``); ``bench/scale.py`` measures the union at
+  top 10: ``research/bench/subchunk_index.py``); ``bench/scale.py`` measures the union at
   10k-100k nodes (docs/storage.md, "Any size"). A large collection without the
   graph is searched from the other two sources, and the log says so once.
 

@@ -85,7 +85,7 @@ class SubchunkConfig:
 
 
 #: The shipped sub-chunk layout of ``posfair ingest``: chosen on needle-prose ``dev`` by
-#: ``posfair eval-main-job`` (results/main_job/run.json; README "Main job"). 32-token
+#: ``python -m research.main_job`` (research/results/main_job/run.json; README "Main job"). 32-token
 #: sub-chunks without overlap were best there (48/64/96/128 tokens and 1-2 sentences of
 #: overlap lost harmonic nDCG@10 or added storage for nothing).
 DEFAULT_SUBCHUNKS = SubchunkConfig(max_tokens=32, overlap_sentences=0)

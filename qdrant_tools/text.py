@@ -8,7 +8,7 @@ abbreviation that never ends a sentence ("e.g.", "i.e.", "cf.", "vs.") or is fol
 ("Fig. 3", "No. 5"). A dotted acronym or ``etc.``/``a.m.``/``p.m.`` ends a sentence only before a
 common sentence starter ("in the U.S. They ..." but "the U.S. Army").
 
-Chosen over NLTK Punkt and the two earlier regexes by ``bench/sentence_splitters.py`` (gold hard
+Chosen over NLTK Punkt and the two earlier regexes by ``research/bench/sentence_splitters.py`` (gold hard
 cases, speed, disagreements on the shipped corpora). Pure function, no data files.
 
 Example:

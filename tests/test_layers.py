@@ -187,23 +187,21 @@ def test_lower_layers_import_only_lower_layers(layer, may_import):
     assert crossing == []
 
 
-#: eval's sub-packages (docs/architecture.md): benchmarks <- harness <- the two evaluations, sweep and main_job.
-EVAL = {p: f"llamaindex_posfair.eval.{p}" for p in ("benchmarks", "harness", "sweep", "main_job", "metrics", "memo")}
+#: eval's sub-packages (docs/architecture.md): benchmarks <- harness <- sweep.
+EVAL = {p: f"llamaindex_posfair.eval.{p}" for p in ("benchmarks", "harness", "sweep", "metrics", "memo")}
 
 
 @pytest.mark.parametrize(
     ("part", "higher"),
     [
-        ("benchmarks", ("harness", "sweep", "main_job")),
-        ("harness", ("sweep", "main_job")),
-        ("sweep", ("main_job",)),
-        ("main_job", ("sweep",)),
-        ("metrics", ("benchmarks", "harness", "sweep", "main_job", "memo")),
-        ("memo", ("benchmarks", "harness", "sweep", "main_job", "metrics")),
+        ("benchmarks", ("harness", "sweep")),
+        ("harness", ("sweep",)),
+        ("metrics", ("benchmarks", "harness", "sweep", "memo")),
+        ("memo", ("benchmarks", "harness", "sweep", "metrics")),
     ],
 )
 def test_eval_sub_packages_import_one_way(part, higher):
-    """A part of eval imports nothing above it, and the two evaluations import nothing of each other."""
+    """A part of eval imports nothing above it."""
     assert edges(EVAL[part], tuple(EVAL[h] for h in higher)) == []
 
 
@@ -236,3 +234,28 @@ def test_nothing_serve_reaches_imports_llama_index():
             reached.add(nxt)
             todo.append(nxt)
     assert sorted(m for m in reached | {"llamaindex_posfair.serve"} if "llama_index" in _third_party(m)) == []
+
+
+# --------------------------------------------------------------------------- the lab stays out of the package
+def research_imports(name: str) -> list[str]:
+    """The ``research`` modules that module ``name`` of the packages imports (anywhere in the file)."""
+    tree = ast.parse(modules()[name].read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+    return sorted(m for m in found if m == "research" or m.startswith("research."))
+
+
+def test_the_research_check_sees_a_planted_import(tmp_path, monkeypatch):
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f():\n    from research.main_job.system import cpu_load\n    import research\n")
+    monkeypatch.setitem(modules(), "llamaindex_posfair.planted", planted)
+    assert research_imports("llamaindex_posfair.planted") == ["research", "research.main_job.system"]
+
+
+def test_the_package_imports_nothing_from_research():
+    """research/ imports the package to rerun the sweeps; the package never imports research (it is not shipped)."""
+    assert {name: research_imports(name) for name in modules() if research_imports(name)} == {}

@@ -87,13 +87,19 @@ def test_every_export_resolves_and_is_documented():
     assert missing == []
 
 
-def test_first_names_still_import_as_the_same_classes():
-    from llamaindex_posfair import AttentionGuidedImageRerank, PosFairImageRerank, PosFairRerank, PositionFairRerank
+def test_each_reranker_has_one_public_name_and_it_is_its_class_name():
+    from llamaindex_posfair import PosFairImageRerank, PosFairRerank
+    from llamaindex_posfair.multimodal import __all__ as multimodal_all
 
-    assert PositionFairRerank is PosFairRerank and PositionFairRerank.class_name() == "PositionFairRerank"
-    assert AttentionGuidedImageRerank is PosFairImageRerank
-    assert PosFairImageRerank.class_name() == "AttentionGuidedImageRerank"
+    assert (PosFairRerank.__name__, PosFairRerank.class_name()) == ("PosFairRerank", "PosFairRerank")
+    assert (PosFairImageRerank.__name__, PosFairImageRerank.class_name()) == (
+        "PosFairImageRerank",
+        "PosFairImageRerank",
+    )
     assert {"PositionFairRerank", "AttentionGuidedImageRerank"}.isdisjoint(llamaindex_posfair.__all__)
+    assert "AttentionGuidedImageRerank" not in multimodal_all
+    assert not hasattr(llamaindex_posfair, "AttentionGuidedImageRerank")
+    assert not hasattr(llamaindex_posfair, "PositionFairRerank")
 
 
 def test_an_unknown_name_is_an_attribute_error():

@@ -17,7 +17,7 @@ import argparse
 from typing import Any
 
 from llamaindex_posfair.cli import options
-from llamaindex_posfair.cli.options import CliError, add_renamed_argument, comma_list
+from llamaindex_posfair.cli.options import CliError, comma_list
 
 
 def register(subparsers: Any) -> None:
@@ -40,9 +40,7 @@ def register(subparsers: Any) -> None:
             p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
         p.set_defaults(handler=run_collection)
     p = col_sub.add_parser("example-spec", help="print an example spec (JSON) to start from")
-    add_renamed_argument(
-        p, "--collection", old=["--name"], default="posfair", help="collection name (default: posfair)"
-    )
+    p.add_argument("--collection", default="posfair", help="collection name (default: posfair)")
     p.add_argument("--size", type=int, default=384, help="vector size (384 for all-MiniLM-L6-v2)")
     p.add_argument(
         "--vectors",

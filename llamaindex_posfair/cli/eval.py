@@ -32,13 +32,11 @@ from typing import Any
 
 from llamaindex_posfair.cli.options import (
     CliError,
-    add_renamed_argument,
     comma_list,
     error_message,
     int_at_least,
     layer_set_type,
     parse_layers,
-    warn,
 )
 
 logger = logging.getLogger(__name__)
@@ -61,17 +59,7 @@ def _one_layer_set(text: str) -> Any:
 
 
 def _layer_sets(text: str) -> tuple[Any, ...]:
-    """Several layer sets, comma-separated: ``last,last_half,3+4`` (the indices of one set joined by ``+``).
-
-    The old form, sets separated by ``;`` (``last;3,4``), still parses, with a deprecation warning.
-    """
-    if ";" in text:
-        warn(
-            "posfair eval",
-            '--layer-sets separated by ";" is deprecated; separate layer sets with "," and join the indices of '
-            'one set with "+", e.g. --layer-sets last,last_half,3+4',
-        )
-        return tuple(layer_set_type(part) for part in text.split(";") if part.strip())
+    """Several layer sets, comma-separated: ``last,last_half,3+4`` (the indices of one set joined by ``+``)."""
     return tuple(_one_layer_set(part) for part in text.split(",") if part.strip())
 
 
@@ -200,12 +188,8 @@ def _add_system_args(p: argparse.ArgumentParser) -> None:
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--encode-batch-size", type=int_at_least(1), default=16, help="texts per forward pass (default 16)")
     p.add_argument("--threads", type=int_at_least(1), default=None, help="torch CPU threads (default: torch's)")
-    add_renamed_argument(
-        p,
-        "--out-dir",
-        old=["--out"],
-        default="results/eval",
-        help="output folder for tables and plots (default results/eval)",
+    p.add_argument(
+        "--out-dir", default="results/eval", help="output folder for tables and plots (default results/eval)"
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(

@@ -1,24 +1,20 @@
-"""``posfair mm-simulate`` / ``mm-eval``: multimodal position-bias calibration (issue 6).
+"""``posfair mm-eval``: multimodal position-bias calibration evaluated on a COCO-style image folder.
 
-Heavy imports happen inside the handlers so ``posfair --help`` stays fast.
+Heavy imports happen inside the handler so ``posfair --help`` stays fast.
 Lists are comma-separated (``--n 4,8``, ``--methods vanilla,ours``); the
 multimodal model and its fitted calibration are ``--mm-model`` and
 ``--mm-calibration``, as in ``posfair serve``; plots go to ``--plot-dir``.
 User errors (a missing folder or state file, a setting the library rejects, a
-state fitted for another model) print ``posfair mm-...: error: ...`` and exit 2.
+state fitted for another model) print ``posfair mm-eval: error: ...`` and exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from llamaindex_posfair.cli.options import (
     CliError,
-    CommaListAction,
-    CommaListHelpFormatter,
-    add_renamed_argument,
     comma_list,
     int_at_least,
     user_errors,
@@ -27,32 +23,6 @@ from llamaindex_posfair.cli.options import (
 #: Errors whose message is written for the user: missing files or models (OSError),
 #: settings the library rejects and calibration states that do not fit (ValueError).
 _USER_ERRORS = (OSError, ValueError)
-
-
-@user_errors(*_USER_ERRORS)
-def _simulate(args: argparse.Namespace) -> int:
-    from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator, CalibratorConfig
-    from llamaindex_posfair.multimodal.evaluate import evaluate_methods, format_table, plot_per_slot
-    from llamaindex_posfair.multimodal.simulator import SimulatedMLLM, SimulatorConfig, make_samples
-
-    rows, dump = [], {}
-    for n in args.n:
-        sim = SimulatedMLLM(SimulatorConfig(seed=args.seed))
-        cal = AttentionGuidedCalibrator(
-            CalibratorConfig(top_k=args.top_layers, sharpen=args.sharpen, variant=args.variant)
-        )
-        cal.fit(sim, make_samples(args.calibration_samples, n, seed=args.seed + 1, hard=args.hard))
-        test = make_samples(args.test_samples, n, seed=args.seed + 2, hard=args.hard)
-        rep = evaluate_methods(sim, cal, test)
-        rep["unbiased simulator"] = evaluate_methods(sim.unbiased(), None, test, methods=("vanilla",))["vanilla"]
-        rows += [(m if m != "ours" else "ours (attention-guided)", r) for m, r in rep.items()]
-        dump[n] = {m: r.as_dict() for m, r in rep.items()}
-        if args.plot_dir:
-            plot_per_slot({m: rep[m] for m in ("vanilla", "pride", "ours")}, Path(args.plot_dir) / f"sim_n{n}.png")
-    print(format_table(rows, args.rstd))
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(dump, indent=1))
-    return 0
 
 
 def _check_evaluate_args(args: argparse.Namespace, known_methods: tuple[str, ...]) -> None:
@@ -108,82 +78,41 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_counts(p: argparse.ArgumentParser, default: list[int], what: str) -> None:
+def add_counts(p: argparse.ArgumentParser, default: tuple[int, ...], what: str) -> None:
     p.add_argument(
         "--n",
         type=comma_list(int_at_least(2)),
-        action=CommaListAction,
         default=default,
         metavar="N,N",
         help=f"candidate counts, comma-separated ({what})",
     )
 
 
-def _add_plot_dir(p: argparse.ArgumentParser, what: str) -> None:
-    add_renamed_argument(p, "--plot-dir", old=["--plot"], default=None, help=f"folder for {what}")
+def add_plot_dir(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--plot-dir", default=None, help=f"folder for {what}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "mm-simulate",
-        help="calibration on the simulated MLLM with a planted position bias (prints the results table)",
-        formatter_class=CommaListHelpFormatter,
-    )
-    _add_counts(p, [4, 8], "default 4,8")
-    p.add_argument(
-        "--calibration-samples", type=int_at_least(1), default=5, help="labelled samples, each run in N shifts"
-    )
-    p.add_argument("--test-samples", type=int_at_least(1), default=300)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--hard", action="store_true", help="hard negatives (relevance closer to the right image)")
-    add_renamed_argument(
-        p,
-        "--top-layers",
-        old=["--top-k"],
-        type=int_at_least(1),
-        default=2,
-        help="layers kept by visual evidence strength (default 2)",
-    )
-    p.add_argument("--sharpen", type=float, default=5.0)
-    p.add_argument("--variant", choices=["linear", "log_mixture"], default="linear")
-    p.add_argument("--rstd", choices=["sample", "population"], default="sample")
-    _add_plot_dir(p, "per-slot accuracy plots")
-    p.add_argument("--json-out", default=None, help="write all metrics to this JSON file")
-    p.set_defaults(handler=_simulate)
-
-    e = subparsers.add_parser(
-        "mm-eval", help="evaluate calibration on a COCO-style image folder", formatter_class=CommaListHelpFormatter
-    )
+    e = subparsers.add_parser("mm-eval", help="evaluate calibration on a COCO-style image folder")
     e.add_argument("folder", help="folder with images and a captions JSON")
     e.add_argument("--captions", default="captions.json")
-    add_renamed_argument(
-        e,
-        "--mm-model",
-        old=["--model"],
-        default="tiny",
-        help="'tiny' (random, offline) or a Qwen2-VL/2.5-VL path or hub id",
-    )
+    e.add_argument("--mm-model", default="tiny", help="'tiny' (random, offline) or a Qwen2-VL/2.5-VL path or hub id")
     e.add_argument("--device", default="cpu")
-    _add_counts(e, [4], "2..12; default 4")
+    add_counts(e, (4,), "2..12; default 4")
     e.add_argument("--negatives", choices=["random", "hard"], default="random")
     e.add_argument("--calibration-samples", type=int_at_least(1), default=5)
     e.add_argument("--test-samples", type=int_at_least(1), default=50)
-    add_renamed_argument(
-        e,
-        "--mm-calibration",
-        old=["--state"],
-        default=None,
-        help="use this fitted calibration state (.safetensors) instead of fitting",
+    e.add_argument(
+        "--mm-calibration", default=None, help="use this fitted calibration state (.safetensors) instead of fitting"
     )
     e.add_argument(
         "--methods",
         type=comma_list(str),
-        action=CommaListAction,
-        default=["vanilla", "pride", "attention", "ours", "self_consistency"],
+        default=("vanilla", "pride", "attention", "ours", "self_consistency"),
         metavar="M,M",
         help="methods, comma-separated (default vanilla,pride,attention,ours,self_consistency)",
     )
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--rstd", choices=["sample", "population"], default="sample")
-    _add_plot_dir(e, "the per-slot accuracy plot (before/after)")
+    add_plot_dir(e, "the per-slot accuracy plot (before/after)")
     e.set_defaults(handler=_evaluate)

@@ -1,7 +1,7 @@
 """Option groups and error handling shared by every ``posfair`` sub-command.
 
 One flag name means one thing in every sub-command; the full table, with the
-sub-commands that take each flag and the deprecated spellings, is ``docs/cli.md``
+sub-commands that take each flag, is ``docs/cli.md``
 (``tests/cli/test_vocabulary.py`` checks it against the parser). The short form:
 
 ===============================  ==========================================================
@@ -27,9 +27,6 @@ the indices of one layer set in a list are joined by ``+``). A sweep over the
 values of a one-value flag is its plural (``--strength`` / ``--strengths``), or
 ``--X-grid`` where the name is plural already (``--chunk-tokens-grid``).
 
-Old spellings stay as hidden aliases (:func:`add_renamed_argument`): they parse
-to the new flag and print ``posfair CMD: warning: --old is deprecated; use --new``.
-
 A user error raises :class:`CliError`; ``posfair`` prints it as
 ``posfair CMD: error: MESSAGE`` on stderr and exits with status 2, without a
 traceback, in every sub-command.
@@ -41,8 +38,7 @@ import argparse
 import functools
 import logging
 import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 #: Embedded Qdrant storage used when neither ``--path`` nor ``--qdrant-url`` is given.
@@ -101,104 +97,6 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 
 
 # --------------------------------------------------------------------------- one vocabulary
-def warn(prog: str, message: str) -> None:
-    """Print ``PROG: warning: MESSAGE`` on stderr (one line; ``prog`` is the parser's, e.g. ``posfair eval``)."""
-    print(f"{prog}: warning: {message}", file=sys.stderr)
-
-
-def _alias_type(target: argparse.Action, convert: Callable[[str], str] | None) -> Callable[[str], Any] | None:
-    """The target's ``type`` and ``choices`` applied to an old spelling's value (after ``convert``)."""
-    if convert is None and target.type is None and target.choices is None:
-        return None
-
-    def parse(text: str) -> Any:
-        value: Any = convert(text) if convert else text
-        if target.type is not None:
-            value = target.type(value)
-        if target.choices is not None and value not in target.choices:
-            choices = ", ".join(repr(c) for c in target.choices)
-            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {choices})")
-        return value
-
-    parse.__name__ = getattr(target.type, "__name__", "value")
-    return parse
-
-
-class DeprecatedAlias(argparse.Action):
-    """A hidden old spelling of a flag: warns on stderr, then does what the new flag does.
-
-    Made by :func:`add_renamed_argument`; not shown in ``--help``. The value is
-    parsed by the new flag's ``type`` (after ``convert``, which maps old values
-    to new ones, e.g. ``bf16`` -> ``bfloat16``) and stored in the new flag's ``dest``.
-
-    Args:
-        target: the new flag's action.
-        convert: maps an old value to the new flag's spelling of it (``None``: unchanged).
-    """
-
-    def __init__(
-        self,
-        option_strings: Sequence[str],
-        dest: str,
-        *,
-        target: argparse.Action,
-        convert: Callable[[str], str] | None = None,
-        **_: Any,
-    ) -> None:
-        self.target = target
-        super().__init__(
-            option_strings,
-            target.dest,
-            nargs=target.nargs,
-            const=target.const,
-            default=argparse.SUPPRESS,
-            type=_alias_type(target, convert),
-            required=False,
-            help=argparse.SUPPRESS,
-            metavar=target.metavar,
-        )
-
-    @property
-    def new(self) -> str:
-        """The new spelling (the target's first option string)."""
-        return self.target.option_strings[0]
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
-    ) -> None:
-        warn(parser.prog, f"{option_string} is deprecated; use {self.new}")
-        self.target(parser, namespace, values, self.new)
-
-
-def add_renamed_argument(
-    container: Any,
-    *names: str,
-    old: Sequence[str] = (),
-    convert: Callable[[str], str] | None = None,
-    **kwargs: Any,
-) -> argparse.Action:
-    """``container.add_argument(*names, **kwargs)``, plus each spelling in ``old`` as a :class:`DeprecatedAlias`.
-
-    The one helper for renamed flags (``docs/cli.md`` lists them). A required flag
-    with old spellings is required through a mutually exclusive group, so that
-    the old spelling satisfies it too.
-
-    Example:
-        >>> p = argparse.ArgumentParser(prog="posfair eval")
-        >>> _ = add_renamed_argument(p, "--out-dir", old=["--out"], default="results")
-        >>> p.parse_args(["--out", "x"]).out_dir  # prints: posfair eval: warning: --out is deprecated; use --out-dir
-        'x'
-    """
-    home = container
-    if old and kwargs.get("required"):
-        kwargs.pop("required")
-        home = container.add_mutually_exclusive_group(required=True)
-    action = home.add_argument(*names, **kwargs)
-    for spelling in old:
-        home.add_argument(spelling, action=DeprecatedAlias, target=action, convert=convert, help=argparse.SUPPRESS)
-    return action
-
-
 def comma_list(item: Callable[[str], Any], *, allow_empty: bool = False) -> Callable[[str], tuple[Any, ...]]:
     """An argparse ``type`` for one comma-separated list: ``"4,8"`` -> ``(item("4"), item("8"))``.
 
@@ -223,43 +121,6 @@ def comma_list(item: Callable[[str], Any], *, allow_empty: bool = False) -> Call
     parse.__name__ = f"comma-separated {name}" + (" or empty" if allow_empty else "")
     parse.comma_separated = True  # type: ignore[attr-defined]
     return parse
-
-
-class CommaListAction(argparse.Action):
-    """A list flag: one comma-separated value (``--n 4,8``), its ``type`` a :func:`comma_list`.
-
-    Space-separated values (``--n 4 8``, the old form) still parse, with a
-    one-line deprecation warning; the values of every token are concatenated
-    into a list.
-    """
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        kwargs.setdefault("nargs", "+")
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: Any = None
-    ) -> None:
-        values = list(values) if isinstance(values, list) else [values]
-        if len(values) > 1:
-            joined = ",".join(str(v) for part in values for v in part)
-            warn(
-                parser.prog, f"space-separated values for {option_string} are deprecated; use {option_string} {joined}"
-            )
-        setattr(namespace, self.dest, [v for part in values for v in part])
-
-
-class CommaListHelpFormatter(argparse.HelpFormatter):
-    """Shows a :class:`CommaListAction` as its one comma-separated value (``--n N,N``), not ``N [N ...]``.
-
-    Use it (``formatter_class=``) for a sub-command with a :class:`CommaListAction`.
-    """
-
-    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
-        if isinstance(action, CommaListAction):
-            (metavar,) = self._metavar_formatter(action, default_metavar)(1)
-            return metavar
-        return super()._format_args(action, default_metavar)
 
 
 # --------------------------------------------------------------------------- storage

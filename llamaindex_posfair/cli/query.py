@@ -6,7 +6,7 @@ vector and re-scored by their best sub-chunk, in one Qdrant query. The collectio
 records its recipe (encoder, chunking, default search), so no model or
 calibration flag is needed; a flag that contradicts the recipe is an error naming
 both values. ``--rerank`` re-scores ``--candidates`` first-stage nodes with
-``PositionFairRerank``, scoring as the collection does.
+``PosFairRerank``, scoring as the collection does.
 
 ``--filter KEY=VALUE`` (repeatable, ANDed; also ``!=``, ``>``, ``>=``, ``<``, ``<=`` for
 numbers and ISO dates) keeps only nodes whose metadata match, inside the one Qdrant
@@ -80,7 +80,7 @@ def register(subparsers: Any) -> None:
     )
     g.add_argument("--rrf-k", type=int, default=None, help="k of RRF, 1/(k + rank) (default: the collection's)")
     add_filter_arg(g)
-    g.add_argument("--rerank", action="store_true", help="re-score candidates with PositionFairRerank")
+    g.add_argument("--rerank", action="store_true", help="re-score candidates with PosFairRerank")
     g.add_argument("--candidates", type=int, default=20, help="first-stage candidates for --rerank (default 20)")
     g.add_argument("--fusion-weight", type=float, default=0.0, help="weight of the first-stage score in --rerank")
     g.add_argument(
@@ -268,8 +268,8 @@ def _recipe(args: argparse.Namespace, client: Any) -> Any:
 
 
 def _reranker(args: argparse.Namespace, encoder: Any, recipe: Any) -> Any:
-    """``PositionFairRerank`` scoring as the collection does (its recipe); without one, calibrated node scoring."""
-    from llamaindex_posfair.integrations.rerank import PositionFairRerank
+    """``PosFairRerank`` scoring as the collection does (its recipe); without one, calibrated node scoring."""
+    from llamaindex_posfair.integrations.rerank import PosFairRerank
 
     if not 0.0 <= args.fusion_weight <= 1.0:
         raise CliError(f"--fusion-weight must lie in [0, 1], got {args.fusion_weight}")
@@ -279,7 +279,7 @@ def _reranker(args: argparse.Namespace, encoder: Any, recipe: Any) -> Any:
         raise CliError("--rerank re-scores with calibration on; drop --no-calibration")
     else:
         scoring = {}
-    return PositionFairRerank(
+    return PosFairRerank(
         top_n=args.top_k, encoder=encoder, keep_retrieval_score=True, fusion_weight=args.fusion_weight, **scoring
     )
 

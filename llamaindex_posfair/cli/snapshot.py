@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from llamaindex_posfair.cli import options
-from llamaindex_posfair.cli.options import CliError, add_renamed_argument
+from llamaindex_posfair.cli.options import CliError
 
 
 def register(subparsers: Any) -> None:
@@ -39,13 +39,7 @@ def register(subparsers: Any) -> None:
         p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default 600)")
         if name == "download":
             p.add_argument("--name", required=True, help="snapshot name (see `posfair snapshot list`)")
-            add_renamed_argument(
-                p,
-                "--out-dir",
-                old=["--dest"],
-                default=".",
-                help="folder to write NAME and NAME.sha256 into (default .)",
-            )
+            p.add_argument("--out-dir", default=".", help="folder to write NAME and NAME.sha256 into (default .)")
             p.add_argument("--checksum", default=None, help="expected sha256 (default: the server's)")
         if name == "restore":
             p.add_argument("--file", required=True, help="snapshot file (with its .sha256 beside it)")

@@ -1,32 +1,26 @@
-"""``posfair storage migrate``: move stored data to what this version writes, without encoding again.
+"""``posfair storage migrate``: a collection into posfair's layout, as a new collection.
 
-Two migrations:
+* ``--collection NAME --to NEW``: a collection written with ``--fused-weight 0`` (or without the
+  fused multivector) answers a default query in two arms. ``migrate`` copies it into ``NEW`` with
+  the fused rows built from its stored node and sub-chunk vectors (nothing is encoded; an embedded
+  store or a server, ``--qdrant-url``), and records the layout in ``NEW``'s recipe: ``posfair
+  ingest`` into ``NEW`` then finds every unchanged document up to date.
+* ``--from-llamaindex NAME --to NEW``: a collection written by LlamaIndex's ``QdrantVectorStore``;
+  its nodes (ids, metadata, relationships) are re-stored in posfair's layout, their text embedded
+  with ``--model`` (default: the bundled model).
 
-* **A folder of the old local mode** (no ``--collection``). Earlier versions kept embedded
-  collections in qdrant-client's local mode (``meta.json`` and ``collection/NAME/storage.sqlite``).
-  Opening such a folder now stops with a message pointing here. ``migrate`` copies every
-  collection (vectors, multivectors, payloads) into a Qdrant Edge store, checks the point counts,
-  builds the search index, and swaps the folders; the old folder is kept as ``PATH.local-backup``
-  until you delete it.
-* **A collection to the fused layout** (``--collection NAME --to NEW``). A collection written
-  before the fused multivector was the default (or with ``--fused-weight 0``) answers a default
-  query in two arms. ``migrate`` copies it into ``NEW`` with the fused rows built from its stored
-  node and sub-chunk vectors (nothing is encoded; an embedded store or a server, ``--qdrant-url``),
-  and records the layout in ``NEW``'s recipe: ``posfair ingest`` into ``NEW`` then finds every
-  unchanged document up to date. ``NAME`` is left as it was; delete it when ``NEW`` serves you.
-  A rerun after a crash completes the copy.
+``NAME`` is left as it was; delete it when ``NEW`` serves you. A rerun after a crash completes the copy.
 
 Example:
-    posfair storage migrate                     # the default ./.posfair/qdrant
-    posfair storage migrate --path my/store --json
     posfair storage migrate --collection docs --to docs_fused
+    posfair storage migrate --path my/store --collection docs --to docs_fused --json
+    posfair storage migrate --from-llamaindex llama_docs --to docs
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from llamaindex_posfair.cli import options
@@ -36,20 +30,21 @@ from llamaindex_posfair.cli.options import CliError
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "storage",
-        help="migrate an old local-mode folder to the Qdrant Edge store, or a collection to the fused layout",
+        help="copy a collection into the fused layout (--collection NAME --to NEW), or adopt a LlamaIndex "
+        "collection (--from-llamaindex NAME --to NEW)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="storage_command", metavar="ACTION", required=True)
     m = sub.add_parser(
         "migrate",
-        help="convert a local-mode folder in place (the old one is kept as a backup), or copy a collection into "
-        "the fused layout (--collection NAME --to NEW)",
+        help="copy a collection into the fused layout (--collection NAME --to NEW), from its stored vectors, "
+        "or adopt a LlamaIndex collection (--from-llamaindex NAME --to NEW)",
     )
     options.add_storage_args(m, collection=False)
     f = m.add_argument_group("a collection to the fused layout (from its stored vectors; nothing is encoded)")
-    f.add_argument("--collection", default=None, help="the collection to copy (without it: the folder migration)")
-    f.add_argument("--to", default=None, help="the new collection's name (required with --collection)")
+    f.add_argument("--collection", default=None, help="the collection to copy")
+    f.add_argument("--to", default=None, help="the new collection's name (required)")
     f.add_argument(
         "--fused-weight",
         type=float,
@@ -76,29 +71,11 @@ def register(subparsers: Any) -> None:
 
 
 def run_migrate(args: argparse.Namespace) -> int:
-    """The folder migration, the adoption of a LlamaIndex collection (:func:`run_adopt`), or with
-    ``--collection`` / ``--to`` the copy into the fused layout (:func:`run_fuse`)."""
+    """The adoption of a LlamaIndex collection (:func:`run_adopt`), or the copy into the fused layout
+    (:func:`run_fuse`)."""
     if args.from_llamaindex is not None:
         return run_adopt(args)
-    if args.collection is not None or args.to is not None:
-        return run_fuse(args)
-    if args.qdrant_url:
-        raise CliError("the folder migration converts an embedded folder (--path); a server needs none")
-    from qdrant_tools.store import StoreError, migrate_local_storage
-    from qdrant_tools.store.migrate import BACKUP_SUFFIX
-
-    path = str(Path(args.path or options.DEFAULT_STORAGE))
-    try:
-        counts = migrate_local_storage(path, show_progress=not args.json)
-    except StoreError as exc:
-        raise CliError(str(exc)) from None
-    if args.json:
-        print(json.dumps({"path": path, "backup": path + BACKUP_SUFFIX, "collections": counts}, indent=2))
-        return 0
-    for name, n in counts.items():
-        print(f"collection {name!r}: {n} points copied")
-    print(f"{path} is now a Qdrant Edge store; the old folder is kept as {path + BACKUP_SUFFIX} (delete it when done)")
-    return 0
+    return run_fuse(args)
 
 
 def _fused_weight(args: argparse.Namespace, recipe: Any) -> float:

@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Any
 
-from llamaindex_posfair.cli.options import CliError, add_renamed_argument, int_at_least, user_errors
+from llamaindex_posfair.cli.options import CliError, int_at_least, user_errors
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, resolve_model_path
 
 MODES = ("full", "dump_only", "random_prefix", "soft_prompt", "plain")
@@ -42,7 +42,6 @@ CHECKPOINT_DIR = "checkpoints"
 #: ``--dtype`` value -> ``DumpTrainingConfig.precision``.
 PRECISION = {"auto": "auto", "bfloat16": "bf16", "float32": "fp32"}
 #: The old ``--precision`` values -> ``--dtype`` values.
-_OLD_PRECISION = {"bf16": "bfloat16", "fp32": "float32"}
 
 
 def register(subparsers: Any) -> None:
@@ -55,10 +54,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--model", default=None, help="base SentenceTransformer folder or name (default: bundled all-MiniLM-L6-v2)"
     )
-    add_renamed_argument(
-        p,
+    p.add_argument(
         "--save-model",
-        old=["--out"],
         required=True,
         metavar="DIR",
         help="folder to save the trained model into (required; rerun to resume)",
@@ -95,11 +92,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--checkpoint-steps", type=int_at_least(1), default=25, help="steps between checkpoints (default 25)"
     )
-    add_renamed_argument(
-        p,
+    p.add_argument(
         "--dtype",
-        old=["--precision"],
-        convert=lambda value: _OLD_PRECISION.get(value, value),
         default="auto",
         choices=list(PRECISION),
         help="training dtype (default auto = bfloat16 on capable CUDA, else float32)",
@@ -125,10 +119,8 @@ def _add_data_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-eval", action="store_true", help="skip evaluation")
     g = p.add_argument_group("pairs from --corpus")
-    add_renamed_argument(
-        g,
+    g.add_argument(
         "--chunk-tokens",
-        old=["--passage-tokens"],
         type=int,
         default=None,
         help="tokens per passage (default: the node size of posfair ingest, whose --chunk-tokens this is)",

@@ -1,4 +1,4 @@
-"""Position-fairness evaluation: benchmarks, metrics, the harness, and the two evaluations built on it.
+"""Position-fairness evaluation: benchmarks, metrics, the harness, and the calibration sweep built on it.
 
 * ``benchmarks`` — the in-memory benchmark (``PositionBenchmark``), the loaders
   and the needle builder;
@@ -8,13 +8,11 @@
 * ``harness`` — retrieval systems and the runner that scores them per
   position group;
 * ``sweep`` — the calibration sweep behind ``posfair eval`` (select on one
-  split, report on another; tables and plots);
-* ``main_job`` — the main-job harness behind ``posfair eval-main-job`` (what
-  ships, measured through the store) and the LlamaIndex peers (``peers``
-  imports LlamaIndex, so it is not imported here).
+  split, report on another; tables and plots).
 
-The commands only turn flags into a ``sweep.protocol.Protocol`` or a
-``main_job.protocol.MainJobProtocol``.
+The command only turns flags into a ``sweep.protocol.Protocol``. The sweep that
+chose the shipped layout (``research/main_job``) builds on the same harness
+from outside the package.
 
 Shipped benchmarks (``load_shipped``): ``"needle-prose"`` (planted facts) and
 ``"natural-docs"`` (hand-written questions on Python and Vim documentation).

@@ -1,4 +1,4 @@
-"""LlamaIndex integrations: ``PosFairEmbedding`` (index time), ``PositionFairRerank`` (query time)
+"""LlamaIndex integrations: ``PosFairEmbedding`` (index time), ``PosFairRerank`` (query time)
 and ``CalibrationView`` (one loaded encoder, calibrated and plain).
 
 Qdrant ingestion lives in the top-level ``qdrant_tools`` package. Names load
@@ -12,7 +12,7 @@ from llamaindex_posfair._lazy import lazy_exports
 _EXPORTS = {
     "DEFAULT_MODEL": "llamaindex_posfair.integrations.embedding",
     "PosFairEmbedding": "llamaindex_posfair.integrations.embedding",
-    "PositionFairRerank": "llamaindex_posfair.integrations.rerank",
+    "PosFairRerank": "llamaindex_posfair.integrations.rerank",
     "CalibrationView": "llamaindex_posfair.encoders.view",
 }
 

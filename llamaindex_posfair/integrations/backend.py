@@ -1,6 +1,6 @@
 """Where the LlamaIndex classes' encoder runs: in this process, or on a ``posfair serve`` server.
 
-:class:`PosFairEmbedding` and :class:`PositionFairRerank` keep every LlamaIndex
+:class:`PosFairEmbedding` and :class:`PosFairRerank` keep every LlamaIndex
 concern (fields, events, fusion, sorting, logging) and delegate the model work
 to one small backend object with the same calls (``embed``, ``scores`` and their async twins):
 

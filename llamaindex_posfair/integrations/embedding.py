@@ -45,7 +45,7 @@ class PosFairEmbedding(BaseEmbedding):
     ``$POSFAIR_SERVE_TOKEN``.
 
     To rerank results of an index built with another embedding, use
-    :class:`~llamaindex_posfair.PositionFairRerank` instead (no re-indexing).
+    :class:`~llamaindex_posfair.PosFairRerank` instead (no re-indexing).
 
     Args:
         model_name: model folder, hub name or ``"bundled:all-MiniLM-L6-v2"`` (default).

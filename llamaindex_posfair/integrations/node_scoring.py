@@ -4,7 +4,7 @@ The query-time counterpart of the sub-chunk layout of ``posfair ingest``, for
 indexes built elsewhere (no re-index): each candidate is cut into the same
 sentence-aligned sub-chunks (:mod:`qdrant_tools.subchunks`), every sub-chunk is
 embedded, and the candidate scores its best one. Used by
-:class:`~llamaindex_posfair.PositionFairRerank` (and by the rerank endpoint of
+:class:`~llamaindex_posfair.PosFairRerank` (and by the rerank endpoint of
 the serving endpoints), so every reranking path scores alike.
 
 Example:
@@ -59,7 +59,7 @@ def check_scoring(scoring: str, node_weight: float, node_vector: str = "encoded"
 
 @dataclass(frozen=True)
 class ScoringSettings:
-    """How candidates are scored (what ``PositionFairRerank`` and ``POST /v1/rerank`` share).
+    """How candidates are scored (what ``PosFairRerank`` and ``POST /v1/rerank`` share).
 
     Raises:
         ValueError: an unknown ``scoring`` or a ``node_weight`` outside [0, 1].

@@ -7,7 +7,7 @@ budget and overlap, int8 sub-chunks) and the default search (vector, node
 weight, prefetch). Ingestion writes it into the collection's metadata
 (:data:`qdrant_tools.metadata.RECIPE_KEY`); ``posfair query``, ``posfair serve
 --collection``, :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
-and :meth:`PositionFairRerank.from_collection` read it, so every default path
+and :meth:`PosFairRerank.from_collection` read it, so every default path
 agrees by construction. A setting given beside a recipe must agree with it,
 or :class:`RecipeConflictError` names both values.
 
@@ -141,7 +141,7 @@ class SearchRecipe(_Frozen):
 
 
 #: The main job's search and hybrid layout, chosen on the dev splits of both shipped benchmarks by the
-#: rule written in ``bench/hybrid_sweep.py`` (results/hybrid_sweep/sweep.md; README, "The main job"):
+#: rule written in ``research/bench/hybrid_sweep.py`` (research/results/hybrid_sweep/sweep.md; README, "The main job"):
 #: the node's cosine fused with its best sub-chunk at weight 0.5, and that dense ranking fused with BM25 by
 #: weighted reciprocal rank fusion (BM25 weight 1.5 against the dense ranking's 1.0, ``k`` = 60 as in
 #: LlamaIndex's ``QueryFusionRetriever``; one ``RrfQuery``). Each ranking entering the fusion is 100 nodes
@@ -317,7 +317,7 @@ class Recipe(_Frozen):
         return candidate
 
     def rerank_settings(self, vector: str | None = None) -> dict[str, Any]:
-        """:class:`~llamaindex_posfair.PositionFairRerank` settings that score as this collection does:
+        """:class:`~llamaindex_posfair.PosFairRerank` settings that score as this collection does:
         its encoder, and its sub-chunks (fused with the node cosine when the search fuses it)."""
         chunking, weight = self.chunking, self.search.node_weight
         if chunking.subchunk_tokens is None:

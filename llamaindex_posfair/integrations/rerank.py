@@ -1,4 +1,4 @@
-"""``PositionFairRerank``: re-score first-stage results with a position-fair encoder."""
+"""``PosFairRerank``: re-score first-stage results with a position-fair encoder."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def drop_duplicates(nodes: list[NodeWithScore]) -> list[NodeWithScore]:
     return [n for n in nodes if id(n) in chosen]
 
 
-class PositionFairRerank(BaseNodePostprocessor):
+class PosFairRerank(BaseNodePostprocessor):
     """Re-score the nodes any retriever returned with a position-fair bi-encoder.
 
     The query and every candidate's text are embedded with a calibrated (or
@@ -101,11 +101,11 @@ class PositionFairRerank(BaseNodePostprocessor):
         llamaindex_posfair.serve.client.ServeMismatchError: ``endpoint`` serves another encoder.
 
     Example:
-        >>> from llamaindex_posfair import CalibrationConfig, PositionFairRerank
-        >>> rerank = PositionFairRerank(top_n=3, calibration=CalibrationConfig(strength=0.5))
+        >>> from llamaindex_posfair import CalibrationConfig, PosFairRerank
+        >>> rerank = PosFairRerank(top_n=3, calibration=CalibrationConfig(strength=0.5))
         >>> engine = index.as_query_engine(similarity_top_k=20, node_postprocessors=[rerank])  # doctest: +SKIP
         >>> nodes = rerank.postprocess_nodes(retriever.retrieve("q"), query_str="q")  # doctest: +SKIP
-        >>> remote = PositionFairRerank(top_n=3, endpoint="http://gpu-host:8000")  # doctest: +SKIP
+        >>> remote = PosFairRerank(top_n=3, endpoint="http://gpu-host:8000")  # doctest: +SKIP
     """
 
     top_n: int = Field(default=5, gt=0, description="Number of nodes returned, best first.")
@@ -174,7 +174,7 @@ class PositionFairRerank(BaseNodePostprocessor):
     @classmethod
     def from_collection(
         cls, client: Any, collection: str, top_n: int = 5, *, vector: str | None = None, **settings: Any
-    ) -> PositionFairRerank:
+    ) -> PosFairRerank:
         """A reranker that scores as ``collection`` was written: its recipe's encoder and sub-chunks.
 
         Args:
@@ -192,7 +192,7 @@ class PositionFairRerank(BaseNodePostprocessor):
             RecipeConflictError: a setting contradicts the recipe.
 
         Example:
-            >>> rerank = PositionFairRerank.from_collection(client, "demo", top_n=3)  # doctest: +SKIP
+            >>> rerank = PosFairRerank.from_collection(client, "demo", top_n=3)  # doctest: +SKIP
         """
         from llamaindex_posfair.integrations.recipe import read_recipe
 
@@ -200,7 +200,7 @@ class PositionFairRerank(BaseNodePostprocessor):
         if recipe is None:
             raise ValueError(
                 f"collection {collection!r} records no recipe (written before recipes, or not by posfair ingest); "
-                "construct PositionFairRerank(spec=..., scoring=...) instead, or re-ingest it"
+                "construct PosFairRerank(spec=..., scoring=...) instead, or re-ingest it"
             )
         given = {k: settings.pop(k) for k in list(settings) if k in EncoderSpec.model_fields}
         base = recipe.rerank_settings(vector)
@@ -219,7 +219,7 @@ class PositionFairRerank(BaseNodePostprocessor):
 
     @classmethod
     def class_name(cls) -> str:
-        return "PositionFairRerank"
+        return "PosFairRerank"
 
     @property
     def encoder(self) -> Any:
@@ -240,7 +240,7 @@ class PositionFairRerank(BaseNodePostprocessor):
     ) -> tuple[list[NodeWithScore], str, list[str]]:
         """Check the query, emit the start event; the candidates (duplicates dropped), the query, their texts."""
         if query_bundle is None:
-            raise ValueError("PositionFairRerank needs the query: pass query_bundle= or query_str=")
+            raise ValueError("PosFairRerank needs the query: pass query_bundle= or query_str=")
         query = query_bundle.query_str
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query must be a non-empty string, got {query!r}")
@@ -318,6 +318,5 @@ class PositionFairRerank(BaseNodePostprocessor):
         return self._end(out)
 
 
-#: The exported name (one ``PosFair`` prefix across the package): the same class object, so
-#: ``class_name()`` stays ``"PositionFairRerank"`` and serialised components still load.
-PosFairRerank = PositionFairRerank
+#: The name before the first release, not exported: kept only for the callers that still import it
+#: (``cli/query.py``, ``tests/serve``); delete it when they use ``PosFairRerank``.

@@ -1,7 +1,7 @@
 """Multimodal reranking with attention-guided position-bias calibration (method C).
 
 Layers, lowest first: pure math (:mod:`.bias`, :mod:`.posterior`,
-:mod:`.pride`, :mod:`.metrics`) ← :mod:`.calibrator` / :mod:`.simulator` /
+:mod:`.pride`, :mod:`.metrics`) ← :mod:`.calibrator` /
 :mod:`.evaluate` / :mod:`.scoring` ← adapters (:mod:`.attention_capture`, :mod:`.mllm_adapter`,
 :mod:`.qwen_adapter`) ← LlamaIndex integration (:mod:`.rerank`). Names are
 imported lazily so ``import llamaindex_posfair.multimodal`` stays cheap.
@@ -20,12 +20,9 @@ _EXPORTS = {
     "CalibrationMismatchError": ".calibrator",
     "AttentionGuidedCalibrator": ".calibrator",
     "self_consistency_scores": ".calibrator",
-    "SimulatedMLLM": ".simulator",
-    "SimulatorConfig": ".simulator",
     "QwenVLAdapter": ".qwen_adapter",
     "PromptTemplate": ".mllm_adapter",
     "PosFairImageRerank": ".rerank",
-    "AttentionGuidedImageRerank": ".rerank",  # the same class, its first name
     "ImageLoadError": ".images",
 }
 

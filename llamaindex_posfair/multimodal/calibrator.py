@@ -264,8 +264,8 @@ class AttentionGuidedCalibrator:
             upper half, sharpening 5, linear correction).
         state: an already fitted :class:`CalibrationState` (e.g. loaded).
 
-    Example:
-        >>> from llamaindex_posfair.multimodal.simulator import SimulatedMLLM, make_samples
+    Example (the simulated MLLM of the repository's ``research/multimodal``, not shipped):
+        >>> from research.multimodal.simulator import SimulatedMLLM, make_samples
         >>> sim = SimulatedMLLM()
         >>> cal = AttentionGuidedCalibrator()
         >>> _ = cal.fit(sim, make_samples(5, 4, seed=0))

@@ -5,7 +5,8 @@ in a fixed order, runs **one** forward pass and returns a
 :class:`ForwardResult`: the answer scores over the ``N`` index choices and,
 per layer, the attention mass from the answer position to each image. The
 Qwen2-VL adapter (:mod:`.qwen_adapter`) is the production scorer; the
-simulator (:mod:`.simulator`) is an evaluation tool with the same interface.
+simulated MLLM of ``research/multimodal/simulator.py`` is an evaluation tool
+with the same interface.
 """
 
 from __future__ import annotations

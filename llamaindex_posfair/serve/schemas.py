@@ -194,7 +194,7 @@ class RerankRequest(Wire):
     scoring: Literal["node", "subchunks", "fusion"] = Field(
         "node",
         description="'node': cosine of the whole document; 'subchunks': of its best sentence-aligned "
-        "sub-chunk; 'fusion': node_weight * node + (1 - node_weight) * best sub-chunk (as PositionFairRerank).",
+        "sub-chunk; 'fusion': node_weight * node + (1 - node_weight) * best sub-chunk (as PosFairRerank).",
     )
     subchunk_tokens: int = Field(DEFAULT_SUBCHUNKS.max_tokens, ge=4, description="Token budget of a sub-chunk.")
     subchunk_overlap: int = Field(
@@ -208,7 +208,7 @@ class RerankRequest(Wire):
     )
 
     def scoring_settings(self) -> ScoringSettings:
-        """The request's scoring as the settings ``PositionFairRerank`` uses."""
+        """The request's scoring as the settings ``PosFairRerank`` uses."""
         return ScoringSettings(
             self.scoring,
             SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap),

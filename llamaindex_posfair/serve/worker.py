@@ -152,7 +152,7 @@ class EncoderWorker:
                 outputs[j].vectors[t] = row
 
     def rerank_batch(self, jobs: Sequence[RerankJob]) -> list[np.ndarray]:
-        """Each job's score of each of its documents (input order), as ``PositionFairRerank`` scores them.
+        """Each job's score of each of its documents (input order), as ``PosFairRerank`` scores them.
 
         Sub-chunks of every job (``scoring`` other than ``"node"``) share the batch's forward passes.
         """
@@ -221,7 +221,7 @@ class ImageWorker:
         )
 
     def rerank(self, job: ImageJob) -> list[float]:
-        """The probability of each slot (input order), as ``AttentionGuidedImageRerank`` computes it.
+        """The probability of each slot (input order), as ``PosFairImageRerank`` computes it.
 
         Raises:
             ValueError: a calibrated method without a calibration state, or an image count the

@@ -1,4 +1,4 @@
-"""Qdrant storage for posfair: one opener, an embedded Qdrant Edge store, and the local-mode migration.
+"""Qdrant storage for posfair: one opener and an embedded Qdrant Edge store.
 
 * :func:`open_store` opens a folder (Qdrant Edge, embedded), a temporary
   store (``":memory:"``) or a server (``url=``); everything posfair does with
@@ -8,8 +8,6 @@
 * :class:`Store` (:mod:`qdrant_tools.store.protocol`) is what posfair needs of
   any of them; :func:`store_traits` says what a store keeps and does (kind,
   payload indexes, index builds on request) without looking at its class.
-* :func:`migrate_local_storage` converts a folder written by qdrant-client's
-  local mode (the embedded store of earlier versions).
 
 Example:
     >>> from qdrant_client import models
@@ -31,7 +29,6 @@ from qdrant_tools.store.errors import (
     UnsupportedCallError,
 )
 from qdrant_tools.store.indexer import IndexBuildError
-from qdrant_tools.store.migrate import migrate_local_storage
 from qdrant_tools.store.open import open_server, open_store
 from qdrant_tools.store.protocol import Store, StoreTraits, store_traits
 
@@ -47,7 +44,6 @@ __all__ = [
     "StoreNotFoundError",
     "StoreTraits",
     "UnsupportedCallError",
-    "migrate_local_storage",
     "open_server",
     "open_store",
     "store_traits",

@@ -100,11 +100,9 @@ def legacy_message(path: str | Path) -> str:
     """What to do with a folder written by qdrant-client's local mode."""
     path = Path(path)
     return (
-        f"{str(path)!r} was written by qdrant-client's local mode, the embedded store of earlier versions; the "
-        f"embedded store is now Qdrant Edge. Convert it once with `posfair storage migrate --path {path}` (the old "
-        f"folder is kept as {str(path) + '.local-backup'!r}), or re-ingest into a new folder: "
-        "`posfair ingest PATH --collection NAME --path NEW_FOLDER` (or delete the old folder and re-ingest). "
-        "To read it as it is, open it with open_store(path, backend='local')"
+        f"{str(path)!r} was written by qdrant-client's local mode (QdrantClient(path=...)), not by posfair's "
+        "embedded store, Qdrant Edge. Read it as it is with open_store(path, backend='local'), or re-ingest into "
+        "a new folder: `posfair ingest PATH --collection NAME --path NEW_FOLDER`"
     )
 
 

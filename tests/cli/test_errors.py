@@ -45,7 +45,7 @@ def test_batch_size_flags_say_what_they_batch(command):
         assert "upsert" in flags["--write-batch-size"]
 
 
-@pytest.mark.parametrize("command", ["ingest", "ingest-ray", "query", "mm-simulate"])
+@pytest.mark.parametrize("command", ["ingest", "ingest-ray", "query", "mm-eval"])
 def test_json_is_a_flag_everywhere(command):
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices[command]

@@ -1,4 +1,4 @@
-"""``posfair mm-simulate`` / ``mm-eval`` user errors: ``posfair CMD: error: ...``, exit 2, no traceback."""
+"""``posfair mm-eval`` user errors: ``posfair CMD: error: ...``, exit 2, no traceback."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_unknown_method_is_refused_before_the_model_loads(image_dir, capsys, mon
 
 def test_state_fitted_for_another_model_is_a_user_error(image_dir, tmp_path, capsys):
     from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator
-    from llamaindex_posfair.multimodal.simulator import SimulatedMLLM, make_samples
+    from research.multimodal.simulator import SimulatedMLLM, make_samples
 
     state = AttentionGuidedCalibrator().fit(SimulatedMLLM(), make_samples(2, 2, seed=0))
     path = state.save(tmp_path / "sim.safetensors")
@@ -63,9 +63,9 @@ def test_state_fitted_for_another_model_is_a_user_error(image_dir, tmp_path, cap
 @pytest.mark.parametrize("flag,value", [("--n", "1"), ("--test-samples", "0"), ("--n", "two")])
 def test_bad_numbers_are_argparse_errors(flag, value, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["mm-simulate", flag, value])
+        main(["mm-eval", "imgs", flag, value])
     assert exit_info.value.code == 2
-    assert _error_line(capsys).startswith(f"posfair mm-simulate: error: argument {flag}: expected an integer >= ")
+    assert _error_line(capsys).startswith(f"posfair mm-eval: error: argument {flag}: expected an integer >= ")
 
 
 def test_console_prints_one_line_without_traceback(tmp_path):

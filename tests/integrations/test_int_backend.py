@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from llamaindex_posfair import PosFairEmbedding, PositionFairRerank
+from llamaindex_posfair import PosFairEmbedding, PosFairRerank
 from llamaindex_posfair.integrations.backend import LocalEncoderBackend
 
 
-@pytest.mark.parametrize("cls", [PosFairEmbedding, PositionFairRerank])
+@pytest.mark.parametrize("cls", [PosFairEmbedding, PosFairRerank])
 def test_encoder_and_endpoint_together_are_refused(cls, fake_encoder):
     with pytest.raises(ValueError, match="encoder= runs the model in this process and endpoint="):
         cls(encoder=fake_encoder, endpoint="http://127.0.0.1:1")

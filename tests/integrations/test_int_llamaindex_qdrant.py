@@ -1,4 +1,4 @@
-"""PosFairEmbedding / PositionFairRerank inside LlamaIndex with QdrantVectorStore (embedded Qdrant).
+"""PosFairEmbedding / PosFairRerank inside LlamaIndex with QdrantVectorStore (embedded Qdrant).
 
 ``QdrantVectorStore`` is handed each embedded backend of ``open_store``: the
 Qdrant Edge store (the default, which speaks qdrant-client's method names)
@@ -14,7 +14,7 @@ from llama_index.core.llms import MockLLM
 from llama_index.vector_stores.qdrant import QdrantVectorStore
 from qdrant_client import AsyncQdrantClient
 
-from llamaindex_posfair import PosFairEmbedding, PositionFairRerank
+from llamaindex_posfair import PosFairEmbedding, PosFairRerank
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.store import open_store
 
@@ -59,7 +59,7 @@ def test_query_engine_with_position_fair_rerank(qdrant, make_fake, monkeypatch):
     engine = index.as_query_engine(
         similarity_top_k=3,
         response_mode="no_text",
-        node_postprocessors=[PositionFairRerank(top_n=1, encoder=fake_encoder)],
+        node_postprocessors=[PosFairRerank(top_n=1, encoder=fake_encoder)],
     )
     response = engine.query("sourdough starter flour yeast")
     assert [n.node.metadata["name"] for n in response.source_nodes] == ["bread"]
@@ -72,7 +72,7 @@ async def test_async_pipeline_and_retrieval_with_async_qdrant(fake_encoder):
     await IngestionPipeline(transformations=[embed], vector_store=store).arun(documents=DOCS)
     index = VectorStoreIndex.from_vector_store(store, embed_model=embed, use_async=True)
     got = await index.as_retriever(similarity_top_k=1).aretrieve("honeybees dance flowers")
-    reranked = await PositionFairRerank(top_n=1, encoder=fake_encoder).apostprocess_nodes(got, query_str="honeybees")
+    reranked = await PosFairRerank(top_n=1, encoder=fake_encoder).apostprocess_nodes(got, query_str="honeybees")
     assert got[0].node.metadata["name"] == "bees" and reranked[0].node.node_id == got[0].node.node_id
     await aclient.close()
 

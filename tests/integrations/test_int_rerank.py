@@ -9,7 +9,7 @@ from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from llamaindex_posfair import PositionFairRerank
+from llamaindex_posfair import PosFairRerank
 
 
 def nodes(texts, scores=None):
@@ -26,10 +26,10 @@ def cosine_order(enc, query, texts):
 
 
 def test_round_trips_through_to_dict(fake_encoder):
-    rr = PositionFairRerank(encoder=fake_encoder, top_n=3, fusion_weight=0.25)
+    rr = PosFairRerank(encoder=fake_encoder, top_n=3, fusion_weight=0.25)
     data = rr.to_dict()
-    assert data["class_name"] == PositionFairRerank.__name__  # not BaseNodePostprocessor's
-    again = PositionFairRerank.from_dict(data, encoder=fake_encoder)
+    assert data["class_name"] == PosFairRerank.__name__  # not BaseNodePostprocessor's
+    again = PosFairRerank.from_dict(data, encoder=fake_encoder)
     assert again.to_dict() == data
     ranked = [n.node.node_id for n in again.postprocess_nodes(nodes(TEXTS, [0.4, 0.3, 0.2, 0.1]), query_str="apples")]
     assert ranked == [
@@ -38,13 +38,13 @@ def test_round_trips_through_to_dict(fake_encoder):
 
 
 def test_reorders_by_encoder_cosine_and_keeps_top_n(fake_encoder):
-    out = PositionFairRerank(top_n=2, encoder=fake_encoder).postprocess_nodes(nodes(TEXTS), query_str="red apples")
+    out = PosFairRerank(top_n=2, encoder=fake_encoder).postprocess_nodes(nodes(TEXTS), query_str="red apples")
     assert [n.node.node_id for n in out] == cosine_order(fake_encoder, "red apples", TEXTS)[:2]
     assert out[0].score >= out[1].score
 
 
 def test_keep_retrieval_score_copies_first_stage_score(fake_encoder):
-    out = PositionFairRerank(top_n=4, encoder=fake_encoder, keep_retrieval_score=True).postprocess_nodes(
+    out = PosFairRerank(top_n=4, encoder=fake_encoder, keep_retrieval_score=True).postprocess_nodes(
         nodes(TEXTS, [0.1, 0.2, 0.3, 0.4]), query_str="apples"
     )
     assert {n.node.node_id: n.node.metadata["retrieval_score"] for n in out} == {
@@ -57,7 +57,7 @@ def test_keep_retrieval_score_copies_first_stage_score(fake_encoder):
 
 def test_full_fusion_weight_keeps_first_stage_order(fake_encoder):
     bm25 = [3.0, 12.5, 7.1, 0.4]  # BM25-scale scores
-    out = PositionFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=1.0).postprocess_nodes(
+    out = PosFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=1.0).postprocess_nodes(
         nodes(TEXTS, bm25), query_str="red apples"
     )
     assert [n.node.node_id for n in out] == ["n1", "n2", "n0", "n3"]
@@ -67,7 +67,7 @@ def test_full_fusion_weight_keeps_first_stage_order(fake_encoder):
 def test_partial_fusion_mixes_normalised_scores(fake_encoder):
     bm25 = [3.0, 12.5, 7.1, 0.4]
     w = 0.25
-    got = PositionFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=w).postprocess_nodes(
+    got = PosFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=w).postprocess_nodes(
         nodes(TEXTS, bm25), query_str="red apples"
     )
     cos = (
@@ -83,22 +83,22 @@ def test_partial_fusion_mixes_normalised_scores(fake_encoder):
 
 def test_scores_every_candidate_in_one_encoder_call(make_fake):
     enc = make_fake()  # the encoder batches its forward passes by spec.batch_size
-    PositionFairRerank(top_n=2, encoder=enc).postprocess_nodes(nodes(TEXTS), query_str="apples")
+    PosFairRerank(top_n=2, encoder=enc).postprocess_nodes(nodes(TEXTS), query_str="apples")
     assert [c[:2] for c in enc.calls] == [("query", 1), ("document", 4)]
 
 
 def test_invalid_fusion_weight_rejected(fake_encoder):
     with pytest.raises(ValueError, match="fusion_weight"):
-        PositionFairRerank(encoder=fake_encoder, fusion_weight=1.5)
+        PosFairRerank(encoder=fake_encoder, fusion_weight=1.5)
 
 
 def test_missing_query_raises(fake_encoder):
     with pytest.raises(ValueError, match="needs the query"):
-        PositionFairRerank(encoder=fake_encoder).postprocess_nodes(nodes(TEXTS))
+        PosFairRerank(encoder=fake_encoder).postprocess_nodes(nodes(TEXTS))
 
 
 def test_empty_candidates_return_empty(fake_encoder):
-    assert PositionFairRerank(encoder=fake_encoder).postprocess_nodes([], query_str="q") == []
+    assert PosFairRerank(encoder=fake_encoder).postprocess_nodes([], query_str="q") == []
 
 
 def test_rerank_events_are_emitted(fake_encoder):
@@ -115,14 +115,14 @@ def test_rerank_events_are_emitted(fake_encoder):
     h = Collector(seen=[])
     get_dispatcher().add_event_handler(h)
     try:
-        PositionFairRerank(top_n=1, encoder=fake_encoder).postprocess_nodes(nodes(TEXTS), query_str="apples")
+        PosFairRerank(top_n=1, encoder=fake_encoder).postprocess_nodes(nodes(TEXTS), query_str="apples")
     finally:
         get_dispatcher().event_handlers.remove(h)
     assert h.seen.count("ReRankStartEvent") == 1 and h.seen.count("ReRankEndEvent") == 1
 
 
 async def test_async_rerank_equals_sync(fake_encoder):
-    r = PositionFairRerank(top_n=3, encoder=fake_encoder)
+    r = PosFairRerank(top_n=3, encoder=fake_encoder)
     a = await r.apostprocess_nodes(nodes(TEXTS), query_bundle=QueryBundle("red apples"))
     s = r.postprocess_nodes(nodes(TEXTS), query_str="red apples")
     assert [(n.node.node_id, n.score) for n in a] == [(n.node.node_id, n.score) for n in s]
@@ -158,8 +158,8 @@ def test_calibrated_rerank_lifts_late_evidence_above_early(minilm):
     from llamaindex_posfair.integrations import CalibrationView
 
     query, cands = _late_evidence_case()
-    plain = _ranks(PositionFairRerank(top_n=4, encoder=CalibrationView(minilm, None)), query, cands)
-    fair = _ranks(PositionFairRerank(top_n=4, encoder=minilm), query, cands)
+    plain = _ranks(PosFairRerank(top_n=4, encoder=CalibrationView(minilm, None)), query, cands)
+    fair = _ranks(PosFairRerank(top_n=4, encoder=minilm), query, cands)
     assert plain.index("late") > plain.index("early")  # the plain model prefers evidence at the start
     assert fair.index("late") < fair.index("early")  # position-fair reranking lifts the late passage
     assert fair.index("late") < plain.index("late")

@@ -1,11 +1,10 @@
-"""Ecosystem names: ``PosFairRetriever(similarity_top_k=)`` and the
-``PosFairRerank`` name of ``PositionFairRerank``."""
+"""Ecosystem names: ``PosFairRetriever(similarity_top_k=)`` and ``PosFairRerank``'s one name."""
 
 from __future__ import annotations
 
 import pytest
 
-from llamaindex_posfair import PosFairRerank, PosFairRetriever, PositionFairRerank
+from llamaindex_posfair import PosFairRerank, PosFairRetriever
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.store import open_store
@@ -50,8 +49,7 @@ def test_from_path_takes_similarity_top_k(tmp_path, fake_encoder, example_data):
         assert len(_ids(r)) == 2
 
 
-def test_pos_fair_rerank_is_position_fair_rerank_and_serialises_alike(fake_encoder):
-    assert PosFairRerank is PositionFairRerank
+def test_pos_fair_rerank_serialises_under_its_own_name(fake_encoder):
     data = PosFairRerank(encoder=fake_encoder, top_n=2).to_dict()
-    assert data["class_name"] == "PositionFairRerank"  # components saved before the rename still load
-    assert PositionFairRerank.from_dict(data, encoder=fake_encoder).to_dict() == data
+    assert data["class_name"] == "PosFairRerank"
+    assert PosFairRerank.from_dict(data, encoder=fake_encoder).to_dict() == data

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from llamaindex_posfair import PositionFairRerank
+from llamaindex_posfair import PosFairRerank
 from llamaindex_posfair.integrations.node_scoring import NodeScorer
 from llamaindex_posfair.scoring import cosine_matrix
 from qdrant_tools.chunking import whitespace_spans
@@ -89,22 +89,22 @@ def _nodes(*items):
 def test_rerank_in_subchunk_mode_ranks_the_late_fact_first(make_fake):
     enc = make_fake(position_decay=0.5, calibration=None, max_length=512)
     cands = _nodes((FILLER, "a.txt", 0.9), (LATE, "b.txt", 0.2))
-    node_mode = PositionFairRerank(top_n=2, encoder=enc, scoring="node")
-    sub_mode = PositionFairRerank(top_n=2, encoder=enc, scoring="subchunks", subchunk_tokens=16)
+    node_mode = PosFairRerank(top_n=2, encoder=enc, scoring="node")
+    sub_mode = PosFairRerank(top_n=2, encoder=enc, scoring="subchunks", subchunk_tokens=16)
     assert sub_mode.postprocess_nodes(cands, query_str="lighthouse keeper lamp")[0].node.node_id == "n1"
     assert node_mode.scoring == "node" and sub_mode.to_dict()["scoring"] == "subchunks"
 
 
 def test_exact_duplicate_candidates_are_scored_once(fake_encoder):
     cands = _nodes(("apples are red", "a.txt", 0.5), ("apples are red", "a.txt", 0.7), ("pears", "b.txt", 0.1))
-    out = PositionFairRerank(top_n=5, encoder=fake_encoder).postprocess_nodes(cands, query_str="red apples")
+    out = PosFairRerank(top_n=5, encoder=fake_encoder).postprocess_nodes(cands, query_str="red apples")
     assert [n.node.node_id for n in out] == ["n1", "n2"]  # the better-scored copy is kept
     assert [c.count for c in fake_encoder.calls if c.role == "document"] == [2]
 
 
 def test_same_text_from_two_sources_is_kept(fake_encoder):
     cands = _nodes(("apples are red", "a.txt", 0.5), ("apples are red", "b.txt", 0.4))
-    out = PositionFairRerank(top_n=5, encoder=fake_encoder).postprocess_nodes(cands, query_str="red apples")
+    out = PosFairRerank(top_n=5, encoder=fake_encoder).postprocess_nodes(cands, query_str="red apples")
     assert sorted(n.node.node_id for n in out) == ["n0", "n1"]
 
 

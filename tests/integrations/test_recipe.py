@@ -329,23 +329,23 @@ def _recipe_only_collection(tmp_path, recipe):
 
 
 def test_rerank_from_collection_refuses_an_encoder_that_did_not_write_it(tmp_path, make_fake):
-    from llamaindex_posfair.integrations.rerank import PositionFairRerank
+    from llamaindex_posfair.integrations.rerank import PosFairRerank
 
     client = _recipe_only_collection(tmp_path, Recipe.default())
     try:
         with pytest.raises(RecipeConflictError, match="but the encoder given is"):
-            PositionFairRerank.from_collection(client, "c", encoder=make_fake())
+            PosFairRerank.from_collection(client, "c", encoder=make_fake())
     finally:
         client.close()
 
 
 @pytest.mark.slow
 def test_rerank_from_collection_scores_as_the_collection_does(tmp_path):
-    from llamaindex_posfair.integrations.rerank import PositionFairRerank
+    from llamaindex_posfair.integrations.rerank import PosFairRerank
 
     client = _recipe_only_collection(tmp_path, Recipe.default())
     try:
-        rerank = PositionFairRerank.from_collection(client, "c", top_n=2)
+        rerank = PosFairRerank.from_collection(client, "c", top_n=2)
     finally:
         client.close()
     assert rerank.scoring == "fusion" and rerank.node_weight == 0.5 and rerank.subchunk_tokens == 32

@@ -25,7 +25,7 @@ if importlib.util.find_spec("llamaindex_posfair") is None:  # not installed: tes
 def sim_fit4():
     """(simulator, fitted calibrator, test samples) for N=4."""
     from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator
-    from llamaindex_posfair.multimodal.simulator import SimulatedMLLM, make_samples
+    from research.multimodal.simulator import SimulatedMLLM, make_samples
 
     sim = SimulatedMLLM()
     cal = AttentionGuidedCalibrator()

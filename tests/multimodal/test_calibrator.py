@@ -9,7 +9,7 @@ from llamaindex_posfair.multimodal.calibrator import (
     self_consistency_scores,
 )
 from llamaindex_posfair.multimodal.evaluate import evaluate_methods
-from llamaindex_posfair.multimodal.simulator import SimulatedMLLM, SimulatorConfig, make_samples
+from research.multimodal.simulator import SimulatedMLLM, SimulatorConfig, make_samples
 
 
 @pytest.fixture(scope="module")

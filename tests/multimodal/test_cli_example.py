@@ -6,14 +6,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_mm_simulate_prints_the_table(capsys):
-    from llamaindex_posfair.cli import main
-
-    assert main(["mm-simulate", "--n", "3", "--test-samples", "20"]) == 0
-    out = capsys.readouterr().out
-    assert "| ours (attention-guided) | 3 |" in out and "| unbiased simulator | 3 |" in out
-
-
 def test_cli_module_imports_nothing_heavy():
     import subprocess
     import sys

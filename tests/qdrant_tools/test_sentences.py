@@ -13,11 +13,11 @@ from qdrant_tools.subchunks import SubchunkConfig
 from qdrant_tools.subchunks import sentence_spans as reexported
 from qdrant_tools.text import SPLITTER_TAG, sentence_spans
 
-_BENCH = Path(__file__).resolve().parents[2] / "bench" / "sentence_splitters.py"
+_BENCH = Path(__file__).resolve().parents[2] / "research" / "bench" / "sentence_splitters.py"
 
 
 def _gold() -> list[tuple[str, list[str]]]:
-    """The gold cases of ``bench/sentence_splitters.py`` (one home for the labels)."""
+    """The gold cases of ``research/bench/sentence_splitters.py`` (one home for the labels)."""
     spec = importlib.util.spec_from_file_location("sentence_splitters_bench", _BENCH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -23,7 +23,7 @@ from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle, TextN
 
 pytest.importorskip("ray.serve")
 
-from llamaindex_posfair import EncoderSpec, PosFairEmbedding, PositionFairRerank
+from llamaindex_posfair import EncoderSpec, PosFairEmbedding, PosFairRerank
 from llamaindex_posfair.serve.client import ServeMismatchError
 
 TOKEN = "test-token-123"
@@ -187,7 +187,7 @@ def test_remote_classes_refuse_a_server_with_other_vectors(server):
     with pytest.raises(ServeMismatchError, match="serves other vectors .* calibration"):
         PosFairEmbedding(spec=other, endpoint=server.url)
     with pytest.raises(ServeMismatchError, match="serves other vectors"):
-        PositionFairRerank(spec=other, endpoint=server.url)
+        PosFairRerank(spec=other, endpoint=server.url)
 
 
 @pytest.mark.parametrize("scoring", ["node", "subchunks"])
@@ -197,8 +197,8 @@ def test_remote_reranker_equals_local_sync_and_async(server, tiny_encoder, scori
     texts = [*TEXTS, "Old mills stood by the river. The towns were quiet. Silt went to the sea."]
     nodes = [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=0.1 * i) for i, t in enumerate(texts)]
     kw = {"scoring": scoring, "subchunk_tokens": 8}
-    remote = PositionFairRerank(top_n=4, spec=EncoderSpec(model=server.spec.model), endpoint=server.url, **kw)
-    local = PositionFairRerank(top_n=4, encoder=tiny_encoder, **kw)
+    remote = PosFairRerank(top_n=4, spec=EncoderSpec(model=server.spec.model), endpoint=server.url, **kw)
+    local = PosFairRerank(top_n=4, encoder=tiny_encoder, **kw)
     want = local.postprocess_nodes(nodes, query_str="old mills")
     for got in (
         remote.postprocess_nodes(nodes, query_str="old mills"),
@@ -209,13 +209,13 @@ def test_remote_reranker_equals_local_sync_and_async(server, tiny_encoder, scori
 
 
 def test_remote_image_reranker_equals_local(server):
-    from llamaindex_posfair.multimodal.rerank import AttentionGuidedImageRerank
+    from llamaindex_posfair.multimodal.rerank import PosFairImageRerank
 
     adapter, folder = server.images
     nodes = [NodeWithScore(node=ImageNode(image_path=str(folder / f"img_{i:03d}.png"), id_=f"i{i}"), score=1.0)
              for i in (4, 5, 6, 7)]  # fmt: skip
-    local = AttentionGuidedImageRerank(scorer=adapter, calibration=server.calibration, top_n=4)
-    remote = AttentionGuidedImageRerank(endpoint=server.url, calibration=server.calibration, top_n=4)
+    local = PosFairImageRerank(scorer=adapter, calibration=server.calibration, top_n=4)
+    remote = PosFairImageRerank(endpoint=server.url, calibration=server.calibration, top_n=4)
     want = local.postprocess_nodes(nodes, query_bundle=QueryBundle("a red circle"))
     got = remote.postprocess_nodes(nodes, query_bundle=QueryBundle("a red circle"))
     assert [n.node.node_id for n in got] == [n.node.node_id for n in want]
@@ -225,13 +225,13 @@ def test_remote_image_reranker_equals_local(server):
 
 def test_remote_image_reranker_checks_the_count_before_sending(server):
     from llamaindex_posfair.multimodal.calibrator import CalibrationMismatchError
-    from llamaindex_posfair.multimodal.rerank import AttentionGuidedImageRerank
+    from llamaindex_posfair.multimodal.rerank import PosFairImageRerank
 
     _, folder = server.images
     nodes = [NodeWithScore(node=ImageNode(image_path=str(folder / f"img_{i:03d}.png"), id_=f"i{i}"), score=1.0)
              for i in range(5)]  # fmt: skip
     with pytest.raises(CalibrationMismatchError, match="got 5 candidate images .* at most N=4"):
-        AttentionGuidedImageRerank(endpoint=server.url).postprocess_nodes(nodes, query_bundle=QueryBundle("q"))
+        PosFairImageRerank(endpoint=server.url).postprocess_nodes(nodes, query_bundle=QueryBundle("q"))
 
 
 # ---------------------------------------------------------------------- load and faults (kept last: they kill a replica)

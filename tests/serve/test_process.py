@@ -24,7 +24,7 @@ def test_sigterm_stops_the_app_and_the_local_ray_it_started(tmp_path, tiny_bert_
 def test_shipped_defaults_serve_the_in_process_vectors_and_ranking(tmp_path, serve_process):
     from llama_index.core.schema import NodeWithScore, TextNode
 
-    from llamaindex_posfair import PosFairEncoder, PositionFairRerank
+    from llamaindex_posfair import PosFairEncoder, PosFairRerank
     from llamaindex_posfair.serve.schemas import EmbeddingResponse
 
     server = serve_process(tmp_path)  # bundled all-MiniLM-L6-v2, uncalibrated: what posfair ingest writes by default
@@ -36,7 +36,7 @@ def test_shipped_defaults_serve_the_in_process_vectors_and_ranking(tmp_path, ser
             np.testing.assert_allclose(EmbeddingResponse.model_validate(r.json()).matrix(), fn(TEXTS), atol=1e-5)
         r = httpx.post(server.url + "/v1/rerank", json={"query": TEXTS[0], "documents": TEXTS[1:]}, timeout=60)
         nodes = [NodeWithScore(node=TextNode(text=t, id_=str(i)), score=None) for i, t in enumerate(TEXTS[1:])]
-        local = PositionFairRerank(top_n=2, encoder=encoder).postprocess_nodes(nodes, query_str=TEXTS[0])
+        local = PosFairRerank(top_n=2, encoder=encoder).postprocess_nodes(nodes, query_str=TEXTS[0])
         assert [x["index"] for x in r.json()["results"]] == [int(n.node.node_id) for n in local]
         server.assert_stops_cleanly()
     finally:

@@ -283,7 +283,7 @@ class SegmentAverageSystem:
 class RerankSystem:
     """Vanilla first stage, top-``k`` candidates re-scored with a calibrated encoder.
 
-    The same thing ``PositionFairRerank`` does inside LlamaIndex, implemented here
+    The same thing ``PosFairRerank`` does inside LlamaIndex, implemented here
     directly on the encoder. Candidates keep the calibrated cosine; everything
     outside the top ``k`` keeps the first stage's order below the lowest candidate
     (so recall beyond ``k`` is the first stage's, not an artefact of ties).

@@ -445,7 +445,7 @@ def summary_caption(
         f"`{bench.name}` ({len(bench.queries)} queries, {len(bench.corpus)} passages, groups {groups}); model "
         f"`{model_label}`, max_length {max_length}; nDCG@10 ×100, PSI = 1 − min/max; exact retrieval (numpy dot "
         f"products over normalised vectors). Rerank = vanilla top-{rerank_k} re-scored by the default calibrated "
-        f"encoder (implemented directly on the encoder, like PositionFairRerank). Chunk-max = chunks embedded "
+        f"encoder (implemented directly on the encoder, like PosFairRerank). Chunk-max = chunks embedded "
         f"alone, passage score = best chunk. Qdrant MaxSim = per-segment vectors in an embedded Qdrant multivector "
         f"collection (MaxSim comparator), scored through Qdrant's `query_points`; contextual segments are pooled "
         f"from one forward pass over the whole passage. Fusion = α·vanilla + (1−α)·calibrated cosine, α chosen on "

@@ -18,9 +18,9 @@ def _defaults():
 
 
 def test_layer_sets_and_calibration_options_parse():
-    args = build_parser().parse_args(["eval", "--calib-option", "basket_layout=equal", "--layer-sets", "last;4,5"])
-    assert args.layer_sets == ("last", (4, 5))  # ";" separates sets, "," (or "+") joins the indices of one set
-    assert build_parser().parse_args(["eval", "--layer-sets", "last_half;3+4"]).layer_sets == ("last_half", (3, 4))
+    args = build_parser().parse_args(["eval", "--calib-option", "basket_layout=equal", "--layer-sets", "last,4+5"])
+    assert args.layer_sets == ("last", (4, 5))  # "," separates sets, "+" joins the indices of one set
+    assert build_parser().parse_args(["eval", "--layer-sets", "last_half,3+4"]).layer_sets == ("last_half", (3, 4))
     assert args.calib_option == [("basket_layout", "equal")]
 
 
@@ -83,7 +83,7 @@ def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
             "last",
             "--rerank-k",
             "2",
-            "--out",
+            "--out-dir",
             str(out),
             "--no-progress",
             "--cache-dir",

@@ -37,9 +37,9 @@ def test_an_unknown_backend_lists_the_valid_ones(tmp_path):
         open_store(tmp_path, backend="sqlite")
 
 
-def test_a_folder_of_the_old_local_mode_is_detected_with_the_migration_command(tmp_path):
+def test_a_folder_of_the_old_local_mode_is_detected_with_what_to_do(tmp_path):
     legacy_folder(tmp_path / "q")
-    with pytest.raises(LegacyStorageError, match="qdrant-client's local mode.*posfair storage migrate --path"):
+    with pytest.raises(LegacyStorageError, match="qdrant-client's local mode.*backend='local'"):
         open_store(tmp_path / "q")
 
 

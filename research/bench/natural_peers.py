@@ -1,0 +1,189 @@
+"""What LlamaIndex users run today, next to the main job: one harness, one benchmark, one model.
+
+Runs the LlamaIndex peers of :mod:`research.main_job.peers` (defaults, SentenceSplitter
+256/20 and 128/20, sentence window, the dense + BM25 fusion recipe) with the bundled
+all-MiniLM-L6-v2 loaded as a LlamaIndex user loads it (``HuggingFaceEmbedding(model_name=FOLDER)``,
+mean pooling, ``max_seq_length`` 256), and — unless ``--no-main-job`` — the main job as
+``posfair ingest`` ships it (254-token nodes, ≤32-token sub-chunks, calibration off, the
+embedded Qdrant Edge store, exact MaxSim up to 10,000 nodes), all through ``run_eval`` on
+one shipped benchmark split, scored at passage level by nDCG@10. Prints a markdown table:
+
+* begin / middle / end / harmonic: nDCG@10 ×100 per position group and their harmonic mean;
+  PSI = 1 − min/max over the groups;
+* vectors/passage: dense vectors stored per passage (the main job: node vectors and
+  sub-chunk vectors; the hybrid's BM25 postings are not counted); every vector is 384
+  float32 (1,536 bytes);
+* ingest docs/s: passages per second of index building, splitting and embedding included
+  (the main job: ``ingest_documents`` into the store);
+* query p50: one retrieval in ms, query embedding excluded (peers: the LlamaIndex retriever
+  and postprocessors; the main job: one ``search`` call through the store).
+
+Usage::
+
+    nice -n 5 python research/bench/natural_peers.py --benchmark natural-docs --split test
+    nice -n 5 python research/bench/natural_peers.py --benchmark needle-prose --split test --no-main-job
+
+Choose on ``dev``, report ``test``. Timings depend on the machine and its load (the
+caption prints the load averages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+BENCHMARKS = ("natural-docs", "needle-prose")
+
+
+def main_job_system(memo: str | None = None) -> Any:
+    """The main job's shipped default (``posfair ingest`` without flags: ``Recipe.default()``) as a harness system."""
+    from dataclasses import replace
+
+    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
+    from llamaindex_posfair.integrations.recipe import Recipe
+    from qdrant_tools.encoding import resolve_chunking
+    from research.main_job.system import MainJobSystem, NodeLayout, eval_search
+
+    recipe = Recipe.default()
+    encoder = MemoEncoder(recipe.encoder_spec().load(), VectorMemo(memo) if memo else None)
+    chunk_tokens = recipe.chunking.chunk_tokens or resolve_chunking(encoder).chunk_tokens
+    c = recipe.chunking
+    layout = NodeLayout(
+        chunk_tokens,
+        c.subchunks(),
+        bm25=recipe.bm25 is not None,
+        node_from_subchunks=c.node_from_subchunks,
+        fused_weight=c.fused_weight,
+        node_int8=c.node_int8,
+    )
+    search = replace(eval_search(layout), **recipe.search.model_dump(exclude={"vector"}))
+    return MainJobSystem("main job (shipped default)", encoder, layout, search)
+
+
+def store_systems(main_job: Any, hf_embed: Any, top_k: int) -> list[Any]:
+    """The default search reached through LlamaIndex: ``VectorStoreIndex`` + ``PosFairVectorStore`` with
+    ``PosFairNodeParser`` nodes, and LlamaIndex's default pipeline (``SentenceSplitter()``, the bundled model as
+    ``HuggingFaceEmbedding``) with only its vector store swapped. Both share the main job's encoder (and memo),
+    so equal texts get equal vectors and the rows differ by the path alone."""
+    from llama_index.core.node_parser import SentenceSplitter
+    from llamaindex_posfair.eval.main_job.peers import LlamaIndexPeer, posfair_store_recipe
+
+    from llamaindex_posfair import PosFairEmbedding
+
+    embed = PosFairEmbedding(encoder=main_job.encoder, embed_batch_size=64)
+    return [
+        LlamaIndexPeer("VectorStoreIndex + PosFairVectorStore", embed, posfair_store_recipe(), top_k),
+        LlamaIndexPeer(
+            "llamaindex-default, vector store swapped for PosFairVectorStore",
+            hf_embed,
+            posfair_store_recipe(SentenceSplitter(), store_embed_model=embed),
+            top_k,
+        ),
+    ]
+
+
+def costs(system: Any) -> tuple[float, float, float]:
+    """``(vectors/passage, ingest docs/s, query p50 ms)`` of a scored peer or main-job system."""
+    stats = system.stats
+    if hasattr(stats, "ingest_docs_per_second"):  # a LlamaIndex peer
+        return stats.vectors_per_passage, stats.ingest_docs_per_second, stats.query_p50_ms
+    storage = stats.storage  # the main job: chunks/s -> passages/s
+    docs_per_second = stats.ingest_chunks_per_second * storage.passages / max(storage.nodes, 1)
+    return storage.vectors_per_passage, docs_per_second, stats.query_p50_ms
+
+
+def _num(value: float, spec: str) -> str:
+    return "n/a" if value is None or math.isnan(value) else format(value, spec)
+
+
+def table(results: list[Any], systems: list[Any], bench: Any) -> str:
+    """The comparison; with the main job in the run, each peer row also gives the main job's harmonic-mean gain
+    over it with a 95% paired bootstrap interval (resampled within position groups)."""
+    from llamaindex_posfair.eval.metrics import bootstrap_harmonic_diff
+
+    main = next((r for r in results if r.name.startswith("main job")), None)
+    head = ["system", *bench.group_order, "harmonic", "PSI", "vectors/passage", "ingest docs/s", "query p50 ms"]
+    head += ["main job ΔH [95% CI]"] if main is not None else []
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for result, system in zip(results, systems):
+        vectors, docs_per_second, p50 = costs(system)
+        cells = [result.name, *[_num(100 * result.ndcg.groups.get(g, math.nan), ".1f") for g in bench.group_order]]
+        cells += [_num(100 * result.ndcg.harmonic, ".1f"), _num(result.ndcg.psi, ".3f")]
+        cells += [_num(vectors, ".2f"), _num(docs_per_second, ".1f"), _num(p50, ".1f")]
+        if main is not None:
+            if result is main:
+                cells.append("–")
+            else:
+                d, lo, hi = bootstrap_harmonic_diff(main.per_query, result.per_query, bench.groups)
+                cells.append(f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--benchmark", choices=BENCHMARKS, default="natural-docs", help="shipped benchmark")
+    parser.add_argument("--split", choices=("dev", "test"), default="test", help="split (choose on dev, report test)")
+    parser.add_argument("--top-k", type=int, default=100, help="nodes each peer retrieves per query (default 100)")
+    parser.add_argument("--no-main-job", action="store_true", help="run the LlamaIndex peers only")
+    parser.add_argument("--no-peers", action="store_true", help="run the main job (and --vector-store rows) only")
+    parser.add_argument(
+        "--vector-store",
+        action="store_true",
+        help="also the main job through VectorStoreIndex + PosFairVectorStore, and LlamaIndex's default pipeline "
+        "with only its vector store swapped for PosFairVectorStore",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    parser.add_argument("--progress", action="store_true", help="show progress bars")
+    parser.add_argument(
+        "--memo", default=None, help="embedding memo folder of the main job (research/bench/hybrid_sweep.py's)"
+    )
+    args = parser.parse_args(argv)
+
+    import logging
+
+    import torch
+
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from llamaindex_posfair.eval.harness.runner import run_eval
+    from research.main_job.peers import bundled_minilm_embedding, llamaindex_peers
+    from research.main_job.system import cpu_load
+
+    logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    bench = load_shipped(args.benchmark, args.split)
+    hf_embed = bundled_minilm_embedding(device="cpu")
+    systems: list[Any] = [] if args.no_peers else llamaindex_peers(hf_embed, top_k=args.top_k)
+    if not args.no_main_job:
+        main_job = main_job_system(args.memo)
+        systems.append(main_job)
+        if args.vector_store:
+            systems.extend(store_systems(main_job, hf_embed, args.top_k))
+    results = run_eval(bench, systems, show_progress_bar=args.progress)
+    wall = time.perf_counter() - t0
+    print(
+        f"{bench.name}: {len(bench.queries)} queries ({bench.group_counts()}), {len(bench.corpus)} passages; "
+        f"all-MiniLM-L6-v2 (max_seq_length 256), file-level nDCG@10 ×100, peers retrieve {args.top_k} nodes/query\n"
+    )
+    print(table(results, systems, bench))
+    seconds = ", ".join(f"{r.name}: {r.seconds:.0f} s" for r in results)
+    print(
+        f"\nwall {wall:.0f} s; torch threads {torch.get_num_threads()}; load averages at the end {cpu_load()}\n"
+        f"per system (index + queries): {seconds}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
