@@ -29,6 +29,16 @@ def fake_encoder(make_fake):
     return make_fake()
 
 
+@pytest.fixture(params=["edge", "local"])
+def client(request):
+    """An empty temporary store of each embedded backend: Qdrant Edge and qdrant-client's local mode."""
+    from qdrant_tools.store import open_store
+
+    c = open_store(":memory:", backend=request.param)
+    yield c
+    c.close()
+
+
 @pytest.fixture(scope="session")
 def minilm():
     """Real all-MiniLM-L6-v2 with the default calibration (B=128, lambda=0.5, last half)."""

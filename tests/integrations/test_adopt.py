@@ -21,13 +21,6 @@ DOCS = [
 ONLY_SEA = MetadataFilters(filters=[MetadataFilter(key="kind", value="sea")])
 
 
-@pytest.fixture(params=["edge", "local"])
-def client(request):
-    c = open_store(":memory:", backend=request.param)
-    yield c
-    c.close()
-
-
 @pytest.fixture
 def embed(make_fake):
     return PosFairEmbedding(encoder=make_fake(dimension=64, max_length=64, calibration=None))

@@ -32,18 +32,6 @@ META = {
 }
 
 
-@pytest.fixture(params=["edge", "local"])
-def backend(request):
-    return request.param
-
-
-@pytest.fixture
-def client(backend):
-    c = open_store(":memory:", backend=backend)
-    yield c
-    c.close()
-
-
 @pytest.fixture
 def embed(make_fake):
     return PosFairEmbedding(encoder=make_fake(dimension=64, max_length=64, calibration=None))

@@ -15,16 +15,8 @@ from llamaindex_posfair.integrations.recipe import Recipe
 from qdrant_tools.chunking import ChunkingConfig, chunk_text
 from qdrant_tools.encoding import spans_for
 from qdrant_tools.ingest import IngestConfig, ingest_path
-from qdrant_tools.store import open_store
 
 QUERY = "How far can the water level change in the Bay of Fundy?"
-
-
-@pytest.fixture(params=["edge", "local"])
-def client(request):
-    c = open_store(":memory:", backend=request.param)
-    yield c
-    c.close()
 
 
 @pytest.fixture
