@@ -242,16 +242,9 @@ def _check_vector_flags(args: argparse.Namespace, recipe: Any) -> None:
         )
 
 
-def ingest_settings(args: argparse.Namespace, recipe: Any) -> dict[str, Any]:
-    """The :class:`qdrant_tools.driver.IngestSettings` fields of this run: the recipe's chunking, recorded."""
-    return {
-        **recipe.chunking.ingest_settings(),
-        "extensions": read_extensions(args),
-        "prune": args.prune,
-        "show_progress": not args.no_progress,
-        "sparse": recipe.sparse_encoder(),
-        "metadata": recipe.metadata(),
-    }
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The run-time fields of this ingestion (the layout's come from the recipe: :meth:`Recipe.ingest_settings`)."""
+    return {"extensions": read_extensions(args), "prune": args.prune, "show_progress": not args.no_progress}
 
 
 def encoder_set_from_args(args: argparse.Namespace) -> Any:
@@ -362,7 +355,7 @@ def _config(args: argparse.Namespace, recipe: Any) -> Any:
     from qdrant_tools.ingest import IngestConfig
 
     try:
-        return IngestConfig(batch_size=args.write_batch_size, **ingest_settings(args, recipe))
+        return recipe.ingest_settings(IngestConfig, batch_size=args.write_batch_size, **run_settings(args))
     except ValueError as exc:
         raise CliError(str(exc)) from None
 

@@ -24,11 +24,11 @@ from llamaindex_posfair.cli.ingest import (
     check_source,
     dry_run_plan,
     ingest_recipe,
-    ingest_settings,
     open_for_run,
     print_plan,
     print_report,
     read_input,
+    run_settings,
 )
 from llamaindex_posfair.cli.options import CliError
 
@@ -58,7 +58,8 @@ def _config(args: argparse.Namespace, recipe: Any) -> Any:
     from qdrant_tools.ray_ingest import RayIngestConfig
 
     try:
-        return RayIngestConfig(
+        return recipe.ingest_settings(
+            RayIngestConfig,
             num_workers=args.workers,
             num_gpus_per_worker=args.gpus_per_worker,
             num_cpus_per_worker=args.cpus_per_worker,
@@ -66,7 +67,7 @@ def _config(args: argparse.Namespace, recipe: Any) -> Any:
             docs_per_task=args.docs_per_task,
             write_batch_size=args.write_batch_size,
             write_ordering=args.write_ordering,
-            **ingest_settings(args, recipe),
+            **run_settings(args),
         )
     except ValueError as exc:
         raise CliError(str(exc)) from None
