@@ -343,7 +343,7 @@ def add_ingest_args(p: argparse.ArgumentParser) -> None:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "ingest",
-        help="embed a folder of .txt/.md files into a Qdrant collection (idempotent)",
+        help="embed a folder (PDF, HTML, Markdown, text, code) or one file into a Qdrant collection (idempotent)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
