@@ -96,7 +96,7 @@ def adopt_llamaindex_collection(
         RecipeConflictError / ValueError: ``target`` exists with another encoder, or is not posfair's.
     """
     check_llamaindex_source(client, source, target)
-    store = PosFairVectorStore(target, client=client, embed_model=embed_model, batch_size=min(batch_size, 64))
+    store = PosFairVectorStore(target, client=client, embed_model=embed_model, batch_size=batch_size)
     total = client.count(source, exact=True).count
     bar = None
     if show_progress:

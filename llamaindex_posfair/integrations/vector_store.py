@@ -96,7 +96,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     stores_text: bool = True
     flat_metadata: bool = False
     collection_name: str = Field(description="The Qdrant collection.")
-    batch_size: int = Field(default=64, gt=0, description="Nodes encoded and upserted together.")
+    batch_size: int = Field(default=256, gt=0, description="Nodes encoded and upserted together.")
     evidence_hits: int = Field(
         default=10, ge=0, description="The best hits of a query that get their evidence span (0: none)."
     )
@@ -122,7 +122,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         api_key: str | None = None,
         embed_model: Any = None,
         layout: Recipe | None = None,
-        batch_size: int = 64,
+        batch_size: int = 256,
         evidence_hits: int = 10,
     ) -> None:
         super().__init__(collection_name=collection_name, batch_size=batch_size, evidence_hits=evidence_hits)

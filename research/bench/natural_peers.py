@@ -75,9 +75,9 @@ def store_systems(main_job: Any, hf_embed: Any, top_k: int) -> list[Any]:
     ``HuggingFaceEmbedding``) with only its vector store swapped. Both share the main job's encoder (and memo),
     so equal texts get equal vectors and the rows differ by the path alone."""
     from llama_index.core.node_parser import SentenceSplitter
-    from research.main_job.peers import LlamaIndexPeer, posfair_store_recipe
 
     from llamaindex_posfair import PosFairEmbedding
+    from research.main_job.peers import LlamaIndexPeer, posfair_store_recipe
 
     embed = PosFairEmbedding(encoder=main_job.encoder, embed_batch_size=64)
     return [
