@@ -133,7 +133,7 @@ def build_payload(
         TEXT: chunk.text,
         DOC_ID: doc.doc_id,
         SOURCE: doc.source,
-        FILE_NAME: PurePath(doc.doc_id).name,
+        FILE_NAME: str(doc.metadata.get(FILE_NAME) or PurePath(doc.doc_id).name),
         CHUNK_INDEX: chunk.index,
         N_CHUNKS: n_chunks,
         START_CHAR: chunk.start_char,

@@ -159,3 +159,14 @@ async def test_the_retriever_answers_concurrent_async_queries_as_sync_ones(clien
     queries = [QUERY, "sourdough starter", "lighthouse keeper lamp"]
     got = await asyncio.gather(*(r.aretrieve(q) for q in queries))
     assert [[n.node.node_id for n in g] for g in got] == [[n.node.node_id for n in r.retrieve(q)] for q in queries]
+
+
+def test_a_filter_on_the_readers_file_name_works_with_random_document_ids(client, embed, example_data):
+    store = PosFairVectorStore("docs", client=client, embed_model=embed)
+    docs = SimpleDirectoryReader(str(example_data)).load_data()  # ids are random UUIDs, not paths
+    index = VectorStoreIndex.from_documents(
+        docs, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed
+    )
+    only = MetadataFilters(filters=[MetadataFilter(key="file_name", value="tides.md")])
+    got = index.as_retriever(similarity_top_k=3, filters=only).retrieve(QUERY)
+    assert got and set(_files(got)) == {"tides.md"}
