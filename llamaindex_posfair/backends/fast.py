@@ -1,7 +1,7 @@
 """Fast calibration backend: a custom attention function for transformers.
 
 Rows a calibrated layer does not edit come from the stock SDPA kernel. The
-edited rows are computed in one of METHODS.md's two forms:
+edited rows are computed in one of docs/methods.md's two forms:
 
 * one pooling row per sequence (``[CLS]`` / last-token pooling): explicitly,
   ``q·Kᵀ → softmax → calibrate → ·V`` on that row only
@@ -349,7 +349,7 @@ def calibrated_pooling_row(
     """Calibrated output ``[B, H, 1, d]`` (float32) of one row per sequence, computed explicitly.
 
     ``q_row·Kᵀ·scaling`` over the allowed keys, softmax, calibration, ``·V``: ``O(L·d)``
-    per head (METHODS.md, part A), cheaper than one fused-kernel call per basket for a
+    per head (docs/methods.md, part A), cheaper than one fused-kernel call per basket for a
     single row. ``key``/``value`` are ``[B, Hkv, L, d]`` (grouped-query heads are not
     repeated); ``strength`` is the per-sequence ``lambda`` (``[B]``). Sequences the plan
     leaves inactive get their original weights back.

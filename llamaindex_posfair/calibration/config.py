@@ -1,4 +1,4 @@
-"""Configuration of position-fair attention calibration (METHODS.md, part A)."""
+"""Configuration of position-fair attention calibration (docs/methods.md, part A)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ IsolatedKind = Literal["cls", "bos", "sep", "eos", "dump", "prompt"]
 IsolatedPolicy = Union[Literal["equal", "original"], float]  # noqa: UP007 - pydantic reads it at runtime on 3.10
 LayerSpec = Union[Literal["last", "last_half"], tuple[int, ...]]  # noqa: UP007
 
-#: Isolated tokens per pooling when ``isolate`` is left at ``None`` (METHODS.md A.1):
+#: Isolated tokens per pooling when ``isolate`` is left at ``None`` (docs/methods.md A.1):
 #: ``[CLS]``/BOS for ``[CLS]`` pooling, BOS and EOS for last-token pooling, nothing
 #: for mean pooling. DUMP prefix tokens are isolated whenever the model has them.
 DEFAULT_ISOLATED: dict[str, tuple[str, ...]] = {

@@ -1,6 +1,6 @@
 """Basket calibration of attention rows: pure tensor math, no model.
 
-Two equivalent forms (METHODS.md, part A):
+Two equivalent forms (docs/methods.md, part A):
 
 * :func:`calibrate_weights` edits post-softmax rows ``a`` (what the eager
   reference backend sees);

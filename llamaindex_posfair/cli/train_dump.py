@@ -1,6 +1,6 @@
 """``posfair train-dump``: add [DUMP] prefix tokens to an encoder, train with InfoNCE, save, evaluate.
 
-From raw text (label-free, position-balanced pairs; METHODS.md part B, docs/dump.md):
+From raw text (label-free, position-balanced pairs; docs/methods.md part B, docs/dump.md):
 
     posfair train-dump --corpus my_docs/ --save-model runs/minilm-dump --max-steps 40 --train-batch-size 8
 

@@ -1,4 +1,4 @@
-"""Trainable ``[DUMP_k]`` prefix tokens for dense retrieval encoders (METHODS.md part B).
+"""Trainable ``[DUMP_k]`` prefix tokens for dense retrieval encoders (docs/methods.md part B).
 
 A DUMP model is a stock SentenceTransformer whose tokenizer prepends
 ``[DUMP_1]..[DUMP_K]`` to every text, so ``SentenceTransformer(path)``,

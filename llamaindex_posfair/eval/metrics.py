@@ -1,6 +1,6 @@
 """Position-fairness retrieval metrics (pure: numpy only, no model, no I/O).
 
-Definitions (METHODS.md, "Position-fairness metrics"):
+Definitions (docs/methods.md, "Position-fairness metrics"):
 
 * ``ndcg_at_k``: trec_eval's nDCG with *linear* gain, ``sum rel_i / log2(i + 1)``
   over the top ``k``, divided by the same sum for the ideal ordering of the

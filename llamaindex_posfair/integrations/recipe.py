@@ -140,25 +140,18 @@ class SearchRecipe(_Frozen):
         return SearchSettings(**base)
 
 
-#: The main job's search and hybrid layout, chosen on the dev splits of both shipped benchmarks by the
-#: rule written in ``research/bench/hybrid_sweep.py`` (research/results/hybrid_sweep/sweep.md; README, "The main job"):
+#: The default search and hybrid layout, chosen on the dev splits of both shipped benchmarks by the rule
+#: written in ``research/bench/hybrid_sweep.py`` (research/results/hybrid_sweep/sweep.md; docs/evidence.md):
 #: the node's cosine fused with its best sub-chunk at weight 0.5, and that dense ranking fused with BM25 by
 #: weighted reciprocal rank fusion (BM25 weight 1.5 against the dense ranking's 1.0, ``k`` = 60 as in
 #: LlamaIndex's ``QueryFusionRetriever``; one ``RrfQuery``). Each ranking entering the fusion is 100 nodes
-#: deep: the harness asks every query for 100 nodes, and a ranking is ``max(limit, fusion_limit)`` deep, so
-#: the sweep measured depth 100; shipping 100 makes a 5-result query fuse the same rankings the sweep
-#: measured. New collections store the fused multivector at weight 0.5 (:func:`main_job_chunking`), so the
-#: dense score is one MaxSim (the same ranking as the two-arm formula query; tests/qdrant_tools/
-#: test_fused_search.py). Up to 5,000 nodes (``exact_up_to``; the sweep's collections were below it) the
-#: dense ranking is scored exactly; larger collections re-score candidates from BM25 and from the node
-#: vector's HNSW: 2% of the nodes, at least 300 (``prefetch_limit``), at most 2,000 (``prefetch_max``),
-#: by a rule written before the run (commit 474425b): 2,000 at 100,000 nodes if that run's p50 <= 20 ms and
-#: p99 <= 60 ms. Measured with ``bench/scale.py --sizes 10000,100000 --prefetch 1000,2000`` on the fused
-#: layout (docs/storage.md, "Any size"): 2,000 candidates at 100,000 nodes keep 0.952 of the exhaustive
-#: top 10 at 19.3 / 26.5 ms p50 / p99 (a confirmation run: 0.955, 20.0 ms in steady state, 23.8 on a first
-#: pass); with the int8 copy of the node vectors new collections now get (:data:`MAIN_JOB_NODE_INT8`, decided
-#: after a scratch breakdown, checked by two runs): 0.951-0.952, 12.9-15.5 ms p50 in steady state. 300
-#: candidates at 10,000 nodes: 0.96 at 3-4 ms.
+#: deep, the depth the sweep measured, so a 5-result query fuses the same rankings. New collections store the
+#: fused multivector at weight 0.5 (:func:`main_job_chunking`), so the dense score is one MaxSim (the same
+#: ranking as the two-arm formula; tests/qdrant_tools/test_fused_search.py). Up to 5,000 nodes
+#: (``exact_up_to``) the dense ranking is scored exactly; larger collections re-score candidates from BM25
+#: and from the node vector's HNSW: 2% of the nodes, at least 300 (``prefetch_limit``), at most 2,000
+#: (``prefetch_max``). Recall and latency at 10,000 and 100,000 nodes: ``bench/scale.py`` (docs/storage.md,
+#: "Any size").
 MAIN_JOB_SEARCH = SearchRecipe(
     node_weight=NODE_WEIGHT,
     fusion="rrf",
