@@ -351,3 +351,26 @@ def test_rerank_from_collection_scores_as_the_collection_does(tmp_path):
     assert rerank.scoring == "fusion" and rerank.node_weight == 0.5 and rerank.subchunk_tokens == 32
     assert rerank.top_n == 2
     assert rerank.spec.fingerprint() == Recipe.default().encoder_spec().fingerprint()
+
+
+def test_for_encoder_is_the_shipped_layout_for_another_encoder():
+    from llamaindex_posfair import EncoderSpec
+    from llamaindex_posfair.integrations.recipe import Recipe
+
+    spec = EncoderSpec(calibration=None, max_length=128)
+    recipe = Recipe.for_encoder(spec)
+    default = Recipe.default()
+    assert (recipe.chunking, recipe.search, recipe.bm25) == (default.chunking, default.search, default.bm25)
+    assert recipe.encoder_spec().max_length == 128
+
+
+def test_ingest_settings_write_the_recipe_and_take_run_fields():
+    from llamaindex_posfair.integrations.recipe import Recipe
+    from qdrant_tools.ingest import IngestConfig
+    from qdrant_tools.metadata import RECIPE_KEY
+
+    recipe = Recipe.default()
+    config = recipe.ingest_settings(IngestConfig, batch_size=32, show_progress=False)
+    assert isinstance(config, IngestConfig) and config.batch_size == 32 and not config.show_progress
+    assert config.fused_weight == recipe.chunking.fused_weight and config.sparse is not None
+    assert config.metadata[RECIPE_KEY] == recipe.metadata()[RECIPE_KEY]
