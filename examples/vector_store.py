@@ -56,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
 
     for hit in index.as_retriever(similarity_top_k=3).retrieve(QUESTION):
         meta = hit.node.metadata
-        evidence = hit.node.text[meta["evidence_start_char"] - hit.node.start_char_idx :][:90]
-        print(f"{hit.score:.4f}  {meta['file_name']:<15} …{evidence.strip()}…")
+        start = meta["evidence_start_char"] - hit.node.start_char_idx
+        evidence = " ".join(hit.node.text[start : start + 90].split())  # the best sub-chunk's opening words
+        print(f"{hit.score:.4f}  {meta['file_name']:<15} …{evidence}…")
 
     only = MetadataFilters(filters=[MetadataFilter(key="file_name", value="lighthouse.md")])
     files = {
