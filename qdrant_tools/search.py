@@ -548,7 +548,9 @@ def _evidence_vector(layout: Layout, settings: SearchSettings) -> str | None:
     return layout.subchunks if wanted else None
 
 
-def _hits(points: Sequence[Any], evidence: Mapping[str, tuple[int, int]]) -> list[Hit]:
+def hits_of(points: Sequence[Any], evidence: Mapping[str, tuple[int, int]] | None = None) -> list[Hit]:
+    """``query_points`` answers as :class:`Hit` objects (``evidence``: point id -> its span, where known)."""
+    evidence = evidence or {}
     return [Hit(str(p.id), float(p.score), dict(p.payload or {}), evidence.get(str(p.id))) for p in points]
 
 
@@ -590,9 +592,9 @@ def search(
     points = client.query_points(collection, **request, with_payload=True).points
     sub = _evidence_vector(layout, settings)
     if sub is None or not points:
-        return _hits(points, {})
+        return hits_of(points)
     records = client.retrieve(collection, **_evidence_request(points, sub, settings.evidence_limit))
-    return _hits(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))
+    return hits_of(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))
 
 
 async def asearch(
@@ -611,6 +613,6 @@ async def asearch(
     points = (await aclient.query_points(collection, **request, with_payload=True)).points
     sub = _evidence_vector(layout, settings)
     if sub is None or not points:
-        return _hits(points, {})
+        return hits_of(points)
     records = await aclient.retrieve(collection, **_evidence_request(points, sub, settings.evidence_limit))
-    return _hits(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))
+    return hits_of(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))

@@ -57,6 +57,7 @@ from qdrant_tools.search import (
     acollection_layout,
     asearch,
     collection_layout,
+    hits_of,
     search,
     sparse_request,
 )
@@ -305,7 +306,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         if kind == "sparse":
             request = sparse_request(args["sparse_query"], layout, args["limit"], args["query_filter"])
             points = self._client.query_points(self.collection_name, **request, with_payload=True).points
-            hits = [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+            hits = hits_of(points)
         else:
             hits = search(self._client, self.collection_name, layout=layout, **args)
         return _result(hits)
@@ -321,7 +322,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         if kind == "sparse":
             request = sparse_request(args["sparse_query"], layout, args["limit"], args["query_filter"])
             points = (await self._aclient.query_points(self.collection_name, **request, with_payload=True)).points
-            return _result([Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points])
+            return _result(hits_of(points))
         return _result(await asearch(self._aclient, self.collection_name, layout=layout, **args))
 
     # ------------------------------------------------------------------ reading and deleting
