@@ -110,6 +110,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     _encoder: Any = PrivateAttr(default=None)
     _writer: Any = PrivateAttr(default=None)
     _layout: Layout | None = PrivateAttr(default=None)
+    _bm25: tuple[Any, Any] = PrivateAttr(default=(None, None))
     _write_lock: Any = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(
@@ -261,7 +262,10 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     # ------------------------------------------------------------------ querying
     def _sparse_query(self, text: str | None) -> Any:
-        bm25 = self._recipe.sparse_encoder()
+        recipe, bm25 = self._bm25
+        if recipe is not self._recipe:  # one BM25 model per recipe, not one per query
+            bm25 = self._recipe.sparse_encoder()
+            self._bm25 = (self._recipe, bm25)
         return bm25.embed_query(text) if bm25 is not None and text and text.strip() else None
 
     def _plan_query(self, query: VectorStoreQuery) -> tuple[str, dict[str, Any]]:

@@ -38,8 +38,8 @@ def unpack_vector(vector: Any) -> Any:
 
 
 def scored_point(p: Any) -> models.ScoredPoint:
-    """One Edge ``ScoredPoint`` as ``models.ScoredPoint``."""
-    return models.ScoredPoint(
+    """One Edge ``ScoredPoint`` as ``models.ScoredPoint`` (built without re-validating what Edge typed)."""
+    return models.ScoredPoint.model_construct(
         id=from_edge_id(p.id),
         version=p.version,
         score=p.score,
@@ -50,7 +50,7 @@ def scored_point(p: Any) -> models.ScoredPoint:
 
 
 def record(r: Any) -> models.Record:
-    """One Edge ``Record`` as ``models.Record``."""
-    return models.Record(
+    """One Edge ``Record`` as ``models.Record`` (built without re-validating what Edge typed)."""
+    return models.Record.model_construct(
         id=from_edge_id(r.id), payload=r.payload, vector=unpack_vector(r.vector), order_value=r.order_value
     )
