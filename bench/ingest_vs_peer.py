@@ -136,7 +136,7 @@ def time_pipeline(ids: list[str], texts: list[str], encoder: Any, recipe: Any, w
     docs = [Document(text=t, id_=i) for i, t in zip(ids, texts)]
     folder = Path(tempfile.mkdtemp(dir=work))
     client = open_store(folder / "qdrant")
-    embed = PosFairEmbedding(encoder=encoder, embed_batch_size=32, warn_on_truncation=False)
+    embed = PosFairEmbedding(encoder=encoder, warn_on_truncation=False)
     t0 = time.perf_counter()
     store = PosFairVectorStore("bench", client=client, embed_model=embed, layout=recipe)
     parser = PosFairNodeParser.from_embed_model(embed, recipe)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from llama_index.core.base.embeddings.base import DEFAULT_EMBED_BATCH_SIZE, BaseEmbedding, Embedding
+from llama_index.core.base.embeddings.base import BaseEmbedding, Embedding
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.callbacks import CallbackManager
 
@@ -16,6 +16,9 @@ from llamaindex_posfair.integrations.backend import encoder_backend, spec_and_en
 __all__ = ["DEFAULT_MODEL", "PosFairEmbedding", "spec_and_encoder"]
 
 logger = logging.getLogger(__name__)
+
+#: Texts per call from LlamaIndex: the encoder sorts them by length and pads within its own forward batches.
+EMBED_BATCH_SIZE = 128
 
 #: The default model: all-MiniLM-L6-v2, shipped with the package (works offline).
 DEFAULT_MODEL = BUNDLED_MINILM
@@ -55,7 +58,9 @@ class PosFairEmbedding(BaseEmbedding):
             reranker; the spec is then the encoder's.
         endpoint: URL of a ``posfair serve`` server (``None``: run the model in this process).
         endpoint_timeout_s: seconds per HTTP call to ``endpoint`` (each retry included).
-        embed_batch_size: texts per model call (LlamaIndex's batching; per request with ``endpoint``).
+        embed_batch_size: texts per call from LlamaIndex (per request with ``endpoint``). The encoder
+            sorts each call's texts by length and runs them in forward passes of its own
+            ``batch_size`` (the spec's, 32 by default), so a larger call pads less; default 128.
         warn_on_truncation: log how many texts of each call were truncated.
         **settings: any other :class:`EncoderSpec` field (``query_prompt``, ``max_length``,
             ``dtype``, ``device``, ``dump_tokens``, ``normalize``, ``trust_remote_code``, ...).
@@ -95,7 +100,7 @@ class PosFairEmbedding(BaseEmbedding):
         *,
         spec: Any = None,
         encoder: Any = None,
-        embed_batch_size: int = DEFAULT_EMBED_BATCH_SIZE,
+        embed_batch_size: int = EMBED_BATCH_SIZE,
         callback_manager: CallbackManager | None = None,
         warn_on_truncation: bool = True,
         endpoint: str | None = None,
@@ -159,16 +164,12 @@ class PosFairEmbedding(BaseEmbedding):
             logger.warning("%d of %d %ss are empty; their embeddings carry no content", empty, len(texts), role)
 
     def _encode(self, texts: list[str], role: str) -> list[Embedding]:
-        arr, truncated = self._backend.embed(
-            texts, _kind(role), batch_size=self.embed_batch_size, count=self.warn_on_truncation
-        )
+        arr, truncated = self._backend.embed(texts, _kind(role), count=self.warn_on_truncation)
         self._warn(texts, role, truncated if self.warn_on_truncation else 0)
         return arr.tolist()
 
     async def _aencode(self, texts: list[str], role: str) -> list[Embedding]:
-        arr, truncated = await self._backend.aembed(
-            texts, _kind(role), batch_size=self.embed_batch_size, count=self.warn_on_truncation
-        )
+        arr, truncated = await self._backend.aembed(texts, _kind(role), count=self.warn_on_truncation)
         self._warn(texts, role, truncated if self.warn_on_truncation else 0)
         return arr.tolist()
 
