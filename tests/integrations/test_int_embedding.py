@@ -195,3 +195,16 @@ def test_empty_texts_are_embedded_with_a_counted_warning(fake_encoder, caplog):
     with caplog.at_level(logging.WARNING):
         out = PosFairEmbedding(encoder=fake_encoder).get_text_embedding_batch(["", "alpha", " "])
     assert len(out) == 3 and "2 of 3 texts are empty" in caplog.text
+
+
+def test_each_call_runs_in_the_encoders_own_forward_batches(fake_encoder, monkeypatch):
+    seen = []
+    original = fake_encoder.encode_documents
+
+    def spy(texts, **kwargs):
+        seen.append((len(texts), kwargs.get("batch_size")))
+        return original(texts, **kwargs)
+
+    monkeypatch.setattr(fake_encoder, "encode_documents", spy)
+    PosFairEmbedding(encoder=fake_encoder, embed_batch_size=50).get_text_embedding_batch([f"t {i}" for i in range(120)])
+    assert seen == [(50, None), (50, None), (20, None)]  # LlamaIndex's calls; no forward batch forced on the encoder
