@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SkippedFile, SourceDocument, load_folder
@@ -75,7 +75,7 @@ class IngestSettings:
         subchunks: store each chunk (node) with a multivector of its sentence-aligned
             sub-chunks, so a node is found by its best sub-chunk (:mod:`qdrant_tools.subchunks`);
             ``None`` = the single-vector layout.
-        subchunk_quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized (4x smaller).
+        subchunk_int8: the sub-chunk vectors are stored int8 scalar-quantized (4x smaller).
         subchunk_graph_m: HNSW ``m`` of the sub-chunk multivector; 0 = no graph (the default: it only
             re-scores). With a graph, searches of collections above ``SearchSettings.exact_up_to`` also draw
             candidates from it, at an index build that costs far more (docs/storage.md, "Any size").
@@ -103,7 +103,7 @@ class IngestSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     show_progress: bool = True
     subchunks: SubchunkConfig | None = DEFAULT_SUBCHUNKS
-    subchunk_quantization: Literal["int8"] | None = None
+    subchunk_int8: bool = False
     subchunk_graph_m: int = 0
     sparse: Bm25Sparse | None = None
     node_from_subchunks: bool = False
@@ -119,7 +119,7 @@ class IngestSettings:
             self.chunk_tokens,
             self.overlap_tokens,
             self.subchunks,
-            self.subchunk_quantization,
+            subchunk_int8=self.subchunk_int8,
             sparse=self.sparse,
             subchunk_graph_m=self.subchunk_graph_m,
             node_from_subchunks=self.node_from_subchunks,

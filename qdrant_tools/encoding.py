@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_TOKENS = 256
 DEFAULT_OVERLAP_TOKENS = 32
-#: The int8 copy of a vector (``node_int8``, ``subchunk_quantization="int8"``): scalar, outliers clipped.
+#: The int8 copy of a vector (``node_int8``, ``subchunk_int8``): scalar, outliers clipped.
 INT8_COPY = QuantizationSpec(kind="scalar", quantile=0.99)
 
 
@@ -164,7 +164,7 @@ class EncoderPlan:
         subchunks: sub-chunk layout: every point also gets a multivector
             :data:`~qdrant_tools.subchunks.SUBCHUNK_VECTOR` of its sub-chunks, embedded by the
             encoder of ``subchunk_source``; ``None`` = one vector per point and name.
-        subchunk_quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized (4x smaller).
+        subchunk_int8: the sub-chunk vectors are stored int8 scalar-quantized (4x smaller).
         subchunk_graph_m: HNSW ``m`` of the sub-chunk multivector (0 = no graph: it only re-scores).
         subchunk_source: the vector whose encoder embeds the sub-chunks: ``"calibrated"`` if the run
             writes it, else the first vector.
@@ -186,7 +186,7 @@ class EncoderPlan:
     chunking_key: str
     spans_name: str
     subchunks: SubchunkConfig | None = None
-    subchunk_quantization: str | None = None
+    subchunk_int8: bool = False
     subchunk_source: str | None = None
     sparse: Bm25Sparse | None = None
     subchunk_graph_m: int = 0
@@ -238,7 +238,7 @@ class EncoderPlan:
         node_quant = INT8_COPY if self.node_int8 else None
         out = [VectorConfig(name=n, size=d, quantization=node_quant) for n, d in self.dimensions.items()]
         if self.subchunks is not None:
-            quant = INT8_COPY if self.subchunk_quantization == "int8" else None
+            quant = INT8_COPY if self.subchunk_int8 else None
             size = self.dimensions[self.source_vector]
             # with the fused rows in RAM, the plain sub-chunks serve other weights and the evidence: memory-mapped
             on_disk = True if self.fused_weight is not None else None
@@ -266,7 +266,7 @@ def plan_encoders(
     chunk_tokens: int | None = None,
     overlap_tokens: int | None = None,
     subchunks: SubchunkConfig | None = None,
-    subchunk_quantization: str | None = None,
+    subchunk_int8: bool = False,
     sparse: Bm25Sparse | None = None,
     subchunk_graph_m: int = 0,
     node_from_subchunks: bool = False,
@@ -291,8 +291,8 @@ def plan_encoders(
     _check_fused_weight(fused_weight, subchunks)
     if isinstance(subchunk_graph_m, bool) or not isinstance(subchunk_graph_m, int) or subchunk_graph_m < 0:
         raise ValueError(f"subchunk_graph_m must be an integer >= 0, got {subchunk_graph_m!r}; 0 (no graph) or 16")
-    if subchunk_quantization not in (None, "int8"):
-        raise ValueError(f'subchunk_quantization must be None or "int8", got {subchunk_quantization!r}')
+    if not isinstance(subchunk_int8, bool):
+        raise ValueError(f"subchunk_int8 must be True or False, got {subchunk_int8!r}")
     if node_from_subchunks and subchunks is None:
         raise ValueError("node_from_subchunks derives node vectors from sub-chunk vectors; pass subchunks too")
     first = next(iter(vectors.values()))
@@ -316,7 +316,7 @@ def plan_encoders(
         chunking_key=key,
         spans_name=spans_name,
         subchunks=subchunks,
-        subchunk_quantization=subchunk_quantization if subchunks is not None else None,
+        subchunk_int8=subchunk_int8 and subchunks is not None,
         subchunk_source=source,
         sparse=sparse,
         subchunk_graph_m=subchunk_graph_m if subchunks is not None else 0,

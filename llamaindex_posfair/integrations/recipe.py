@@ -107,7 +107,7 @@ class ChunkingRecipe(_Frozen):
             "chunk_tokens": self.chunk_tokens,
             "overlap_tokens": self.overlap_tokens,
             "subchunks": self.subchunks(),
-            "subchunk_quantization": "int8" if self.subchunk_int8 else None,
+            "subchunk_int8": self.subchunk_int8,
             "subchunk_graph_m": self.subchunk_graph_m,
             "node_from_subchunks": self.node_from_subchunks,
             "fused_weight": self.fused_weight,

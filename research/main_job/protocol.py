@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.benchmarks.splits import check_held_apart
@@ -72,7 +72,7 @@ class Setting:
         calibration: ``"off"`` or a calibration preset name.
         prefetch_limit: candidates re-scored by MaxSim.
         node_weight: weight of the node cosine in the fused score.
-        quantization: ``"int8"`` sub-chunk vectors.
+        subchunk_int8: int8 sub-chunk vectors.
         scoring: ``"store"``, ``"exact"`` or ``"int8-simulated"`` (see ``MainJobSystem``).
     """
 
@@ -81,12 +81,12 @@ class Setting:
     calibration: str
     prefetch_limit: int = 100
     node_weight: float = 0.0
-    quantization: Literal["int8"] | None = None
+    subchunk_int8: bool = False
     scoring: Scoring = "store"
 
     @property
     def layout(self) -> NodeLayout:
-        return NodeLayout(self.node_tokens, self.subchunks, self.quantization)
+        return NodeLayout(self.node_tokens, self.subchunks, self.subchunk_int8)
 
     def label(self) -> str:
         text = f"{self.layout.label()}, calib {self.calibration}"
@@ -105,7 +105,7 @@ class Setting:
             "calibration": self.calibration,
             "prefetch_limit": self.prefetch_limit if s is not None else None,
             "node_weight": self.node_weight if s is not None else None,
-            "quantization": self.quantization,
+            "quantization": "int8" if self.subchunk_int8 else None,
             "scoring": self.scoring,
         }
 
@@ -305,7 +305,7 @@ class MainJobProtocol:
             return []
         larger = [p for p in self.grid.reference_prefetch_limits if p > chosen.prefetch_limit]
         return [
-            replace(chosen, quantization="int8"),
+            replace(chosen, subchunk_int8=True),
             replace(chosen, scoring="int8-simulated"),
             *[replace(chosen, prefetch_limit=p) for p in larger],
             replace(chosen, scoring="exact"),
@@ -319,7 +319,7 @@ class MainJobProtocol:
 
     def score(self, bench: PositionBenchmark, settings: Sequence[Setting], stage: str) -> list[Scored]:
         """Run ``settings`` on ``bench`` (settings sharing a store are built once)."""
-        order = sorted(settings, key=lambda s: (s.node_tokens, s.calibration, repr(s.subchunks), s.quantization or ""))
+        order = sorted(settings, key=lambda s: (s.node_tokens, s.calibration, repr(s.subchunks), s.subchunk_int8))
         kwargs = {} if self.client_factory is None else {"client_factory": self.client_factory}
         with IndexPool(**kwargs) as pool:
             systems = [self._system(s, pool) for s in order]

@@ -212,5 +212,5 @@ def _short(s: Scored) -> str:
     if st.subchunks is None:
         return f"{st.node_tokens} single, {st.calibration}"
     tag = {"store": "", "exact": " exact", "int8-simulated": " int8 sim"}[st.scoring]
-    q = " int8" if st.quantization else ""
+    q = " int8" if st.subchunk_int8 else ""
     return f"{st.node_tokens}/sub{st.subchunks.max_tokens}+{st.subchunks.overlap_sentences}{q}{tag}"

@@ -95,7 +95,7 @@ class NodeLayout:
     Args:
         chunk_tokens: node size in tokens (special tokens not counted), e.g. 254 or 510 for MiniLM.
         subchunks: sentence-aligned sub-chunks of each node; ``None`` = the single-vector layout.
-        quantization: ``"int8"`` stores the sub-chunk vectors scalar-quantized.
+        subchunk_int8: the sub-chunk vectors are stored int8 scalar-quantized.
         overlap_tokens: tokens shared by neighbouring nodes; ``None`` = the ingestion default.
         bm25: also store a BM25 sparse vector of each node (default :class:`Bm25Sparse` settings), so a
             search with ``SearchSettings(sparse=True)`` fuses it in (hybrid).
@@ -110,7 +110,7 @@ class NodeLayout:
 
     chunk_tokens: int
     subchunks: SubchunkConfig | None = None
-    quantization: Literal["int8"] | None = None
+    subchunk_int8: bool = False
     overlap_tokens: int | None = None
     bm25: bool = False
     node_from_subchunks: bool = False
@@ -120,8 +120,8 @@ class NodeLayout:
     def __post_init__(self) -> None:
         if isinstance(self.chunk_tokens, bool) or not isinstance(self.chunk_tokens, int) or self.chunk_tokens < 1:
             raise ValueError(f"chunk_tokens must be a positive integer, got {self.chunk_tokens!r}; e.g. 254 or 510")
-        if self.quantization is not None and self.subchunks is None:
-            raise ValueError("quantization='int8' applies to sub-chunk vectors; pass subchunks=SubchunkConfig(...)")
+        if self.subchunk_int8 and self.subchunks is None:
+            raise ValueError("subchunk_int8 applies to sub-chunk vectors; pass subchunks=SubchunkConfig(...)")
 
     def ingest_config(self) -> IngestConfig:
         """The ``IngestConfig`` of ``posfair ingest`` with these settings (no progress bar)."""
@@ -129,7 +129,7 @@ class NodeLayout:
             chunk_tokens=self.chunk_tokens,
             overlap_tokens=self.overlap_tokens,
             subchunks=self.subchunks,
-            subchunk_quantization=self.quantization,
+            subchunk_int8=self.subchunk_int8,
             show_progress=False,
             sparse=self.sparse_encoder(),
             node_from_subchunks=self.node_from_subchunks,
@@ -149,7 +149,7 @@ class NodeLayout:
         s = self.subchunks
         text += f", sub-chunks ≤{s.max_tokens} tok, {s.overlap_sentences}-sent overlap"
         text += ", node = sub-chunk mean" if self.node_from_subchunks else ""
-        return text + (", int8" if self.quantization else "") + (", BM25" if self.bm25 else "")
+        return text + (", int8" if self.subchunk_int8 else "") + (", BM25" if self.bm25 else "")
 
 
 def eval_search(

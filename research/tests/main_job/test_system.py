@@ -142,4 +142,4 @@ def test_int8_roundtrip_keeps_256_levels_and_clips_outliers():
 
 def test_int8_needs_sub_chunks():
     with pytest.raises(ValueError, match="sub-chunk"):
-        NodeLayout(chunk_tokens=254, quantization="int8")
+        NodeLayout(chunk_tokens=254, subchunk_int8=True)
