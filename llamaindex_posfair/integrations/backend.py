@@ -75,15 +75,13 @@ class LocalEncoderBackend:
     def max_length(self) -> int:
         return int(self.encoder.max_length)
 
-    def embed(
-        self, texts: list[str], role: Role, *, batch_size: int | None = None, count: bool = True
-    ) -> tuple[np.ndarray, int]:
-        """``(vectors [n, d], how many texts were truncated)``; ``count=False`` skips the count (returns 0)."""
+    def embed(self, texts: list[str], role: Role, *, count: bool = True) -> tuple[np.ndarray, int]:
+        """``(vectors [n, d], how many texts were truncated)``, in the encoder's own forward batches;
+        ``count=False`` skips the count (returns 0)."""
         truncated = count_truncated(self.encoder, texts) if count else 0
         fn = self.encoder.encode_queries if role == "query" else self.encoder.encode_documents
-        kwargs = {"batch_size": batch_size} if batch_size else {}
         with self._lock:
-            return fn(texts, **kwargs), truncated
+            return fn(texts), truncated
 
     async def aembed(self, texts: list[str], role: Role, **kwargs: Any) -> tuple[np.ndarray, int]:
         return await asyncio.to_thread(self.embed, texts, role, **kwargs)

@@ -61,6 +61,7 @@ from qdrant_tools.search import (
     search,
     sparse_request,
 )
+from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.writer import QdrantWriter, spec_for_vectors
 
 __all__ = ["PosFairVectorStore"]
@@ -110,7 +111,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     _encoder: Any = PrivateAttr(default=None)
     _writer: Any = PrivateAttr(default=None)
     _layout: Layout | None = PrivateAttr(default=None)
-    _bm25: tuple[Any, Any] = PrivateAttr(default=(None, None))
+    _bm25: Bm25Sparse | None = PrivateAttr(default=None)
     _write_lock: Any = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(
@@ -133,6 +134,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         self._embed = embed_model
         try:
             self._recipe = self._read_or_new_recipe(layout)
+            self._bm25 = self._recipe.sparse_encoder()
             self._check_embed_model()
         except BaseException:
             self.close()
@@ -262,10 +264,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     # ------------------------------------------------------------------ querying
     def _sparse_query(self, text: str | None) -> Any:
-        recipe, bm25 = self._bm25
-        if recipe is not self._recipe:  # one BM25 model per recipe, not one per query
-            bm25 = self._recipe.sparse_encoder()
-            self._bm25 = (self._recipe, bm25)
+        bm25 = self._bm25
         return bm25.embed_query(text) if bm25 is not None and text and text.strip() else None
 
     def _plan_query(self, query: VectorStoreQuery) -> tuple[str, dict[str, Any]]:
