@@ -19,15 +19,56 @@ and rebuild (token counts from the bundled all-MiniLM-L6-v2 tokenizer)::
         --out llamaindex_posfair/data/benchmarks/needle_prose
 
 ``NAME=PATH@MARKER`` starts the text at the first occurrence of ``MARKER``
-(skipping a front matter that has no Gutenberg START line).
+(skipping a front matter that has no Gutenberg START line). The builder's
+sentence splitter has changed since the shipped copy was built: a rebuild plants
+the same facts (same names, templates and position groups) in windows of the same
+sources, but the windows are cut at other sentence boundaries, so the passages
+differ from the shipped ones.
+
+The shipped ``needle-manuals`` benchmark was built from GNU manuals in Info format
+(GNU Free Documentation License; ``nettle`` is in the public domain), as Debian 12
+installs them under ``/usr/share/info`` (packages coreutils 9.1-1, gettext 0.21-12, findutils 4.9.0-4,
+diffutils 3.8-4, wget 1.21.3-1+deb12u1, sed 4.9-1, grep 3.8-5, ed 1.19-1, readline-common 8.2-1.3,
+nettle-dev 3.8.1-2):
+people, things and places as facts, 60 distractor passages per split that carry
+four near-duplicate facts per template::
+
+    python scripts/build_needle_benchmark.py --format texinfo --facts mixed \\
+        --per-group 75 --distractors 60 --hard-negatives 4 --name needle-manuals \\
+        --source coreutils=/usr/share/info/coreutils.info.gz \\
+        --source gettext=/usr/share/info/gettext.info.gz \\
+        --source find='/usr/share/info/find.info-*.gz' \\
+        --source diffutils=/usr/share/info/diffutils.info.gz \\
+        --source wget=/usr/share/info/wget.info.gz \\
+        --source sed=/usr/share/info/sed.info.gz \\
+        --source grep=/usr/share/info/grep.info.gz \\
+        --source ed=/usr/share/info/ed.info.gz \\
+        --source readline=/usr/share/info/rluserman.info.gz \\
+        --source nettle=/usr/share/info/nettle.info.gz \\
+        --out llamaindex_posfair/data/benchmarks/needle_manuals
+
+``PATH`` may be a glob (its files are read in name order and joined) and may be
+gzip-compressed.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import gzip
 import os
 import sys
 from pathlib import Path
+
+
+def read_source(pattern: str, encoding: str) -> str:
+    """The text of every file matching ``pattern`` (a path or a glob; ``.gz`` files decompressed), joined."""
+    paths = sorted(glob.glob(pattern)) or [pattern]
+    texts = []
+    for path in paths:
+        data = Path(path).read_bytes()
+        texts.append((gzip.decompress(data) if path.endswith(".gz") else data).decode(encoding, errors="replace"))
+    return "".join(texts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=510)
     parser.add_argument("--min-tokens", type=int, default=470)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--format", choices=("gutenberg", "texinfo"), default="gutenberg", help="what the sources are")
+    parser.add_argument("--facts", choices=("people", "mixed"), default="people", help="what the facts are about")
+    parser.add_argument("--distractors", type=int, default=0, help="passages per split that answer no query")
+    parser.add_argument("--hard-negatives", type=int, default=0, help="near-duplicate facts per template per split")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -49,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         NeedleConfig,
         build_needle_benchmark,
         clean_gutenberg,
+        clean_texinfo,
         write_needle_benchmark,
     )
 
@@ -66,9 +112,20 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.source:
         name, _, rest = spec.partition("=")
         path, _, marker = rest.partition("@")
-        raw = Path(path).read_text(encoding="latin-1")
-        sources[name] = clean_gutenberg(raw, start_marker=marker or None)
-    cfg = NeedleConfig(max_tokens=args.max_tokens, min_tokens=args.min_tokens, per_group=args.per_group, seed=args.seed)
+        raw = read_source(path, "latin-1" if args.format == "gutenberg" else "utf-8")
+        if args.format == "texinfo":
+            sources[name] = clean_texinfo(raw)
+        else:
+            sources[name] = clean_gutenberg(raw, start_marker=marker or None)
+    cfg = NeedleConfig(
+        max_tokens=args.max_tokens,
+        min_tokens=args.min_tokens,
+        per_group=args.per_group,
+        seed=args.seed,
+        facts=args.facts,
+        distractors=args.distractors,
+        hard_negatives=args.hard_negatives,
+    )
     splits = build_needle_benchmark(sources, count_tokens, cfg, show_progress_bar=True)
     lengths = [r["n_tokens"] for s in splits.values() for r in s.corpus]
     write_needle_benchmark(
@@ -83,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             "licence": "see LICENSE.md in this folder",
         },
     )
-    print(f"wrote {args.out}: {[(s, len(v.queries)) for s, v in splits.items()]}; tokens {min(lengths)}-{max(lengths)}")
+    counts = [(s, len(v.corpus), len(v.queries)) for s, v in splits.items()]
+    print(f"wrote {args.out}: (split, passages, queries) {counts}; tokens {min(lengths)}-{max(lengths)}")
     return 0
 
 

@@ -14,8 +14,10 @@ The command only turns flags into a ``sweep.protocol.Protocol``. The sweep that
 chose the shipped layout (``research/main_job``) builds on the same harness
 from outside the package.
 
-Shipped benchmarks (``load_shipped``): ``"needle-prose"`` (planted facts) and
-``"natural-docs"`` (hand-written questions on Python and Vim documentation).
+Shipped benchmarks (``load_shipped``): ``"needle-prose"`` (planted facts in
+public-domain prose), ``"needle-manuals"`` (planted facts in GNU manuals, with
+near-duplicate hard negatives) and ``"natural-docs"`` (hand-written questions on
+Python and Vim documentation).
 
 Example:
     >>> from llamaindex_posfair.eval import load_shipped, metrics

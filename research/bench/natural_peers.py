@@ -41,7 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-BENCHMARKS = ("natural-docs", "needle-prose")
+BENCHMARKS = ("natural-docs", "needle-prose", "needle-manuals")
 
 
 def main_job_system(memo: str | None = None) -> Any:

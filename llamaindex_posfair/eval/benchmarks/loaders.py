@@ -16,7 +16,9 @@ Nothing here downloads: users fetch the data themselves and point a loader at it
   (see ``needle.py``); ``load_shipped("needle-prose", "test")`` reads the copy in
   the wheel. The same format carries the shipped natural benchmark,
   ``load_shipped("natural-docs", "test")`` (Python and Vim documentation, hand-written
-  questions; ``data/benchmarks/natural_docs/README.md``).
+  questions; ``data/benchmarks/natural_docs/README.md``), and the second needle set,
+  ``load_shipped("needle-manuals", "test")`` (GNU manuals, hard negatives in distractor
+  passages; ``data/benchmarks/needle_manuals/README.md``).
 
 Files may be ``.json``, ``.jsonl`` or either gzip-compressed (``.gz``); FineWeb-PosQ
 and SQuAD rows may also be ``.parquet`` when pandas + pyarrow are installed.
@@ -72,7 +74,11 @@ DEFAULT_SQUAD_EDGES: tuple[int, ...] = (100, 200, 300, 400, 500)
 #: PosIR document-length bucket edges, in tokens.
 POSIR_LENGTH_EDGES: tuple[int, ...] = (512, 1024, 1536)
 #: Shipped benchmarks: name -> folder under ``llamaindex_posfair/data/benchmarks``.
-SHIPPED: dict[str, str] = {"needle-prose": "needle_prose", "natural-docs": "natural_docs"}
+SHIPPED: dict[str, str] = {
+    "needle-prose": "needle_prose",
+    "natural-docs": "natural_docs",
+    "needle-manuals": "needle_manuals",
+}
 FINEWEB_GROUPS: tuple[str, ...] = ("begin", "middle", "end")
 _ROW_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".parquet")
 
@@ -662,6 +668,8 @@ def load_shipped(name: str = "needle-prose", split: str | None = "test") -> Posi
 
     Args:
         name: ``"needle-prose"`` (planted facts in public-domain prose; disjoint passages per
+            split), ``"needle-manuals"`` (planted facts about people, things and places in GNU
+            manuals, with distractor passages holding near-duplicate facts; disjoint passages per
             split) or ``"natural-docs"`` (hand-written questions on Python and Vim documentation;
             every split is scored against all 901 passages). Sizes and licences: the
             ``README.md`` and ``LICENSE.md`` next to the data (:func:`shipped_path`).

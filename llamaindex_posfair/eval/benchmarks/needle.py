@@ -42,11 +42,14 @@ from tqdm.auto import tqdm
 
 from qdrant_tools.text import sentence_spans
 
+from .facts import PEOPLE, THINGS, make_fact, near_duplicate, person_names, qualifiers
+
 __all__ = [
     "NeedleConfig",
     "NeedleSplit",
     "build_needle_benchmark",
     "clean_gutenberg",
+    "clean_texinfo",
     "make_fact",
     "split_units",
     "write_needle_benchmark",
@@ -72,6 +75,13 @@ class NeedleConfig:
         max_unit_tokens: Sentences longer than this are split further.
         edge_margin: Keep the needle midpoint at least this fraction of a group's
             width away from the group's borders.
+        facts: ``"people"``: every fact is about an invented person (``needle-prose``);
+            ``"mixed"``: people, things and places (``facts.THINGS``).
+        distractors: Passages per split that answer no query (real prose, plus the
+            hard negatives below).
+        hard_negatives: Near-duplicate facts per template per split, each a target's
+            fact about another invented name (same slot values, same kind of thing),
+            planted in that split's distractors; needs ``distractors > 0``.
 
     Raises:
         ValueError: a setting is out of range (the message names it).
@@ -85,6 +95,9 @@ class NeedleConfig:
     seed: int = 13
     max_unit_tokens: int = 90
     edge_margin: float = 0.05
+    facts: str = "people"
+    distractors: int = 0
+    hard_negatives: int = 0
 
     def __post_init__(self) -> None:
         if self.max_tokens < 32:
@@ -106,6 +119,16 @@ class NeedleConfig:
             raise ValueError(f"edge_margin must be in [0, 0.5), got {self.edge_margin}")
         if self.max_unit_tokens < 8:
             raise ValueError(f"max_unit_tokens must be at least 8, got {self.max_unit_tokens}")
+        if self.facts not in ("people", "mixed"):
+            raise ValueError(f"facts must be 'people' or 'mixed', got {self.facts!r}")
+        if self.distractors < 0 or self.hard_negatives < 0:
+            raise ValueError(
+                f"distractors and hard_negatives must be >= 0, got {self.distractors} and {self.hard_negatives}"
+            )
+        if self.hard_negatives and not self.distractors:
+            raise ValueError(
+                f"hard_negatives={self.hard_negatives} needs distractor passages to hold them; set distractors > 0"
+            )
 
 
 @dataclass
@@ -162,6 +185,64 @@ def clean_gutenberg(text: str, start_marker: str | None = None) -> str:
     return "\n\n".join(paragraphs)
 
 
+_INFO_SKIP_NODES = re.compile(r"licen[cs]e|index|copying|^top$|history|concept|authors|bugs|reporting", re.I)
+_INFO_HEADING = re.compile(r"^[*=\-.]{3,}$")
+_INFO_TERM = re.compile(r"^(\S*‘[^’]*’\S*[,\s]*)+$")
+_INFO_NOTE = re.compile(r"\*[Nn]ote\s+([^:]+?)\s*:(?::|\s*[^.,]*[.,])", re.S)
+_CODE_CHARS = re.compile(r"[$=|{}<>\\/#@~^]|^-|\(\)|_")
+
+
+def _prose_like(para: str) -> bool:
+    """Running text: at least 12 words, mostly words with letters, some sentence punctuation, few code tokens."""
+    words = para.split()
+    if len(words) < 12:
+        return False
+    if len([w for w in words if re.search(r"[a-z]", w)]) < 0.8 * len(words):
+        return False
+    if len([w for w in words if _CODE_CHARS.search(w)]) > 0.1 * len(words):
+        return False
+    return len(re.findall(r"[.!?;:]", para)) >= len(words) / 60
+
+
+def clean_texinfo(text: str) -> str:
+    """Keep the running prose of a GNU Info manual (the ``.info`` text a Texinfo build installs).
+
+    Drops the nodes that are not the manual's own prose (licence, indices, copying, the top node),
+    node headers, menus, headings, option-name lines and code examples; turns cross-references
+    (``*note Node::``) into plain words, joins wrapped lines and returns paragraphs separated by
+    blank lines, as :func:`clean_gutenberg` does.
+
+    Example:
+        >>> info = "\\x1f\\nFile: x.info,  Node: Usage,  Up: Top\\n\\n1 Usage\\n*******\\n\\n" + (
+        ...     "The program reads each input file in turn and copies it to the output, "
+        ...     "one line at a time, until the end.  *Note Options::.\\n"
+        ... )
+        >>> clean_texinfo(info)
+        'The program reads each input file in turn and copies it to the output, one line at a time, until the end. see Options.'
+    """
+    paragraphs = []
+    for node in text.split("\x1f")[1:]:
+        lines = node.strip("\n").splitlines()
+        header = re.search(r"Node:\s*([^,]+)", lines[0]) if lines else None
+        if header is None or _INFO_SKIP_NODES.search(header.group(1).strip()):
+            continue
+        for block in re.split(r"\n\s*\n", "\n".join(lines[1:])):
+            kept = _block_lines(block.splitlines())
+            para = re.sub(r"\s+", " ", " ".join(kept)).strip()
+            para = _INFO_NOTE.sub(lambda m: "see " + re.sub(r"\s+", " ", m.group(1)), para)
+            if _prose_like(para):
+                paragraphs.append(para)
+    return "\n\n".join(paragraphs)
+
+
+def _block_lines(lines: list[str]) -> list[str]:
+    """The lines of one Info block without menus, headings and option-name lines (examples are left to
+    :func:`_prose_like`)."""
+    if not lines or lines[0].startswith("* ") or any(_INFO_HEADING.match(line.strip()) for line in lines):
+        return []
+    return [line.strip() for line in lines if line.strip() and not _INFO_TERM.match(line.strip())]
+
+
 def split_units(text: str, count_content: Callable[[list[str]], list[int]], max_unit_tokens: int) -> list[str]:
     """Split prose into sentence-like units of at most ``max_unit_tokens`` tokens.
 
@@ -186,307 +267,6 @@ def split_units(text: str, count_content: Callable[[list[str]], list[int]], max_
                     step = max(4, int(len(words) * max_unit_tokens / pn * 0.9))
                     out.extend(" ".join(words[i : i + step]) for i in range(0, len(words), step))
     return out
-
-
-# ----------------------------------------------------------------------------- facts
-_FIRST = [
-    "Ada",
-    "Alaric",
-    "Amos",
-    "Anselm",
-    "Beatrix",
-    "Bertram",
-    "Calla",
-    "Cyrus",
-    "Dorian",
-    "Edda",
-    "Elric",
-    "Enid",
-    "Fenna",
-    "Florian",
-    "Greta",
-    "Gideon",
-    "Hester",
-    "Hollis",
-    "Ida",
-    "Ivo",
-    "Jocasta",
-    "Jules",
-    "Kestrel",
-    "Linnea",
-    "Lorcan",
-    "Mabyn",
-    "Marek",
-    "Nessa",
-    "Niall",
-    "Odile",
-    "Osric",
-    "Perpetua",
-    "Quincy",
-    "Rosalind",
-    "Rufus",
-    "Saskia",
-    "Silas",
-    "Tamsin",
-    "Teodor",
-    "Ursa",
-    "Valentin",
-    "Wilhelmina",
-    "Wystan",
-    "Xanthe",
-    "Yorick",
-    "Zillah",
-    "Agathe",
-    "Bramwell",
-    "Clemency",
-    "Desmond",
-    "Ermengarde",
-    "Fabian",
-    "Ginevra",
-    "Horatio",
-    "Isolde",
-    "Jasper",
-    "Leopold",
-    "Melisande",
-    "Ottoline",
-    "Peregrine",
-]
-_PRE = [
-    "Ash",
-    "Bram",
-    "Cor",
-    "Dun",
-    "Ell",
-    "Fen",
-    "Gar",
-    "Hal",
-    "Ivers",
-    "Kel",
-    "Lark",
-    "Mor",
-    "Nor",
-    "Orr",
-    "Pem",
-    "Quen",
-    "Rav",
-    "Stan",
-    "Thorn",
-    "Ul",
-    "Ver",
-    "Wyn",
-    "Yar",
-    "Zell",
-    "Brack",
-    "Crom",
-    "Dray",
-    "Esk",
-    "Fal",
-    "Grisk",
-    "Hob",
-    "Jess",
-    "Kip",
-    "Loft",
-    "Marr",
-    "Nett",
-    "Pell",
-    "Rook",
-    "Sorr",
-    "Tull",
-    "Vane",
-    "Wick",
-]
-_SUF = [
-    "wick",
-    "more",
-    "dale",
-    "by",
-    "stead",
-    "ford",
-    "holt",
-    "ridge",
-    "ton",
-    "croft",
-    "mere",
-    "worth",
-    "brook",
-    "field",
-    "gate",
-    "ley",
-    "hurst",
-    "wood",
-    "combe",
-    "thwaite",
-]
-_SLOTS: dict[str, tuple[str, ...]] = {
-    "profession": (
-        "cooper",
-        "glassblower",
-        "ferryman",
-        "bookbinder",
-        "saddler",
-        "clockmaker",
-        "weaver",
-        "beekeeper",
-        "cartographer",
-        "chandler",
-        "tanner",
-        "apothecary",
-    ),
-    "town": (
-        "Harrowmere",
-        "Quillby",
-        "Oxenhallow",
-        "Saltcombe",
-        "Bellwether Cross",
-        "Marrowdean",
-        "Thistlegate",
-        "Wrenford",
-        "Caddis Hollow",
-        "Penhallow",
-        "Larkspur Green",
-        "Fallowmere",
-    ),
-    "color": ("crimson", "grey", "yellow", "green", "blue", "white", "black", "copper-coloured"),
-    "animal": ("goat", "owl", "hedgehog", "ferret", "tortoise", "parrot", "badger", "hare", "raven", "donkey"),
-    "tool": ("bent hairpin", "pocket knife", "pair of tweezers", "sewing needle", "fish hook", "nail file"),
-    "weekday": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
-    "island": ("Skerrow", "Inchmurrin", "Valla", "Brennis", "Torsey", "Halmoor", "Ulvin", "Cairnholm"),
-    "instrument": ("hurdy-gurdy", "bassoon", "harp", "concertina", "viola", "bagpipes", "dulcimer", "oboe"),
-    "number": ("three", "five", "seven", "nine", "eleven", "twelve", "fifteen", "forty", "sixty", "eighty"),
-    "tree": ("walnut", "cherry", "linden", "rowan", "chestnut", "plum", "birch", "quince"),
-    "food": ("ginger biscuits", "plum pudding", "oat cakes", "apple tarts", "honey bread", "mince pies"),
-    "document": ("train ticket", "love letter", "tax notice", "hymn sheet", "shipping manifest", "theatre bill"),
-    "garment": ("scarf", "bonnet", "waistcoat", "glove", "shawl", "boot"),
-    "river": ("Wendle", "Ashbourne", "Calder", "Morrow", "Tavy", "Lune", "Sorrel"),
-    "month": ("January", "March", "April", "June", "August", "October", "November"),
-    "container": ("tin box", "leather satchel", "wicker basket", "clay jar", "canvas sack"),
-    "provision": ("dried figs", "salted almonds", "hard cheese", "black bread", "pickled herring"),
-    "collectible": ("brass buttons", "sea shells", "railway tickets", "pressed ferns", "foreign coins", "thimbles"),
-    "fear": ("thunder", "deep water", "church bells", "geese", "tall ladders", "moths"),
-    "vegetable": ("pumpkin", "marrow", "cabbage", "turnip", "beetroot", "cucumber"),
-    "building": ("disused mill", "boathouse", "chapel", "hay barn", "lighthouse", "signal box"),
-    "constellation": ("Great Bear", "Swan", "Hunter", "Lyre", "Eagle", "Cassiopeia"),
-    "vehicle": ("rowing boat", "bicycle", "pony cart", "handcart", "sledge"),
-    "craft": ("lace", "baskets", "candles", "kites", "violins", "model ships"),
-}
-# (statement, query, answer slot). Queries paraphrase and always name the person.
-_TEMPLATES: tuple[tuple[str, str, str], ...] = (
-    (
-        "{name}, a {profession} from {town}, once kept a {color} {animal} that slept beside the kitchen stove.",
-        "What kind of pet did the {profession} {name} have at home?",
-        "animal",
-    ),
-    (
-        "It was {name} who repaired the great clock of {town}, using nothing but a {tool}.",
-        "Which small tool did {name} use to mend the town clock?",
-        "tool",
-    ),
-    (
-        "Every {weekday} {name} wrote a long letter to a cousin who lived on the island of {island}.",
-        "On which island did the cousin that {name} wrote to each week live?",
-        "island",
-    ),
-    (
-        "The only person in {town} who could play the {instrument} was {name}, who had learned it from a travelling {profession}.",
-        "Who taught {name} to play the {instrument}?",
-        "profession",
-    ),
-    (
-        "{name} planted {number} {tree} trees along the road to {town} and tended them for twenty years.",
-        "How many trees did {name} plant beside the road?",
-        "number",
-    ),
-    (
-        "Every winter {name} baked {food} for the whole street, following a recipe written on the back of an old {document}.",
-        "What did {name} bake for the neighbours each winter?",
-        "food",
-    ),
-    (
-        "{name} lost a {color} {garment} while wading across the river {river} and never found it again.",
-        "Which piece of clothing did {name} lose in the river?",
-        "garment",
-    ),
-    (
-        "In {month} {name} walked from {town} to the coast carrying only a {container} of {provision}.",
-        "What food did {name} take on the long walk to the sea?",
-        "provision",
-    ),
-    (
-        "{name} kept a small collection of {collectible} in a {container} under the bed.",
-        "What did {name} collect and hide beneath the bed?",
-        "collectible",
-    ),
-    (
-        "Ever since a childhood summer spent in {town}, {name} had been afraid of {fear}.",
-        "What has {name} been frightened of since childhood?",
-        "fear",
-    ),
-    (
-        "The {color} front door of the house owned by {name} had been painted by a {profession} who refused payment.",
-        "Which tradesman painted the door of {name}'s house?",
-        "profession",
-    ),
-    (
-        "{name} won first prize at the {town} fair for growing a {vegetable} that weighed {number} pounds.",
-        "What vegetable won {name} a prize at the fair?",
-        "vegetable",
-    ),
-    (
-        "For {number} years {name} taught the children of {town} to read in an old {building}.",
-        "In what kind of building did {name} teach children to read?",
-        "building",
-    ),
-    (
-        "When the great storm came, {name} sheltered in a {building} together with a {animal} and a lantern.",
-        "Where did {name} take cover during the storm?",
-        "building",
-    ),
-    (
-        "{name} could name every star of the {constellation} without ever looking at a chart.",
-        "Which constellation did {name} know by heart?",
-        "constellation",
-    ),
-    (
-        "At the market in {town}, {name} once traded a battered {instrument} for a {vehicle}.",
-        "What did {name} receive in exchange for the {instrument}?",
-        "vehicle",
-    ),
-    (
-        "In the evenings {name} made {craft} by candlelight and sold them to sailors in {town}.",
-        "What did {name} make by hand and sell to sailors?",
-        "craft",
-    ),
-)
-
-
-def _names(rng: random.Random) -> list[str]:
-    surnames = [p + s for p in _PRE for s in _SUF]
-    rng.shuffle(surnames)
-    return [f"{rng.choice(_FIRST)} {sur}" for sur in surnames]
-
-
-def make_fact(rng: random.Random, name: str, template: int | None = None) -> dict[str, str]:
-    """One evidence sentence and its paraphrased query about ``name``.
-
-    Returns:
-        ``{"statement", "query", "answer", "template"}``.
-
-    Example:
-        >>> f = make_fact(random.Random(0), "Ada Ashwick", template=4)
-        >>> "Ada Ashwick" in f["statement"] and "Ada Ashwick" in f["query"]
-        True
-    """
-    idx = rng.randrange(len(_TEMPLATES)) if template is None else template
-    statement, query, answer_slot = _TEMPLATES[idx]
-    values = {k: rng.choice(v) for k, v in _SLOTS.items()}
-    values["name"] = name
-    text = statement.format(**values)
-    return {
-        "statement": text[0].upper() + text[1:],
-        "query": query.format(**values),
-        "answer": values[answer_slot],
-        "template": str(idx),
-    }
 
 
 # --------------------------------------------------------------------------- builder
@@ -532,98 +312,196 @@ def build_needle_benchmark(
 
     Args:
         sources: Source name -> prose (paragraphs separated by blank lines; see
-            ``clean_gutenberg``).
+            ``clean_gutenberg`` and ``clean_texinfo``).
         count_tokens: Token counts of texts *including* special tokens, e.g.
             ``PosFairEncoder.count_tokens`` or a tokenizer wrapper.
         config: Builder settings.
         show_progress_bar: Show a tqdm bar while tokenising sources.
 
     Returns:
-        Split name -> ``NeedleSplit``; every split has ``per_group`` queries per group.
+        Split name -> ``NeedleSplit``; every split has ``per_group`` queries per group
+        and ``per_group x groups + distractors`` passages.
 
     Raises:
         ValueError: the prose is too short for the requested size (the message
             says how many windows were found and how many are needed).
     """
     rng = random.Random(config.seed)
-    n_special = count_tokens([""])[0]
-
-    def content(texts: list[str]) -> list[int]:
-        return [n - n_special for n in count_tokens(texts)] if texts else []
-
-    windows: list[tuple[str, list[str], list[int]]] = []
-    needle_room = 34  # a typical evidence sentence; longer ones trim the window's tail below
-    budget = config.max_tokens - n_special - needle_room
-    min_fill = config.min_tokens - n_special - needle_room
-    for src, text in tqdm(list(sources.items()), desc="prose", disable=not show_progress_bar):
-        units = split_units(text, content, config.max_unit_tokens)
-        lens = content(units)
-        for w in _windows(units, lens, budget, min_fill):
-            windows.append((src, [units[i] for i in w], [lens[i] for i in w]))
-    needed = config.per_group * len(config.groups) * len(config.splits)
-    if len(windows) < needed:
+    ctx = _Context(config, count_tokens)
+    windows = _prose_windows(sources, ctx, show_progress_bar)
+    n_targets = config.per_group * len(config.groups)
+    needed = n_targets * len(config.splits)
+    if len(windows) < needed + config.distractors * len(config.splits):
         raise ValueError(
             f"the prose gives {len(windows)} windows of {config.min_tokens}-{config.max_tokens} tokens, "
-            f"but {needed} are needed (per_group={config.per_group} x {len(config.groups)} groups x "
-            f"{len(config.splits)} splits); add prose or lower per_group"
+            f"but {needed + config.distractors * len(config.splits)} are needed (per_group={config.per_group} x "
+            f"{len(config.groups)} groups + distractors={config.distractors}, x {len(config.splits)} splits); "
+            "add prose or lower per_group"
         )
     rng.shuffle(windows)
     logger.info("needle builder: %d prose windows available, %d used", len(windows), needed)
-    names = _names(rng)
-    if len(names) < needed:  # pragma: no cover - 880 surnames
+    names = person_names(rng)
+    if len(names) < needed:  # pragma: no cover - 840 surnames
         raise ValueError(f"only {len(names)} unique names available for {needed} needles; lower per_group")
-    n_groups = len(config.groups)
-    out: dict[str, NeedleSplit] = {s: NeedleSplit(s) for s in config.splits}
+    pool = _NamePool(names[needed:], qualifiers(random.Random(config.seed + 1), sources.values()))
+    n_templates = len(PEOPLE) + (len(THINGS) if config.facts == "mixed" else 0)
+    out: dict[str, NeedleSplit] = {}
     k = 0
     for s_i, split in enumerate(config.splits):
-        for j in range(config.per_group * n_groups):
+        out[split] = NeedleSplit(split)
+        for j in range(n_targets):
             src, units, lens = windows[k]
-            name = names[k]
             k += 1
-            g_i = j % n_groups
-            fact = make_fact(rng, name, template=(k * 7 + s_i) % len(_TEMPLATES))
-            needle_len = content([fact["statement"]])[0]
-            while len(lens) > 1 and sum(lens) + needle_len + n_special > config.max_tokens:
-                units, lens = units[:-1], lens[:-1]  # keep the prose contiguous: drop from the tail
-            width = 1.0 / n_groups
-            lo = g_i * width + config.edge_margin * width
-            hi = (g_i + 1) * width - config.edge_margin * width
-            b = _place(lens, needle_len, lo, hi, rng.uniform(lo, hi))
-            if b is None:  # cannot happen with units << group width; fail loudly
-                raise ValueError(
-                    f"could not place a needle in group {config.groups[g_i]!r}; lower max_unit_tokens "
-                    f"(now {config.max_unit_tokens})"
-                )
-            pieces = units[:b] + [fact["statement"]] + units[b:]
-            text = " ".join(pieces)
-            before = sum(lens[:b])
-            total = sum(lens) + needle_len
-            char_start = len(" ".join(units[:b])) + (1 if b else 0)
-            n_tok = count_tokens([text])[0]
-            if n_tok > config.max_tokens:
-                raise ValueError(
-                    f"passage has {n_tok} tokens > max_tokens={config.max_tokens}; the token counter is not "
-                    "additive over whitespace-joined sentences, lower max_tokens"
-                )
-            did = f"{split}-p{j:04d}"
-            out[split].corpus.append({"_id": did, "text": text, "source": src, "n_tokens": n_tok})
-            out[split].queries.append(
-                {
-                    "_id": f"{split}-q{j:04d}",
-                    "text": fact["query"],
-                    "doc_id": did,
-                    "group": config.groups[g_i],
-                    "rel_position": round((before + needle_len / 2) / total, 4),
-                    "needle": fact["statement"],
-                    "needle_char_start": char_start,
-                    "needle_token_start": before,
-                    "needle_tokens": needle_len,
-                    "answer": fact["answer"],
-                    "entity": name,
-                    "template": fact["template"],
-                }
+            template = (k * 7 + s_i) % n_templates
+            fact = make_fact(rng, names[k - 1] if template < len(PEOPLE) else pool.qualifier(), template)
+            doc, query = _target(ctx, rng, split, j, units, lens, fact)
+            out[split].corpus.append(
+                {"_id": doc["_id"], "text": doc["text"], "source": src, "n_tokens": doc["n_tokens"]}
             )
+            out[split].queries.append(query)
+        first = needed + s_i * config.distractors
+        _add_distractors(ctx, out[split], windows[first : first + config.distractors], pool)
     return out
+
+
+class _Context:
+    """What every placement needs: the settings and the token counts with and without special tokens."""
+
+    def __init__(self, config: NeedleConfig, count_tokens: TokenCounter) -> None:
+        self.config = config
+        self.count_tokens = count_tokens
+        self.n_special = count_tokens([""])[0]
+
+    def content(self, texts: list[str]) -> list[int]:
+        return [n - self.n_special for n in self.count_tokens(texts)] if texts else []
+
+
+class _NamePool:
+    """Names no target uses, handed out once each: people for near-duplicate people facts, qualifiers for
+    things and places."""
+
+    def __init__(self, people: list[str], qualifiers: list[str]) -> None:
+        self._people, self._qualifiers = people, qualifiers
+
+    def person(self) -> str:
+        if not self._people:
+            raise ValueError("ran out of unique invented people; lower per_group or hard_negatives")
+        return self._people.pop()
+
+    def qualifier(self) -> str:
+        if not self._qualifiers:
+            raise ValueError("ran out of unique invented thing and place names; lower per_group or hard_negatives")
+        return self._qualifiers.pop()
+
+
+def _prose_windows(
+    sources: Mapping[str, str], ctx: _Context, show_progress_bar: bool
+) -> list[tuple[str, list[str], list[int]]]:
+    """Every source cut into ``(source, units, unit token counts)`` windows that leave room for a needle."""
+    needle_room = 34  # a typical evidence sentence; longer ones trim the window's tail
+    budget = ctx.config.max_tokens - ctx.n_special - needle_room
+    min_fill = ctx.config.min_tokens - ctx.n_special - needle_room
+    windows: list[tuple[str, list[str], list[int]]] = []
+    for src, text in tqdm(list(sources.items()), desc="prose", disable=not show_progress_bar):
+        units = split_units(text, ctx.content, ctx.config.max_unit_tokens)
+        lens = ctx.content(units)
+        for w in _windows(units, lens, budget, min_fill):
+            windows.append((src, [units[i] for i in w], [lens[i] for i in w]))
+    return windows
+
+
+def _target(
+    ctx: _Context, rng: random.Random, split: str, j: int, units: list[str], lens: list[int], fact: dict
+) -> tuple[dict, dict]:
+    """Passage ``j`` of ``split`` with ``fact`` planted in its position group, and its query row."""
+    config = ctx.config
+    n_groups = len(config.groups)
+    g_i = j % n_groups
+    needle_len = ctx.content([fact["statement"]])[0]
+    while len(lens) > 1 and sum(lens) + needle_len + ctx.n_special > config.max_tokens:
+        units, lens = units[:-1], lens[:-1]  # keep the prose contiguous: drop from the tail
+    width = 1.0 / n_groups
+    lo = g_i * width + config.edge_margin * width
+    hi = (g_i + 1) * width - config.edge_margin * width
+    b = _place(lens, needle_len, lo, hi, rng.uniform(lo, hi))
+    if b is None:  # cannot happen with units << group width; fail loudly
+        raise ValueError(
+            f"could not place a needle in group {config.groups[g_i]!r}; lower max_unit_tokens "
+            f"(now {config.max_unit_tokens})"
+        )
+    text = " ".join(units[:b] + [fact["statement"]] + units[b:])
+    before = sum(lens[:b])
+    total = sum(lens) + needle_len
+    n_tok = _checked_length(ctx, text)
+    did = f"{split}-p{j:04d}"
+    query = {
+        "_id": f"{split}-q{j:04d}",
+        "text": fact["query"],
+        "doc_id": did,
+        "group": config.groups[g_i],
+        "rel_position": round((before + needle_len / 2) / total, 4),
+        "needle": fact["statement"],
+        "needle_char_start": len(" ".join(units[:b])) + (1 if b else 0),
+        "needle_token_start": before,
+        "needle_tokens": needle_len,
+        "answer": fact["answer"],
+        "entity": fact["entity"],
+        "template": fact["template"],
+        "_fact": fact,
+    }
+    return {"_id": did, "text": text, "n_tokens": n_tok}, query
+
+
+def _checked_length(ctx: _Context, text: str) -> int:
+    n_tok = ctx.count_tokens([text])[0]
+    if n_tok > ctx.config.max_tokens:
+        raise ValueError(
+            f"passage has {n_tok} tokens > max_tokens={ctx.config.max_tokens}; the token counter is not "
+            "additive over whitespace-joined sentences, lower max_tokens"
+        )
+    return n_tok
+
+
+def _add_distractors(
+    ctx: _Context, split: NeedleSplit, windows: list[tuple[str, list[str], list[int]]], pool: _NamePool
+) -> None:
+    """Append the split's distractor passages, dealing ``hard_negatives`` near duplicates per template among
+    them, and record on each query the distractors that hold near duplicates of its fact."""
+    rng = random.Random(f"{ctx.config.seed}-{split.name}-distractors")
+    by_template: dict[str, list[dict]] = {}
+    for q in split.queries:
+        by_template.setdefault(q["template"], []).append(q)
+    negatives: list[tuple[dict, dict]] = []
+    for template in sorted(by_template, key=int):
+        chosen = rng.sample(by_template[template], min(ctx.config.hard_negatives, len(by_template[template])))
+        for q in chosen:
+            fact = q["_fact"]
+            name = pool.person() if int(template) < len(PEOPLE) else pool.qualifier()
+            negatives.append((q, near_duplicate(fact, name)))
+    rng.shuffle(negatives)
+    for i, (src, units, lens) in enumerate(windows):
+        did = f"{split.name}-d{i:04d}"
+        planted = negatives[i :: len(windows)]
+        text = _plant_all(ctx, rng, units, lens, [fact["statement"] for _q, fact in planted])
+        split.corpus.append({"_id": did, "text": text, "source": src, "n_tokens": _checked_length(ctx, text)})
+        for q, _fact in planted:
+            q.setdefault("hard_negatives", []).append(did)
+    for q in split.queries:
+        q.pop("_fact")
+        if ctx.config.hard_negatives:
+            q.setdefault("hard_negatives", [])
+
+
+def _plant_all(ctx: _Context, rng: random.Random, units: list[str], lens: list[int], statements: list[str]) -> str:
+    """``units`` joined with every statement inserted at its own random unit boundary (tail trimmed to fit)."""
+    extra = sum(ctx.content(statements))
+    while len(lens) > 1 and sum(lens) + extra + ctx.n_special > ctx.config.max_tokens:
+        units, lens = units[:-1], lens[:-1]
+    pieces = list(units)
+    cuts = sorted(rng.sample(range(len(units) + 1), min(len(statements), len(units) + 1)))
+    for cut, statement in sorted(zip(cuts, statements), reverse=True):
+        pieces.insert(cut, statement)
+    return " ".join(pieces)
 
 
 def _write_jsonl_gz(path: Path, rows: Sequence[dict]) -> None:

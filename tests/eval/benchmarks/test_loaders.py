@@ -17,6 +17,7 @@ from llamaindex_posfair.eval.benchmarks.loaders import (
     load_shipped,
     load_squad_posq,
     read_rows,
+    shipped_path,
 )
 
 
@@ -111,6 +112,17 @@ def test_shipped_needle_benchmark_splits_are_disjoint_and_balanced():
         assert len(b.corpus) == len(b.queries)
     assert not set(dev.corpus.values()) & set(test.corpus.values())
     assert not set(dev.queries.values()) & set(test.queries.values())
+
+
+def test_shipped_manuals_benchmark_has_distractors_and_twins_in_its_own_split():
+    dev, test = load_shipped("needle-manuals", "dev"), load_shipped("needle-manuals", "test")
+    assert not set(dev.corpus.values()) & set(test.corpus.values())
+    for b, split in ((dev, "dev"), (test, "test")):
+        assert b.group_counts() == {"begin": 75, "middle": 75, "end": 75}
+        assert len(b.corpus) == 225 + 60
+        rows = list(read_rows(shipped_path("needle-manuals") / split / "queries.jsonl.gz"))
+        twins = [d for r in rows for d in r["hard_negatives"]]
+        assert len(twins) == 34 * 4 and all(d in b.corpus and d.startswith(f"{split}-d") for d in twins)
 
 
 def _natural_rows(split):

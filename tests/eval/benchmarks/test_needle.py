@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 
 import pytest
 
+from llamaindex_posfair.eval.benchmarks.facts import PEOPLE
 from llamaindex_posfair.eval.benchmarks.loaders import load_needle
 from llamaindex_posfair.eval.benchmarks.needle import (
     NeedleConfig,
     build_needle_benchmark,
     clean_gutenberg,
+    clean_texinfo,
     make_fact,
     split_units,
     write_needle_benchmark,
@@ -34,6 +38,22 @@ PROSE = {
 def built():
     cfg = NeedleConfig(max_tokens=160, min_tokens=130, per_group=6, splits=("dev", "test"), seed=3)
     return cfg, build_needle_benchmark(PROSE, WORDS, cfg)
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    cfg = NeedleConfig(
+        max_tokens=160, min_tokens=130, per_group=6, seed=5, facts="mixed", distractors=4, hard_negatives=1
+    )
+    return cfg, build_needle_benchmark(PROSE, WORDS, cfg)
+
+
+def test_the_people_only_default_builds_what_it_built_before_distractors_existed(built):
+    _, splits = built
+    blob = json.dumps({s: [v.corpus, v.queries] for s, v in splits.items()}, sort_keys=True)
+    assert hashlib.sha256(blob.encode()).hexdigest() == (
+        "fb727e54406f87cb18de962e15781c9aa70e30a225e561e23710fc147bbf1ab6"
+    )
 
 
 def test_every_needle_sits_in_its_group_third(built):
@@ -132,4 +152,56 @@ def test_units_are_the_sub_chunk_sentences_and_keep_closing_quotes():
         'She said "Stop."',
         "Then she left.",
         "A new paragraph.",
+    ]
+
+
+def test_distractors_answer_no_query_and_hold_each_near_duplicate(mixed):
+    _, splits = mixed
+    for split in splits.values():
+        docs = {d["_id"]: d["text"] for d in split.corpus}
+        assert sum("-d" in d for d in docs) == 4 and len(docs) == 18 + 4
+        assert all("-d" not in q["doc_id"] for q in split.queries)
+        twins = [q for q in split.queries if q["hard_negatives"]]
+        assert len(twins) == len({q["template"] for q in split.queries})  # one per template
+        for q in twins:
+            (did,) = q["hard_negatives"]
+            assert q["entity"] not in docs[did]
+            assert q["needle"].split(q["entity"])[-1] in docs[did]  # the same words after the name
+
+
+def test_mixed_facts_are_about_people_things_and_places_named_only_in_their_passage(mixed):
+    _, splits = mixed
+    templates = {int(q["template"]) for s in splits.values() for q in s.queries}
+    assert min(templates) < len(PEOPLE) <= max(templates)
+    for split in splits.values():
+        for q in split.queries:
+            assert q["entity"] in q["text"] and q["entity"] in q["needle"] and q["answer"] in q["needle"]
+            assert [d["_id"] for d in split.corpus if q["entity"] in d["text"]] == [q["doc_id"]]
+
+
+def test_distractors_respect_the_length_cap(mixed):
+    cfg, splits = mixed
+    assert all(d["n_tokens"] <= cfg.max_tokens for s in splits.values() for d in s.corpus)
+
+
+def test_hard_negatives_without_distractors_are_refused():
+    with pytest.raises(ValueError, match="set distractors > 0"):
+        NeedleConfig(hard_negatives=2)
+    with pytest.raises(ValueError, match="facts must be 'people' or 'mixed'"):
+        NeedleConfig(facts="animals")
+
+
+def test_clean_texinfo_keeps_prose_and_drops_licence_menus_headings_and_code():
+    prose = "The tool copies every input file to the output in turn, and stops at the first error it meets."
+    info = (
+        "preamble\n\x1f\nFile: t.info,  Node: Copying,  Up: Top\n\n" + prose.replace("tool", "licence") + "\n"
+        "\x1f\nFile: t.info,  Node: Usage,  Next: Index,  Up: Top\n\n1 Usage\n*******\n\n"
+        + prose
+        + "  *Note Invoking::.\n\n* Menu:\n\n* Invoking::   How to run it, with all the options listed.\n\n"
+        "‘--all’\n     Show every entry of the listing, including the hidden ones, and then exit.\n\n"
+        "     $ tool --all --format=long /usr/lib /usr/share | sort -k2 > out.txt 2>&1 && echo done ok\n"
+    )
+    assert clean_texinfo(info).split("\n\n") == [
+        prose + " see Invoking.",
+        "Show every entry of the listing, including the hidden ones, and then exit.",
     ]
