@@ -25,12 +25,15 @@ import json
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llamaindex_posfair.cli import options
 from llamaindex_posfair.cli.metadata import add_metadata_arg
 from llamaindex_posfair.cli.options import CliError
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +197,7 @@ def new_recipe(args: argparse.Namespace) -> Any:
     return Recipe.build(encoder_set, chunking, search, bm25)
 
 
-def ingest_recipe(args: argparse.Namespace, client: Any) -> tuple[Any, Any]:
+def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any]:
     """The recipe this run writes and its encoders (run-time flags applied).
 
     An existing collection's recipe is kept: flags may only repeat it (a contradiction names both values).
@@ -406,7 +409,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def dry_run_plan(client: Any, collection: str, docs: list[Any], encoders: Any, settings: Any) -> Any:
+def dry_run_plan(client: StoreLike, collection: str, docs: list[Any], encoders: Any, settings: Any) -> Any:
     """What an ingestion of ``docs`` would do (:func:`qdrant_tools.driver.plan_run`: checks, no write)."""
     from qdrant_tools.driver import plan_run
 

@@ -29,7 +29,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -41,6 +41,9 @@ from qdrant_tools.metadata import RECIPE_KEY, read_metadata
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 __all__ = ["ChunkingRecipe", "Recipe", "RecipeConflictError", "SearchRecipe", "read_recipe"]
 
@@ -347,7 +350,7 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
-def read_recipe(client: Any, collection: str) -> Recipe | None:
+def read_recipe(client: StoreLike, collection: str) -> Recipe | None:
     """The recipe recorded in ``collection`` (``None``: written before recipes, or not by posfair ingest).
 
     Raises:
