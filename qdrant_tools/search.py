@@ -205,8 +205,8 @@ class SearchSettings:
         subchunk_candidates: candidates found through the sub-chunk multivector's HNSW graph (collections
             of more than ``exact_up_to`` nodes written with one, :attr:`Layout.subchunk_graph`); 0 = none.
         exact_up_to: collections of at most this many nodes are scored by exact MaxSim over every
-            node (no prefetch; 0 = always prefetch). The scan grows with the sub-chunks stored:
-            ~1 ms per 7,000 sub-chunks on one CPU core.
+            node (no prefetch; 0 = always prefetch). The scan grows with the sub-chunks stored
+            (``bench/scale.py`` measures it).
         node_weight: weight ``w`` of the node cosine in the fused score (0 = best sub-chunk only).
         evidence: also return, per hit, the document offsets of its best-matching sub-chunk
             (one more ``retrieve`` call).
