@@ -32,7 +32,7 @@ import numpy as np
 
 __all__ = ["NODE_WEIGHT", "cosine_matrix", "fuse_node_scores", "max_over_owners", "node_scores", "unit_rows"]
 
-#: The main job's weight of the node cosine (``w`` above), chosen by ``research/bench/hybrid_sweep.py``: the default of
+#: The default search's weight of the node cosine (``w`` above; research/results/hybrid_sweep/sweep.md): the default of
 #: every fused score in the package (the collection recipe's search, ``PosFairRerank`` and ``/v1/rerank`` with
 #: ``scoring="fusion"``). A bare ``qdrant_tools.search.SearchSettings()`` keeps 0 (best sub-chunk only).
 NODE_WEIGHT = 0.5

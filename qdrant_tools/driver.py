@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SkippedFile, SourceDocument, load_folder
@@ -46,6 +46,9 @@ from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.spec import CollectionSpec
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 from qdrant_tools.writer import PointBatch, QdrantWriter, spec_for_vectors
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +173,7 @@ def read_folder(
 
 
 def plan_run(
-    client: Any,
+    client: StoreLike,
     collection: str,
     documents: Sequence[SourceDocument],
     encoders: EncoderPlan,
@@ -221,7 +224,7 @@ class IngestionRun:
     @classmethod
     def start(
         cls,
-        client: Any,
+        client: StoreLike,
         collection: str,
         documents: Sequence[SourceDocument],
         encoders: EncoderPlan,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from qdrant_client import models
@@ -34,6 +34,9 @@ from qdrant_tools.metadata import read_metadata
 from qdrant_tools.spec import POSFAIR_PAYLOAD_INDEXES, create_payload_indexes
 from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR
 
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
+
 __all__ = ["FuseError", "fuse_collection"]
 
 
@@ -42,7 +45,7 @@ class FuseError(ValueError):
 
 
 def fuse_collection(
-    client: Any,
+    client: StoreLike,
     source: str,
     target: str,
     weight: float,
@@ -98,7 +101,7 @@ def fuse_collection(
     return stored
 
 
-def _check_source(client: Any, source: str) -> tuple[Any, str]:
+def _check_source(client: StoreLike, source: str) -> tuple[Any, str]:
     """The source's collection info and node vector name (the vector the sub-chunks were embedded with)."""
     if not client.collection_exists(source):
         raise FuseError(f"collection {source!r} does not exist; list them with `posfair collection` or check --path")
@@ -123,7 +126,7 @@ def _check_source(client: Any, source: str) -> tuple[Any, str]:
 
 
 def _create_target(
-    client: Any,
+    client: StoreLike,
     source: str,
     target: str,
     info: Any,

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qdrant_client.uploader.uploader import iter_batch
 
@@ -30,6 +30,9 @@ from qdrant_tools.encoding import ChunkEncoder, Encoder, PlannedChunk
 from qdrant_tools.report import IngestReport
 from qdrant_tools.spec import CollectionSpec
 from qdrant_tools.writer import PointBatch
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 __all__ = ["Encoder", "IngestConfig", "IngestReport", "ingest_documents", "ingest_path"]
 
@@ -70,7 +73,7 @@ def _encoded_batches(
 
 
 def ingest_documents(
-    client: Any,
+    client: StoreLike,
     collection: str,
     documents: Sequence[SourceDocument],
     vectors: Mapping[str, Encoder],
@@ -113,7 +116,7 @@ def ingest_documents(
 
 
 def ingest_path(
-    client: Any,
+    client: StoreLike,
     collection: str,
     path: str | Path,
     vectors: Mapping[str, Encoder],

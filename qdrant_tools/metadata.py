@@ -23,7 +23,10 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 __all__ = ["RECIPE_KEY", "metadata_conflicts", "read_metadata"]
 
@@ -31,7 +34,7 @@ __all__ = ["RECIPE_KEY", "metadata_conflicts", "read_metadata"]
 RECIPE_KEY = "posfair_recipe"
 
 
-def read_metadata(client: Any, collection: str) -> dict[str, Any]:
+def read_metadata(client: StoreLike, collection: str) -> dict[str, Any]:
     """The collection's metadata (``{}`` if it has none or the backend keeps none).
 
     Raises:

@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -55,6 +55,9 @@ from qdrant_tools.plan import DocumentPlan
 from qdrant_tools.report import IngestReport
 from qdrant_tools.spec import CollectionSpec
 from qdrant_tools.writer import PointBatch
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 #: Build the encoders of one worker: ``device -> {vector name: encoder}``. Must be picklable; an
 #: :class:`~llamaindex_posfair.encoders.spec.EncoderSet` is one (a spec per vector, loaded in the worker).
@@ -276,7 +279,7 @@ def _encoded_batches(
 
 
 def ray_ingest_documents(
-    client: Any,
+    client: StoreLike,
     collection: str,
     documents: Sequence[SourceDocument],
     factory: EncoderFactory,
@@ -327,7 +330,7 @@ def ray_ingest_documents(
 
 
 def ray_ingest_path(
-    client: Any,
+    client: StoreLike,
     collection: str,
     path: str | Path,
     factory: EncoderFactory,

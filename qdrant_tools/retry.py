@@ -39,9 +39,12 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, Retrying
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 logger = logging.getLogger(__name__)
 
@@ -361,7 +364,9 @@ class RetryingClient:
         False
     """
 
-    def __init__(self, client: Any, policy: RetryPolicy | None = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self, client: StoreLike, policy: RetryPolicy | None = None, sleep: Callable[[float], None] = time.sleep
+    ):
         self._client = client
         self._policy = policy or RetryPolicy()
         self._sleep = sleep

@@ -24,11 +24,14 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qdrant_client import models
 
 from qdrant_tools.spec import VectorConfig
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 DISTANCES = {d.value.lower(): d for d in models.Distance}
 
@@ -44,7 +47,7 @@ def _describe(vectors: Any) -> str:
 
 
 def check_collection(
-    client: Any, collection: str, specs: Sequence[VectorConfig], descriptions: Mapping[str, str] | None = None
+    client: StoreLike, collection: str, specs: Sequence[VectorConfig], descriptions: Mapping[str, str] | None = None
 ) -> bool:
     """Check ``collection`` against ``specs``; return whether it exists.
 
@@ -106,7 +109,7 @@ def check_collection(
 
 
 def ensure_collection(
-    client: Any, collection: str, specs: Sequence[VectorConfig], descriptions: Mapping[str, str] | None = None
+    client: StoreLike, collection: str, specs: Sequence[VectorConfig], descriptions: Mapping[str, str] | None = None
 ) -> bool:
     """Check the collection, creating it with ``specs`` (:meth:`VectorConfig.to_qdrant`) if missing.
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from qdrant_client import models
@@ -61,6 +61,9 @@ from qdrant_client import models
 from qdrant_tools import payload as P
 from qdrant_tools.sparse import SPARSE_VECTOR
 from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import AsyncStoreLike, StoreLike
 
 __all__ = [
     "Hit",
@@ -131,7 +134,7 @@ class Layout:
         return sorted(self.dense)
 
 
-def collection_layout(client: Any, collection: str) -> Layout:
+def collection_layout(client: StoreLike, collection: str) -> Layout:
     """Read the layout of ``collection``.
 
     Raises:
@@ -143,7 +146,7 @@ def collection_layout(client: Any, collection: str) -> Layout:
     return layout_of(collection, client.get_collection(collection))
 
 
-async def acollection_layout(aclient: Any, collection: str) -> Layout:
+async def acollection_layout(aclient: AsyncStoreLike, collection: str) -> Layout:
     """:func:`collection_layout` through an ``AsyncQdrantClient``."""
     if not await aclient.collection_exists(collection):
         raise LookupError(f"collection {collection!r} not found")
@@ -202,8 +205,8 @@ class SearchSettings:
         subchunk_candidates: candidates found through the sub-chunk multivector's HNSW graph (collections
             of more than ``exact_up_to`` nodes written with one, :attr:`Layout.subchunk_graph`); 0 = none.
         exact_up_to: collections of at most this many nodes are scored by exact MaxSim over every
-            node (no prefetch; 0 = always prefetch). The scan grows with the sub-chunks stored:
-            ~1 ms per 7,000 sub-chunks on one CPU core.
+            node (no prefetch; 0 = always prefetch). The scan grows with the sub-chunks stored
+            (``bench/scale.py`` measures it).
         node_weight: weight ``w`` of the node cosine in the fused score (0 = best sub-chunk only).
         evidence: also return, per hit, the document offsets of its best-matching sub-chunk
             (one more ``retrieve`` call).
@@ -560,7 +563,7 @@ def _advise(collection: str, layout: Layout, settings: SearchSettings) -> None:
 
 
 def search(
-    client: Any,
+    client: StoreLike,
     collection: str,
     query_vector: Sequence[float] | np.ndarray,
     settings: SearchSettings | None = None,
@@ -598,7 +601,7 @@ def search(
 
 
 async def asearch(
-    aclient: Any,
+    aclient: AsyncStoreLike,
     collection: str,
     query_vector: Sequence[float] | np.ndarray,
     settings: SearchSettings,

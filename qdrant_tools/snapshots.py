@@ -45,12 +45,15 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, urlsplit
 
 import httpx
 
 from qdrant_tools.retry import RetryPolicy, call_with_retry
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
 
 logger = logging.getLogger(__name__)
 
@@ -212,7 +215,7 @@ def _server_errors(what: str, server: ServerConfig) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _qdrant(server: ServerConfig, client: Any) -> Iterator[Any]:
+def _qdrant(server: ServerConfig, client: QdrantClient | None) -> Iterator[QdrantClient]:
     """``client``, or a ``QdrantClient`` for ``server`` closed on exit (no version probe: one request per call)."""
     if client is not None:
         yield client
@@ -224,7 +227,9 @@ def _qdrant(server: ServerConfig, client: Any) -> Iterator[Any]:
         own.close()
 
 
-def create_snapshot(server: ServerConfig, collection: str | None, *, client: Any = None) -> SnapshotInfo:
+def create_snapshot(
+    server: ServerConfig, collection: str | None, *, client: QdrantClient | None = None
+) -> SnapshotInfo:
     """Create a snapshot of ``collection`` (``None``: the whole storage) on this node and wait for it.
 
     Not retried: a timed-out creation may have succeeded, and repeating it
@@ -252,7 +257,7 @@ def list_snapshots(
     server: ServerConfig,
     collection: str | None,
     *,
-    client: Any = None,
+    client: QdrantClient | None = None,
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] | None = None,
 ) -> list[SnapshotInfo]:
@@ -269,7 +274,9 @@ def list_snapshots(
     return [SnapshotInfo.from_description(d) for d in found or []]
 
 
-def delete_snapshot(server: ServerConfig, collection: str | None, name: str, *, client: Any = None) -> None:
+def delete_snapshot(
+    server: ServerConfig, collection: str | None, name: str, *, client: QdrantClient | None = None
+) -> None:
     """Delete snapshot ``name`` of ``collection`` (``None``: a full snapshot) on this node.
 
     Not retried: a timed-out deletion may have succeeded, and the repeat would answer 404.
@@ -435,7 +442,7 @@ def restore_snapshot(
     *,
     checksum: str | None = None,
     priority: Priority = "snapshot",
-    client: Any = None,
+    client: QdrantClient | None = None,
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] | None = None,
 ) -> None:
@@ -472,7 +479,7 @@ def recover_from_location(
     *,
     checksum: str | None = None,
     priority: Priority = "snapshot",
-    client: Any = None,
+    client: QdrantClient | None = None,
 ) -> None:
     """Ask the server to fetch a snapshot itself (``http(s)://`` or ``file://`` on the node) and recover.
 

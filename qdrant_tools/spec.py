@@ -42,7 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from qdrant_client import models
 
-from qdrant_tools.store.protocol import store_traits
+from qdrant_tools.store.protocol import StoreLike, store_traits
 
 logger = logging.getLogger(__name__)
 
@@ -331,7 +331,7 @@ class CollectionSpec(_Frozen):
 
 
 # ---------------------------------------------------------------------- validation
-def is_embedded(client: Any) -> bool:
+def is_embedded(client: StoreLike) -> bool:
     """Whether ``client`` is qdrant-client's embedded local mode (``:memory:`` or ``path=``).
 
     Read from the store's traits (:func:`qdrant_tools.store.protocol.store_traits`); a
@@ -401,7 +401,7 @@ def _is_set(spec: CollectionSpec, key: str) -> bool:
     return bool(spec.payload_indexes) if key == "payload_indexes" else getattr(spec, key, None) is not None
 
 
-def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
+def validate_collection(client: StoreLike, spec: CollectionSpec) -> ValidationReport:
     """Compare the live collection with ``spec``; never writes.
 
     Settings the spec leaves ``None`` are not compared. In qdrant-client's local
@@ -471,7 +471,7 @@ def validate_collection(client: Any, spec: CollectionSpec) -> ValidationReport:
     return report
 
 
-def create_collection(client: Any, spec: CollectionSpec, *, exist_ok: bool = True) -> bool:
+def create_collection(client: StoreLike, spec: CollectionSpec, *, exist_ok: bool = True) -> bool:
     """Create the collection from ``spec``; if it exists, check it instead.
 
     Returns:
@@ -497,7 +497,7 @@ def create_collection(client: Any, spec: CollectionSpec, *, exist_ok: bool = Tru
     return True
 
 
-def create_payload_indexes(client: Any, collection: str, indexes: Sequence[PayloadIndex]) -> None:
+def create_payload_indexes(client: StoreLike, collection: str, indexes: Sequence[PayloadIndex]) -> None:
     """Create payload indexes (``wait=True``); the one place posfair creates them.
 
     Embedded local mode accepts the call but keeps no index (it filters by
@@ -550,7 +550,7 @@ class MigrationPlan:
         return "\n".join(lines)
 
 
-def plan_migration(client: Any, spec: CollectionSpec) -> MigrationPlan:
+def plan_migration(client: StoreLike, spec: CollectionSpec) -> MigrationPlan:
     """Work out the online changes that bring the collection to ``spec`` (no writes).
 
     Raises:
@@ -587,7 +587,7 @@ def plan_migration(client: Any, spec: CollectionSpec) -> MigrationPlan:
     return plan
 
 
-def migrate_collection(client: Any, spec: CollectionSpec, *, dry_run: bool = False) -> MigrationPlan:
+def migrate_collection(client: StoreLike, spec: CollectionSpec, *, dry_run: bool = False) -> MigrationPlan:
     """Apply :func:`plan_migration` (all-or-nothing check first, then the writes).
 
     Adding a named vector leaves existing points without it; re-run ingestion

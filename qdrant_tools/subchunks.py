@@ -84,10 +84,8 @@ class SubchunkConfig:
         return f"sub={self.max_tokens};ov={self.overlap_sentences};split={SPLITTER_TAG}"
 
 
-#: The shipped sub-chunk layout of ``posfair ingest``: chosen on needle-prose ``dev`` by
-#: ``python -m research.main_job`` (research/results/main_job/run.json; README "Main job"). 32-token
-#: sub-chunks without overlap were best there (48/64/96/128 tokens and 1-2 sentences of
-#: overlap lost harmonic nDCG@10 or added storage for nothing).
+#: The default sub-chunk layout of ``posfair ingest``: 32-token sub-chunks without overlap (the evidence:
+#: research/results/main_job/sweep.md, reproduced by ``python -m research.main_job``).
 DEFAULT_SUBCHUNKS = SubchunkConfig(max_tokens=32, overlap_sentences=0)
 
 

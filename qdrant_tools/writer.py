@@ -69,7 +69,7 @@ from qdrant_tools.plan import StoredVersion
 from qdrant_tools.retry import RetryingClient, RetryPolicy
 from qdrant_tools.schema import SchemaMismatchError, check_collection
 from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig, create_payload_indexes
-from qdrant_tools.store.protocol import store_traits
+from qdrant_tools.store.protocol import StoreLike, store_traits
 
 _SCROLL_PAGE = 2048
 
@@ -215,7 +215,7 @@ class QdrantWriter:
 
     def __init__(
         self,
-        client: Any,
+        client: StoreLike,
         spec: CollectionSpec,
         *,
         descriptions: Mapping[str, str] | None = None,

@@ -25,12 +25,15 @@ import json
 import logging
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llamaindex_posfair.cli import options
 from llamaindex_posfair.cli.metadata import add_metadata_arg
 from llamaindex_posfair.cli.options import CliError
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     """Chunking, file selection and progress flags (shared by ``ingest`` and ``ingest-ray``).
 
     The chunking flags default to the collection's recipe when it exists (and must agree with it),
-    else to the shipped main job (:meth:`Recipe.default`).
+    else to the default layout (:meth:`Recipe.default`).
     """
     p.add_argument("--chunk-tokens", type=int, default=None, help="tokens per node (default: min(256, model window))")
     p.add_argument("--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring nodes (default 32)")
@@ -94,7 +97,7 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
         choices=("encoded", "subchunk-mean"),
         default=None,
         help="'encoded': embed each node's text; 'subchunk-mean': the normalised mean of its sub-chunk vectors "
-        "(no node pass: about half the encoding) (default: the main job's)",
+        "(no node pass: about half the encoding) (default: the default layout's)",
     )
     g.add_argument(
         "--fused-weight",
@@ -102,18 +105,20 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="also store the sub-chunks fused with the node vector at this node weight, so a search at that "
         "weight scores in one arm (about half the time; +1 vector per sub-chunk); 0 = none "
-        "(default: the main job's node weight)",
+        "(default: the default search's node weight)",
     )
     g.add_argument(
         "--node-quantization",
         choices=("int8", "none"),
         default=None,
         help="'int8': the node vectors' HNSW searches an int8 copy kept in RAM (faster candidates above "
-        "exact_up_to; the float vectors still score); 'none': float only (default: the main job's, int8)",
+        "exact_up_to; the float vectors still score); 'none': float only (default: the default layout's, int8)",
     )
     h = p.add_argument_group("hybrid search (a BM25 sparse vector of each node, fused in Qdrant)")
     b = h.add_mutually_exclusive_group()
-    b.add_argument("--bm25", action="store_true", default=None, help="store the BM25 vector (default: the main job's)")
+    b.add_argument(
+        "--bm25", action="store_true", default=None, help="store the BM25 vector (default: the default layout's)"
+    )
     b.add_argument("--no-bm25", dest="bm25", action="store_false", help="store no BM25 vector (dense search only)")
 
 
@@ -170,7 +175,7 @@ def _chunking_error(error: Any, args: argparse.Namespace) -> str:
 
 
 def new_recipe(args: argparse.Namespace) -> Any:
-    """The recipe of a new collection: the flags over the shipped main job's defaults.
+    """The recipe of a new collection: the flags over the default layout.
 
     Raises:
         CliError: an invalid value, named by its flag.
@@ -194,7 +199,7 @@ def new_recipe(args: argparse.Namespace) -> Any:
     return Recipe.build(encoder_set, chunking, search, bm25)
 
 
-def ingest_recipe(args: argparse.Namespace, client: Any) -> tuple[Any, Any]:
+def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any]:
     """The recipe this run writes and its encoders (run-time flags applied).
 
     An existing collection's recipe is kept: flags may only repeat it (a contradiction names both values).
@@ -250,9 +255,9 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
 def encoder_set_from_args(args: argparse.Namespace) -> Any:
     """The named vectors the flags describe (an ``EncoderSet`` of one model).
 
-    Without calibration flags the sub-chunk layout is stored uncalibrated (the main-job sweep
-    chose it on dev: calibration buys nothing at 32-token sub-chunks and costs ingest time);
-    the single-vector layout and ``--both-vectors`` keep calibration on.
+    Without calibration flags the sub-chunk layout is stored uncalibrated (calibration buys nothing
+    at 32-token sub-chunks and costs ingest time; research/results/main_job/sweep.md); the
+    single-vector layout and ``--both-vectors`` keep calibration on.
     """
     from llamaindex_posfair.encoders.spec import EncoderSet
 
@@ -406,7 +411,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
-def dry_run_plan(client: Any, collection: str, docs: list[Any], encoders: Any, settings: Any) -> Any:
+def dry_run_plan(client: StoreLike, collection: str, docs: list[Any], encoders: Any, settings: Any) -> Any:
     """What an ingestion of ``docs`` would do (:func:`qdrant_tools.driver.plan_run`: checks, no write)."""
     from qdrant_tools.driver import plan_run
 

@@ -31,12 +31,15 @@ import sys
 from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llamaindex_posfair.cli import options
 from llamaindex_posfair.cli.metadata import add_filter_arg, parse_filters, qdrant_filter
 from llamaindex_posfair.cli.options import CliError
 from qdrant_tools import payload as P
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 #: Posfair's payload fields that are metadata to a reader of the results (the rest are in the row or internal).
 _SHOWN_FIELDS = frozenset({P.PAGE_LABEL, P.PAGE_NUMBER, P.PAGE_LABELS})
@@ -197,7 +200,7 @@ def row(rank: int, nws: Any, payload: dict[str, Any] | None = None) -> dict[str,
 class _Answerer:
     """Retriever (and reranker) loaded once, answering any number of queries."""
 
-    def __init__(self, args: argparse.Namespace, client: Any) -> None:
+    def __init__(self, args: argparse.Namespace, client: StoreLike) -> None:
         from llamaindex_posfair.integrations.retriever import FingerprintMismatchError, PosFairRetriever
 
         qdrant_filter(args.filter)  # a bad filter is refused before the model loads
@@ -247,7 +250,7 @@ class _Answerer:
         return [row(i + 1, n, payloads.get(n.node.node_id)) for i, n in enumerate(nodes[: self.top_k])]
 
 
-def _recipe(args: argparse.Namespace, client: Any) -> Any:
+def _recipe(args: argparse.Namespace, client: StoreLike) -> Any:
     """The collection's recipe (``None`` for a collection written before recipes).
 
     Raises:

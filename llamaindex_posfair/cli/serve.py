@@ -43,8 +43,8 @@ def register(subparsers: Any) -> None:
     c.add_argument(
         "--collection",
         default=None,
-        help="serve the encoder recorded in this collection's recipe (default: the main job's encoder, "
-        "as posfair ingest writes it by default)",
+        help="serve the encoder recorded in this collection's recipe (default: the encoder "
+        "posfair ingest writes by default)",
     )
     options.add_storage_args(c, collection=False)
     g = p.add_argument_group("HTTP")
@@ -125,7 +125,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 
 def _encoder_spec(args: argparse.Namespace) -> Any:
-    """The served encoder: the recipe of ``--collection``, or the flags over the main job's default
+    """The served encoder: the recipe of ``--collection``, or the flags over the default pipeline's
     (uncalibrated, as ``posfair ingest`` writes by default; calibration flags switch it on).
 
     Raises:

@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
         "--fused-weight",
         type=float,
         default=None,
-        help="node weight of the fused rows (default: the collection's search node weight, else the main job's)",
+        help="node weight of the fused rows (default: the collection's search node weight, else the default search's)",
     )
     f.add_argument(
         "--node-quantization",
@@ -79,7 +79,7 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 def _fused_weight(args: argparse.Namespace, recipe: Any) -> float:
-    """``--fused-weight``, else the collection's search node weight, else the main job's."""
+    """``--fused-weight``, else the collection's search node weight, else the default search's."""
     from llamaindex_posfair.integrations.recipe import MAIN_JOB_SEARCH
 
     if args.fused_weight is not None:

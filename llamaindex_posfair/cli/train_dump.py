@@ -5,7 +5,7 @@ From raw text (label-free, position-balanced pairs; docs/methods.md part B, docs
     posfair train-dump --corpus my_docs/ --save-model runs/minilm-dump --max-steps 40 --train-batch-size 8
 
 a pseudo-query is a sentence drawn at a uniformly random position of a passage
-(the main job's node size, --chunk-tokens), cut out of it with probability --remove-prob; the
+(the default layout's node size, --chunk-tokens), cut out of it with probability --remove-prob; the
 positive is that passage, the hard negative a neighbouring passage of the same
 document. Documents are split into train and dev (--dev-fraction); the report
 has the in-domain retrieval metrics on the dev documents before and after.

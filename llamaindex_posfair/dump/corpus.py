@@ -1,4 +1,4 @@
-"""A folder of the user's text as training passages: the nodes the main job would store.
+"""A folder of the user's text as training passages: the nodes the default pipeline would store.
 
 Files are read by :func:`qdrant_tools.chunking.load_folder` and cut by
 :func:`qdrant_tools.chunking.chunk_text` on the encoder's own tokenizer (the

@@ -1,6 +1,6 @@
 """Label-free, position-balanced training pairs from plain text (inverse cloze; pure, no model).
 
-From passages of the user's own documents (the nodes the main job stores):
+From passages of the user's own documents (the nodes the default pipeline stores):
 
 * a **pseudo-query** is one sentence (or a run of up to ``max_query_sentences``
   sentences) drawn at a **uniformly random position** of a passage: every

@@ -18,13 +18,16 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from llamaindex_posfair.integrations.nodes import NODE_CONTENT
 from llamaindex_posfair.integrations.vector_store import PosFairVectorStore
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 __all__ = ["NotALlamaIndexCollectionError", "adopt_llamaindex_collection", "check_llamaindex_source"]
 
@@ -33,7 +36,7 @@ class NotALlamaIndexCollectionError(ValueError):
     """The source collection does not hold LlamaIndex node records."""
 
 
-def _pages(client: Any, collection: str, page: int) -> Iterator[list[Any]]:
+def _pages(client: StoreLike, collection: str, page: int) -> Iterator[list[Any]]:
     offset = None
     while True:
         points, offset = client.scroll(collection, limit=page, offset=offset, with_payload=True, with_vectors=False)
@@ -49,7 +52,7 @@ def _node(payload: dict[str, Any]) -> BaseNode:
     return node
 
 
-def check_llamaindex_source(client: Any, source: str, target: str) -> None:
+def check_llamaindex_source(client: StoreLike, source: str, target: str) -> None:
     """Refuse a source that is missing, is the target, or holds no LlamaIndex node records.
 
     Raises:
@@ -68,7 +71,7 @@ def check_llamaindex_source(client: Any, source: str, target: str) -> None:
 
 
 def adopt_llamaindex_collection(
-    client: Any,
+    client: StoreLike,
     source: str,
     target: str,
     *,

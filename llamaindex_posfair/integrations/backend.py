@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from llamaindex_posfair.encoders.spec import resolve_spec
 from llamaindex_posfair.integrations.node_scoring import NODE_SCORING, NodeScorer, ScoringSettings
+
+if TYPE_CHECKING:
+    from llamaindex_posfair.serve.client import ServeClient
 
 Role = Literal["query", "document"]
 
@@ -105,7 +108,7 @@ class RemoteEncoderBackend:
         max_length: the served model's window, in tokens.
     """
 
-    def __init__(self, client: Any, spec: Any, max_length: int) -> None:
+    def __init__(self, client: ServeClient, spec: Any, max_length: int) -> None:
         self.client = client
         self.spec = spec
         self.max_length = int(max_length)

@@ -11,9 +11,9 @@ and :meth:`PosFairRerank.from_collection` read it, so every default path
 agrees by construction. A setting given beside a recipe must agree with it,
 or :class:`RecipeConflictError` names both values.
 
-:meth:`Recipe.default` is the shipped main job (chosen on ``dev``: README, "The
-main job"): 254-token nodes (the model window), sentence-aligned sub-chunks of at
-most 32 tokens, uncalibrated.
+:meth:`Recipe.default` is the default pipeline: 254-token nodes (the model
+window), sentence-aligned sub-chunks of at most 32 tokens, uncalibrated, with
+BM25 and the default search (:data:`MAIN_JOB_SEARCH`).
 
 Example:
     >>> from llamaindex_posfair.integrations.recipe import Recipe
@@ -29,7 +29,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -41,6 +41,9 @@ from qdrant_tools.metadata import RECIPE_KEY, read_metadata
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 __all__ = ["ChunkingRecipe", "Recipe", "RecipeConflictError", "SearchRecipe", "read_recipe"]
 
@@ -140,18 +143,10 @@ class SearchRecipe(_Frozen):
         return SearchSettings(**base)
 
 
-#: The default search and hybrid layout, chosen on the dev splits of both shipped benchmarks by the rule
-#: written in ``research/bench/hybrid_sweep.py`` (research/results/hybrid_sweep/sweep.md; docs/evidence.md):
-#: the node's cosine fused with its best sub-chunk at weight 0.5, and that dense ranking fused with BM25 by
-#: weighted reciprocal rank fusion (BM25 weight 1.5 against the dense ranking's 1.0, ``k`` = 60 as in
-#: LlamaIndex's ``QueryFusionRetriever``; one ``RrfQuery``). Each ranking entering the fusion is 100 nodes
-#: deep, the depth the sweep measured, so a 5-result query fuses the same rankings. New collections store the
-#: fused multivector at weight 0.5 (:func:`main_job_chunking`), so the dense score is one MaxSim (the same
-#: ranking as the two-arm formula; tests/qdrant_tools/test_fused_search.py). Up to 5,000 nodes
-#: (``exact_up_to``) the dense ranking is scored exactly; larger collections re-score candidates from BM25
-#: and from the node vector's HNSW: 2% of the nodes, at least 300 (``prefetch_limit``), at most 2,000
-#: (``prefetch_max``). Recall and latency at 10,000 and 100,000 nodes: ``bench/scale.py`` (docs/storage.md,
-#: "Any size").
+#: The default search: the node cosine fused with its best sub-chunk at weight 0.5 (one MaxSim over the fused
+#: multivector of :func:`main_job_chunking`), fused with BM25 by weighted RRF (BM25 weight 1.5, ``k`` = 60, 100
+#: nodes per ranking), scored exactly up to 5,000 nodes and over 2% of the nodes (300 to 2,000) re-scored from
+#: BM25 and HNSW candidates above that; the evidence is research/results/hybrid_sweep/sweep.md.
 MAIN_JOB_SEARCH = SearchRecipe(
     node_weight=NODE_WEIGHT,
     fusion="rrf",
@@ -174,7 +169,7 @@ MAIN_JOB_NODE_INT8 = True
 
 
 def main_job_chunking(**given: Any) -> ChunkingRecipe:
-    """The chunking of a new main-job collection: ``given`` fields over the main job's defaults (derived node
+    """The chunking of a new collection: ``given`` fields over the default layout's (derived node
     vectors and the fused multivector apply to sub-chunk layouts only).
 
     Raises:
@@ -208,7 +203,7 @@ class Recipe(_Frozen):
 
     @classmethod
     def default(cls) -> Recipe:
-        """The shipped main job: the bundled MiniLM, uncalibrated, 32-token sub-chunks, and
+        """The default pipeline: the bundled MiniLM, uncalibrated, 32-token sub-chunks, and
         :data:`MAIN_JOB_SEARCH` / :data:`MAIN_JOB_BM25` and :func:`main_job_chunking`."""
         bm25 = Bm25Sparse() if MAIN_JOB_BM25 else None
         chunking = main_job_chunking()
@@ -347,7 +342,7 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
-def read_recipe(client: Any, collection: str) -> Recipe | None:
+def read_recipe(client: StoreLike, collection: str) -> Recipe | None:
     """The recipe recorded in ``collection`` (``None``: written before recipes, or not by posfair ingest).
 
     Raises:

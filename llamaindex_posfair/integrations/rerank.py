@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -19,6 +19,9 @@ from llamaindex_posfair.integrations.embedding import local_encoder
 from llamaindex_posfair.integrations.node_scoring import NodeVector, Scoring, ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import StoreLike
 
 dispatcher = get_dispatcher(__name__)
 
@@ -173,7 +176,7 @@ class PosFairRerank(BaseNodePostprocessor):
 
     @classmethod
     def from_collection(
-        cls, client: Any, collection: str, top_n: int = 5, *, vector: str | None = None, **settings: Any
+        cls, client: StoreLike, collection: str, top_n: int = 5, *, vector: str | None = None, **settings: Any
     ) -> PosFairRerank:
         """A reranker that scores as ``collection`` was written: its recipe's encoder and sub-chunks.
 

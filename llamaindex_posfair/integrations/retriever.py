@@ -21,7 +21,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
@@ -36,6 +36,9 @@ from qdrant_tools import payload as P
 from qdrant_tools.search import Hit, Layout, SearchSettings, asearch, collection_layout, search
 from qdrant_tools.store.async_store import AsyncStore
 
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import AsyncStoreLike, StoreLike
+
 __all__ = ["FingerprintMismatchError", "PosFairRetriever", "RemoteQueryEncoder"]
 
 
@@ -43,7 +46,7 @@ class FingerprintMismatchError(ValueError):
     """The query encoder is not the encoder that wrote the searched vector."""
 
 
-def _stored_fingerprint(client: Any, collection: str, vector: str) -> str | None:
+def _stored_fingerprint(client: StoreLike, collection: str, vector: str) -> str | None:
     points, _ = client.scroll(collection, limit=1, with_payload=[P.FINGERPRINTS], with_vectors=False)
     return (points[0].payload or {}).get(P.FINGERPRINTS, {}).get(vector) if points else None
 
@@ -185,7 +188,7 @@ class PosFairRetriever(BaseRetriever):
 
     def __init__(
         self,
-        client: Any,
+        client: StoreLike,
         collection: str,
         *,
         spec: EncoderSpec | None = None,
@@ -195,7 +198,7 @@ class PosFairRetriever(BaseRetriever):
         similarity_top_k: int | None = None,
         filters: MetadataFilters | None = None,
         settings: SearchSettings | None = None,
-        aclient: Any = None,
+        aclient: AsyncStoreLike | None = None,
         callback_manager: CallbackManager | None = None,
     ) -> None:
         similarity_top_k = _similarity_top_k(similarity_top_k, settings)

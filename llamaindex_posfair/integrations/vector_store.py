@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -63,6 +63,9 @@ from qdrant_tools.search import (
 )
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.writer import QdrantWriter, spec_for_vectors
+
+if TYPE_CHECKING:
+    from qdrant_tools.store.protocol import AsyncStoreLike, StoreLike
 
 __all__ = ["PosFairVectorStore"]
 
@@ -103,8 +106,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
         default=10, ge=0, description="The best hits of a query that get their evidence span (0: none)."
     )
 
-    _client: Any = PrivateAttr()
-    _aclient: Any = PrivateAttr(default=None)
+    _client: StoreLike = PrivateAttr()
+    _aclient: AsyncStoreLike | None = PrivateAttr(default=None)
     _owns_client: bool = PrivateAttr(default=False)
     _recipe: Recipe = PrivateAttr()
     _embed: Any = PrivateAttr(default=None)
@@ -117,8 +120,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
     def __init__(
         self,
         collection_name: str,
-        client: Any = None,
-        aclient: Any = None,
+        client: StoreLike | None = None,
+        aclient: AsyncStoreLike | None = None,
         *,
         path: str | None = None,
         url: str | None = None,
@@ -145,11 +148,11 @@ class PosFairVectorStore(BasePydanticVectorStore):
         return "PosFairVectorStore"
 
     @property
-    def client(self) -> Any:
+    def client(self) -> StoreLike:
         return self._client
 
     @property
-    def aclient(self) -> Any:
+    def aclient(self) -> AsyncStoreLike | None:
         return self._aclient
 
     @property
@@ -413,7 +416,7 @@ def _result(hits: Sequence[Hit]) -> VectorStoreQueryResult:
     )
 
 
-def _open(client: Any, path: str | None, url: str | None, api_key: str | None) -> tuple[Any, bool]:
+def _open(client: StoreLike | None, path: str | None, url: str | None, api_key: str | None) -> tuple[StoreLike, bool]:
     """The store's client and whether the store opened it."""
     given = sum(x is not None for x in (client, path, url))
     if given != 1:
@@ -425,7 +428,9 @@ def _open(client: Any, path: str | None, url: str | None, api_key: str | None) -
     return open_store(path, url=url, api_key=api_key), True
 
 
-def _async_face(client: Any, aclient: Any, url: str | None, api_key: str | None) -> Any:
+def _async_face(
+    client: StoreLike, aclient: AsyncStoreLike | None, url: str | None, api_key: str | None
+) -> AsyncStoreLike:
     """The async client: the one given, an ``AsyncQdrantClient`` for ``url``, else the sync client's
     :class:`~qdrant_tools.store.async_store.AsyncStore` (queries batched)."""
     if aclient is not None:

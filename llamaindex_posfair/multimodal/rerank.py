@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -29,6 +29,9 @@ from .calibrator import AttentionGuidedCalibrator, CalibrationState, check_fitte
 from .images import load_node_image
 from .scoring import make_calibrator, slot_probabilities
 from .types import MultiImageScorer
+
+if TYPE_CHECKING:
+    from llamaindex_posfair.serve.client import ServeClient
 
 __all__ = ["PosFairImageRerank", "make_calibrator", "slot_probabilities"]
 
@@ -65,7 +68,7 @@ class _LocalImageBackend:
 class _RemoteImageBackend:
     """The multimodal model runs on a ``posfair serve`` server."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: ServeClient) -> None:
         self.client = client
 
     def probabilities(self, query: str, images: list, settings: dict[str, Any]) -> torch.Tensor:

@@ -16,9 +16,8 @@ every client, not only for posfair's ingestion:
   below it stay in a small plain segment, searched exactly, as on a server.
   ``indexing_threshold=0`` turns indexing off for the collection (Qdrant's meaning).
 * **Why the quiet period.** qdrant_edge 0.9's ``optimize()`` holds Python's GIL
-  for its whole run (measured: a thread ticking every 5 ms got no tick during a
-  10 s build), so while a step runs no Python thread of the process runs, the
-  writer included. The worker therefore starts a step only in a pause of the
+  for its whole run (docs/storage.md), so while a step runs no Python thread of
+  the process runs, the writer included. The worker therefore starts a step only in a pause of the
   writes: a steady writer is never stopped, and the index is built as soon as
   it pauses. A write that arrives during a step waits for that step (the
   points pending when it started). A qdrant_edge release that drops the GIL

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from qdrant_tools.store.edge_store import EdgeStore, legacy_message
 from qdrant_tools.store.errors import (
@@ -37,6 +37,11 @@ from qdrant_tools.store.errors import (
     StoreNotFoundError,
 )
 from qdrant_tools.store.layout import folder_kind
+
+if TYPE_CHECKING:
+    from qdrant_client import QdrantClient
+
+    from qdrant_tools.store.protocol import StoreLike
 
 Backend = Literal["edge", "local"]
 MEMORY = ":memory:"
@@ -53,7 +58,7 @@ def open_store(
     timeout: float = 10.0,
     retry: bool = False,
     auto_index: bool = True,
-) -> Any:
+) -> StoreLike:
     """Open Qdrant storage: an embedded folder (``path``) or a server (``url``).
 
     Args:
@@ -102,7 +107,7 @@ def open_server(
     allow_insecure_api_key: bool = False,
     timeout: float = 10.0,
     retry: bool = False,
-) -> Any:
+) -> StoreLike:
     """A ``QdrantClient`` for the server at ``url``, checked with one request.
 
     Raises:
@@ -128,13 +133,13 @@ def open_server(
     return client
 
 
-def _local(location: str) -> Any:
+def _local(location: str) -> QdrantClient:
     from qdrant_client import QdrantClient
 
     return QdrantClient(location=location) if location == MEMORY else QdrantClient(path=location)
 
 
-def _open_local(path: Path, must_exist: bool) -> Any:
+def _open_local(path: Path, must_exist: bool) -> QdrantClient:
     """qdrant-client's local mode on ``path``, with the errors of the embedded store."""
     kind = folder_kind(path)
     if kind == "store":

@@ -38,9 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
 from qdrant_tools.store.config import CLUSTER_SETTINGS
+
+if TYPE_CHECKING:
+    from qdrant_client import AsyncQdrantClient, QdrantClient
+
+    from qdrant_tools.store.async_store import AsyncStore
 
 StoreKind = Literal["edge", "local", "server"]
 KINDS: tuple[str, ...] = get_args(StoreKind)
@@ -134,6 +139,15 @@ class Store(Protocol):
     def close(self, **kwargs: Any) -> None: ...
 
 
+#: What a function takes where a store is passed: a :class:`Store` (``EdgeStore``, ``RetryingClient``) or a
+#: ``QdrantClient`` (local mode or server), which declares no traits (:func:`store_traits` answers for it).
+StoreLike: TypeAlias = "Store | QdrantClient"
+
+#: The awaitable face of a store: an ``AsyncQdrantClient``, or an :class:`~qdrant_tools.store.async_store.AsyncStore`
+#: around a synchronous one.
+AsyncStoreLike: TypeAlias = "AsyncQdrantClient | AsyncStore"
+
+
 def client_traits(init_options: Mapping[str, Any]) -> StoreTraits:
     """The traits of a ``QdrantClient`` built with ``init_options`` (its public ``init_options``).
 
@@ -190,8 +204,10 @@ __all__ = [
     "LOCAL",
     "LOCAL_MODE_UNVERIFIED",
     "SERVER",
+    "AsyncStoreLike",
     "Store",
     "StoreKind",
+    "StoreLike",
     "StoreTraits",
     "client_traits",
     "store_traits",

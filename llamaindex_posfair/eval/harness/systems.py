@@ -79,8 +79,8 @@ class EncodeCache:
         cache_dir: If set, the memo keeps every vector there too (:class:`~.memo.VectorMemo`: keyed by
             encoder fingerprint, role and text), so an interrupted run resumes without re-encoding.
         doc_ids: The passages' ids (systems that store documents by id, like the
-            main job, use them); default ``"0"``, ``"1"``, ...
-        memo: The vector memo to read and fill (shared with the main job's :class:`~.memo.MemoEncoder`
+            default pipeline, use them); default ``"0"``, ``"1"``, ...
+        memo: The vector memo to read and fill (shared with the sweep's :class:`~.memo.MemoEncoder`
             and across benchmarks); default: a new one on ``cache_dir``. Every text is embedded once per
             (encoder fingerprint, role), whichever benchmark or system asks for it.
 
