@@ -233,7 +233,8 @@ class EncoderSpec(BaseModel):
         """Stable 16-hex-digit hash of exactly the settings that shape the vectors.
 
         Device, batch size, backend, ``trust_remote_code`` and ``dump_tokens`` (a check;
-        the prefix itself lives in the hashed tokenizer files) are not part of it.
+        the prefix itself lives in the hashed tokenizer files) are not part of it; an
+        ``"auto"`` dtype is hashed as the precision it resolves to on the spec's device.
         """
         blob = json.dumps(self.vector_settings(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

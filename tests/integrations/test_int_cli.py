@@ -168,6 +168,26 @@ def test_readme_quickstart_on_real_minilm(tmp_path, capsys, example_data):
     assert res[0]["doc_id"] == "lighthouse.md" and any("Ada Pennock" in r["text"] for r in res)
 
 
+@pytest.mark.slow
+def test_a_bf16_collection_ranks_alike_when_queried_in_float32_on_real_minilm(
+    tmp_path, capsys, example_data, device_has_bf16
+):
+    store = str(tmp_path / "q")
+    device_has_bf16(True)
+    ingest = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress", "--json")
+    rc, out, err = run(capsys, *ingest)
+    assert rc == 0 and json.loads(out)["precision"] == "bfloat16", err
+    questions = ["Who was the last keeper of the lighthouse?", "How do bees share where flowers are?", "spring tides"]
+    ranked = {}
+    for dtype in ("bfloat16", "float32"):
+        for q in questions:
+            query = ("query", q, "--collection", "demo", "--path", store, "--json", "--dtype", dtype)
+            rc, out, err = run(capsys, *query)
+            assert rc == 0, err
+            ranked[dtype, q] = [r["point_id"] for r in json.loads(out)["results"]]
+    assert all(ranked["bfloat16", q] == ranked["float32", q] for q in questions)
+
+
 RESULT_KEYS = {"rank", "score", "doc_id", "source", "chunk_index", "start_char", "end_char", "text"}
 
 
