@@ -72,9 +72,10 @@ class PosFairEncoder(SpecSettings):
         calibration: the calibration settings, or ``None`` for a plain encoder.
         spec: a complete :class:`EncoderSpec` instead of the two arguments above.
         **settings: any other :class:`EncoderSpec` field: ``backend``, ``max_length``,
-            ``device``, ``dtype`` (default ``"auto"``: bfloat16 where the device has native
-            bfloat16 matrix units, else float32; an already loaded model keeps its own), ``query_prompt``, ``document_prompt``, ``normalize``,
-            ``batch_size``, ``trust_remote_code``, ``pooling``, ``dump_tokens``.
+            ``device``, ``dtype``, ``query_prompt``, ``document_prompt``, ``normalize``,
+            ``batch_size``, ``trust_remote_code``, ``pooling``, ``dump_tokens``. ``dtype``
+            defaults to ``"auto"``: bfloat16 where the device has native bfloat16 matrix
+            units, else float32 (an already loaded model keeps the dtype it has).
 
     Raises:
         ValueError: a setting is invalid (the message names it and the fix), the model's

@@ -3,8 +3,8 @@
 A :class:`Recipe` holds every setting a reader needs to agree with the writer:
 the encoder of each named vector (an :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`
 without its run-time fields, in the precision the vectors were computed in: an
-``"auto"`` dtype is resolved when the recipe is built, and later writes follow it), the chunking and layout (node size, sub-chunk
-budget and overlap, int8 sub-chunks) and the default search (vector, node
+``"auto"`` dtype is resolved when the recipe is built, and later writes follow it),
+the chunking and layout (node size, sub-chunk budget and overlap, int8 sub-chunks) and the default search (vector, node
 weight, prefetch). Ingestion writes it into the collection's metadata
 (:data:`qdrant_tools.metadata.RECIPE_KEY`); ``posfair query``, ``posfair serve
 --collection``, :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
