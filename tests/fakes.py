@@ -102,7 +102,8 @@ class FakeEncoder:
             calibration = CalibrationConfig() if spec is None else spec.calibration
         base = spec if spec is not None else EncoderSpec(model=model_id, calibration=None)
         weights = f"fake-{salt}-{dimension}-{position_decay}-{calibration_salt}"
-        self.spec = base.model_copy(update={"calibration": _real(calibration), "weights": weights})
+        # a loaded encoder's spec records the precision it runs in, never "auto" (as PosFairEncoder's)
+        self.spec = base.resolved().model_copy(update={"calibration": _real(calibration), "weights": weights})
         self.calibration = calibration
         self.dump_tokens = 0
         self.tokenizer = WhitespaceTokenizer()

@@ -407,8 +407,15 @@ def run_ingest(args: argparse.Namespace) -> int:
         return 1
     finally:
         client.close()
-    print_report(args, report)
+    print_report(args, report, recipe_precision(recipe))
     return 0
+
+
+def recipe_precision(recipe: Any) -> str:
+    """The precision the recipe's vectors are computed in (``"bfloat16"``, ``"float32"``, ``"float16"``)."""
+    from llamaindex_posfair.encoders.precision import precision_name
+
+    return precision_name(next(iter(recipe.vectors.values())).dtype)
 
 
 def dry_run_plan(client: StoreLike, collection: str, docs: list[Any], encoders: Any, settings: Any) -> Any:
@@ -454,14 +461,15 @@ def print_plan(args: argparse.Namespace, plan: Any, report: Any) -> None:
         print(f"  skipped {s.source}: {s.reason}")
 
 
-def print_report(args: argparse.Namespace, report: Any) -> None:
-    """The ingestion report as JSON (``--json``: ``report.to_dict()`` plus ``storage``) or as a summary."""
+def print_report(args: argparse.Namespace, report: Any, precision: str) -> None:
+    """The ingestion report as JSON (``--json``: ``report.to_dict()`` plus ``storage`` and ``precision``, the
+    collection's recorded precision) or as a summary."""
     where = options.storage_label(args)
     if args.json:
-        print(json.dumps({**report.to_dict(), "storage": where}, indent=2))
+        print(json.dumps({**report.to_dict(), "storage": where, "precision": precision}, indent=2))
         return
     print(report.summary())
     print(
-        f"stored in {where}, vectors {sorted(report.to_dict().get('vectors', {}))}; query with: "
+        f"stored in {where} ({precision}), vectors {sorted(report.to_dict().get('vectors', {}))}; query with: "
         f'posfair query "..." --collection {args.collection}'
     )

@@ -28,6 +28,7 @@ from llamaindex_posfair.cli.ingest import (
     print_plan,
     print_report,
     read_input,
+    recipe_precision,
     run_settings,
 )
 from llamaindex_posfair.cli.options import CliError
@@ -132,5 +133,5 @@ def run_ingest_ray(args: argparse.Namespace) -> int:
         return 1
     finally:
         client.close()
-    print_report(args, report)
+    print_report(args, report, recipe_precision(recipe))
     return 0

@@ -8,7 +8,7 @@ sub-commands that take each flag, is ``docs/cli.md``
 ``--chunk-tokens N``              node size: tokens per node (``ingest``, ``train-dump``)
 ``--top-k N``                     results returned per query (``query``)
 ``--dtype NAME``                  model dtype: ``float32``, ``bfloat16``, ``float16``
-                                  (``train-dump`` also ``auto``)
+                                  (default: chosen by the hardware; ``train-dump`` also ``auto``)
 ``--encode-batch-size N``         texts per model forward pass
 ``--write-batch-size N``          points per Qdrant ``upsert``
 ``--train-batch-size N``          training pairs per optimiser step
@@ -218,7 +218,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--query-prompt", default=None, help="text prepended to queries")
     g.add_argument("--document-prompt", default=None, help="text prepended to documents")
     g.add_argument("--device", default=None, help='torch device, e.g. "cpu" or "cuda" (default: auto)')
-    g.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"], help="model dtype")
+    g.add_argument(
+        "--dtype",
+        default=None,
+        choices=["float32", "bfloat16", "float16"],
+        help="model dtype (default: bfloat16 where the device has native bfloat16 units, else float32; "
+        "an existing collection's recorded one for ingest)",
+    )
     g.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a hub model (opt-in)")
 
 
@@ -342,7 +348,8 @@ def spec_fields_given(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def spec_for_recipe(args: argparse.Namespace, recipe: Any, vector: str | None = None) -> Any:
-    """The spec that reads ``recipe``'s ``vector``: the recipe's, with the flags given (which must agree).
+    """The spec that encodes queries of ``recipe``'s ``vector``: the recipe's, with the flags given (which must
+    agree; ``--dtype``, or without it the device's precision, may differ: ``Recipe.encoder_spec(query=True)``).
 
     Raises:
         CliError: a flag contradicts the recipe (both values named), or an invalid value.
@@ -350,7 +357,7 @@ def spec_for_recipe(args: argparse.Namespace, recipe: Any, vector: str | None = 
     from pydantic import ValidationError
 
     try:
-        return recipe.encoder_spec(vector, spec_fields_given(args), names=SPEC_FLAGS)
+        return recipe.encoder_spec(vector, spec_fields_given(args), names=SPEC_FLAGS, query=True)
     except ValidationError as exc:
         raise CliError(error_message(exc)) from None
     except ValueError as exc:

@@ -99,7 +99,8 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
     spec = _encoder_spec(args)
     with contextlib.suppress(ValueError):  # a hub model not downloaded here: the replicas download it
-        spec = spec.pinned()  # every replica then refuses other model files
+        # every replica then refuses other model files; an "auto" dtype stays for the replicas' hardware
+        spec = spec.pinned().model_copy(update={"dtype": spec.dtype})
     if args.mm_calibration and not os.path.isfile(args.mm_calibration):
         raise CliError(
             f"--mm-calibration {args.mm_calibration!r} does not exist; fit one with "

@@ -14,9 +14,10 @@ from tqdm.auto import tqdm
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, bundled_model_path, resolve_model_path
 from llamaindex_posfair.encoders.plan import plan_for_batch, pooling_from_sentence_transformer
+from llamaindex_posfair.encoders.precision import AUTO
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
 from llamaindex_posfair.encoders.settings import SpecSettings
-from llamaindex_posfair.encoders.spec import IN_MEMORY, EncoderSpec
+from llamaindex_posfair.encoders.spec import IN_MEMORY, RECORDED_DTYPES, EncoderSpec
 from llamaindex_posfair.encoders.weights import folder_identity, module_identity
 
 __all__ = ["BUNDLED_MINILM", "DEFAULT", "PosFairEncoder", "bundled_model_path"]
@@ -35,6 +36,14 @@ DEFAULT: Any = _Default()
 
 def _torch_dtype(dtype: str | None) -> torch.dtype | None:
     return None if dtype is None else getattr(torch, dtype)
+
+
+def _loaded_dtype(spec: EncoderSpec, model: Any) -> EncoderSpec:
+    """``spec`` of an already loaded model: ``dtype="auto"`` is the dtype it was loaded in (never converted)."""
+    if spec.dtype != AUTO:
+        return spec
+    name = str(next(model.parameters()).dtype).removeprefix("torch.")
+    return spec.model_copy(update={"dtype": name if name in RECORDED_DTYPES else None})
 
 
 def _make_backend(name: str):
@@ -64,7 +73,9 @@ class PosFairEncoder(SpecSettings):
         spec: a complete :class:`EncoderSpec` instead of the two arguments above.
         **settings: any other :class:`EncoderSpec` field: ``backend``, ``max_length``,
             ``device``, ``dtype``, ``query_prompt``, ``document_prompt``, ``normalize``,
-            ``batch_size``, ``trust_remote_code``, ``pooling``, ``dump_tokens``.
+            ``batch_size``, ``trust_remote_code``, ``pooling``, ``dump_tokens``. ``dtype``
+            defaults to ``"auto"``: bfloat16 where the device has native bfloat16 matrix
+            units, else float32 (an already loaded model keeps the dtype it has).
 
     Raises:
         ValueError: a setting is invalid (the message names it and the fix), the model's
@@ -98,6 +109,7 @@ class PosFairEncoder(SpecSettings):
             spec = EncoderSpec(model=model, calibration=calibration, **settings)
         elif settings or in_memory:
             raise ValueError("pass either spec= or model/calibration/settings, not both")
+        spec = _loaded_dtype(spec, model_name_or_path) if in_memory else spec.resolved()
         self._backend = _make_backend(spec.backend)
         self._st = model_name_or_path if in_memory else _load_sentence_transformer(spec)
         self._configure(spec)

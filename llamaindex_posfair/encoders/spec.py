@@ -2,7 +2,8 @@
 
 A spec is a frozen, validated, serialisable description of an encoder: which
 model (and which weights), how it is calibrated, pooled, prompted, truncated
-and normalised, in which dtype — plus run-time settings that do not change the
+and normalised, in which dtype (by default chosen by the hardware:
+:mod:`~llamaindex_posfair.encoders.precision`) — plus run-time settings that do not change the
 vectors (device, batch size, backend). It is what caches, fingerprints,
 payloads, CLIs, servers and Ray workers exchange; the loaded model is built
 from it in one place, :meth:`EncoderSpec.load`.
@@ -37,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.loader import load_encoder
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, canonical_model_id, is_local_folder, resolve_model_path
+from llamaindex_posfair.encoders.precision import AUTO, precision_name, resolve_dtype
 from llamaindex_posfair.encoders.settings import SpecSettings
 from llamaindex_posfair.encoders.view import CalibrationView
 from llamaindex_posfair.encoders.weights import folder_identity, hub_snapshot_folder
@@ -52,6 +54,8 @@ __all__ = [
 ]
 
 DType = Literal["float32", "bfloat16", "float16"]
+#: Every dtype a recipe may record: ``None`` is "as saved" (collections written before automatic precision).
+RECORDED_DTYPES: tuple[DType | None, ...] = (None, "float32", "bfloat16", "float16")
 Backend = Literal["fast", "reference"]
 PoolingName = Literal["cls", "last", "mean"]
 
@@ -96,7 +100,9 @@ class EncoderSpec(BaseModel):
         max_length: tokens per text, special tokens included; ``None`` = the model's.
         query_prompt / document_prompt: text prepended to queries / documents.
         normalize: L2-normalise embeddings.
-        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"``; ``None`` = as saved.
+        dtype: ``"auto"`` (default: bfloat16 where the device has native bfloat16 matrix units, else
+            float32; resolved when the spec is loaded, pinned or recorded), ``"float32"``,
+            ``"bfloat16"``, ``"float16"``, or ``None`` = as saved.
         dump_tokens: expected number of ``[DUMP_k]`` prefix tokens; loading fails if
             the model has another number. ``None`` accepts the model's.
         trust_remote_code: allow code shipped with a hub model to run (opt-in).
@@ -130,7 +136,11 @@ class EncoderSpec(BaseModel):
     query_prompt: str | None = Field(None, description="Text prepended to every query.")
     document_prompt: str | None = Field(None, description="Text prepended to every document.")
     normalize: bool = Field(True, description="L2-normalise embeddings.")
-    dtype: DType | None = Field(None, description='"float32", "bfloat16" or "float16"; None = as saved.')
+    dtype: DType | Literal["auto"] | None = Field(
+        AUTO,
+        description='"auto" (bfloat16 where the device has native bfloat16 units, else float32), "float32", '
+        '"bfloat16", "float16"; None = as saved.',
+    )
     dump_tokens: int | None = Field(
         None, ge=0, description="Expected number of [DUMP] prefix tokens; None accepts the model's."
     )
@@ -156,7 +166,9 @@ class EncoderSpec(BaseModel):
         if value is not None and not isinstance(value, str):
             value = str(value).removeprefix("torch.")
         value = aliases.get(value, value)
-        return _one_of("dtype", value, (None, "float32", "bfloat16", "float16"))
+        return _one_of(
+            "dtype", value, (AUTO, "float32", "bfloat16", "float16", None), '"auto" lets the hardware choose'
+        )
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -184,22 +196,31 @@ class EncoderSpec(BaseModel):
             return resolve_model_path(self.model)
         return hub_snapshot_folder(self.model)
 
+    def resolved(self) -> EncoderSpec:
+        """This spec with ``dtype="auto"`` replaced by the precision of its device
+        (:func:`~llamaindex_posfair.encoders.precision.default_dtype`); unchanged otherwise."""
+        if self.dtype != AUTO:
+            return self
+        return self.model_copy(update={"dtype": resolve_dtype(self.dtype, self.device)})
+
     def pinned(self) -> EncoderSpec:
-        """This spec with ``weights`` filled from the model files (unchanged if already pinned).
+        """This spec with ``weights`` filled from the model files and its dtype :meth:`resolved`
+        (unchanged if already both).
 
         Raises:
             ValueError: the model is a hub name that is not downloaded yet (load it once), or an
                 in-memory model without weights.
         """
-        if self.weights is not None:
-            return self
-        folder = self.local_folder()
+        spec = self.resolved()
+        if spec.weights is not None:
+            return spec
+        folder = spec.local_folder()
         if folder is None:
             raise ValueError(
-                f"cannot read the weights of model {self.model!r} on this machine (a hub model that is not "
+                f"cannot read the weights of model {spec.model!r} on this machine (a hub model that is not "
                 "downloaded yet, or an in-memory model); load it once with spec.load(), or pass a local folder"
             )
-        return self.model_copy(update={"weights": folder_identity(folder)})
+        return spec.model_copy(update={"weights": folder_identity(folder)})
 
     def vector_settings(self) -> dict[str, Any]:
         """The settings that shape the vectors (JSON-ready), weights included (pins if needed)."""
@@ -212,10 +233,21 @@ class EncoderSpec(BaseModel):
         """Stable 16-hex-digit hash of exactly the settings that shape the vectors.
 
         Device, batch size, backend, ``trust_remote_code`` and ``dump_tokens`` (a check;
-        the prefix itself lives in the hashed tokenizer files) are not part of it.
+        the prefix itself lives in the hashed tokenizer files) are not part of it; an
+        ``"auto"`` dtype is hashed as the precision it resolves to on the spec's device.
         """
         blob = json.dumps(self.vector_settings(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def precision_twin(self, fingerprint: str) -> EncoderSpec | None:
+        """This spec in another precision whose fingerprint is ``fingerprint``, or ``None`` when no
+        dtype makes it so (the spec then differs in more than precision)."""
+        base = self.pinned()
+        for dtype in RECORDED_DTYPES:
+            twin = base.model_copy(update={"dtype": dtype})
+            if twin.fingerprint() == fingerprint:
+                return twin
+        return None
 
     # ------------------------------------------------------------------ variants and loading
     def with_calibration(self, calibration: CalibrationConfig | None) -> EncoderSpec:
@@ -294,13 +326,14 @@ class EncoderSet(BaseModel):
 
     def pinned(self) -> EncoderSet:
         """Every spec pinned to the content hash of its local model files (a hub model not yet
-        downloaded stays unpinned), so Ray workers refuse files that differ from the driver's."""
+        downloaded stays unpinned) and its dtype resolved here, so Ray workers refuse files that
+        differ from the driver's and all compute in the driver's precision."""
         out = {}
         for name, spec in self.vectors.items():
             try:
                 out[name] = spec.pinned()
             except ValueError:
-                out[name] = spec
+                out[name] = spec.resolved()
         return EncoderSet(vectors=out)
 
     def fingerprints(self) -> dict[str, str]:
@@ -324,9 +357,9 @@ class EncoderSet(BaseModel):
         Raises:
             ValueError: a vector's spec differs from the encoder's in more than calibration.
         """
-        base = encoder.spec.with_calibration(None).model_dump(exclude={"weights"})
+        base = _bound_settings(encoder.spec)
         for name, spec in self.vectors.items():
-            if spec.with_calibration(None).model_dump(exclude={"weights"}) != base:
+            if _bound_settings(spec) != base:
                 raise ValueError(f"vector {name!r} needs another model or settings than the loaded encoder")
         return {name: self._view(encoder, spec) for name, spec in self.vectors.items()}
 
@@ -337,6 +370,14 @@ class EncoderSet(BaseModel):
     def __call__(self, device: str | None = None) -> dict[str, Any]:
         """Ray worker factory: load every vector's encoder on ``device``."""
         return self.load(device=device) if device is not None else self.load()
+
+
+def _bound_settings(spec: EncoderSpec) -> dict[str, Any]:
+    """What one loaded encoder fixes for every vector bound to it: all but calibration and weights, the dtype
+    as its precision (``None``, as saved before automatic precision, is float32)."""
+    data = spec.resolved().with_calibration(None).model_dump(exclude={"weights"})
+    data["dtype"] = precision_name(data["dtype"])
+    return data
 
 
 class _Unset:

@@ -47,7 +47,7 @@ def spec_and_encoder(spec: Any, model_name: Any, calibration: Any, encoder: Any,
         ValueError: settings that disagree with ``spec`` or with the ``encoder``'s spec.
     """
     if encoder is not None:
-        if spec is not None and resolve_spec(spec) != encoder.spec:
+        if spec is not None and resolve_spec(spec).resolved() != encoder.spec:
             raise ValueError(
                 "spec= differs from the spec of the encoder= passed beside it; pass one of them "
                 "(encoder= already fixes every encoder setting)"

@@ -2,8 +2,9 @@
 
 A :class:`Recipe` holds every setting a reader needs to agree with the writer:
 the encoder of each named vector (an :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`
-without its run-time fields), the chunking and layout (node size, sub-chunk
-budget and overlap, int8 sub-chunks) and the default search (vector, node
+without its run-time fields, in the precision the vectors were computed in: an
+``"auto"`` dtype is resolved when the recipe is built, and later writes follow it),
+the chunking and layout (node size, sub-chunk budget and overlap, int8 sub-chunks) and the default search (vector, node
 weight, prefetch). Ingestion writes it into the collection's metadata
 (:data:`qdrant_tools.metadata.RECIPE_KEY`); ``posfair query``, ``posfair serve
 --collection``, :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.precision import AUTO, same_precision
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSet, EncoderSpec
 from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.driver import IngestSettings
@@ -283,23 +285,28 @@ class Recipe(_Frozen):
         given: Mapping[str, Any] | None = None,
         *,
         names: Mapping[str, str] | None = None,
+        query: bool = False,
     ) -> EncoderSpec:
-        """The spec that encodes queries for ``vector``, with the caller's ``given`` fields applied.
+        """The spec that encodes for ``vector``, with the caller's ``given`` fields applied.
 
         Args:
             vector: the vector searched (default :meth:`node_vector`).
             given: :class:`EncoderSpec` fields the caller set; recorded fields must agree with the recipe,
                 run-time fields (device, batch size, backend, trust_remote_code) are applied.
             names: field -> the name the caller knows it by (CLI flags), for the error.
+            query: the spec only encodes queries: its dtype is the caller's, else ``"auto"`` (the device's
+                precision; the query-side fingerprint check accepts a difference in precision alone).
+                Otherwise the spec writes vectors in the recorded precision, and a given dtype must agree.
 
         Raises:
             RecipeConflictError: a recorded field disagrees (both values named).
         """
         stored = self.vectors[self.node_vector(vector)]
-        given = dict(given or {})
+        given = _settle_dtype(stored, dict(given or {}), query)
         candidate = EncoderSpec.model_validate({**stored.model_dump(), **given, "weights": stored.weights})
+        free = {"weights", "dtype"} if query else {"weights"}
         for field in RECORDED_FIELDS:
-            if field in given and field != "weights" and getattr(candidate, field) != getattr(stored, field):
+            if field in given and field not in free and getattr(candidate, field) != getattr(stored, field):
                 shown = getattr(stored, field), getattr(candidate, field)
                 raise RecipeConflictError(_conflict("the collection", field, *shown, names))
         return candidate
@@ -318,7 +325,7 @@ class Recipe(_Frozen):
                 "node_weight": weight,
                 "node_vector": "subchunk-mean" if chunking.node_from_subchunks else "encoded",
             }
-        return {"spec": self.encoder_spec(vector), **scoring}
+        return {"spec": self.encoder_spec(vector, query=True), **scoring}
 
     def check_chunking(self, given: Mapping[str, Any], names: Mapping[str, str] | None = None) -> None:
         """Raise :class:`RecipeConflictError` where ``given`` chunking fields disagree with the recipe."""
@@ -329,8 +336,21 @@ class Recipe(_Frozen):
 
 
 def _recorded(spec: EncoderSpec) -> EncoderSpec:
-    """``spec`` with the run-time fields at their defaults (what a recipe records)."""
-    return EncoderSpec.model_validate(spec.model_dump(include=set(RECORDED_FIELDS) | {"dump_tokens"}))
+    """``spec`` with its dtype resolved on its device and the run-time fields at their defaults (what a recipe
+    records: the precision the vectors were computed in, never ``"auto"``)."""
+    return EncoderSpec.model_validate(spec.resolved().model_dump(include=set(RECORDED_FIELDS) | {"dump_tokens"}))
+
+
+def _settle_dtype(stored: EncoderSpec, given: dict[str, Any], query: bool) -> dict[str, Any]:
+    """``given`` with its dtype settled against the recorded one: a value of the same precision becomes the
+    recorded value (``None``, written before automatic precision, is float32); a query spec without one
+    gets ``"auto"``."""
+    if "dtype" not in given and not query:
+        return given
+    dtype = given.get("dtype", AUTO)
+    if dtype != AUTO and same_precision(EncoderSpec(dtype=dtype).dtype, stored.dtype):
+        dtype = stored.dtype
+    return {**given, "dtype": dtype}
 
 
 def _shown(value: Any) -> str:

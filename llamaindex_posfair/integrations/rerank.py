@@ -207,13 +207,18 @@ class PosFairRerank(BaseNodePostprocessor):
             )
         given = {k: settings.pop(k) for k in list(settings) if k in EncoderSpec.model_fields}
         base = recipe.rerank_settings(vector)
-        base["spec"] = recipe.encoder_spec(vector, given)
+        base["spec"] = recipe.encoder_spec(vector, given, query=True)
         encoder = settings.get("encoder")
         if encoder is not None:  # the loaded encoder is the spec (spec_and_encoder refuses both): check it
+            from llamaindex_posfair.encoders.precision import accepts_precision_twin
             from llamaindex_posfair.integrations.recipe import RecipeConflictError
 
-            spec = base.pop("spec")
-            if encoder.fingerprint() != spec.fingerprint():
+            base.pop("spec")
+            spec = recipe.encoder_spec(vector)
+            stored = spec.fingerprint()
+            if encoder.fingerprint() != stored and not accepts_precision_twin(
+                encoder.spec, stored, f"collection {collection!r}"
+            ):
                 raise RecipeConflictError(
                     f"collection {collection!r} was written by {spec.describe()}, but the encoder given is "
                     f"{encoder.spec.describe()}; pass the collection's encoder or none"

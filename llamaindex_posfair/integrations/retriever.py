@@ -28,6 +28,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
+from llamaindex_posfair.encoders.precision import accepts_precision_twin
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
 from llamaindex_posfair.integrations.nodes import hit_to_node
@@ -52,7 +53,8 @@ def _stored_fingerprint(client: StoreLike, collection: str, vector: str) -> str 
 
 
 def query_encoder(encoder: Any, stored: str | None, vector: str, collection: str) -> Any:
-    """The encoder (or its plain view) whose fingerprint is the stored one.
+    """The encoder (or its plain view) whose fingerprint is the stored one, in any precision (a difference in
+    precision alone is accepted with one notice: rankings agree).
 
     Raises:
         FingerprintMismatchError: neither the encoder nor its plain view wrote ``vector``.
@@ -61,10 +63,16 @@ def query_encoder(encoder: Any, stored: str | None, vector: str, collection: str
 
     if stored is None or stored == encoder.fingerprint():
         return encoder
-    if encoder.calibration is not None and stored == encoder.fingerprint(calibration=None):
+    plain = encoder.calibration is not None
+    if plain and stored == encoder.fingerprint(calibration=None):
+        return CalibrationView(encoder, None)
+    where = f"vector {vector!r} of collection {collection!r}"
+    if accepts_precision_twin(encoder.spec, stored, where):
+        return encoder
+    if plain and accepts_precision_twin(encoder.spec.with_calibration(None), stored, where):
         return CalibrationView(encoder, None)
     raise FingerprintMismatchError(
-        f"vector {vector!r} of collection {collection!r} was written by an encoder with fingerprint {stored}, "
+        f"{where} was written by an encoder with fingerprint {stored}, "
         f"but the query encoder ({encoder.model_id}) has {encoder.fingerprint()}; query with the model, calibration, "
         "prompts and max length used at ingest time (the same --model and calibration flags)"
     )
@@ -103,7 +111,12 @@ def remote_query_encoder(
             raise ServeMismatchError(f"posfair serve at {endpoint} serves no text encoder")
         spec = EncoderSpec.model_validate(card.spec)
     encoder = RemoteQueryEncoder(RemoteEncoderBackend.connect(endpoint, spec, timeout_s))
-    if stored is not None and stored != encoder.fingerprint():
+    where = f"vector {vector!r} of collection {collection!r}"
+    if (
+        stored is not None
+        and stored != encoder.fingerprint()
+        and not accepts_precision_twin(encoder.spec, stored, where)
+    ):
         raise FingerprintMismatchError(
             f"vector {vector!r} of collection {collection!r} was written by an encoder with fingerprint {stored}, "
             f"but posfair serve at {endpoint} serves {encoder.model_id} with {encoder.fingerprint()}; start the "
@@ -120,7 +133,8 @@ def _settings(recipe: Recipe | None, settings: SearchSettings | None, top_k: int
 
 
 def _query_spec(recipe: Recipe | None, vector: str, spec: EncoderSpec | None) -> EncoderSpec | None:
-    """The spec that encodes queries: the recipe's for ``vector``, with the fields ``spec`` sets explicitly.
+    """The spec that encodes queries: the recipe's for ``vector``, with the fields ``spec`` sets explicitly
+    (in the device's precision unless ``spec`` sets a dtype).
 
     Raises:
         RecipeConflictError: ``spec`` sets a field that disagrees with the recipe.
@@ -128,7 +142,7 @@ def _query_spec(recipe: Recipe | None, vector: str, spec: EncoderSpec | None) ->
     if recipe is None:
         return spec
     given = {k: getattr(spec, k) for k in spec.model_fields_set} if spec is not None else {}
-    return recipe.encoder_spec(vector, given)
+    return recipe.encoder_spec(vector, given, query=True)
 
 
 #: Nodes returned when neither ``similarity_top_k`` nor ``settings`` says (``SearchSettings().limit``).

@@ -9,7 +9,9 @@ hybrid search of ``posfair query`` (:func:`qdrant_tools.search.search`) in one
 every arm of that query, BM25 included (:mod:`llamaindex_posfair.integrations.filters`).
 
 The collection records its layout (a :class:`~llamaindex_posfair.integrations.recipe.Recipe`)
-when it is created; a store whose embed model contradicts it is refused, naming both.
+when it is created, with the precision its vectors are computed in; a store whose embed model
+contradicts it is refused, naming both. An embed model in another precision alone queries the
+collection (one notice: rankings agree) but does not add nodes to it.
 
 Query modes: ``DEFAULT``, ``HYBRID`` and ``SEMANTIC_HYBRID`` run the default search
 (dense ranking fused with BM25 as the layout's search says); ``SPARSE`` and
@@ -46,6 +48,7 @@ from llama_index.core.vector_stores.types import (
 )
 from qdrant_client import models
 
+from llamaindex_posfair.encoders.precision import notice_precision_difference, precision_name, same_precision
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
 from llamaindex_posfair.integrations.nodes import hit_to_node, planned_nodes
@@ -186,10 +189,10 @@ class PosFairVectorStore(BasePydanticVectorStore):
         """The embed model must be the encoder that writes (and queries) the searched vector."""
         if self._embed is None:
             return
-        spec = self._embed.spec
+        spec = self._embed.spec.resolved()
         given = {f: getattr(spec, f) for f in RECORDED_FIELDS if f != "weights"}
         try:
-            self._recipe.encoder_spec(given=given)
+            self._recipe.encoder_spec(given=given, query=True)
         except RecipeConflictError as exc:
             raise RecipeConflictError(
                 f"embed model {spec.model} does not match collection {self.collection_name!r}: {exc}"
@@ -200,6 +203,19 @@ class PosFairVectorStore(BasePydanticVectorStore):
                 f"collection {self.collection_name!r} was written by {stored.model} with weights {stored.weights}, "
                 f"but the embed model's weights are {spec.weights} (another checkpoint); use the collection's "
                 "model files, or a new collection"
+            )
+        if not same_precision(stored.dtype, spec.dtype):
+            notice_precision_difference(f"collection {self.collection_name!r}", stored.dtype, spec.dtype)
+
+    def _check_write_precision(self) -> None:
+        """Nodes are added in the collection's recorded precision (queries may use another one)."""
+        stored, spec = self._recipe.encoder_spec(), self._embed.spec.resolved()
+        if not same_precision(stored.dtype, spec.dtype):
+            want = precision_name(stored.dtype)
+            raise RecipeConflictError(
+                f"collection {self.collection_name!r} was written in {want}, but the embed model computes "
+                f"{precision_name(spec.dtype)}; adding nodes would mix two precisions in one collection. Build the "
+                f"embed model with dtype={want!r} to add nodes (queries in either precision are accepted)"
             )
 
     def _node_vector(self) -> str:
@@ -219,6 +235,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
     def _chunk_encoder(self) -> ChunkEncoder:
         """The encoders of the layout, with their plan; the collection created with the layout if missing."""
         if self._writer is None:
+            if self._embed is not None:
+                self._check_write_precision()
             encoder = self._embed.encoder if self._embed is not None else self._recipe.encoder_spec().load()
             vectors = self._recipe.bind(encoder)
             plan = self._recipe.ingest_settings(show_progress=False).encoder_plan(vectors)

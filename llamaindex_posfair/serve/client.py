@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from llamaindex_posfair.encoders.precision import AUTO
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSpec
 from llamaindex_posfair.serve.config import TOKEN_ENV
 from llamaindex_posfair.serve.schemas import (
@@ -201,7 +202,7 @@ class ServeClient:
 
         ``expected`` is pinned from local model files when they are here; otherwise every
         vector-shaping setting but the weights is compared, and the server's weights hash
-        is adopted.
+        is adopted. An ``"auto"`` dtype adopts the server's (its hardware chose it).
 
         Returns:
             ``(expected pinned to the served weights, the server's model card)``.
@@ -213,6 +214,8 @@ class ServeClient:
         if card is None or card.spec is None:
             raise ServeMismatchError(f"posfair serve at {self.endpoint} serves no text encoder")
         served = EncoderSpec.model_validate(card.spec)
+        if expected.dtype == AUTO:
+            expected = expected.model_copy(update={"dtype": served.dtype})
         try:
             pinned = expected.pinned()
         except ValueError:  # the model files are not on this machine

@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     t0 = time.perf_counter()
     memo = VectorMemo(args.memo) if args.memo else VectorMemo()
-    plain = EncoderSpec(calibration=None).load()
+    plain = EncoderSpec(calibration=None, dtype=None).load()  # as saved: the float32 rows on any machine
     bf16 = EncoderSpec(calibration=None, dtype="bfloat16").load()
     encoder = {
         (False, None): MemoEncoder(plain, memo),

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     from research.main_job.system import cpu_load
 
     t0 = time.perf_counter()
-    plain = EncoderSpec(calibration=None).load()
+    plain = EncoderSpec(calibration=None, dtype=None).load()  # as saved: float32 on any machine
     if args.probe == "derived-node":
         derive_node_vectors()
     else:

@@ -319,7 +319,7 @@ def load_data(args):
     if args.passages is not None and args.passages > len(pool):
         print(f"> asked for {args.passages} passages; only {len(pool)} are available (add prose with --extra DIR)")
     pool = pool[: args.passages] if args.passages else pool
-    encoder = MemoEncoder(EncoderSpec(calibration=None).load(device="cpu"), VectorMemo(args.cache))
+    encoder = MemoEncoder(EncoderSpec(calibration=None, dtype=None).load(device="cpu"), VectorMemo(args.cache))
     return pool, encoder
 
 

@@ -115,7 +115,7 @@ def test_in_memory_model_fingerprint_follows_its_parameters(tiny_bert_path):
 def test_invalid_values_are_named():
     with pytest.raises(ValueError, match='backend must be "fast" or "reference", got \'turbo\''):
         EncoderSpec(backend="turbo")
-    with pytest.raises(ValueError, match='dtype must be "float32", "bfloat16", "float16" or None'):
+    with pytest.raises(ValueError, match='dtype must be "auto", "float32", "bfloat16", "float16" or None'):
         EncoderSpec(dtype="int8")
     with pytest.raises(ValueError, match="model must be a local folder, a hub name"):
         EncoderSpec(model=" ")

@@ -48,7 +48,7 @@ def test_second_ingest_writes_nothing(tmp_path, capsys, fake_cli, example_data):
     assert rc == 0 and rep["chunks_written"] == 0 and len(rep["unchanged"]) == 5
 
 
-def test_ingest_json_is_the_report_dict_plus_storage(tmp_path, capsys, fake_cli, example_data):
+def test_ingest_json_is_the_report_dict_plus_storage_and_precision(tmp_path, capsys, fake_cli, example_data):
     from qdrant_tools.report import IngestReport
 
     store = str(tmp_path / "q")
@@ -56,10 +56,11 @@ def test_ingest_json_is_the_report_dict_plus_storage(tmp_path, capsys, fake_cli,
         capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress", "--json"
     )
     rep = json.loads(out)
-    assert rc == 0 and set(rep) == set(IngestReport(collection="demo").to_dict()) | {"storage"}
+    assert rc == 0 and set(rep) == set(IngestReport(collection="demo").to_dict()) | {"storage", "precision"}
     # the sub-chunk layout (default) is stored uncalibrated unless a calibration flag is given
     assert rep["storage"] == store and rep["vectors"] == {"vanilla": fake_cli.encoders[-1].fingerprint()}
     assert len(rep["new"]) == 5 and rep["resumed"] == [] and rep["created_collection"] is True
+    assert rep["precision"] == "float32"  # the session pins automatic precision to float32
 
 
 def test_query_on_vanilla_vector_uses_plain_encoder(tmp_path, capsys, fake_cli, example_data):
@@ -167,6 +168,26 @@ def test_readme_quickstart_on_real_minilm(tmp_path, capsys, example_data):
     assert res[0]["doc_id"] == "lighthouse.md" and any("Ada Pennock" in r["text"] for r in res)
 
 
+@pytest.mark.slow
+def test_a_bf16_collection_ranks_alike_when_queried_in_float32_on_real_minilm(
+    tmp_path, capsys, example_data, device_has_bf16
+):
+    store = str(tmp_path / "q")
+    device_has_bf16(True)
+    ingest = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress", "--json")
+    rc, out, err = run(capsys, *ingest)
+    assert rc == 0 and json.loads(out)["precision"] == "bfloat16", err
+    questions = ["Who was the last keeper of the lighthouse?", "How do bees share where flowers are?", "spring tides"]
+    ranked = {}
+    for dtype in ("bfloat16", "float32"):
+        for q in questions:
+            query = ("query", q, "--collection", "demo", "--path", store, "--json", "--dtype", dtype)
+            rc, out, err = run(capsys, *query)
+            assert rc == 0, err
+            ranked[dtype, q] = [r["point_id"] for r in json.loads(out)["results"]]
+    assert all(ranked["bfloat16", q] == ranked["float32", q] for q in questions)
+
+
 RESULT_KEYS = {"rank", "score", "doc_id", "source", "chunk_index", "start_char", "end_char", "text"}
 
 
@@ -246,3 +267,77 @@ def test_ingest_calibrates_by_default_only_without_subchunks(tmp_path, capsys, f
     )
     assert rc == 0 and list(json.loads(out)["vectors"]) == [vector]
     assert (fake_cli.encoders[-1].spec.calibration is None) == (vector == "vanilla")
+
+
+def _ingest_json(capsys, store, example_data, *flags):
+    rc, out, err = run(
+        capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress", "--json", *flags
+    )
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_ingest_records_and_reports_the_automatic_precision(tmp_path, capsys, fake_cli, example_data, device_has_bf16):
+    from llamaindex_posfair.integrations.recipe import read_recipe
+
+    device_has_bf16(True)
+    store = str(tmp_path / "q")
+    assert _ingest_json(capsys, store, example_data)["precision"] == "bfloat16"
+    client = open_store(store)
+    assert read_recipe(client, "demo").encoder_spec().dtype == "bfloat16"
+    client.close()
+    assert fake_cli.encoders[-1].spec.dtype == "bfloat16"
+
+
+def test_reingest_on_a_machine_without_bf16_re_embeds_nothing(
+    tmp_path, capsys, fake_cli, example_data, device_has_bf16
+):
+    store = str(tmp_path / "q")
+    device_has_bf16(True)
+    _ingest_json(capsys, store, example_data)
+    device_has_bf16(False)
+    rep = _ingest_json(capsys, store, example_data)
+    assert rep["precision"] == "bfloat16" and rep["chunks_written"] == 0 and len(rep["unchanged"]) == 5
+    assert fake_cli.encoders[-1].spec.dtype == "bfloat16"
+
+
+def test_dtype_float32_forces_float32_on_a_bf16_machine(tmp_path, capsys, fake_cli, example_data, device_has_bf16):
+    device_has_bf16(True)
+    rep = _ingest_json(capsys, str(tmp_path / "q"), example_data, "--dtype", "float32")
+    assert rep["precision"] == "float32" and fake_cli.encoders[-1].spec.dtype == "float32"
+
+
+def test_reingest_with_another_dtype_is_refused(tmp_path, capsys, fake_cli, example_data, device_has_bf16):
+    store = str(tmp_path / "q")
+    device_has_bf16(True)
+    _ingest_json(capsys, store, example_data)
+    rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--dtype", "float32")
+    assert rc == 2 and "collection 'demo' was written with dtype 'bfloat16', but --dtype gives 'float32'" in err
+
+
+def test_a_bf16_collection_is_queried_in_float32_with_one_notice(
+    tmp_path, capsys, caplog, monkeypatch, fake_cli, example_data, device_has_bf16
+):
+    import logging
+
+    from llamaindex_posfair.encoders import precision
+
+    store = str(tmp_path / "q")
+    device_has_bf16(True)
+    _ingest_json(capsys, store, example_data)
+    query = ("query", "waggle dance of honeybees", "--collection", "demo", "--path", store, "--json")
+    want = [r["point_id"] for r in json.loads(run(capsys, *query)[1])["results"]]
+    device_has_bf16(False)
+    caplog.set_level(logging.WARNING, logger=precision.__name__)
+    monkeypatch.setattr(precision, "_noticed", set())
+    rc, out, err = run(capsys, *query)
+    rc2, out2, _ = run(capsys, *query)
+    assert rc == rc2 == 0, err
+    assert fake_cli.encoders[-1].spec.dtype == "float32"
+    assert (
+        [r["point_id"] for r in json.loads(out)["results"]]
+        == want
+        == [r["point_id"] for r in json.loads(out2)["results"]]
+    )
+    notices = [r.getMessage() for r in caplog.records if "rankings agree" in r.getMessage()]
+    assert len(notices) == 1 and "written in bfloat16 and is queried in float32" in notices[0]

@@ -374,3 +374,43 @@ def test_ingest_settings_write_the_recipe_and_take_run_fields():
     assert isinstance(config, IngestConfig) and config.batch_size == 32 and not config.show_progress
     assert config.fused_weight == recipe.chunking.fused_weight and config.sparse is not None
     assert config.metadata[RECIPE_KEY] == recipe.metadata()[RECIPE_KEY]
+
+
+def test_a_new_recipe_records_the_precision_of_the_device(device_has_bf16):
+    spec = EncoderSpec(calibration=None, device="cpu")
+    device_has_bf16(True)
+    assert Recipe.build(EncoderSet.single(spec)).vectors["vanilla"].dtype == "bfloat16"
+    device_has_bf16(False)
+    recorded = Recipe.build(EncoderSet.single(spec))
+    assert recorded.vectors["vanilla"].dtype == "float32"
+    assert recorded.metadata()[RECIPE_KEY]["vectors"]["vanilla"]["dtype"] == "float32"
+
+
+def test_a_forced_dtype_is_recorded_whatever_the_device(device_has_bf16):
+    device_has_bf16(True)
+    spec = EncoderSpec(calibration=None, dtype="float32")
+    assert Recipe.build(EncoderSet.single(spec)).vectors["vanilla"].dtype == "float32"
+
+
+def test_writing_follows_the_recorded_precision(device_has_bf16):
+    recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None, dtype="bfloat16")))
+    device_has_bf16(False)
+    assert recipe.encoder_spec().dtype == "bfloat16"
+    with pytest.raises(RecipeConflictError, match="written with dtype 'bfloat16', but --dtype gives 'float32'"):
+        recipe.encoder_spec(given={"dtype": "float32"}, names={"dtype": "--dtype"})
+
+
+def test_a_recipe_recorded_before_automatic_precision_writes_as_saved():
+    recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None, dtype=None)))
+    assert recipe.vectors["vanilla"].dtype is None and recipe.encoder_spec().dtype is None
+    assert recipe.encoder_spec(given={"dtype": "float32"}).dtype is None  # float32 is what None computes
+    with pytest.raises(RecipeConflictError, match="written with dtype none, but dtype gives 'bfloat16'"):
+        recipe.encoder_spec(given={"dtype": "bfloat16"})
+
+
+def test_a_query_spec_takes_any_precision_but_no_other_setting():
+    recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None, dtype="bfloat16")))
+    assert recipe.encoder_spec(query=True).dtype == "auto"
+    assert recipe.encoder_spec(given={"dtype": "float32"}, query=True).dtype == "float32"
+    with pytest.raises(RecipeConflictError, match="query_prompt"):
+        recipe.encoder_spec(given={"dtype": "float32", "query_prompt": "q: "}, query=True)

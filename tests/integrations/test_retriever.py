@@ -86,3 +86,54 @@ def test_from_path_opens_and_closes_the_embedded_store(tmp_path, fake_encoder, e
     with PosFairRetriever.from_path(str(tmp_path / "s"), "demo", encoder=fake_encoder) as r:
         assert r.retrieve("waggle dance of honeybees")[0].node.metadata["doc_id"] == "honeybees.txt"
     open_store(str(tmp_path / "s")).close()  # the lock was released
+
+
+def _precision_store(make_fake, example_data, dtype):
+    from llamaindex_posfair import EncoderSpec
+
+    client = open_store(":memory:")
+    writer = make_fake(spec=EncoderSpec(model="fake", calibration=None, dtype=dtype))
+    ingest_path(client, "p", example_data, {"vanilla": writer}, IngestConfig(show_progress=False))
+    return client, writer
+
+
+def test_a_precision_difference_alone_is_accepted_with_one_notice(make_fake, example_data, caplog, monkeypatch):
+    import logging
+
+    from llamaindex_posfair import EncoderSpec
+    from llamaindex_posfair.encoders import precision
+
+    monkeypatch.setattr(precision, "_noticed", set())
+    client, writer = _precision_store(make_fake, example_data, "bfloat16")
+    reader = make_fake(spec=EncoderSpec(model="fake", calibration=None, dtype="float32"))
+    with caplog.at_level(logging.WARNING, logger=precision.__name__):
+        got = [PosFairRetriever(client, "p", encoder=reader).retrieve("waggle dance") for _ in range(2)][-1]
+    want = PosFairRetriever(client, "p", encoder=writer).retrieve("waggle dance")
+    assert [n.node.node_id for n in got] == [n.node.node_id for n in want]
+    assert sum("rankings agree" in r.getMessage() for r in caplog.records) == 1
+    client.close()
+
+
+@pytest.mark.parametrize("change", [{"calibration": None, "query_prompt": "q: "}, {"model": "other"}])
+def test_another_setting_beside_the_precision_is_still_refused(make_fake, example_data, change):
+    from llamaindex_posfair import EncoderSpec
+
+    client, _ = _precision_store(make_fake, example_data, "bfloat16")
+    spec = EncoderSpec(**{"model": "fake", "calibration": None, "dtype": "float32", **change})
+    with pytest.raises(FingerprintMismatchError, match="was written by an encoder with fingerprint"):
+        PosFairRetriever(client, "p", encoder=make_fake(spec=spec))
+    client.close()
+
+
+def test_a_collection_recorded_as_saved_is_queried_in_float32_without_a_notice(make_fake, example_data, caplog):
+    import logging
+
+    from llamaindex_posfair import EncoderSpec
+    from llamaindex_posfair.encoders import precision
+
+    client, _ = _precision_store(make_fake, example_data, None)
+    reader = make_fake(spec=EncoderSpec(model="fake", calibration=None, dtype="float32"))
+    with caplog.at_level(logging.WARNING, logger=precision.__name__):
+        assert PosFairRetriever(client, "p", encoder=reader).retrieve("tides")
+    assert not [r for r in caplog.records if "rankings agree" in r.getMessage()]
+    client.close()

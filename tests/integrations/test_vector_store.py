@@ -275,3 +275,40 @@ def test_edge_and_local_mode_answer_alike(embed):
     for edge, local in zip(*answers):
         assert edge.ids == local.ids
         assert edge.similarities == pytest.approx(local.similarities, rel=1e-5)
+
+
+def _embed_in(make_fake, dtype):
+    from llamaindex_posfair import EncoderSpec
+
+    spec = EncoderSpec(model="fake", calibration=None, dtype=dtype)
+    return PosFairEmbedding(encoder=make_fake(dimension=64, max_length=64, spec=spec))
+
+
+def test_an_embed_model_in_another_precision_queries_with_one_notice(client, make_fake, caplog, monkeypatch):
+    import logging
+
+    from llamaindex_posfair.encoders import precision
+
+    monkeypatch.setattr(precision, "_noticed", set())
+    bf16 = _embed_in(make_fake, "bfloat16")
+    PosFairVectorStore("p", client=client, embed_model=bf16).add(_nodes(bf16))
+    fp32 = _embed_in(make_fake, "float32")
+    with caplog.at_level(logging.WARNING, logger=precision.__name__):
+        reader = PosFairVectorStore("p", client=client, embed_model=fp32)
+        PosFairVectorStore("p", client=client, embed_model=fp32)
+    assert reader.query(_query(fp32, "moon")).nodes[0].node_id == "tides-0"
+    assert sum("rankings agree" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_an_embed_model_in_another_precision_adds_no_nodes(client, make_fake):
+    bf16 = _embed_in(make_fake, "bfloat16")
+    PosFairVectorStore("p", client=client, embed_model=bf16).add(_nodes(bf16, ["bees"]))
+    fp32 = _embed_in(make_fake, "float32")
+    with pytest.raises(RecipeConflictError, match="written in bfloat16, but the embed model computes float32"):
+        PosFairVectorStore("p", client=client, embed_model=fp32).add(_nodes(fp32, ["tides"]))
+    assert client.count("p", exact=True).count == 1
+
+
+def test_a_new_collection_records_the_embed_models_precision(client, make_fake):
+    bf16 = _embed_in(make_fake, "bfloat16")
+    assert PosFairVectorStore("p", client=client, embed_model=bf16).layout.encoder_spec().dtype == "bfloat16"

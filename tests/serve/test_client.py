@@ -115,3 +115,19 @@ def test_model_files_absent_here_adopt_the_served_weights(card):
     hub = hub.model_copy(update={"fingerprint": served.fingerprint()})
     pinned, _ = ServeClient("http://x", transport=serving(hub)).check_encoder(EncoderSpec(model="org/not-downloaded"))
     assert pinned.weights == card.spec["weights"]
+
+
+def test_an_auto_dtype_adopts_the_servers_precision(card, tiny_bert_path):
+    bf16 = card.model_copy(update={"spec": {**card.spec, "dtype": "bfloat16"}})
+    bf16 = bf16.model_copy(update={"fingerprint": EncoderSpec.model_validate(bf16.spec).fingerprint()})
+    pinned, _ = ServeClient("http://x", transport=serving(bf16)).check_encoder(EncoderSpec(model=tiny_bert_path))
+    assert pinned.dtype == "bfloat16" and pinned.fingerprint() == bf16.fingerprint
+
+
+def test_a_forced_dtype_is_checked_against_the_servers(card, tiny_bert_path):
+    bf16 = card.model_copy(update={"spec": {**card.spec, "dtype": "bfloat16"}})
+    bf16 = bf16.model_copy(update={"fingerprint": EncoderSpec.model_validate(bf16.spec).fingerprint()})
+    with pytest.raises(ServeMismatchError, match="dtype"):
+        ServeClient("http://x", transport=serving(bf16)).check_encoder(
+            EncoderSpec(model=tiny_bert_path, dtype="float32")
+        )

@@ -1,0 +1,157 @@
+"""Automatic precision: the encoder runs in bfloat16 where the device has native bfloat16 matrix units.
+
+:func:`default_dtype` is the one place that decides: ``"bfloat16"`` on a CUDA GPU
+with native bfloat16 (Ampere and later) or a CPU with AMX-BF16 or AVX512-BF16,
+``"float32"`` everywhere else. The capability probes (:func:`cuda_has_bf16`,
+:func:`cpu_has_bf16`) are separate functions, so a test can replace them.
+
+An :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` whose ``dtype`` is
+:data:`AUTO` (the default) is resolved with :func:`resolve_dtype` when it is
+loaded or recorded; a collection's recipe holds the resolved precision. Rankings
+agree across the two precisions (docs/encoders.md, "Precision"), so the query-side
+check accepts a difference in precision alone and says so once
+(:func:`notice_precision_difference`).
+
+Example:
+    >>> from llamaindex_posfair.encoders.precision import default_dtype, same_precision
+    >>> default_dtype("mps")
+    'float32'
+    >>> same_precision(None, "float32"), same_precision("bfloat16", "float32")
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from typing import Any, Literal
+
+__all__ = [
+    "AUTO",
+    "accepts_precision_twin",
+    "cpu_has_bf16",
+    "cpuinfo_has_bf16",
+    "cuda_has_bf16",
+    "default_dtype",
+    "notice_precision_difference",
+    "precision_name",
+    "resolve_dtype",
+    "same_precision",
+]
+
+logger = logging.getLogger(__name__)
+
+#: ``EncoderSpec.dtype`` value meaning "chosen by the hardware" (:func:`default_dtype`).
+AUTO = "auto"
+Precision = Literal["bfloat16", "float32"]
+
+#: ``/proc/cpuinfo`` flags of native bfloat16 matrix units on x86 CPUs.
+_CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+_CPUINFO = "/proc/cpuinfo"
+_noticed: set[tuple[str, str, str]] = set()
+
+
+def cpuinfo_has_bf16(path: str = _CPUINFO) -> bool:
+    """Whether the ``flags`` line of a Linux ``/proc/cpuinfo`` names AMX-BF16 or AVX512-BF16 (``False`` if unreadable)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return not _CPU_BF16_FLAGS.isdisjoint(line.partition(":")[2].split())
+    except OSError:
+        return False
+    return False
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_has_bf16() -> bool:
+    """Whether this CPU has native bfloat16 matrix units: :func:`cpuinfo_has_bf16` on Linux, ``False`` elsewhere."""
+    return sys.platform.startswith("linux") and cpuinfo_has_bf16()
+
+
+def cuda_has_bf16() -> bool:
+    """Whether the current CUDA GPU computes bfloat16 natively (not emulated)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    try:
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # a torch without the keyword reports native support only
+        return bool(torch.cuda.is_bf16_supported())
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def default_dtype(device: str | None = None) -> Precision:
+    """The precision an encoder runs in on ``device`` when none is asked for.
+
+    Args:
+        device: a torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...); ``None`` = CUDA when
+            available, else the CPU (as :class:`EncoderSpec` picks it).
+
+    Returns:
+        ``"bfloat16"`` where the device has native bfloat16 matrix units, else ``"float32"``.
+    """
+    kind = str(device).split(":", 1)[0] if device is not None else ("cuda" if _cuda_available() else "cpu")
+    if kind == "cuda":
+        return "bfloat16" if cuda_has_bf16() else "float32"
+    if kind == "cpu":
+        return "bfloat16" if cpu_has_bf16() else "float32"
+    return "float32"
+
+
+def resolve_dtype(dtype: str | None, device: str | None = None) -> str | None:
+    """``dtype`` with :data:`AUTO` replaced by :func:`default_dtype` of ``device`` (other values unchanged)."""
+    return default_dtype(device) if dtype == AUTO else dtype
+
+
+def precision_name(dtype: str | None) -> str:
+    """The precision a recorded ``dtype`` means: ``None`` (as saved, before automatic precision) is float32."""
+    return "float32" if dtype is None else dtype
+
+
+def same_precision(a: str | None, b: str | None) -> bool:
+    """Whether two recorded dtypes compute in the same precision (``None`` counts as float32)."""
+    return precision_name(a) == precision_name(b)
+
+
+def notice_precision_difference(where: str, stored: str | None, used: str | None) -> None:
+    """Log once per (``where``, precisions) that queries run in another precision than the stored vectors."""
+    key = (where, precision_name(stored), precision_name(used))
+    if key in _noticed:
+        return
+    _noticed.add(key)
+    logger.warning(
+        "%s was written in %s and is queried in %s: accepted, rankings agree across these precisions "
+        "(pass dtype=%r / --dtype %s to query in the stored precision)",
+        where,
+        key[1],
+        key[2],
+        key[1],
+        key[1],
+    )
+
+
+def accepts_precision_twin(spec: Any, fingerprint: str, where: str) -> bool:
+    """Whether ``fingerprint`` is ``spec``'s in another precision only (then noticed once, if the precisions differ).
+
+    The query-side check: vectors of another model, calibration or prompt never match, another rounding does.
+
+    Args:
+        spec: the query encoder's :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`.
+        fingerprint: the fingerprint stored with the searched vectors.
+        where: what was written, for the notice (e.g. ``"vector 'vanilla' of collection 'docs'"``).
+    """
+    twin = spec.precision_twin(fingerprint)
+    if twin is None:
+        return False
+    used = spec.pinned().dtype
+    if not same_precision(twin.dtype, used):
+        notice_precision_difference(where, twin.dtype, used)
+    return True
