@@ -171,17 +171,8 @@ def clean_gutenberg(text: str, start_marker: str | None = None) -> str:
     for block in re.split(r"\n\s*\n", text):
         para = " ".join(line.strip() for line in block.splitlines() if line.strip())
         para = re.sub(r"\s+", " ", para).replace("`", "'").strip()
-        words = para.split()
-        if len(words) < 12:
-            continue
-        alpha = [w for w in words if re.search(r"[a-z]", w)]
-        if len(alpha) < 0.8 * len(words):
-            continue
-        if "*" in para or "(202)" in para:
-            continue
-        if len(re.findall(r"[.!?;:]", para)) < len(words) / 60:  # tables of contents, lists
-            continue
-        paragraphs.append(para)
+        if _running_text(para) and "*" not in para and "(202)" not in para:
+            paragraphs.append(para)
     return "\n\n".join(paragraphs)
 
 
@@ -192,16 +183,19 @@ _INFO_NOTE = re.compile(r"\*[Nn]ote\s+([^:]+?)\s*:(?::|\s*[^.,]*[.,])", re.S)
 _CODE_CHARS = re.compile(r"[$=|{}<>\\/#@~^]|^-|\(\)|_")
 
 
-def _prose_like(para: str) -> bool:
-    """Running text: at least 12 words, mostly words with letters, some sentence punctuation, few code tokens."""
+def _running_text(para: str) -> bool:
+    """At least 12 words, mostly words with letters, and some sentence punctuation (not a heading, a
+    list or a table of contents)."""
     words = para.split()
-    if len(words) < 12:
-        return False
-    if len([w for w in words if re.search(r"[a-z]", w)]) < 0.8 * len(words):
-        return False
-    if len([w for w in words if _CODE_CHARS.search(w)]) > 0.1 * len(words):
+    if len(words) < 12 or len([w for w in words if re.search(r"[a-z]", w)]) < 0.8 * len(words):
         return False
     return len(re.findall(r"[.!?;:]", para)) >= len(words) / 60
+
+
+def _prose_like(para: str) -> bool:
+    """Running text with few code tokens."""
+    words = para.split()
+    return _running_text(para) and len([w for w in words if _CODE_CHARS.search(w)]) <= 0.1 * len(words)
 
 
 def clean_texinfo(text: str) -> str:
@@ -331,20 +325,23 @@ def build_needle_benchmark(
     windows = _prose_windows(sources, ctx, show_progress_bar)
     n_targets = config.per_group * len(config.groups)
     needed = n_targets * len(config.splits)
-    if len(windows) < needed + config.distractors * len(config.splits):
+    used = needed + config.distractors * len(config.splits)
+    if len(windows) < used:
         raise ValueError(
             f"the prose gives {len(windows)} windows of {config.min_tokens}-{config.max_tokens} tokens, "
-            f"but {needed + config.distractors * len(config.splits)} are needed (per_group={config.per_group} x "
+            f"but {used} are needed (per_group={config.per_group} x "
             f"{len(config.groups)} groups + distractors={config.distractors}, x {len(config.splits)} splits); "
             "add prose or lower per_group"
         )
     rng.shuffle(windows)
-    logger.info("needle builder: %d prose windows available, %d used", len(windows), needed)
+    logger.info("needle builder: %d prose windows available, %d used", len(windows), used)
     names = person_names(rng)
     if len(names) < needed:  # pragma: no cover - 840 surnames
         raise ValueError(f"only {len(names)} unique names available for {needed} needles; lower per_group")
-    pool = _NamePool(names[needed:], qualifiers(random.Random(config.seed + 1), sources.values()))
-    n_templates = len(PEOPLE) + (len(THINGS) if config.facts == "mixed" else 0)
+    mixed = config.facts == "mixed"
+    things = qualifiers(random.Random(config.seed + 1), sources.values()) if mixed else []
+    pool = _NamePool(names[needed:], things)
+    n_templates = len(PEOPLE) + (len(THINGS) if mixed else 0)
     out: dict[str, NeedleSplit] = {}
     k = 0
     for s_i, split in enumerate(config.splits):
