@@ -116,11 +116,11 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
 
 def score(name: str, split: str, encoder: Any, peers: list[Any], labels: list[str] | None = None) -> list[Any]:
     """``[(result, system)]`` of the grid's rows (then the peers) on one split."""
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.harness.runner import run_eval
+    from research.identifiers import load
     from research.main_job.system import IndexPool
 
-    bench = load_shipped(name, split)
+    bench = load(name, split)
     with IndexPool(max_open=2) as pool:
         chosen = systems(encoder, pool, labels) + peers
         results = run_eval(bench, chosen)
@@ -161,25 +161,32 @@ def table(title: str, rows: list[Any], bench: Any, against: dict[str, Any] | Non
     return "\n".join(lines)
 
 
-def report_test(encoder: Any, peers_for: Any, chosen: str) -> None:
+def report_test(encoder: Any, peers_for: Any, chosen: str, benchmarks: tuple[str, ...] = BENCHMARKS) -> None:
     """The shipped default, the choice and the peers on each test split, with paired intervals."""
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from research.identifiers import load
 
     labels = list(dict.fromkeys([GRID[0].label, chosen]))
-    for b in BENCHMARKS:
+    for b in benchmarks:
         rows = score(b, "test", encoder, peers_for(), labels)
         peers = [(r, s) for r, s in rows if r.name not in labels]
         against = {"Δ vs shipped [95% CI]": rows[0][0].per_query}
         if peers:
             best = max(peers, key=lambda rs: rs[0].ndcg.harmonic)[0]
             against[f"Δ vs best peer ({best.name}) [95% CI]"] = best.per_query
-        print(table(f"{b} test", rows, load_shipped(b, "test"), against))
+        print(table(f"{b} test", rows, load(b, "test"), against))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memo", default=None, help="folder of the embedding memo (reused between runs)")
     parser.add_argument("--no-peers", action="store_true", help="leave out the LlamaIndex peers (faster)")
+    parser.add_argument(
+        "--report",
+        nargs=2,
+        metavar=("BENCHMARKS", "LABEL"),
+        help="skip the dev sweep: report the shipped row and the row LABEL on the test splits of BENCHMARKS "
+        "(comma-separated; docs-identifiers is research/identifiers.py, scored outside the rule)",
+    )
     args = parser.parse_args(argv)
     import logging
 
@@ -199,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     def peers_for() -> list[Any]:
         return [] if hf_embed is None else llamaindex_peers(hf_embed, top_k=100)
 
+    if args.report:
+        names, label = args.report
+        if label not in {g.label for g in GRID}:
+            raise SystemExit(f"--report: no grid row {label!r}; the rows are {[g.label for g in GRID]}")
+        report_test(encoder, peers_for, label, tuple(names.split(",")))
+        return 0
     print("The rule" + __doc__.split("Every row")[0].split("The rule", 1)[1].rstrip())
     print(f"\nencoder: {spec.model_dump(exclude_defaults=True)}")
     dev = {b: score(b, "dev", encoder, peers_for()) for b in BENCHMARKS}

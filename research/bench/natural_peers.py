@@ -41,7 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-BENCHMARKS = ("natural-docs", "needle-prose", "needle-manuals")
+BENCHMARKS = ("natural-docs", "needle-prose", "needle-manuals", "docs-identifiers")
 
 
 def main_job_system(memo: str | None = None) -> Any:
@@ -131,7 +131,12 @@ def table(results: list[Any], systems: list[Any], bench: Any) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--benchmark", choices=BENCHMARKS, default="natural-docs", help="shipped benchmark")
+    parser.add_argument(
+        "--benchmark",
+        choices=BENCHMARKS,
+        default="natural-docs",
+        help="shipped benchmark (docs-identifiers: research/identifiers.py)",
+    )
     parser.add_argument("--split", choices=("dev", "test"), default="test", help="split (choose on dev, report test)")
     parser.add_argument("--top-k", type=int, default=100, help="nodes each peer retrieves per query (default 100)")
     parser.add_argument("--no-main-job", action="store_true", help="run the LlamaIndex peers only")
@@ -153,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.harness.runner import run_eval
+    from research.identifiers import load
     from research.main_job.peers import bundled_minilm_embedding, llamaindex_peers
     from research.main_job.system import cpu_load
 
@@ -162,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    bench = load_shipped(args.benchmark, args.split)
+    bench = load(args.benchmark, args.split)
     hf_embed = bundled_minilm_embedding(device="cpu")
     systems: list[Any] = [] if args.no_peers else llamaindex_peers(hf_embed, top_k=args.top_k)
     if not args.no_main_job:
