@@ -1,6 +1,6 @@
-"""Latency of one search call at N nodes, the main job's layouts (dense best sub-chunk, node fusion, + BM25).
+"""Latency of one search call at N nodes, the default pipeline's layouts (dense best sub-chunk, node fusion, + BM25).
 
-The shipped natural-docs passages are ingested with the main job's layout (a BM25 sparse vector too) into
+The shipped natural-docs passages are ingested with the default pipeline's layout (a BM25 sparse vector too) into
 the embedded Qdrant Edge store; the collection is then filled up to ``--nodes`` with distractor nodes built
 from real vectors: each distractor holds ``k`` (about the real mean) sub-chunk vectors drawn at random from
 the pool of real sub-chunk vectors, its node vector is their normalised mean, and its BM25 vector is that
@@ -92,7 +92,7 @@ def settings_grid():
     above) and its parts switched off one by one."""
     from llamaindex_posfair.integrations.recipe import Recipe
 
-    shipped = Recipe.default().search.settings(limit=10)
+    shipped = Recipe.default().search.overridden(limit=10)
     return {
         "dense, best sub-chunk": replace(shipped, sparse=False, node_weight=0.0),
         f"dense, node weight {shipped.node_weight}": replace(shipped, sparse=False),

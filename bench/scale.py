@@ -1,4 +1,4 @@
-"""The main job at 10k-1M nodes: quality and cost of the default search as the collection grows.
+"""The default pipeline at 10k-1M nodes: quality and cost of the default search as the collection grows.
 
 The shipped benchmarks' real ``test`` passages (needle-prose and natural-docs, ingested by ``posfair ingest``'s
 own code: :class:`research.main_job.system.StoreIndex`, 254-token nodes, ``DEFAULT_SUBCHUNKS``, BM25,
@@ -26,7 +26,7 @@ p50/p99 ms (query embedding excluded, BM25 query included); write throughput (no
 excluded), index build seconds, RAM per node (the resident memory the process grows by when it reopens the
 written store and answers the queries, up to that search: the searches run before the exhaustive reference,
 which pages in every vector) and disk per node (allocated bytes of the folder, WAL included). The
-searches: the default (``MAIN_JOB_SEARCH``: the node cosine and BM25 fused in, as the recipe says, through
+searches: the default (``DEFAULT_SEARCH``: the node cosine and BM25 fused in, as the recipe says, through
 ``qdrant_tools.search.search``; a collection of at most the recipe's ``exact_up_to`` = 5,000 nodes is scored
 exactly), the query of larger collections forced at every size (``exact_up_to=0``: MaxSim over candidates from
 the node vector's HNSW, BM25 and, with ``--subchunk-m``, the sub-chunk graph), ``--prefetch`` variants of it
@@ -71,7 +71,7 @@ K = 10
 
 @dataclass
 class RealNodes:
-    """The benchmarks' nodes as the main job stored them: vectors, BM25 vectors and their documents."""
+    """The benchmarks' nodes as the default pipeline stored them: vectors, BM25 vectors and their documents."""
 
     vectors: list[dict[str, Any]] = field(default_factory=list)
     payloads: list[dict[str, Any]] = field(default_factory=list)
@@ -89,7 +89,7 @@ class Pool:
 
 # ------------------------------------------------------------------ data
 def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> RealNodes:
-    """Both benchmarks' ``test`` corpora ingested by the main job (``fused_weight``: with the fused multivector
+    """Both benchmarks' ``test`` corpora ingested by the default pipeline (``fused_weight``: with the fused multivector
     at that node weight; ``node_int8``: an int8 copy of the node vectors); every stored point read back."""
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from qdrant_tools.encoding import resolve_chunking
@@ -463,9 +463,9 @@ def variants(n: int, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     settings :func:`exhaustive` scores every node with (the default's)."""
     from dataclasses import replace
 
-    from llamaindex_posfair.integrations.recipe import MAIN_JOB_SEARCH
+    from llamaindex_posfair.integrations.recipe import DEFAULT_SEARCH
 
-    default = MAIN_JOB_SEARCH.settings(limit=100)  # the harness' depth: documents are ranked from 100 nodes
+    default = DEFAULT_SEARCH.overridden(limit=100)  # the harness' depth: documents are ranked from 100 nodes
     candidates = replace(default, exact_up_to=0)  # the query of collections above exact_up_to, at any size
     out = {f"default (exact_up_to={default.exact_up_to:,})": default, "candidates (exact_up_to=0)": candidates}
     if args.exact:

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -283,6 +283,23 @@ class SearchSettings:
             raise ValueError(f"rrf_k must be a positive integer or None, got {self.rrf_k!r}; typical 2 or 60")
         if self.fusion == "dbsf" and self.rrf_k is not None:
             raise ValueError(f"rrf_k={self.rrf_k!r} needs fusion='rrf'; drop it for DBSF")
+
+    def overridden(self, **given: Any) -> SearchSettings:
+        """This search with the ``given`` fields that are not ``None`` on top. Choosing ``fusion="dbsf"`` also
+        drops the RRF weight and ``k`` (DBSF takes neither), unless they are given too.
+
+        Example:
+            >>> s = SearchSettings(sparse_weight=1.5, rrf_k=60).overridden(fusion="dbsf", limit=3, node_weight=None)
+            >>> s.fusion, s.sparse_weight, s.rrf_k, s.limit
+            ('dbsf', 1.0, None, 3)
+
+        Raises:
+            ValueError: a setting out of range (named).
+        """
+        given = {k: v for k, v in given.items() if v is not None}
+        if given.get("fusion") == "dbsf":
+            given = {"sparse_weight": 1.0, "rrf_k": None, **given}
+        return replace(self, **given)
 
     def fusion_query(self) -> models.FusionQuery | models.RrfQuery:
         """The query that fuses ``[dense ranking, BM25 ranking]``: plain ``Fusion.RRF`` / ``Fusion.DBSF``, or a

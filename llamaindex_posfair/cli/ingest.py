@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from llamaindex_posfair.cli import options
@@ -182,20 +183,20 @@ def new_recipe(args: argparse.Namespace) -> Any:
     """
     from pydantic import ValidationError
 
-    from llamaindex_posfair.integrations.recipe import Recipe, main_job_chunking
+    from llamaindex_posfair.integrations.recipe import Recipe, default_chunking
 
     try:
-        chunking = main_job_chunking(**chunking_given(args))
+        chunking = default_chunking(**chunking_given(args))
     except ValidationError as exc:
         message = "; ".join(_chunking_error(e, args) for e in exc.errors())
         message = message.replace("max_tokens", "--subchunk-tokens").replace("overlap_sentences", "--subchunk-overlap")
         raise CliError(message) from None
-    from llamaindex_posfair.integrations.recipe import MAIN_JOB_BM25, MAIN_JOB_SEARCH
+    from llamaindex_posfair.integrations.recipe import DEFAULT_BM25, DEFAULT_SEARCH
     from qdrant_tools.sparse import Bm25Sparse
 
     encoder_set = encoder_set_from_args(args)
-    bm25 = Bm25Sparse() if (MAIN_JOB_BM25 if args.bm25 is None else args.bm25) else None
-    search = MAIN_JOB_SEARCH.model_copy(update={"vector": args.vector_name})
+    bm25 = Bm25Sparse() if (DEFAULT_BM25 if args.bm25 is None else args.bm25) else None
+    search = replace(DEFAULT_SEARCH, vector=args.vector_name)
     return Recipe.build(encoder_set, chunking, search, bm25)
 
 

@@ -150,7 +150,7 @@ def _settings(args: argparse.Namespace, recipe: Any) -> Any:
     }
     try:
         if recipe is not None:
-            return recipe.search.settings(**given)
+            return recipe.search.overridden(**given)
         return SearchSettings(**{k: v for k, v in given.items() if v is not None})
     except ValueError as exc:
         raise CliError(

@@ -80,13 +80,13 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 def _fused_weight(args: argparse.Namespace, recipe: Any) -> float:
     """``--fused-weight``, else the collection's search node weight, else the default search's."""
-    from llamaindex_posfair.integrations.recipe import MAIN_JOB_SEARCH
+    from llamaindex_posfair.integrations.recipe import DEFAULT_SEARCH
 
     if args.fused_weight is not None:
         if not 0.0 < args.fused_weight < 1.0:
             raise CliError(f"--fused-weight must lie strictly between 0 and 1, got {args.fused_weight:g}; e.g. 0.5")
         return float(args.fused_weight)
-    weight = MAIN_JOB_SEARCH.node_weight if recipe is None else recipe.search.node_weight
+    weight = DEFAULT_SEARCH.node_weight if recipe is None else recipe.search.node_weight
     if weight <= 0:
         raise CliError(
             f"collection {args.collection!r} searches without the node cosine (node weight 0), so fused rows "

@@ -14,7 +14,7 @@ or :class:`RecipeConflictError` names both values.
 
 :meth:`Recipe.default` is the default pipeline: 254-token nodes (the model
 window), sentence-aligned sub-chunks of at most 32 tokens, uncalibrated, with
-BM25 and the default search (:data:`MAIN_JOB_SEARCH`).
+BM25 and the default search (:data:`DEFAULT_SEARCH`).
 
 Example:
     >>> from llamaindex_posfair.integrations.recipe import Recipe
@@ -47,12 +47,11 @@ from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["ChunkingRecipe", "Recipe", "RecipeConflictError", "SearchRecipe", "read_recipe"]
+__all__ = ["ChunkingRecipe", "Recipe", "RecipeConflictError", "read_recipe"]
 
 #: EncoderSpec fields a recipe records: those that shape the vectors (run-time fields stay the reader's,
 #: and ``trust_remote_code`` is always the reader's own opt-in).
 RECORDED_FIELDS = tuple(VECTOR_FIELDS)
-_DEFAULT_SEARCH = SearchSettings()
 S = TypeVar("S", bound=IngestSettings)
 
 
@@ -120,36 +119,11 @@ class ChunkingRecipe(_Frozen):
         }
 
 
-class SearchRecipe(_Frozen):
-    """The default search of the collection (a query may override any of it: nothing stored depends on it)."""
-
-    vector: str | None = Field(None, description="The dense (node) vector searched; None = 'calibrated' or the only.")
-    node_weight: float = Field(_DEFAULT_SEARCH.node_weight, ge=0.0, le=1.0, description="Node cosine weight.")
-    fusion: Literal["rrf", "dbsf"] = Field(_DEFAULT_SEARCH.fusion, description="Dense + BM25 fusion in Qdrant.")
-    fusion_limit: int = Field(_DEFAULT_SEARCH.fusion_limit, gt=0, description="Candidates per ranking fused.")
-    sparse_weight: float = Field(_DEFAULT_SEARCH.sparse_weight, gt=0.0, description="BM25 weight in RRF (dense 1).")
-    rrf_k: int | None = Field(_DEFAULT_SEARCH.rrf_k, gt=0, description="k of RRF, 1/(k + rank); None = Qdrant's 2.")
-    prefetch_limit: int = Field(_DEFAULT_SEARCH.prefetch_limit, gt=0, description="Candidates re-scored by MaxSim.")
-    prefetch_max: int | None = Field(
-        _DEFAULT_SEARCH.prefetch_max, gt=0, description="Candidates grow to 2% of the nodes up to this; None = fixed."
-    )
-    exact_up_to: int = Field(_DEFAULT_SEARCH.exact_up_to, ge=0, description="Nodes scored exactly up to this size.")
-
-    def settings(self, **overrides: Any) -> SearchSettings:
-        """:class:`qdrant_tools.search.SearchSettings` from this recipe, ``overrides`` (not None) on top."""
-        base = self.model_dump()
-        given = {k: v for k, v in overrides.items() if v is not None}
-        if given.get("fusion") == "dbsf":  # DBSF has no weights and no k: the recipe's RRF settings do not apply
-            base.update(sparse_weight=1.0, rrf_k=None)
-        base.update(given)
-        return SearchSettings(**base)
-
-
 #: The default search: the node cosine fused with its best sub-chunk at weight 0.5 (one MaxSim over the fused
-#: multivector of :func:`main_job_chunking`), fused with BM25 by weighted RRF (BM25 weight 1.5, ``k`` = 60, 100
+#: multivector of :func:`default_chunking`), fused with BM25 by weighted RRF (BM25 weight 1.5, ``k`` = 60, 100
 #: nodes per ranking), scored exactly up to 5,000 nodes and over 2% of the nodes (300 to 2,000) re-scored from
 #: BM25 and HNSW candidates above that; the evidence is research/results/hybrid_sweep/sweep.md.
-MAIN_JOB_SEARCH = SearchRecipe(
+DEFAULT_SEARCH = SearchSettings(
     node_weight=NODE_WEIGHT,
     fusion="rrf",
     fusion_limit=100,
@@ -159,18 +133,18 @@ MAIN_JOB_SEARCH = SearchRecipe(
     prefetch_max=2000,
     exact_up_to=5000,
 )
-MAIN_JOB_BM25 = True
+DEFAULT_BM25 = True
 #: New collections derive node vectors from their sub-chunk vectors (``ChunkingRecipe.node_from_subchunks``;
 #: collections written before the field record none and read as encoded).
-MAIN_JOB_NODE_FROM_SUBCHUNKS = False
+DEFAULT_NODE_FROM_SUBCHUNKS = False
 #: New sub-chunk collections also store the sub-chunks fused with the node vector at the search's node weight
 #: (``ChunkingRecipe.fused_weight``), so the default search scores in one arm.
-MAIN_JOB_FUSED = True
+DEFAULT_FUSED = True
 #: New collections give the node vectors an int8 copy for their HNSW search (``ChunkingRecipe.node_int8``).
-MAIN_JOB_NODE_INT8 = True
+DEFAULT_NODE_INT8 = True
 
 
-def main_job_chunking(**given: Any) -> ChunkingRecipe:
+def default_chunking(**given: Any) -> ChunkingRecipe:
     """The chunking of a new collection: ``given`` fields over the default layout's (derived node
     vectors and the fused multivector apply to sub-chunk layouts only).
 
@@ -178,10 +152,10 @@ def main_job_chunking(**given: Any) -> ChunkingRecipe:
         ValueError: an invalid or contradictory field (pydantic's message).
     """
     if given.get("subchunk_tokens", DEFAULT_SUBCHUNKS.max_tokens) is not None:
-        given.setdefault("node_from_subchunks", MAIN_JOB_NODE_FROM_SUBCHUNKS)
-        weight = MAIN_JOB_SEARCH.node_weight if MAIN_JOB_FUSED and MAIN_JOB_SEARCH.node_weight > 0 else None
+        given.setdefault("node_from_subchunks", DEFAULT_NODE_FROM_SUBCHUNKS)
+        weight = DEFAULT_SEARCH.node_weight if DEFAULT_FUSED and DEFAULT_SEARCH.node_weight > 0 else None
         given.setdefault("fused_weight", weight)
-    given.setdefault("node_int8", MAIN_JOB_NODE_INT8)
+    given.setdefault("node_int8", DEFAULT_NODE_INT8)
     return ChunkingRecipe(**given)
 
 
@@ -198,7 +172,9 @@ class Recipe(_Frozen):
     format: Literal[1] = 1
     vectors: dict[str, EncoderSpec] = Field(min_length=1, description="Vector name -> its encoder.")
     chunking: ChunkingRecipe = Field(default_factory=ChunkingRecipe)
-    search: SearchRecipe = Field(default_factory=SearchRecipe)
+    search: SearchSettings = Field(
+        default_factory=SearchSettings, description="The default search (a query may override it)."
+    )
     bm25: dict[str, Any] | None = Field(
         None, description="Settings of the BM25 sparse vector of each node (Bm25Sparse.settings()); None = none."
     )
@@ -206,16 +182,16 @@ class Recipe(_Frozen):
     @classmethod
     def default(cls) -> Recipe:
         """The default pipeline: the bundled MiniLM, uncalibrated, 32-token sub-chunks, and
-        :data:`MAIN_JOB_SEARCH` / :data:`MAIN_JOB_BM25` and :func:`main_job_chunking`."""
-        bm25 = Bm25Sparse() if MAIN_JOB_BM25 else None
-        chunking = main_job_chunking()
-        return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, MAIN_JOB_SEARCH, bm25)
+        :data:`DEFAULT_SEARCH` / :data:`DEFAULT_BM25` and :func:`default_chunking`."""
+        bm25 = Bm25Sparse() if DEFAULT_BM25 else None
+        chunking = default_chunking()
+        return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, DEFAULT_SEARCH, bm25)
 
     @classmethod
     def for_encoder(cls, spec: EncoderSpec) -> Recipe:
         """The shipped layout and search (:meth:`default`) for another encoder's single vector."""
-        bm25 = Bm25Sparse() if MAIN_JOB_BM25 else None
-        return cls.build(EncoderSet.single(spec), main_job_chunking(), MAIN_JOB_SEARCH, bm25)
+        bm25 = Bm25Sparse() if DEFAULT_BM25 else None
+        return cls.build(EncoderSet.single(spec), default_chunking(), DEFAULT_SEARCH, bm25)
 
     def ingest_settings(self, kind: type[S] = IngestSettings, **run: Any) -> S:
         """The settings that write this recipe: an :class:`qdrant_tools.driver.IngestSettings`, or ``kind``, a
@@ -236,7 +212,7 @@ class Recipe(_Frozen):
         cls,
         encoders: EncoderSet,
         chunking: ChunkingRecipe | None = None,
-        search: SearchRecipe | None = None,
+        search: SearchSettings | None = None,
         bm25: Bm25Sparse | None = None,
     ) -> Recipe:
         """A recipe of ``encoders`` (pinned where their files are here; run-time fields dropped)."""
@@ -244,7 +220,7 @@ class Recipe(_Frozen):
         return cls(
             vectors=vectors,
             chunking=chunking or ChunkingRecipe(),
-            search=search or SearchRecipe(),
+            search=search or SearchSettings(),
             bm25=None if bm25 is None else bm25.settings(),
         )
 

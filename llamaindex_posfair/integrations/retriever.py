@@ -128,7 +128,7 @@ def remote_query_encoder(
 def _settings(recipe: Recipe | None, settings: SearchSettings | None, top_k: int) -> SearchSettings:
     """The search settings: ``settings`` if given, else the recipe's default search (with evidence)."""
     if settings is None:
-        settings = recipe.search.settings(evidence=True) if recipe else SearchSettings(evidence=True)
+        settings = recipe.search.overridden(evidence=True) if recipe else SearchSettings(evidence=True)
     return SearchSettings(**{**settings.__dict__, "limit": top_k})
 
 

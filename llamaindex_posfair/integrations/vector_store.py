@@ -308,7 +308,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             )
         if query.query_embedding is None:
             raise ValueError("PosFairVectorStore needs query.query_embedding: give the index a PosFairEmbedding")
-        settings = self._recipe.search.settings(evidence=True, limit=top_k, evidence_limit=self.evidence_hits)
+        settings = self._recipe.search.overridden(evidence=True, limit=top_k, evidence_limit=self.evidence_hits)
         return "dense", {
             "query_vector": query.query_embedding,
             "settings": settings,

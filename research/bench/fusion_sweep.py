@@ -94,7 +94,7 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.subchunks import SubchunkConfig
-    from research.main_job.system import MainJobSystem, NodeLayout, eval_search
+    from research.main_job.system import MainJobSystem, NodeLayout, ranked_as
 
     recipe = Recipe.default()
     c = recipe.chunking
@@ -105,10 +105,12 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
             continue
         sub = SubchunkConfig(g.subchunk_tokens, g.overlap_sentences)
         layout = NodeLayout(chunk_tokens, sub, bm25=True, fused_weight=c.fused_weight, node_int8=c.node_int8)
-        shipped = recipe.search.model_dump(exclude={"vector"})
-        search = replace(eval_search(layout), **shipped)
         search = replace(
-            search, node_weight=g.node_weight, fusion=g.fusion, sparse_weight=g.sparse_weight, rrf_k=g.rrf_k
+            ranked_as(layout, recipe.search),
+            node_weight=g.node_weight,
+            fusion=g.fusion,
+            sparse_weight=g.sparse_weight,
+            rrf_k=g.rrf_k,
         )
         out.append(MainJobSystem(g.label, encoder, layout, search, pool=pool))
     return out
@@ -173,7 +175,7 @@ def report_test(encoder: Any, peers_for: Any, chosen: str, benchmarks: tuple[str
         if peers:
             best = max(peers, key=lambda rs: rs[0].ndcg.harmonic)[0]
             against[f"Δ vs best peer ({best.name}) [95% CI]"] = best.per_query
-        print(table(f"{b} test", rows, load(b, "test"), against))
+        print(table(f"{b} test", rows, load(b, "test"), against), flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,9 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print("The rule" + __doc__.split("Every row")[0].split("The rule", 1)[1].rstrip())
     print(f"\nencoder: {spec.model_dump(exclude_defaults=True)}")
-    dev = {b: score(b, "dev", encoder, peers_for()) for b in BENCHMARKS}
+    dev = {}
     for b in BENCHMARKS:
-        print(table(f"{b} dev", dev[b], load_shipped(b, "dev")))
+        dev[b] = score(b, "dev", encoder, peers_for())
+        print(table(f"{b} dev", dev[b], load_shipped(b, "dev")), flush=True)
     print("\nlowest of the three dev harmonic means (None: PSI above the bound on one):")
     for g in GRID:
         low = lowest(dev, g.label)

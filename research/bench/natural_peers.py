@@ -46,12 +46,10 @@ BENCHMARKS = ("natural-docs", "needle-prose", "needle-manuals", "docs-identifier
 
 def main_job_system(memo: str | None = None) -> Any:
     """The main job's shipped default (``posfair ingest`` without flags: ``Recipe.default()``) as a harness system."""
-    from dataclasses import replace
-
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
-    from research.main_job.system import MainJobSystem, NodeLayout, eval_search
+    from research.main_job.system import MainJobSystem, NodeLayout, ranked_as
 
     recipe = Recipe.default()
     encoder = MemoEncoder(recipe.encoder_spec().load(), VectorMemo(memo) if memo else None)
@@ -65,7 +63,7 @@ def main_job_system(memo: str | None = None) -> Any:
         fused_weight=c.fused_weight,
         node_int8=c.node_int8,
     )
-    search = replace(eval_search(layout), **recipe.search.model_dump(exclude={"vector"}))
+    search = ranked_as(layout, recipe.search)
     return MainJobSystem("main job (shipped default)", encoder, layout, search)
 
 

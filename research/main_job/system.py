@@ -34,7 +34,7 @@ import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -168,6 +168,24 @@ def eval_search(
     """
     limit = prefetch_limit if layout.subchunks is not None else depth
     return SearchSettings(limit=limit, prefetch_limit=prefetch_limit, node_weight=node_weight, exact_up_to=exact_up_to)
+
+
+#: The fields of a recipe's default search that shape its ranking (the harness keeps its own depth and evidence).
+RANKING_FIELDS = (
+    "node_weight",
+    "fusion",
+    "fusion_limit",
+    "sparse_weight",
+    "rrf_k",
+    "prefetch_limit",
+    "prefetch_max",
+    "exact_up_to",
+)
+
+
+def ranked_as(layout: NodeLayout, search: SearchSettings) -> SearchSettings:
+    """The harness search of ``layout`` (:func:`eval_search`) ranking as ``search`` (a recipe's) does."""
+    return replace(eval_search(layout), **{f: getattr(search, f) for f in RANKING_FIELDS})
 
 
 # ------------------------------------------------------------------ accounting (pure)

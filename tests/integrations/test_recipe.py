@@ -13,10 +13,10 @@ from llamaindex_posfair.integrations.recipe import (
     ChunkingRecipe,
     Recipe,
     RecipeConflictError,
-    SearchRecipe,
     read_recipe,
 )
 from qdrant_tools.metadata import RECIPE_KEY
+from qdrant_tools.search import SearchSettings
 
 
 def run(capsys, *argv):
@@ -41,7 +41,7 @@ def _open(store):
     return open_store(store)
 
 
-def test_default_recipe_is_the_main_job_uncalibrated_with_32_token_subchunks():
+def test_default_recipe_is_the_default_pipeline_uncalibrated_with_32_token_subchunks():
     r = Recipe.default()
     assert list(r.vectors) == ["vanilla"] and r.node_vector() == "vanilla"
     assert r.encoder_spec().calibration is None and r.chunking.subchunk_tokens == 32
@@ -76,7 +76,7 @@ def test_chunking_conflict_is_named():
 
 def test_rerank_settings_derive_node_vectors_as_the_collection_did():
     chunking = ChunkingRecipe(node_from_subchunks=True)
-    recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, SearchRecipe(node_weight=0.5))
+    recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, SearchSettings(node_weight=0.5))
     assert recipe.rerank_settings()["node_vector"] == "subchunk-mean"
     assert Recipe.build(EncoderSet.single(EncoderSpec())).rerank_settings()["node_vector"] == "encoded"
 
@@ -93,22 +93,27 @@ def test_derived_node_vectors_need_sub_chunks():
 
 
 def test_rerank_settings_follow_the_layout():
-    fused = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), search=SearchRecipe(node_weight=0.3))
+    fused = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), search=SearchSettings(node_weight=0.3))
     assert fused.rerank_settings()["scoring"] == "fusion" and fused.rerank_settings()["node_weight"] == 0.3
     single = Recipe.build(EncoderSet.single(EncoderSpec()), ChunkingRecipe(subchunk_tokens=None))
     assert single.rerank_settings()["scoring"] == "node"
 
 
-def test_search_recipe_gives_defaults_and_takes_overrides():
-    s = SearchRecipe(node_weight=0.2, prefetch_limit=50).settings(limit=3, node_weight=None, evidence=True)
-    assert (s.limit, s.node_weight, s.prefetch_limit, s.evidence) == (3, 0.2, 50, True)
+def test_the_default_search_is_weighted_rrf_at_node_weight_one_half():
+    s = Recipe.default().search
+    assert (s.fusion, s.sparse_weight, s.rrf_k, s.node_weight) == ("rrf", 1.5, 60, 0.5)
 
 
-def test_the_main_job_search_is_weighted_rrf_and_a_dbsf_override_drops_its_weights():
-    main = Recipe.default().search.settings()
-    assert (main.fusion, main.sparse_weight, main.rrf_k, main.node_weight) == ("rrf", 1.5, 60, 0.5)
-    dbsf = Recipe.default().search.settings(fusion="dbsf")
-    assert (dbsf.fusion, dbsf.sparse_weight, dbsf.rrf_k) == ("dbsf", 1.0, None)
+def test_a_search_recorded_as_its_former_fields_still_reads():
+    data = Recipe.default().model_dump(mode="json")
+    data["search"] = {"vector": None, "node_weight": 0.5, "fusion": "rrf", "fusion_limit": 100, "sparse_weight": 1.5}
+    data["search"].update(rrf_k=60, prefetch_limit=300, prefetch_max=2000, exact_up_to=5000)
+    assert Recipe.model_validate(data).search == Recipe.default().search
+
+
+def test_a_recipe_round_trips_through_its_metadata():
+    recipe = Recipe.default()
+    assert Recipe.model_validate(recipe.metadata()[RECIPE_KEY]).search == recipe.search
 
 
 def test_query_names_the_flag_of_a_bad_bm25_weight(tmp_path, capsys, fake_cli, example_data):

@@ -269,3 +269,18 @@ def test_the_node_vector_prefetch_asks_for_the_grown_candidate_count(store, monk
     (call,) = recording.calls
     prefetch = call["prefetch"] if isinstance(call["prefetch"], list) else [call["prefetch"]]
     assert {p.limit for p in _scans(prefetch, "vanilla")} == {24}
+
+
+def test_overrides_apply_only_where_given():
+    s = SearchSettings(node_weight=0.2, prefetch_limit=50).overridden(limit=3, node_weight=None, evidence=True)
+    assert (s.limit, s.node_weight, s.prefetch_limit, s.evidence) == (3, 0.2, 50, True)
+
+
+def test_a_dbsf_override_drops_the_rrf_weight_and_k():
+    s = SearchSettings(sparse_weight=1.5, rrf_k=60).overridden(fusion="dbsf")
+    assert (s.fusion, s.sparse_weight, s.rrf_k) == ("dbsf", 1.0, None)
+
+
+def test_a_bad_override_is_named():
+    with pytest.raises(ValueError, match="node_weight must lie in"):
+        SearchSettings().overridden(node_weight=2.0)
