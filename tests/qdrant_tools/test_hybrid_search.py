@@ -51,8 +51,15 @@ def test_a_rare_keyword_wins_through_bm25_when_the_dense_ranking_misses_it(clien
 
 @pytest.mark.parametrize(
     "fusion",
-    [{"fusion": "rrf"}, {"fusion": "dbsf"}, {"sparse_weight": 0.5}, {"sparse_weight": 2.0, "rrf_k": 60}],
-    ids=["rrf", "dbsf", "weighted-rrf", "weighted-rrf-k60"],
+    [
+        {"fusion": "rrf"},
+        {"fusion": "dbsf"},
+        {"sparse_weight": 0.5},
+        {"sparse_weight": 2.0, "rrf_k": 60},
+        {"node_weight": 0.5, "sparse_weight": 1.5, "rrf_k": 60, "fusion_limit": 100},
+        {"node_weight": 0.5, "fusion": "dbsf", "fusion_limit": 100},
+    ],
+    ids=["rrf", "dbsf", "weighted-rrf", "weighted-rrf-k60", "default-search", "dbsf-node-0.5"],
 )
 def test_edge_and_local_mode_rank_the_hybrid_query_the_same(encoder, fusion):
     q = encoder.encode_queries(["how do spring tides form"])[0]
