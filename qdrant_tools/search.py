@@ -294,8 +294,11 @@ class SearchSettings:
             ('dbsf', 1.0, None, 3)
 
         Raises:
-            ValueError: a setting out of range (named).
+            ValueError: an unknown setting, or one out of range (named).
         """
+        unknown = sorted(set(given) - set(self.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"no search setting {unknown}; the settings are {sorted(self.__dataclass_fields__)}")
         given = {k: v for k, v in given.items() if v is not None}
         if given.get("fusion") == "dbsf":
             given = {"sparse_weight": 1.0, "rrf_k": None, **given}

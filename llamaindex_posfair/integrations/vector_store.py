@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -94,6 +94,9 @@ class PosFairVectorStore(BasePydanticVectorStore):
         batch_size: nodes encoded and upserted together.
         evidence_hits: the best hits of each query that carry their evidence span (reading a hit's
             sub-chunk vectors costs more than the query for deep retrievals).
+        search_overrides: :class:`~qdrant_tools.search.SearchSettings` fields set over the collection's
+            default search for every query of this store, e.g. ``{"fusion": "dbsf"}`` (docs/vector-store.md);
+            ``similarity_top_k`` and the evidence settings stay the query's.
 
     Raises:
         RecipeConflictError: the embed model is not the encoder the collection was written with.
@@ -107,6 +110,9 @@ class PosFairVectorStore(BasePydanticVectorStore):
     batch_size: int = Field(default=256, gt=0, description="Nodes encoded and upserted together.")
     evidence_hits: int = Field(
         default=10, ge=0, description="The best hits of a query that get their evidence span (0: none)."
+    )
+    search_overrides: dict[str, Any] = Field(
+        default_factory=dict, description="SearchSettings fields set over the collection's default search."
     )
 
     _client: StoreLike = PrivateAttr()
@@ -133,8 +139,14 @@ class PosFairVectorStore(BasePydanticVectorStore):
         layout: Recipe | None = None,
         batch_size: int = 256,
         evidence_hits: int = 10,
+        search_overrides: Mapping[str, Any] | None = None,
     ) -> None:
-        super().__init__(collection_name=collection_name, batch_size=batch_size, evidence_hits=evidence_hits)
+        super().__init__(
+            collection_name=collection_name,
+            batch_size=batch_size,
+            evidence_hits=evidence_hits,
+            search_overrides=dict(search_overrides or {}),
+        )
         self._client, self._owns_client = _open(client, path, url, api_key)
         self._aclient = _async_face(self._client, aclient, url, api_key)
         self._embed = embed_model
@@ -142,6 +154,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             self._recipe = self._read_or_new_recipe(layout)
             self._bm25 = self._recipe.sparse_encoder()
             self._check_embed_model()
+            self._recipe.search.overridden(**self.search_overrides)  # a bad override fails here, not per query
         except BaseException:
             self.close()
             raise
@@ -308,7 +321,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
             )
         if query.query_embedding is None:
             raise ValueError("PosFairVectorStore needs query.query_embedding: give the index a PosFairEmbedding")
-        settings = self._recipe.search.overridden(evidence=True, limit=top_k, evidence_limit=self.evidence_hits)
+        per_query = {"evidence": True, "limit": top_k, "evidence_limit": self.evidence_hits}
+        settings = self._recipe.search.overridden(**{**self.search_overrides, **per_query})
         return "dense", {
             "query_vector": query.query_embedding,
             "settings": settings,

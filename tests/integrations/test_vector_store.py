@@ -225,6 +225,19 @@ def test_a_reopened_store_reads_the_layout_and_queries_without_an_embed_model(st
     assert _names(reader.query(_query(embed, "sourdough starter flour")))[0] == "baking"
 
 
+def test_search_overrides_change_the_fusion_of_every_query(store, client, embed):
+    dbsf = PosFairVectorStore("docs", client=client, search_overrides={"fusion": "dbsf"})
+    q = _query(embed, "why does the moon raise tidal bulges")
+    assert _names(dbsf.query(q))[0] == "ocean"
+    assert dbsf.query(q).similarities != store.query(q).similarities  # DBSF sums normalised scores, RRF ranks
+
+
+def test_a_bad_search_override_is_refused_and_nothing_is_lost(store, client):
+    with pytest.raises(ValueError, match='fusion must be "rrf" or "dbsf"'):
+        PosFairVectorStore("docs", client=client, search_overrides={"fusion": "max"})
+    assert client.count("docs", exact=True).count == 3
+
+
 def test_nodes_without_embeddings_are_embedded_by_the_store(client, embed):
     s = PosFairVectorStore("docs", client=client, embed_model=embed)
     nodes = _nodes(embed, ["bread"])

@@ -284,3 +284,8 @@ def test_a_dbsf_override_drops_the_rrf_weight_and_k():
 def test_a_bad_override_is_named():
     with pytest.raises(ValueError, match="node_weight must lie in"):
         SearchSettings().overridden(node_weight=2.0)
+
+
+def test_an_unknown_override_is_named_with_the_settings():
+    with pytest.raises(ValueError, match=r"no search setting \['fuson'\]; the settings are"):
+        SearchSettings().overridden(fuson="dbsf")
