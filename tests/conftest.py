@@ -18,6 +18,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # weights-hash cache of EncoderSpec fingerprints: one per test session, never the user's ~/.cache
 os.environ.setdefault("POSFAIR_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="posfair-cache-"))
+os.environ["POSFAIR_BF16"] = "off"  # float32 in the subprocesses too (Ray workers, posfair serve)
 
 import pytest
 import torch

@@ -3,7 +3,10 @@
 :func:`default_dtype` is the one place that decides: ``"bfloat16"`` on a CUDA GPU
 with native bfloat16 (Ampere and later) or a CPU with AMX-BF16 or AVX512-BF16,
 ``"float32"`` everywhere else. The capability probes (:func:`cuda_has_bf16`,
-:func:`cpu_has_bf16`) are separate functions, so a test can replace them.
+:func:`cpu_has_bf16`) are separate functions, so a test can replace them. Setting the
+environment variable ``POSFAIR_BF16=off`` (:data:`BF16_ENV`) makes both probes answer ``False``
+in every process that inherits it (Ray workers, ``posfair serve`` replicas): automatic precision is
+then float32 everywhere.
 
 An :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` whose ``dtype`` is
 :data:`AUTO` (the default) is resolved with :func:`resolve_dtype` when it is
@@ -24,12 +27,15 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from typing import Any, Literal
 
 __all__ = [
     "AUTO",
+    "BF16_ENV",
     "accepts_precision_twin",
+    "bf16_allowed",
     "cpu_has_bf16",
     "cpuinfo_has_bf16",
     "cuda_has_bf16",
@@ -45,6 +51,9 @@ logger = logging.getLogger(__name__)
 #: ``EncoderSpec.dtype`` value meaning "chosen by the hardware" (:func:`default_dtype`).
 AUTO = "auto"
 Precision = Literal["bfloat16", "float32"]
+
+#: Environment variable: ``off`` makes the bfloat16 probes answer ``False`` (automatic precision is float32).
+BF16_ENV = "POSFAIR_BF16"
 
 #: ``/proc/cpuinfo`` flags of native bfloat16 matrix units on x86 CPUs.
 _CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
@@ -64,15 +73,36 @@ def cpuinfo_has_bf16(path: str = _CPUINFO) -> bool:
     return False
 
 
+def bf16_allowed() -> bool:
+    """Whether automatic precision may pick bfloat16: ``False`` when ``$POSFAIR_BF16`` is ``off``.
+
+    Raises:
+        ValueError: ``$POSFAIR_BF16`` is set to something other than ``auto`` or ``off``.
+    """
+    value = os.environ.get(BF16_ENV, "auto").strip().lower()
+    if value not in ("auto", "off"):
+        raise ValueError(f"{BF16_ENV}={value!r} is not a setting; use {BF16_ENV}=off (float32) or unset it (auto)")
+    return value == "auto"
+
+
 @functools.lru_cache(maxsize=1)
-def cpu_has_bf16() -> bool:
-    """Whether this CPU has native bfloat16 matrix units: :func:`cpuinfo_has_bf16` on Linux, ``False`` elsewhere."""
+def _cpu_bf16_units() -> bool:
     return sys.platform.startswith("linux") and cpuinfo_has_bf16()
 
 
+def cpu_has_bf16() -> bool:
+    """Whether this CPU has native bfloat16 matrix units: :func:`cpuinfo_has_bf16` on Linux, ``False`` elsewhere
+    (and where :func:`bf16_allowed` says no)."""
+    return bf16_allowed() and _cpu_bf16_units()
+
+
 def cuda_has_bf16() -> bool:
-    """Whether the current CUDA GPU computes bfloat16 natively (not emulated)."""
+    """Whether the current CUDA GPU computes bfloat16 natively (not emulated; ``False`` where
+    :func:`bf16_allowed` says no)."""
     import torch
+
+    if not bf16_allowed():
+        return False
 
     if not torch.cuda.is_available():
         return False

@@ -153,3 +153,20 @@ def test_none_and_float32_meet_without_a_notice(caplog, monkeypatch):
     with caplog.at_level(logging.WARNING, logger=precision.__name__):
         assert precision.accepts_precision_twin(EncoderSpec(dtype="float32"), stored, "collection 'c'")
     assert not caplog.records
+
+
+@pytest.mark.parametrize(("value", "allowed"), [("off", False), ("OFF", False), ("auto", True)])
+def test_posfair_bf16_says_whether_automatic_precision_may_pick_bfloat16(monkeypatch, value, allowed):
+    monkeypatch.setenv("POSFAIR_BF16", value)
+    assert precision.bf16_allowed() is allowed
+
+
+def test_unset_posfair_bf16_allows_bfloat16(monkeypatch):
+    monkeypatch.delenv("POSFAIR_BF16", raising=False)
+    assert precision.bf16_allowed() is True
+
+
+def test_a_bad_posfair_bf16_value_is_named(monkeypatch):
+    monkeypatch.setenv("POSFAIR_BF16", "yes")
+    with pytest.raises(ValueError, match="POSFAIR_BF16='yes' is not a setting"):
+        precision.bf16_allowed()
