@@ -1,4 +1,4 @@
-"""Ingestion speed of the default pipeline against LlamaIndex's ``SentenceSplitter`` 128/20, in one run (issue 22).
+"""Ingestion speed of the default pipeline against LlamaIndex's ``SentenceSplitter`` 128/20, in one run.
 
 The shipped natural benchmark's passages (the first ``--passages`` of its corpus, 901 in all), the
 bundled all-MiniLM-L6-v2, each path with its own default batch size, model loading excluded:

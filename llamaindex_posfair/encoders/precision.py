@@ -99,10 +99,9 @@ def cpu_has_bf16() -> bool:
 def cuda_has_bf16() -> bool:
     """Whether the current CUDA GPU computes bfloat16 natively (not emulated; ``False`` where
     :func:`bf16_allowed` says no)."""
-    import torch
-
     if not bf16_allowed():
         return False
+    import torch
 
     if not torch.cuda.is_available():
         return False

@@ -129,7 +129,7 @@ def _settings(recipe: Recipe | None, settings: SearchSettings | None, top_k: int
     """The search settings: ``settings`` if given, else the recipe's default search (with evidence)."""
     if settings is None:
         settings = recipe.search.overridden(evidence=True) if recipe else SearchSettings(evidence=True)
-    return SearchSettings(**{**settings.__dict__, "limit": top_k})
+    return settings.overridden(limit=top_k)
 
 
 def _query_spec(recipe: Recipe | None, vector: str, spec: EncoderSpec | None) -> EncoderSpec | None:

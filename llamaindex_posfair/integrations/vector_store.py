@@ -57,6 +57,7 @@ from qdrant_tools.encoding import ChunkEncoder, document_token_counter
 from qdrant_tools.search import (
     Hit,
     Layout,
+    SearchSettings,
     acollection_layout,
     asearch,
     collection_layout,
@@ -124,6 +125,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     _writer: Any = PrivateAttr(default=None)
     _layout: Layout | None = PrivateAttr(default=None)
     _bm25: Bm25Sparse | None = PrivateAttr(default=None)
+    _search: SearchSettings = PrivateAttr()
     _write_lock: Any = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(
@@ -154,7 +156,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             self._recipe = self._read_or_new_recipe(layout)
             self._bm25 = self._recipe.sparse_encoder()
             self._check_embed_model()
-            self._recipe.search.overridden(**self.search_overrides)  # a bad override fails here, not per query
+            self._search = self._recipe.search.overridden(**self.search_overrides)
         except BaseException:
             self.close()
             raise
@@ -321,8 +323,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             )
         if query.query_embedding is None:
             raise ValueError("PosFairVectorStore needs query.query_embedding: give the index a PosFairEmbedding")
-        per_query = {"evidence": True, "limit": top_k, "evidence_limit": self.evidence_hits}
-        settings = self._recipe.search.overridden(**{**self.search_overrides, **per_query})
+        settings = self._search.overridden(evidence=True, limit=top_k, evidence_limit=self.evidence_hits)
         return "dense", {
             "query_vector": query.query_embedding,
             "settings": settings,
