@@ -25,7 +25,10 @@ over begin/middle/end), the search's and the exhaustive one's; query
 p50/p99 ms (query embedding excluded, BM25 query included); write throughput (nodes/s, distractor generation
 excluded), index build seconds, RAM per node (the resident memory the process grows by when it reopens the
 written store and answers the queries, up to that search: the searches run before the exhaustive reference,
-which pages in every vector) and disk per node (allocated bytes of the folder, WAL included). The
+which pages in every vector), the anonymous part of it (``RssAnon``: memory-mapped file pages, which the
+kernel can drop and read again, left out) and disk per node (allocated bytes of the folder, WAL included).
+``--storage`` keeps the vectors as a row of :data:`research.storage_arms.ARMS` says (a quantized copy in RAM,
+originals memory-mapped). The
 searches: the default (``DEFAULT_SEARCH``: the node cosine and BM25 fused in, as the recipe says, through
 ``qdrant_tools.search.search``; a collection of at most the recipe's ``exact_up_to`` = 5,000 nodes is scored
 exactly), the query of larger collections forced at every size (``exact_up_to=0``: MaxSim over candidates from
@@ -39,6 +42,7 @@ Usage::
     nice -n 5 python bench/scale.py --sizes 10000                         # 1-2 minutes once the cache is warm
     nice -n 5 python bench/scale.py --sizes 10000,100000 --prefetch 300   # docs/storage.md, "Any size"
     nice -n 5 python bench/scale.py --sizes 10000 --subchunk-m 16         # with the sub-chunk graph
+    nice -n 5 python bench/scale.py --sizes 100000 --storage 1            # fused int8 copy, originals on disk
     nice -n 5 python bench/scale.py --sizes 5000,10000 --exact --prefetch 1000   # exact scoring against candidates
 """
 
@@ -173,6 +177,12 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+def anon_mb() -> float:
+    """Anonymous resident memory of this process now (``RssAnon``: what cannot be paged back to a file), MB."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) / 1e3 for line in f if line.startswith("RssAnon:"))
+
+
 def folder_mb(folder: Path) -> float:
     return sum(f.stat().st_blocks * 512 for f in folder.rglob("*") if f.is_file()) / 1e6  # allocated, not sparse
 
@@ -188,6 +198,7 @@ class Built:
     write_s: float
     index_s: float
     rss_before: float = 0.0
+    anon_before: float = 0.0
 
     def reopen(self) -> None:
         """Close the store and open it again from its folder (what a reader process does); the resident memory
@@ -195,13 +206,16 @@ class Built:
         from qdrant_tools.store import open_store
 
         self.store.close()
-        self.rss_before = rss_mb()
+        self.rss_before, self.anon_before = rss_mb(), anon_mb()
         self.store = open_store(self.folder, auto_index=False)
 
 
-def create(store: Any, real: RealNodes, subchunk_m: int | None) -> None:
-    """The collection with the real store's layout (``subchunk_m``: an HNSW graph on the sub-chunks)."""
-    vectors = dict(real.config["vectors_config"])
+def create(store: Any, real: RealNodes, subchunk_m: int | None, storage: Any) -> None:
+    """The collection with the real store's layout (``subchunk_m``: an HNSW graph on the sub-chunks), its vectors
+    kept as the arm ``storage`` of :mod:`research.storage_arms` says."""
+    from research.storage_arms import arm_vectors
+
+    vectors = arm_vectors(dict(real.config["vectors_config"]), storage)
     if subchunk_m is not None:
         hnsw = models.HnswConfigDiff(m=subchunk_m)
         vectors["subchunks"] = vectors["subchunks"].model_copy(update={"hnsw_config": hnsw})
@@ -225,7 +239,7 @@ def build(n: int, real: RealNodes, pool_: Pool, args: argparse.Namespace, work: 
     doc_of = {int(ids[i]): d for i, d in enumerate(real.docs)}
     folder = work / f"n{n}"
     store = open_store(folder, auto_index=False)
-    create(store, real, args.subchunk_m)
+    create(store, real, args.subchunk_m, args.storage)
     real_batches = [
         list(zip(real.vectors[s : s + 256], real.payloads[s : s + 256])) for s in range(0, len(real.docs), 256)
     ]
@@ -382,6 +396,7 @@ class Row:
     write_per_s: float
     index_s: float
     ram_per_node: float
+    anon_per_node: float
     disk_per_node: float
     load: str
 
@@ -393,11 +408,12 @@ def measure(built: Built, queries: Queries, variants: dict[str, Any], exact: Any
     answers = {}
     for label, settings in variants.items():  # before the exhaustive scan, which pages in every vector
         got, ms = answer(queries, searcher(built, settings), label)
-        answers[label] = got, ms, (rss_mb() - built.rss_before) * 1e6 / built.n
+        ram = [(rss_mb() - built.rss_before) * 1e6 / built.n, (anon_mb() - built.anon_before) * 1e6 / built.n]
+        answers[label] = got, ms, ram
     want, exact_ms = answer(queries, exhaustive(built, exact))
     reference = ndcg(built, queries, want)
     rows = []
-    for label, (got, ms, ram) in answers.items():
+    for label, (got, ms, (ram, anon)) in answers.items():
         rows.append(
             Row(
                 built.n,
@@ -412,6 +428,7 @@ def measure(built: Built, queries: Queries, variants: dict[str, Any], exact: Any
                 built.n / built.write_s,
                 built.index_s,
                 ram,
+                anon,
                 folder_mb(built.folder) * 1e6 / built.n,
                 cpu_load(),
             )
@@ -424,7 +441,7 @@ def table(rows: list[Row]) -> str:
     head = (
         "| nodes | search | recall@10 vs exhaustive | real nodes' recall@10 | needle nDCG@10 mean / harmonic (exhaustive) "
         "| natural-docs nDCG@10 mean / harmonic (exhaustive) | p50 ms | p99 ms | exhaustive p50 ms "
-        "| write nodes/s | index s | RAM B/node | disk B/node | load |\n" + "|---" * 14 + "|\n"
+        "| write nodes/s | index s | RAM B/node | of it anonymous | disk B/node | load |\n" + "|---" * 15 + "|\n"
     )
 
     def cell(r: Row, name: str) -> str:
@@ -434,7 +451,7 @@ def table(rows: list[Row]) -> str:
     return head + "\n".join(
         f"| {r.n:,} | {r.variant} | {r.recall:.3f} | {r.real_recall:.3f} | {cell(r, BENCHMARKS[0])} | {cell(r, BENCHMARKS[1])} "
         f"| {r.p50:.1f} | {r.p99:.1f} | {r.exact_p50:.1f} | {r.write_per_s:,.0f} | {r.index_s:.1f} "
-        f"| {r.ram_per_node:,.0f} | {r.disk_per_node:,.0f} | {r.load} |"
+        f"| {r.ram_per_node:,.0f} | {r.anon_per_node:,.0f} | {r.disk_per_node:,.0f} | {r.load} |"
         for r in rows
     )
 
@@ -450,6 +467,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=None,
         help="node weight of the fused multivector (default: the recipe's, Recipe.default(); 0 = the layout without)",
+    )
+    ap.add_argument(
+        "--storage",
+        default="0",
+        help="how the vectors are kept: a row of research.storage_arms.ARMS, by number or label (0 = shipped)",
     )
     ap.add_argument("--per-node", type=int, default=10, help="sub-chunks per distractor node")
     ap.add_argument("--jitter", type=float, default=0.1, help="norm of the noise added to a drawn sub-chunk vector")
@@ -482,6 +504,11 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parse_args(argv)
     from llamaindex_posfair.integrations.recipe import Recipe
+    from research.storage_arms import ARMS
+
+    by_label = {a.label: a for a in ARMS}
+    args.storage = by_label.get(args.storage) or ARMS[int(args.storage)]
+    print(f"storage: {args.storage.label}", flush=True)
 
     chunking = Recipe.default().chunking  # the layout posfair ingest writes
     args.fused = chunking.fused_weight if args.fused is None else (args.fused or None)

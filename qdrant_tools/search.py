@@ -73,6 +73,7 @@ __all__ = [
     "asearch",
     "collection_layout",
     "query_request",
+    "ranking_params",
     "search",
     "sparse_request",
 ]
@@ -81,6 +82,9 @@ logger = logging.getLogger(__name__)
 
 #: Share of a collection's nodes drawn from the node vector's HNSW when ``SearchSettings.prefetch_max`` is set.
 PREFETCH_SHARE = 0.02
+#: A ranking over a quantized vector keeps this many times the hits it returns from the quantized scan, then
+#: re-scores them from the original vectors.
+RESCORE_OVERSAMPLING = 2.0
 
 #: Collections already told (once per process) that they lack the sub-chunk graph.
 _ADVISED: set[str] = set()
@@ -99,6 +103,8 @@ class Layout:
             ``exact_up_to`` also draw candidates from it; ``False`` for collections written with ``m=0``.
         fused: the fused multivector's name (:data:`~qdrant_tools.subchunks.FUSED_VECTOR`), or ``None``.
         fused_weight: the node weight its rows were fused at (from the collection metadata).
+        quantized: the vectors with a quantized copy: a stage that ranks by one of them scans the copy and
+            re-scores its best from the originals (:func:`ranking_params`).
     """
 
     dense: dict[str, int]
@@ -108,6 +114,7 @@ class Layout:
     subchunk_graph: bool = False
     fused: str | None = None
     fused_weight: float | None = None
+    quantized: frozenset[str] = frozenset()
 
     def fuses_at(self, node_weight: float) -> bool:
         """Whether the fused multivector scores ``node_weight`` (it was written at that weight)."""
@@ -169,6 +176,8 @@ def layout_of(collection: str, info: models.CollectionInfo) -> Layout:
     graph = sub is not None and _hnsw_m(vectors[sub], info.config.hnsw_config) > 0
     weight = (getattr(info.config, "metadata", None) or {}).get(FUSED_WEIGHT_KEY)
     fused = FUSED_VECTOR if FUSED_VECTOR in multi and sub is not None and weight is not None else None
+    shared = info.config.quantization_config is not None
+    quantized = frozenset(n for n, p in vectors.items() if shared or getattr(p, "quantization_config", None))
     return Layout(
         dense=dense,
         subchunks=sub,
@@ -177,6 +186,7 @@ def layout_of(collection: str, info: models.CollectionInfo) -> Layout:
         subchunk_graph=graph,
         fused=fused,
         fused_weight=None if fused is None else float(weight),
+        quantized=quantized,
     )
 
 
@@ -378,9 +388,27 @@ def _exact_candidates(
     return out
 
 
-def _rescored(cands: list[models.Prefetch], query: Any, using: str, limit: int) -> models.Prefetch:
+def ranking_params(layout: Layout, using: str, exact: bool = False) -> models.SearchParams | None:
+    """The search parameters of a stage whose scores rank its hits: a quantized vector (``layout.quantized``)
+    is scanned through its quantized copy and its best ``RESCORE_OVERSAMPLING`` x ``limit`` hits re-scored from
+    the originals, so the ranking follows the original vectors; ``exact`` scans every point. ``None``: neither.
+
+    Example:
+        >>> layout = Layout(dense={"vanilla": 8}, subchunks=None, quantized=frozenset({"vanilla"}))
+        >>> ranking_params(layout, "vanilla").quantization.rescore
+        True
+    """
+    if using not in layout.quantized:
+        return models.SearchParams(exact=True) if exact else None
+    rescore = models.QuantizationSearchParams(rescore=True, oversampling=RESCORE_OVERSAMPLING)
+    return models.SearchParams(exact=exact, quantization=rescore)
+
+
+def _rescored(cands: list[models.Prefetch], query: Any, using: str, limit: int, layout: Layout) -> models.Prefetch:
     """``cands`` (one prefetch or several, their union) re-scored by ``query`` on ``using``."""
-    return models.Prefetch(prefetch=cands[0] if len(cands) == 1 else cands, query=query, using=using, limit=limit)
+    union = cands[0] if len(cands) == 1 else cands
+    params = ranking_params(layout, using)
+    return models.Prefetch(prefetch=union, query=query, using=using, limit=limit, params=params)
 
 
 def _subchunk_arm(
@@ -397,10 +425,9 @@ def _subchunk_arm(
     (:func:`_candidates`)."""
     using = using or layout.subchunks
     if cands is None:
-        graph = layout.subchunk_graph and using == layout.subchunks
-        params = models.SearchParams(exact=True) if graph else None
+        params = ranking_params(layout, using, exact=layout.subchunk_graph and using == layout.subchunks)
         return models.Prefetch(query=[q.tolist()], using=using, limit=limit, filter=flt, params=params)
-    return _rescored(cands, [q.tolist()], using, limit)
+    return _rescored(cands, [q.tolist()], using, limit, layout)
 
 
 def node_fusion(node_weight: float) -> models.FormulaQuery:
@@ -428,7 +455,7 @@ def _dense_parts(
     scored collection, else :func:`_candidates` (``sparse``: the BM25 query of a hybrid search). A collection
     whose fused multivector was written at this node weight gives the fused score in one arm instead."""
     if layout.subchunks is None or not settings.subchunks:
-        return {"query": q.tolist(), "using": vector, "filter": flt}
+        return {"query": q.tolist(), "using": vector, "filter": flt, "params": ranking_params(layout, vector)}
     exact = settings.scores_exactly(layout.points)
     # one arm: the best sub-chunk alone, or the fused multivector written at this node weight
     one_arm = settings.node_weight == 0 or layout.fuses_at(settings.node_weight)
@@ -449,7 +476,7 @@ def _dense_parts(
             "filter": sub.filter,
             "params": sub.params,
         }
-    nodes = _rescored(cands, q.tolist(), vector, depth)
+    nodes = _rescored(cands, q.tolist(), vector, depth, layout)
     return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
 
 

@@ -1,0 +1,104 @@
+"""How a collection's vectors are kept: the rows of the compact-layout sweep.
+
+Every arm stores the same vectors as the shipped layout; only where they live changes: a quantized copy kept
+in RAM (int8 scalar, or binary) that searches scan, with the float32 originals memory-mapped (``on_disk``),
+which re-score the best of every ranking (:func:`qdrant_tools.search.ranking_params`). :func:`copy_as`
+writes an existing collection into a new one stored as an arm, from its stored vectors (nothing is encoded).
+
+Example:
+    >>> from research.storage_arms import ARMS
+    >>> ARMS[0].label
+    'shipped: fused float32 in RAM, node float32 + int8 copy, plain sub-chunks memory-mapped'
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NamedTuple
+
+from qdrant_client import models
+
+from qdrant_tools.sparse import SPARSE_VECTOR
+from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
+
+Copy = Literal["int8", "binary", "none"] | None  # None: as the shipped layout keeps it
+
+
+class Arm(NamedTuple):
+    """One row: the quantized copy and the originals' place of the fused multivector and of the node vector."""
+
+    label: str
+    fused_copy: Copy = None
+    fused_on_disk: bool | None = None
+    node_copy: Copy = None
+    node_on_disk: bool | None = None
+
+
+ARMS = (
+    Arm("shipped: fused float32 in RAM, node float32 + int8 copy, plain sub-chunks memory-mapped"),
+    Arm("fused int8 copy, originals memory-mapped", "int8", True),
+    Arm("fused binary copy, originals memory-mapped", "binary", True),
+    Arm("fused int8 copy, originals memory-mapped; node originals memory-mapped", "int8", True, None, True),
+    Arm(
+        "fused int8 copy, originals memory-mapped; node binary copy, originals memory-mapped",
+        "int8",
+        True,
+        "binary",
+        True,
+    ),
+    Arm("fused int8 copy, originals memory-mapped; node without a copy", "int8", True, "none"),
+)
+
+_QUANTIZATION = {
+    "int8": models.ScalarQuantization(
+        scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
+    ),
+    "binary": models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True)),
+    "none": None,
+}
+
+
+def _kept(params: models.VectorParams, copy: Copy, on_disk: bool | None) -> models.VectorParams:
+    update: dict[str, Any] = {}
+    if copy is not None:
+        update["quantization_config"] = _QUANTIZATION[copy]
+    if on_disk is not None:
+        update["on_disk"] = on_disk
+    return params.model_copy(update=update)
+
+
+def arm_vectors(vectors: dict[str, models.VectorParams], arm: Arm) -> dict[str, models.VectorParams]:
+    """``vectors`` (a collection's ``vectors_config``) kept as ``arm`` says."""
+    out = dict(vectors)
+    node = [n for n in vectors if n not in (SUBCHUNK_VECTOR, FUSED_VECTOR, SPARSE_VECTOR)]
+    if FUSED_VECTOR in out:
+        out[FUSED_VECTOR] = _kept(out[FUSED_VECTOR], arm.fused_copy, arm.fused_on_disk)
+    for n in node:
+        out[n] = _kept(out[n], arm.node_copy, arm.node_on_disk)
+    return out
+
+
+def copy_as(client: Any, source: str, target: str, arm: Arm, batch_size: int = 256, index_all: bool = False) -> int:
+    """Write ``source`` into the new collection ``target`` kept as ``arm`` (same points, ids and payloads), build
+    its index; returns the points copied. ``index_all``: index (and quantize) every segment however small, as
+    the segments of a large collection are (Qdrant leaves segments below ``indexing_threshold`` unindexed)."""
+    config = client.get_collection(source).config
+    optimizers = models.OptimizersConfigDiff(indexing_threshold=1) if index_all else None
+    client.create_collection(
+        target,
+        vectors_config=arm_vectors(dict(config.params.vectors), arm),
+        sparse_vectors_config=dict(config.params.sparse_vectors or {}),
+        metadata=config.metadata,
+        optimizers_config=optimizers,
+    )
+    offset, copied = None, 0
+    while True:
+        page, offset = client.scroll(source, limit=batch_size, offset=offset, with_payload=True, with_vectors=True)
+        if page:
+            points = [models.PointStruct(id=p.id, vector=dict(p.vector), payload=p.payload) for p in page]
+            client.upsert(target, points, wait=True)
+            copied += len(page)
+        if offset is None:
+            break
+    if hasattr(client, "build_index"):
+        client.build_index(target)
+    return copied
