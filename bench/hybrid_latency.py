@@ -41,7 +41,7 @@ def ingest_real(client, encoder, bench) -> None:
 
     recipe = Recipe.default()  # the shipped layout: sub-chunks, BM25 and the fused multivector
     docs = [SourceDocument(d, t, d, content_hash(t)) for d, t in bench.corpus.items()]
-    config = IngestConfig(show_progress=False, sparse=recipe.sparse_encoder(), **recipe.chunking.ingest_settings())
+    config = IngestConfig(show_progress=False, sparse=recipe.sparse_encoder(), layout=recipe.layout)
     ingest_documents(client, COLLECTION, docs, {"vanilla": encoder}, config)
 
 

@@ -82,13 +82,14 @@ def time_posfair(
     folder: Path, encoder, vectors: dict, batch_size: int, store: Path, chunk_tokens: int | None, subchunks: bool = True
 ) -> tuple[float, int]:
     from qdrant_tools.ingest import IngestConfig, ingest_path
+    from qdrant_tools.layout import NodeLayout
     from qdrant_tools.store import open_store
 
     client = open_store(store)
     encoder.encode_documents(["warm up"] * batch_size)  # warm-up, not timed
     t0 = time.perf_counter()
     extra = {} if subchunks else {"subchunks": None}  # default: the shipped sub-chunk layout
-    config = IngestConfig(show_progress=False, chunk_tokens=chunk_tokens, **extra)
+    config = IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=chunk_tokens, **extra))
     report = ingest_path(client, "bench", folder, vectors, config)
     dt = time.perf_counter() - t0
     client.close()

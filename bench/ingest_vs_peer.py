@@ -89,10 +89,9 @@ def posfair_tokens(ids: list[str], texts: list[str], encoder: Any, recipe: Any) 
     from qdrant_tools import payload as P
     from qdrant_tools.chunking import SourceDocument, content_hash
     from qdrant_tools.encoding import ChunkEncoder
-    from qdrant_tools.ingest import IngestConfig
 
     name = next(iter(recipe.vectors))
-    plan = IngestConfig(**recipe.chunking.ingest_settings()).encoder_plan({name: encoder})
+    plan = recipe.layout.encoder_plan({name: encoder})
     chunks = [
         c
         for i, t in zip(ids, texts)
@@ -115,8 +114,7 @@ def time_posfair(ids: list[str], texts: list[str], encoder: Any, recipe: Any, wo
     docs = [SourceDocument(i, t, i, content_hash(t)) for i, t in zip(ids, texts)]
     folder = Path(tempfile.mkdtemp(dir=work))
     client = open_store(folder / "qdrant")
-    settings = recipe.chunking.ingest_settings()
-    config = IngestConfig(**settings, sparse=recipe.sparse_encoder(), metadata=recipe.metadata(), show_progress=False)
+    config = recipe.ingest_settings(IngestConfig, show_progress=False)
     name = next(iter(recipe.vectors))
     t0 = time.perf_counter()
     report = ingest_documents(client, "bench", docs, {name: encoder}, config)
@@ -162,10 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     ids, texts = passages(args.passages)
     default = Recipe.default()
-    flipped = not default.chunking.node_from_subchunks
-    other = default.model_copy(
-        update={"chunking": default.chunking.model_copy(update={"node_from_subchunks": flipped})}
-    )
+    flipped = not default.layout.node_from_subchunks
+    other = default.model_copy(update={"layout": default.layout.replace(node_from_subchunks=flipped)})
     encoder = default.encoder_spec().load()
     embed = bundled_minilm_embedding()
     runs: dict[str, Any] = {
@@ -175,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
             ids, texts, encoder, other, work
         ),
     }
-    if default.chunking.node_int8:  # what the int8 copy of the node vectors costs at ingestion
-        no_int8 = default.model_copy(update={"chunking": default.chunking.model_copy(update={"node_int8": False})})
+    if default.layout.node_int8:  # what the int8 copy of the node vectors costs at ingestion
+        no_int8 = default.model_copy(update={"layout": default.layout.replace(node_int8=False)})
         runs["posfair (no int8 node copy)"] = lambda: time_posfair(ids, texts, encoder, no_int8, work)
     if default.encoder_spec().dtype != "bfloat16":
         name = next(iter(default.vectors))

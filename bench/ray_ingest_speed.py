@@ -66,6 +66,7 @@ def main() -> None:
     from llamaindex_posfair import CalibrationConfig, EncoderSet, EncoderSpec, PosFairEncoder
     from llamaindex_posfair.encoders.models import BUNDLED_MINILM
     from qdrant_tools.ingest import IngestConfig, ingest_path
+    from qdrant_tools.layout import NodeLayout
     from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
     from qdrant_tools.store import open_store
 
@@ -86,7 +87,9 @@ def main() -> None:
                 name,
                 corpus,
                 {"calibrated": enc},
-                IngestConfig(chunk_tokens=args.chunk_tokens, batch_size=args.batch, show_progress=False),
+                IngestConfig(
+                    batch_size=args.batch, show_progress=False, layout=NodeLayout(chunk_tokens=args.chunk_tokens)
+                ),
             )
             total = time.perf_counter() - t0
             n = rep.chunks_written
@@ -103,11 +106,11 @@ def main() -> None:
             timer = Timer()
             cfg = RayIngestConfig(
                 num_workers=w,
-                chunk_tokens=args.chunk_tokens,
                 write_batch_size=args.batch,
                 docs_per_task=4,
                 token_budget=4096,
                 show_progress=False,
+                layout=NodeLayout(chunk_tokens=args.chunk_tokens),
             )
             t0 = time.perf_counter()
             rep = ray_ingest_path(client, f"ray{w}", corpus, recipe, cfg, on_write=timer)

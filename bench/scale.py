@@ -97,18 +97,19 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> Rea
     at that node weight; ``node_int8``: an int8 copy of the node vectors); every stored point read back."""
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from qdrant_tools.encoding import resolve_chunking
+    from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
     from research.main_job import system as main_job
 
     out = RealNodes()
     chunk_tokens = resolve_chunking(encoder).chunk_tokens
-    layout = main_job.NodeLayout(
-        chunk_tokens, DEFAULT_SUBCHUNKS, bm25=True, fused_weight=fused_weight, node_int8=node_int8
+    layout = NodeLayout(
+        chunk_tokens=chunk_tokens, subchunks=DEFAULT_SUBCHUNKS, fused_weight=fused_weight, node_int8=node_int8
     )
     for name in BENCHMARKS:
         bench = load_shipped(name, "test")
         ids = list(bench.corpus)
-        index = main_job.StoreIndex.build(encoder, [bench.corpus[d] for d in ids], ids, layout)
+        index = main_job.StoreIndex.build(encoder, [bench.corpus[d] for d in ids], ids, layout, bm25=True)
         try:
             config = index.client.get_collection(main_job.COLLECTION).config
             out.config = {
@@ -510,12 +511,12 @@ def main(argv: list[str] | None = None) -> None:
     args.storage = by_label.get(args.storage) or ARMS[int(args.storage)]
     print(f"storage: {args.storage.label}", flush=True)
 
-    chunking = Recipe.default().chunking  # the layout posfair ingest writes
-    args.fused = chunking.fused_weight if args.fused is None else (args.fused or None)
+    layout = Recipe.default().layout  # the layout posfair ingest writes
+    args.fused = layout.fused_weight if args.fused is None else (args.fused or None)
     print(f"load average before: {cpu_load()} ({os.cpu_count()} CPUs)", flush=True)
     encoder = MemoEncoder(EncoderSpec(calibration=None).load(device="cpu"), VectorMemo(Path(args.cache).expanduser()))
     t0 = time.perf_counter()
-    real, pool_ = real_nodes(encoder, args.fused, chunking.node_int8), pool(encoder)
+    real, pool_ = real_nodes(encoder, args.fused, layout.node_int8), pool(encoder)
     queries = load_queries(encoder)
     print(
         f"fused multivector: {'none' if args.fused is None else f'node weight {args.fused:g}'}; "

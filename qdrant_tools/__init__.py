@@ -8,6 +8,7 @@ Modules (each importable on its own):
     spec      declarative collection specs (vectors, HNSW, payload indexes ...)
     plan      pure ingestion planning: new / changed / partial / cleanup / unchanged
     writer    QdrantWriter, the one writer of every ingestion path
+    layout    NodeLayout: node size, sub-chunks, fused rows, quantization
     encoding  Encoder protocol, encoder plan, documents -> encoded point batches
     report    IngestReport (one JSON shape for every path)
     driver    the steps both ingestion paths share
@@ -26,6 +27,7 @@ from qdrant_tools.chunking import Chunk, ChunkingConfig, SkippedFile, SourceDocu
 from qdrant_tools.encoding import Encoder
 from qdrant_tools.ids import document_version, point_id
 from qdrant_tools.ingest import IngestConfig, ingest_documents, ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.plan import IngestionPlan, plan_ingestion
 from qdrant_tools.report import IngestReport
 from qdrant_tools.schema import SchemaMismatchError, check_collection, ensure_collection
@@ -39,6 +41,7 @@ __all__ = [
     "IngestConfig",
     "IngestReport",
     "IngestionPlan",
+    "NodeLayout",
     "PointBatch",
     "QdrantWriter",
     "SchemaMismatchError",

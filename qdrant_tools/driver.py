@@ -21,7 +21,7 @@ Guarantees (for both paths, because they live here and in the writer):
 * state lives in Qdrant payloads, not in a local file.
 
 Example:
-    >>> run = IngestionRun.start(client, "demo", docs, plan_encoders(vectors), IngestReport("demo"),
+    >>> run = IngestionRun.start(client, "demo", docs, IngestSettings().encoder_plan(vectors), IngestReport("demo"),
     ...                          IngestSettings())                                    # doctest: +SKIP
     >>> run.write(batches); run.finish()                                                # doctest: +SKIP
 """
@@ -38,13 +38,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SkippedFile, SourceDocument, load_folder
-from qdrant_tools.encoding import Encoder, EncoderPlan, plan_encoders
+from qdrant_tools.encoding import Encoder, EncoderPlan
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion, rebase_ids
 from qdrant_tools.report import IngestReport
 from qdrant_tools.retry import RetryPolicy
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.spec import CollectionSpec
-from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 from qdrant_tools.writer import PointBatch, QdrantWriter, spec_for_vectors
 
 if TYPE_CHECKING:
@@ -60,9 +60,8 @@ class IngestSettings:
     """Settings every ingestion path shares.
 
     Args:
-        chunk_tokens: tokens per chunk (special tokens not counted); None =
-            ``min(256, encoder window - special tokens)``.
-        overlap_tokens: tokens shared by consecutive chunks; None = ``min(32, chunk_tokens // 8)``.
+        layout: how documents are cut into nodes and which vectors each node stores
+            (:class:`qdrant_tools.layout.NodeLayout`).
         extensions: file suffixes ingested from a folder.
         prune: delete documents stored in the collection whose file is no
             longer under the ingested path (off by default: a missing file
@@ -75,60 +74,32 @@ class IngestSettings:
             (:func:`qdrant_tools.plan.rebase_ids`), so a subfolder or one file updates its documents in place.
         retry: backoff of every Qdrant call (transient network errors only; never applied to encoding).
         show_progress: progress bar over written chunks.
-        subchunks: store each chunk (node) with a multivector of its sentence-aligned
-            sub-chunks, so a node is found by its best sub-chunk (:mod:`qdrant_tools.subchunks`);
-            ``None`` = the single-vector layout.
-        subchunk_int8: the sub-chunk vectors are stored int8 scalar-quantized (4x smaller).
-        subchunk_graph_m: HNSW ``m`` of the sub-chunk multivector; 0 = no graph (the default: it only
-            re-scores). With a graph, searches of collections above ``SearchSettings.exact_up_to`` also draw
-            candidates from it, at an index build that costs far more (docs/storage.md, "Any size").
         sparse: a BM25 sparse vector of every node's text (:class:`qdrant_tools.sparse.Bm25Sparse`),
             for hybrid search; ``None`` = none.
-        node_from_subchunks: the node vector of the sub-chunk encoder is the normalised mean of the node's
-            sub-chunk vectors instead of an encoding of the node text (needs ``subchunks``): ingestion then
-            encodes each text once, about half the tokens.
-        fused_weight: also store each node's sub-chunks fused with its node vector at this node weight
-            (:data:`qdrant_tools.subchunks.FUSED_VECTOR`), so a search at that weight scores in one arm;
-            ``None`` = none.
-        node_int8: an int8 scalar-quantized copy of the node vectors (in RAM) for their HNSW search: faster
-            candidates in large collections; the float originals stay and score the results.
         metadata: collection metadata to record, e.g. ``{RECIPE_KEY: recipe}`` (:mod:`qdrant_tools.metadata`):
             written when the collection is created (or first recorded into an older one), and checked
             against what the collection holds before any write.
+
+    Example:
+        >>> from qdrant_tools.layout import NodeLayout
+        >>> IngestSettings(layout=NodeLayout(chunk_tokens=128, subchunks=None)).layout.chunk_tokens
+        128
     """
 
-    chunk_tokens: int | None = None
-    overlap_tokens: int | None = None
+    layout: NodeLayout = field(default_factory=NodeLayout)
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     prune: bool = False
     prune_under: str | None = None
     read_from: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     show_progress: bool = True
-    subchunks: SubchunkConfig | None = DEFAULT_SUBCHUNKS
-    subchunk_int8: bool = False
-    subchunk_graph_m: int = 0
     sparse: Bm25Sparse | None = None
-    node_from_subchunks: bool = False
-    fused_weight: float | None = None
-    node_int8: bool = False
     metadata: Mapping[str, Any] | None = None
 
     def encoder_plan(self, vectors: Mapping[str, Encoder]) -> EncoderPlan:
-        """The run's :class:`~qdrant_tools.encoding.EncoderPlan`: ``vectors``' sizes and fingerprints with these
-        chunking, sub-chunk and sparse settings (every ingestion path plans through here)."""
-        return plan_encoders(
-            vectors,
-            self.chunk_tokens,
-            self.overlap_tokens,
-            self.subchunks,
-            subchunk_int8=self.subchunk_int8,
-            sparse=self.sparse,
-            subchunk_graph_m=self.subchunk_graph_m,
-            node_from_subchunks=self.node_from_subchunks,
-            fused_weight=self.fused_weight,
-            node_int8=self.node_int8,
-        )
+        """The run's :class:`~qdrant_tools.encoding.EncoderPlan`: ``vectors``' sizes and fingerprints with this
+        layout and sparse vector (every ingestion path plans through here; :meth:`NodeLayout.encoder_plan`)."""
+        return self.layout.encoder_plan(vectors, sparse=self.sparse)
 
 
 #: Reads a path: ``(path, extensions) -> (documents, skipped, n_other)`` (:func:`qdrant_tools.chunking.load_folder`).

@@ -48,7 +48,8 @@ class IngestConfig(IngestSettings):
         ValueError: ``batch_size`` is not a positive integer.
 
     Example:
-        >>> IngestConfig(chunk_tokens=128, batch_size=64).batch_size
+        >>> from qdrant_tools.layout import NodeLayout
+        >>> IngestConfig(layout=NodeLayout(chunk_tokens=128), batch_size=64).batch_size
         64
     """
 

@@ -12,9 +12,9 @@ Example:
     >>> from qdrant_client import QdrantClient, models
     >>> client = QdrantClient(":memory:")
     >>> client.create_collection("d", vectors_config={"v": models.VectorParams(size=2, distance="Cosine")},
-    ...                          metadata={RECIPE_KEY: {"chunking": {"chunk_tokens": 254}}})
+    ...                          metadata={RECIPE_KEY: {"layout": {"chunk_tokens": 254}}})
     True
-    >>> read_metadata(client, "d")[RECIPE_KEY]["chunking"]["chunk_tokens"]
+    >>> read_metadata(client, "d")[RECIPE_KEY]["layout"]["chunk_tokens"]
     254
     >>> metadata_conflicts({"a": {"b": 1}}, {"a": {"b": 2}})
     ['a.b: stored 1, given 2']

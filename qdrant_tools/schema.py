@@ -83,7 +83,8 @@ def check_collection(
             raise SchemaMismatchError(
                 f"collection {collection!r} was written without the multivector {spec.name!r} (the single-vector "
                 "layout, no sub-chunks), and layouts never mix in one collection; ingest with --no-subchunks "
-                "(subchunks=None) to add to it, or into a new collection (--collection NEW_NAME) for the sub-chunk layout"
+                "(NodeLayout(subchunks=None)) to add to it, or into a new collection (--collection NEW_NAME) "
+                "for the sub-chunk layout"
             )
         if params is None:
             raise SchemaMismatchError(

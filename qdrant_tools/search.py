@@ -547,8 +547,8 @@ def _advise_graph(collection: str, layout: Layout, settings: SearchSettings) -> 
     logger.warning(
         "collection %r holds %s nodes, more than exact_up_to=%d, and its sub-chunk vectors have no HNSW graph "
         "(written with m=0): its candidates come from the node vector (and BM25) only. Re-ingesting it with a "
-        "sub-chunk graph (posfair ingest --subchunk-graph-m 16 into a new collection, or IngestConfig(subchunk_graph_m=16)) "
-        "adds the best sub-chunks as candidates: closer to "
+        "sub-chunk graph (posfair ingest --subchunk-graph-m 16 into a new collection, or "
+        "IngestConfig(layout=NodeLayout(subchunk_graph_m=16))) adds the best sub-chunks as candidates: closer to "
         "exact MaxSim, at a much longer index build and slower queries (docs/storage.md, 'Any size')",
         collection,
         layout.points,

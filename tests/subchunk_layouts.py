@@ -9,15 +9,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from qdrant_tools.ingest import IngestConfig
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import SubchunkConfig
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "data"
 BM25 = Bm25Sparse()
 PLAIN = IngestConfig(
-    chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SubchunkConfig(24, 0), sparse=BM25
+    show_progress=False,
+    sparse=BM25,
+    layout=NodeLayout(chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0)),
 )
-FUSED = replace(PLAIN, fused_weight=0.4)
+FUSED = replace(PLAIN, layout=PLAIN.layout.replace(fused_weight=0.4))
 QUERY = "how do spring tides form when the moon and sun align"
 
 

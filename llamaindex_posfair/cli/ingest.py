@@ -24,6 +24,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -53,10 +54,10 @@ def add_vector_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_chunking_args(p: argparse.ArgumentParser) -> None:
-    """Chunking, file selection and progress flags (shared by ``ingest`` and ``ingest-ray``).
+def add_layout_args(p: argparse.ArgumentParser) -> None:
+    """Layout, file selection and progress flags (shared by ``ingest`` and ``ingest-ray``).
 
-    The chunking flags default to the collection's recipe when it exists (and must agree with it),
+    The layout flags default to the collection's recipe when it exists (and must agree with it),
     else to the default layout (:meth:`Recipe.default`).
     """
     p.add_argument("--chunk-tokens", type=int, default=None, help="tokens per node (default: min(256, model window))")
@@ -123,8 +124,8 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     b.add_argument("--no-bm25", dest="bm25", action="store_false", help="store no BM25 vector (dense search only)")
 
 
-#: Recipe chunking field -> its flag (for errors).
-CHUNKING_FLAGS = {
+#: Layout field (flat form, :func:`~llamaindex_posfair.integrations.recipe.layout_fields`) -> its flag (for errors).
+LAYOUT_FLAGS = {
     "chunk_tokens": "--chunk-tokens",
     "overlap_tokens": "--overlap-tokens",
     "subchunk_tokens": "--subchunk-tokens / --no-subchunks",
@@ -136,16 +137,30 @@ CHUNKING_FLAGS = {
     "node_int8": "--node-quantization",
 }
 
+#: Words of a layout's validation error -> the flags' words.
+_FLAG_WORDS = {
+    r"pass subchunks=SubchunkConfig\(\.\.\.\)": "drop --no-subchunks",
+    r"\bnode_from_subchunks\b": "--node-vector subchunk-mean",
+    r"\bmax_tokens\b": "--subchunk-tokens",
+    r"\boverlap_sentences\b": "--subchunk-overlap",
+    **{rf"\b{field}\b": flag for field, flag in LAYOUT_FLAGS.items() if field not in ("node_from_subchunks",)},
+}
 
-def chunking_given(args: argparse.Namespace) -> dict[str, Any]:
-    """The chunking fields the flags set explicitly.
+
+def layout_given(args: argparse.Namespace) -> dict[str, Any]:
+    """The layout fields the flags set explicitly, in their flat form (``subchunk_tokens``, ``subchunk_overlap``).
 
     Raises:
-        CliError: contradictory flags (--subchunk-int8 or a sub-chunk budget with --no-subchunks).
+        CliError: contradictory flags (--subchunk-int8, a sub-chunk budget or graph with --no-subchunks), or a
+            --fused-weight outside [0, 1).
     """
     if args.no_subchunks and (args.subchunk_int8 or args.subchunk_tokens is not None or args.subchunk_graph_m):
         raise CliError(
             "--no-subchunks stores no sub-chunks; drop --subchunk-int8 / --subchunk-tokens / --subchunk-graph-m"
+        )
+    if args.fused_weight is not None and not 0.0 <= args.fused_weight < 1.0:
+        raise CliError(
+            f"--fused-weight must lie in [0, 1) (0 = none; e.g. 0.5, the node weight), got {args.fused_weight}"
         )
     given = {
         "chunk_tokens": args.chunk_tokens,
@@ -166,13 +181,32 @@ def chunking_given(args: argparse.Namespace) -> dict[str, Any]:
     return given
 
 
-def _chunking_error(error: Any, args: argparse.Namespace) -> str:
-    """One validation error of :class:`ChunkingRecipe` in the flags' words."""
-    if error["loc"] == ("subchunk_graph_m",):
-        return f"--subchunk-graph-m must be an integer >= 0 (0 = no graph, 16 = a graph), got {args.subchunk_graph_m}"
-    if error["loc"] == ("fused_weight",):
-        return f"--fused-weight must lie in [0, 1) (0 = none; e.g. 0.5, the node weight), got {args.fused_weight}"
-    return str(error["msg"]).removeprefix("Value error, ")
+def layout_from_args(args: argparse.Namespace, recipe: Any = None) -> Any:
+    """The :class:`~qdrant_tools.layout.NodeLayout` the layout flags of ``posfair ingest`` describe.
+
+    Args:
+        args: the parsed flags.
+        recipe: the collection's recipe, when it exists: its layout is kept, and the flags may only repeat it.
+            Without one, the flags apply over the default layout
+            (:func:`~llamaindex_posfair.integrations.recipe.default_layout`).
+
+    Raises:
+        CliError: contradictory flags or an invalid value, named by its flag.
+        RecipeConflictError: a flag contradicts ``recipe`` (both values named).
+    """
+    from llamaindex_posfair.integrations.recipe import default_layout, layout_fields
+
+    given = layout_given(args)
+    if recipe is not None:
+        recipe.check_layout(given, LAYOUT_FLAGS)
+        return recipe.layout
+    try:
+        return default_layout(**layout_fields(given))
+    except ValueError as exc:
+        message = str(exc)
+        for words, flag in _FLAG_WORDS.items():
+            message = re.sub(words, flag, message)
+        raise CliError(message) from None
 
 
 def new_recipe(args: argparse.Namespace) -> Any:
@@ -181,23 +215,14 @@ def new_recipe(args: argparse.Namespace) -> Any:
     Raises:
         CliError: an invalid value, named by its flag.
     """
-    from pydantic import ValidationError
-
-    from llamaindex_posfair.integrations.recipe import Recipe, default_chunking
-
-    try:
-        chunking = default_chunking(**chunking_given(args))
-    except ValidationError as exc:
-        message = "; ".join(_chunking_error(e, args) for e in exc.errors())
-        message = message.replace("max_tokens", "--subchunk-tokens").replace("overlap_sentences", "--subchunk-overlap")
-        raise CliError(message) from None
-    from llamaindex_posfair.integrations.recipe import DEFAULT_BM25, DEFAULT_SEARCH
+    from llamaindex_posfair.integrations.recipe import DEFAULT_BM25, DEFAULT_SEARCH, Recipe
     from qdrant_tools.sparse import Bm25Sparse
 
+    layout = layout_from_args(args)
     encoder_set = encoder_set_from_args(args)
     bm25 = Bm25Sparse() if (DEFAULT_BM25 if args.bm25 is None else args.bm25) else None
     search = replace(DEFAULT_SEARCH, vector=args.vector_name)
-    return Recipe.build(encoder_set, chunking, search, bm25)
+    return Recipe.build(encoder_set, layout, search, bm25)
 
 
 def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any]:
@@ -217,7 +242,7 @@ def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any
     else:
         recipe = stored
         try:
-            recipe.check_chunking(chunking_given(args), CHUNKING_FLAGS)
+            layout_from_args(args, recipe)
             _check_vector_flags(args, recipe)
             _check_bm25_flag(args, recipe)
             for name in recipe.vectors:
@@ -325,13 +350,13 @@ def read_input(args: argparse.Namespace, report: Any) -> list[Any]:
 
 
 def add_ingest_args(p: argparse.ArgumentParser) -> None:
-    """Everything ``ingest`` and ``ingest-ray`` share: PATH, storage, model, vectors, chunking, metadata, prune,
+    """Everything ``ingest`` and ``ingest-ray`` share: PATH, storage, model, vectors, layout, metadata, prune,
     ``--dry-run``, ``--json``."""
     p.add_argument("source", metavar="PATH", help="a folder (read recursively) or one file")
     options.add_storage_args(p)
     options.add_model_args(p)
     add_vector_args(p)
-    add_chunking_args(p)
+    add_layout_args(p)
     add_metadata_arg(p)
     p.add_argument(
         "--prune",

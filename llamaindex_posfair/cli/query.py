@@ -3,7 +3,7 @@
 Answers through :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
 from a collection written by ``posfair ingest``: nodes found through their node
 vector and re-scored by their best sub-chunk, in one Qdrant query. The collection
-records its recipe (encoder, chunking, default search), so no model or
+records its recipe (encoder, layout, default search), so no model or
 calibration flag is needed; a flag that contradicts the recipe is an error naming
 both values. ``--rerank`` re-scores ``--candidates`` first-stage nodes with
 ``PosFairRerank``, scoring as the collection does.

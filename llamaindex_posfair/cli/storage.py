@@ -110,7 +110,7 @@ def run_fuse(args: argparse.Namespace) -> int:
         weight = _fused_weight(args, recipe)
         int8 = args.node_quantization == "int8"
         meta = None  # without sub-chunks there is nothing to fuse, and fuse_collection says so
-        if recipe is not None and recipe.chunking.subchunk_tokens is not None:
+        if recipe is not None and recipe.layout.subchunks is not None:
             meta = recipe.with_fused_rows(weight, int8).metadata()
         n = fuse_collection(
             client, args.collection, args.to, weight, node_int8=int8, metadata=meta, show_progress=not args.json

@@ -4,8 +4,8 @@ A :class:`Recipe` holds every setting a reader needs to agree with the writer:
 the encoder of each named vector (an :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`
 without its run-time fields, in the precision the vectors were computed in: an
 ``"auto"`` dtype is resolved when the recipe is built, and later writes follow it),
-the chunking and layout (node size, sub-chunk budget and overlap, int8 sub-chunks) and the default search (vector, node
-weight, prefetch). Ingestion writes it into the collection's metadata
+the layout (a :class:`qdrant_tools.layout.NodeLayout`: node size, sub-chunks, fused rows, int8 copies) and the
+default search (vector, node weight, prefetch). Ingestion writes it into the collection's metadata
 (:data:`qdrant_tools.metadata.RECIPE_KEY`); ``posfair query``, ``posfair serve
 --collection``, :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
 and :meth:`PosFairRerank.from_collection` read it, so every default path
@@ -19,7 +19,7 @@ BM25 and the default search (:data:`DEFAULT_SEARCH`).
 Example:
     >>> from llamaindex_posfair.integrations.recipe import Recipe
     >>> r = Recipe.default()
-    >>> r.node_vector(), r.chunking.subchunk_tokens, r.encoder_spec().calibration is None
+    >>> r.node_vector(), r.layout.subchunks.max_tokens, r.encoder_spec().calibration is None
     ('vanilla', 32, True)
     >>> r.encoder_spec(given={"max_length": 128})
     Traceback (most recent call last):
@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -39,6 +40,7 @@ from llamaindex_posfair.encoders.precision import AUTO, same_precision
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSet, EncoderSpec
 from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.driver import IngestSettings
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.metadata import RECIPE_KEY, read_metadata
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.sparse import Bm25Sparse
@@ -47,7 +49,7 @@ from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["ChunkingRecipe", "Recipe", "RecipeConflictError", "read_recipe"]
+__all__ = ["Recipe", "RecipeConflictError", "default_layout", "layout_fields", "read_recipe"]
 
 #: EncoderSpec fields a recipe records: those that shape the vectors (run-time fields stay the reader's,
 #: and ``trust_remote_code`` is always the reader's own opt-in).
@@ -71,56 +73,8 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class ChunkingRecipe(_Frozen):
-    """How documents were cut: nodes, and the sub-chunks of each node (``subchunk_tokens=None``: none)."""
-
-    chunk_tokens: int | None = Field(None, gt=0, description="Tokens per node; None = min(256, the model window).")
-    overlap_tokens: int | None = Field(None, ge=0, description="Tokens shared by neighbouring nodes; None = auto.")
-    subchunk_tokens: int | None = Field(
-        DEFAULT_SUBCHUNKS.max_tokens, description="Token budget of a sub-chunk; None = the single-vector layout."
-    )
-    subchunk_overlap: int = Field(DEFAULT_SUBCHUNKS.overlap_sentences, description="Sentences shared.")
-    subchunk_int8: bool = Field(False, description="Sub-chunk vectors stored int8-quantized.")
-    subchunk_graph_m: int = Field(
-        0, ge=0, description="HNSW m of a graph on the sub-chunks (0 = none): candidates above exact_up_to."
-    )
-    node_from_subchunks: bool = Field(
-        False, description="Node vectors are the normalised mean of their sub-chunk vectors (the node is not encoded)."
-    )
-    fused_weight: float | None = Field(
-        None, gt=0.0, lt=1.0, description="Node weight of a fused sub-chunk multivector (one-arm search); None = none."
-    )
-    node_int8: bool = Field(False, description="The node vectors' HNSW searches an int8 copy (faster candidates).")
-
-    @model_validator(mode="after")
-    def _check(self) -> ChunkingRecipe:
-        self.subchunks()  # SubchunkConfig's own checks and messages
-        if self.node_from_subchunks and self.subchunk_tokens is None:
-            raise ValueError("node vectors derived from sub-chunks need sub-chunks; drop one of the two settings")
-        if self.fused_weight is not None and self.subchunk_tokens is None:
-            raise ValueError("a fused multivector fuses sub-chunks with the node vector; drop one of the two settings")
-        return self
-
-    def subchunks(self) -> SubchunkConfig | None:
-        """The sub-chunk settings of ingestion and reranking (``None``: single-vector layout)."""
-        return None if self.subchunk_tokens is None else SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap)
-
-    def ingest_settings(self) -> dict[str, Any]:
-        """The :class:`qdrant_tools.driver.IngestSettings` fields this chunking sets."""
-        return {
-            "chunk_tokens": self.chunk_tokens,
-            "overlap_tokens": self.overlap_tokens,
-            "subchunks": self.subchunks(),
-            "subchunk_int8": self.subchunk_int8,
-            "subchunk_graph_m": self.subchunk_graph_m,
-            "node_from_subchunks": self.node_from_subchunks,
-            "fused_weight": self.fused_weight,
-            "node_int8": self.node_int8,
-        }
-
-
 #: The default search: the node cosine fused with its best sub-chunk at weight 0.5 (one MaxSim over the fused
-#: multivector of :func:`default_chunking`), fused with BM25 by weighted RRF (BM25 weight 1.5, ``k`` = 60, 100
+#: multivector of :func:`default_layout`), fused with BM25 by weighted RRF (BM25 weight 1.5, ``k`` = 60, 100
 #: nodes per ranking), scored exactly up to 5,000 nodes and over 2% of the nodes (300 to 2,000) re-scored from
 #: BM25 and HNSW candidates above that; the evidence is research/results/hybrid_sweep/sweep.md.
 DEFAULT_SEARCH = SearchSettings(
@@ -134,29 +88,60 @@ DEFAULT_SEARCH = SearchSettings(
     exact_up_to=5000,
 )
 DEFAULT_BM25 = True
-#: New collections derive node vectors from their sub-chunk vectors (``ChunkingRecipe.node_from_subchunks``;
+#: New collections derive node vectors from their sub-chunk vectors (``NodeLayout.node_from_subchunks``;
 #: collections written before the field record none and read as encoded).
 DEFAULT_NODE_FROM_SUBCHUNKS = False
 #: New sub-chunk collections also store the sub-chunks fused with the node vector at the search's node weight
-#: (``ChunkingRecipe.fused_weight``), so the default search scores in one arm.
+#: (``NodeLayout.fused_weight``), so the default search scores in one arm.
 DEFAULT_FUSED = True
-#: New collections give the node vectors an int8 copy for their HNSW search (``ChunkingRecipe.node_int8``).
+#: New collections give the node vectors an int8 copy for their HNSW search (``NodeLayout.node_int8``).
 DEFAULT_NODE_INT8 = True
 
 
-def default_chunking(**given: Any) -> ChunkingRecipe:
-    """The chunking of a new collection: ``given`` fields over the default layout's (derived node
-    vectors and the fused multivector apply to sub-chunk layouts only).
+def default_layout(**given: Any) -> NodeLayout:
+    """The layout of a new collection: ``given`` :class:`~qdrant_tools.layout.NodeLayout` fields over the default
+    layout's (derived node vectors and the fused multivector apply to sub-chunk layouts only).
 
     Raises:
-        ValueError: an invalid or contradictory field (pydantic's message).
+        ValueError: an invalid or contradictory field (the layout's message).
     """
-    if given.get("subchunk_tokens", DEFAULT_SUBCHUNKS.max_tokens) is not None:
+    if given.get("subchunks", DEFAULT_SUBCHUNKS) is not None:
         given.setdefault("node_from_subchunks", DEFAULT_NODE_FROM_SUBCHUNKS)
         weight = DEFAULT_SEARCH.node_weight if DEFAULT_FUSED and DEFAULT_SEARCH.node_weight > 0 else None
         given.setdefault("fused_weight", weight)
     given.setdefault("node_int8", DEFAULT_NODE_INT8)
-    return ChunkingRecipe(**given)
+    return NodeLayout(**given)
+
+
+#: The two settings of a layout's sub-chunks in their flat form (CLI flags, recipes recorded as ``"chunking"``).
+FLAT_SUBCHUNK_FIELDS = ("subchunk_tokens", "subchunk_overlap")
+
+
+def layout_fields(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """:class:`~qdrant_tools.layout.NodeLayout` fields from their flat form: ``subchunk_tokens`` (``None``: no
+    sub-chunks) and ``subchunk_overlap`` become ``subchunks``, a missing one taking the default sub-chunks'
+    value; every other field keeps its name.
+
+    Example:
+        >>> layout_fields({"chunk_tokens": 254, "subchunk_tokens": 48})
+        {'chunk_tokens': 254, 'subchunks': SubchunkConfig(max_tokens=48, overlap_sentences=0)}
+        >>> layout_fields({"subchunk_tokens": None, "subchunk_overlap": 1})
+        {'subchunks': None}
+    """
+    fields = {k: v for k, v in flat.items() if k not in FLAT_SUBCHUNK_FIELDS}
+    if any(k in flat for k in FLAT_SUBCHUNK_FIELDS):
+        tokens = flat.get("subchunk_tokens", DEFAULT_SUBCHUNKS.max_tokens)
+        overlap = flat.get("subchunk_overlap", DEFAULT_SUBCHUNKS.overlap_sentences)
+        fields["subchunks"] = None if tokens is None else SubchunkConfig(tokens, overlap)
+    return fields
+
+
+def _flat_layout(layout: NodeLayout) -> dict[str, Any]:
+    """``layout``'s fields in their flat form (:func:`layout_fields` reversed)."""
+    fields = {f.name: getattr(layout, f.name) for f in dataclasses.fields(layout) if f.name != "subchunks"}
+    s = layout.subchunks
+    overlap = DEFAULT_SUBCHUNKS.overlap_sentences if s is None else s.overlap_sentences
+    return {**fields, "subchunk_tokens": None if s is None else s.max_tokens, "subchunk_overlap": overlap}
 
 
 class Recipe(_Frozen):
@@ -164,14 +149,14 @@ class Recipe(_Frozen):
 
     Args:
         vectors: Qdrant vector name -> the encoder that wrote it (recorded fields only).
-        chunking: nodes and sub-chunks.
+        layout: nodes, sub-chunks and the vectors stored (:class:`~qdrant_tools.layout.NodeLayout`).
         search: the default search.
         bm25: the BM25 sparse vector's settings (hybrid search), or ``None``.
     """
 
     format: Literal[1] = 1
     vectors: dict[str, EncoderSpec] = Field(min_length=1, description="Vector name -> its encoder.")
-    chunking: ChunkingRecipe = Field(default_factory=ChunkingRecipe)
+    layout: NodeLayout = Field(default_factory=NodeLayout, description="How nodes are cut and stored.")
     search: SearchSettings = Field(
         default_factory=SearchSettings, description="The default search (a query may override it)."
     )
@@ -179,25 +164,33 @@ class Recipe(_Frozen):
         None, description="Settings of the BM25 sparse vector of each node (Bm25Sparse.settings()); None = none."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _recorded_chunking(cls, data: Any) -> Any:
+        """A recipe recorded with its layout as flat ``"chunking"`` fields (:func:`layout_fields`) reads as
+        that ``"layout"``, so collections written so still open."""
+        if isinstance(data, Mapping) and isinstance(data.get("chunking"), Mapping) and "layout" not in data:
+            data = {**{k: v for k, v in data.items() if k != "chunking"}, "layout": layout_fields(data["chunking"])}
+        return data
+
     @classmethod
     def default(cls) -> Recipe:
         """The default pipeline: the bundled MiniLM, uncalibrated, 32-token sub-chunks, and
-        :data:`DEFAULT_SEARCH` / :data:`DEFAULT_BM25` and :func:`default_chunking`."""
+        :data:`DEFAULT_SEARCH` / :data:`DEFAULT_BM25` and :func:`default_layout`."""
         bm25 = Bm25Sparse() if DEFAULT_BM25 else None
-        chunking = default_chunking()
-        return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, DEFAULT_SEARCH, bm25)
+        return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), default_layout(), DEFAULT_SEARCH, bm25)
 
     @classmethod
     def for_encoder(cls, spec: EncoderSpec) -> Recipe:
         """The shipped layout and search (:meth:`default`) for another encoder's single vector."""
         bm25 = Bm25Sparse() if DEFAULT_BM25 else None
-        return cls.build(EncoderSet.single(spec), default_chunking(), DEFAULT_SEARCH, bm25)
+        return cls.build(EncoderSet.single(spec), default_layout(), DEFAULT_SEARCH, bm25)
 
     def ingest_settings(self, kind: type[S] = IngestSettings, **run: Any) -> S:
         """The settings that write this recipe: an :class:`qdrant_tools.driver.IngestSettings`, or ``kind``, a
         subclass such as :class:`qdrant_tools.ingest.IngestConfig` (``run``: run-time fields such as
         ``show_progress``, ``prune``, ``batch_size``)."""
-        return kind(**self.chunking.ingest_settings(), sparse=self.sparse_encoder(), metadata=self.metadata(), **run)
+        return kind(layout=self.layout, sparse=self.sparse_encoder(), metadata=self.metadata(), **run)
 
     def bind(self, encoder: Any) -> dict[str, Any]:
         """Vector name -> ``encoder`` (or its calibration view) for every vector of the recipe.
@@ -211,7 +204,7 @@ class Recipe(_Frozen):
     def build(
         cls,
         encoders: EncoderSet,
-        chunking: ChunkingRecipe | None = None,
+        layout: NodeLayout | None = None,
         search: SearchSettings | None = None,
         bm25: Bm25Sparse | None = None,
     ) -> Recipe:
@@ -219,7 +212,7 @@ class Recipe(_Frozen):
         vectors = {n: _recorded(s) for n, s in encoders.pinned().vectors.items()}
         return cls(
             vectors=vectors,
-            chunking=chunking or ChunkingRecipe(),
+            layout=layout or NodeLayout(),
             search=search or SearchSettings(),
             bm25=None if bm25 is None else bm25.settings(),
         )
@@ -239,8 +232,8 @@ class Recipe(_Frozen):
         Raises:
             ValueError: the recipe has no sub-chunks, or ``weight`` is outside (0, 1).
         """
-        update = {"fused_weight": weight, "node_int8": node_int8 or self.chunking.node_int8}
-        return self.model_copy(update={"chunking": ChunkingRecipe(**{**self.chunking.model_dump(), **update})})
+        layout = self.layout.replace(fused_weight=weight, node_int8=node_int8 or self.layout.node_int8)
+        return self.model_copy(update={"layout": layout})
 
     def node_vector(self, requested: str | None = None) -> str:
         """The vector a query searches: ``requested``, the recipe's, ``"calibrated"``, or the only one.
@@ -290,25 +283,31 @@ class Recipe(_Frozen):
     def rerank_settings(self, vector: str | None = None) -> dict[str, Any]:
         """:class:`~llamaindex_posfair.PosFairRerank` settings that score as this collection does:
         its encoder, and its sub-chunks (fused with the node cosine when the search fuses it)."""
-        chunking, weight = self.chunking, self.search.node_weight
-        if chunking.subchunk_tokens is None:
+        layout, weight = self.layout, self.search.node_weight
+        if layout.subchunks is None:
             scoring: dict[str, Any] = {"scoring": "node"}
         else:
             scoring = {
                 "scoring": "fusion" if weight > 0 else "subchunks",
-                "subchunk_tokens": chunking.subchunk_tokens,
-                "subchunk_overlap": chunking.subchunk_overlap,
+                "subchunk_tokens": layout.subchunks.max_tokens,
+                "subchunk_overlap": layout.subchunks.overlap_sentences,
                 "node_weight": weight,
-                "node_vector": "subchunk-mean" if chunking.node_from_subchunks else "encoded",
+                "node_vector": "subchunk-mean" if layout.node_from_subchunks else "encoded",
             }
         return {"spec": self.encoder_spec(vector, query=True), **scoring}
 
-    def check_chunking(self, given: Mapping[str, Any], names: Mapping[str, str] | None = None) -> None:
-        """Raise :class:`RecipeConflictError` where ``given`` chunking fields disagree with the recipe."""
+    def check_layout(self, given: Mapping[str, Any], names: Mapping[str, str] | None = None) -> None:
+        """Raise :class:`RecipeConflictError` where ``given`` layout fields disagree with the recipe's layout.
+
+        Args:
+            given: layout fields in their flat form (:func:`layout_fields`: ``subchunk_tokens`` and
+                ``subchunk_overlap`` for the sub-chunks), e.g. those a command's flags set.
+            names: field -> the name the caller knows it by (CLI flags), for the error.
+        """
+        stored = _flat_layout(self.layout)
         for field, value in given.items():
-            stored = getattr(self.chunking, field)
-            if value != stored:
-                raise RecipeConflictError(_conflict("the collection", field, stored, value, names))
+            if value != stored[field]:
+                raise RecipeConflictError(_conflict("the collection", field, stored[field], value, names))
 
 
 def _recorded(spec: EncoderSpec) -> EncoderSpec:

@@ -93,18 +93,21 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
     """The grid's rows (``labels``: only those) as harness systems over one shared store per layout."""
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
+    from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import SubchunkConfig
-    from research.main_job.system import MainJobSystem, NodeLayout, ranked_as
+    from research.main_job.system import MainJobSystem, ranked_as
 
     recipe = Recipe.default()
-    c = recipe.chunking
+    c = recipe.layout
     chunk_tokens = c.chunk_tokens or resolve_chunking(encoder).chunk_tokens
     out = []
     for g in GRID:
         if labels is not None and g.label not in labels:
             continue
         sub = SubchunkConfig(g.subchunk_tokens, g.overlap_sentences)
-        layout = NodeLayout(chunk_tokens, sub, bm25=True, fused_weight=c.fused_weight, node_int8=c.node_int8)
+        layout = NodeLayout(
+            chunk_tokens=chunk_tokens, subchunks=sub, fused_weight=c.fused_weight, node_int8=c.node_int8
+        )
         search = replace(
             ranked_as(layout, recipe.search),
             node_weight=g.node_weight,
@@ -112,7 +115,7 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
             sparse_weight=g.sparse_weight,
             rrf_k=g.rrf_k,
         )
-        out.append(MainJobSystem(g.label, encoder, layout, search, pool=pool))
+        out.append(MainJobSystem(g.label, encoder, layout, search, pool=pool, bm25=True))
     return out
 
 

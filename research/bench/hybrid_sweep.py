@@ -143,16 +143,16 @@ PSI_MAX = 0.08
 def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
     """``encoders``: (calibrated?, dtype) -> the encoder (node and sub-chunks)."""
     from qdrant_tools.encoding import resolve_chunking
+    from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import SubchunkConfig
-    from research.main_job.system import MainJobSystem, NodeLayout, eval_search
+    from research.main_job.system import MainJobSystem, eval_search
 
     out = []
     for g in GRID:
         encoder = encoders[(g.calibrated, g.dtype)]
         sub = SubchunkConfig(g.subchunk_tokens, 0)
-        layout = NodeLayout(
-            resolve_chunking(encoder).chunk_tokens, sub, bm25=g.bm25, node_from_subchunks=g.derived_node
-        )
+        chunk_tokens = resolve_chunking(encoder).chunk_tokens
+        layout = NodeLayout(chunk_tokens=chunk_tokens, subchunks=sub, node_from_subchunks=g.derived_node)
         search = replace(
             eval_search(layout, node_weight=g.node_weight),
             sparse=g.bm25,
@@ -161,7 +161,7 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
             sparse_weight=g.sparse_weight,
             rrf_k=g.rrf_k,
         )
-        out.append(MainJobSystem(g.label, encoder, layout, search, pool=pool))
+        out.append(MainJobSystem(g.label, encoder, layout, search, pool=pool, bm25=g.bm25))
     return out
 
 

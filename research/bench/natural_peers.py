@@ -49,22 +49,13 @@ def main_job_system(memo: str | None = None) -> Any:
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
-    from research.main_job.system import MainJobSystem, NodeLayout, ranked_as
+    from research.main_job.system import MainJobSystem, ranked_as
 
     recipe = Recipe.default()
     encoder = MemoEncoder(recipe.encoder_spec().load(), VectorMemo(memo) if memo else None)
-    chunk_tokens = recipe.chunking.chunk_tokens or resolve_chunking(encoder).chunk_tokens
-    c = recipe.chunking
-    layout = NodeLayout(
-        chunk_tokens,
-        c.subchunks(),
-        bm25=recipe.bm25 is not None,
-        node_from_subchunks=c.node_from_subchunks,
-        fused_weight=c.fused_weight,
-        node_int8=c.node_int8,
-    )
+    layout = recipe.layout.replace(chunk_tokens=recipe.layout.chunk_tokens or resolve_chunking(encoder).chunk_tokens)
     search = ranked_as(layout, recipe.search)
-    return MainJobSystem("main job (shipped default)", encoder, layout, search)
+    return MainJobSystem("main job (shipped default)", encoder, layout, search, bm25=recipe.bm25 is not None)
 
 
 def store_systems(main_job: Any, hf_embed: Any, top_k: int) -> list[Any]:

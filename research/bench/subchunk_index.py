@@ -324,15 +324,19 @@ def load_data(args):
 
 
 def run(args) -> list[Row]:
+    from qdrant_tools.layout import NodeLayout
     from qdrant_tools.search import SearchSettings
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
-    from research.main_job.system import NodeLayout, StoreIndex, node_scores, prefetch_recall
+    from research.main_job.system import StoreIndex, node_scores, prefetch_recall
 
     pool, encoder = load_data(args)
     queries = np.asarray(encoder.encode_queries(needle_queries()), dtype=np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
     index = StoreIndex.build(
-        encoder, [t for _, t, _ in pool], [d for d, _, _ in pool], NodeLayout(254, DEFAULT_SUBCHUNKS)
+        encoder,
+        [t for _, t, _ in pool],
+        [d for d, _, _ in pool],
+        NodeLayout(chunk_tokens=254, subchunks=DEFAULT_SUBCHUNKS),
     )
     v = index.vectors
     n, n_sub, dim = len(v.ids), len(v.owner), v.node.shape[1]

@@ -83,10 +83,11 @@ def layout_system(name: str, encoder: Any) -> Any:
     After ``score``, ``nodes_per_passage(system)`` gives the stored nodes per passage.
     """
     from qdrant_tools.encoding import resolve_chunking
+    from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
-    from research.main_job.system import MainJobSystem, NodeLayout, eval_search
+    from research.main_job.system import MainJobSystem, eval_search
 
-    layout = NodeLayout(resolve_chunking(encoder).chunk_tokens, DEFAULT_SUBCHUNKS)
+    layout = NodeLayout(chunk_tokens=resolve_chunking(encoder).chunk_tokens, subchunks=DEFAULT_SUBCHUNKS)
     return MainJobSystem(name, encoder, layout, eval_search(layout))
 
 

@@ -33,10 +33,11 @@ from typing import Any
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.benchmarks.splits import check_held_apart
 from llamaindex_posfair.eval.harness.runner import SystemResult, run_eval
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.subchunks import SubchunkConfig
 
-from .system import IndexPool, MainJobStats, MainJobSystem, NodeLayout, Scoring, cpu_load, eval_search
+from .system import IndexPool, MainJobStats, MainJobSystem, Scoring, cpu_load, eval_search, layout_label
 
 __all__ = [
     "SELECTION_RULE",
@@ -86,10 +87,10 @@ class Setting:
 
     @property
     def layout(self) -> NodeLayout:
-        return NodeLayout(self.node_tokens, self.subchunks, self.subchunk_int8)
+        return NodeLayout(chunk_tokens=self.node_tokens, subchunks=self.subchunks, subchunk_int8=self.subchunk_int8)
 
     def label(self) -> str:
-        text = f"{self.layout.label()}, calib {self.calibration}"
+        text = f"{layout_label(self.layout)}, calib {self.calibration}"
         if self.subchunks is not None:
             text += f", prefetch {self.prefetch_limit}, w={self.node_weight:g}"
         if self.scoring != "store":

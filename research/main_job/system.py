@@ -16,8 +16,9 @@ The store is pluggable: ``client_factory(folder) -> client``; the default is
 :data:`DEFAULT_CLIENT_FACTORY`.
 
 Example:
+    >>> from qdrant_tools.layout import NodeLayout
     >>> from qdrant_tools.subchunks import SubchunkConfig
-    >>> from research.main_job.system import MainJobSystem, NodeLayout, eval_search
+    >>> from research.main_job.system import MainJobSystem, eval_search
     >>> layout = NodeLayout(chunk_tokens=510, subchunks=SubchunkConfig(48, 1))
     >>> eval_search(layout, prefetch_limit=50).limit
     50
@@ -45,22 +46,24 @@ from llamaindex_posfair.scoring import fuse_node_scores, max_over_owners, unit_r
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument, content_hash
 from qdrant_tools.ingest import IngestConfig, ingest_documents
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.search import SearchSettings, collection_layout, search
 from qdrant_tools.sparse import Bm25Sparse
-from qdrant_tools.subchunks import SUBCHUNK_VECTOR, SubchunkConfig
+from qdrant_tools.subchunks import SUBCHUNK_VECTOR
 
 __all__ = [
     "DEFAULT_CLIENT_FACTORY",
     "IndexPool",
     "MainJobStats",
     "MainJobSystem",
-    "NodeLayout",
     "NodeVectors",
     "StorageStats",
     "StoreIndex",
     "edge_store",
     "eval_search",
+    "ingest_config",
     "int8_roundtrip",
+    "layout_label",
     "local_store",
     "node_scores",
     "prefetch_recall",
@@ -88,68 +91,28 @@ DEFAULT_CLIENT_FACTORY: Callable[[str], Any] = edge_store
 
 
 # ------------------------------------------------------------------ settings
-@dataclass(frozen=True)
-class NodeLayout:
-    """How the main job stores a corpus (the ingestion side of a setting).
+def ingest_config(layout: NodeLayout, bm25: bool = False) -> IngestConfig:
+    """The ``IngestConfig`` of ``posfair ingest`` writing ``layout`` (no progress bar); ``bm25``: also a BM25
+    sparse vector of each node (default :class:`Bm25Sparse` settings), so a search with
+    ``SearchSettings(sparse=True)`` fuses it in (hybrid)."""
+    return IngestConfig(layout=layout, show_progress=False, sparse=Bm25Sparse() if bm25 else None)
 
-    Args:
-        chunk_tokens: node size in tokens (special tokens not counted), e.g. 254 or 510 for MiniLM.
-        subchunks: sentence-aligned sub-chunks of each node; ``None`` = the single-vector layout.
-        subchunk_int8: the sub-chunk vectors are stored int8 scalar-quantized.
-        overlap_tokens: tokens shared by neighbouring nodes; ``None`` = the ingestion default.
-        bm25: also store a BM25 sparse vector of each node (default :class:`Bm25Sparse` settings), so a
-            search with ``SearchSettings(sparse=True)`` fuses it in (hybrid).
-        node_from_subchunks: node vectors derived from the sub-chunk vectors (their normalised mean)
-            instead of encoding the node text (:class:`qdrant_tools.driver.IngestSettings`).
-        fused_weight: also store the fused multivector at this node weight (one-arm search at that weight).
-        node_int8: an int8 copy of the node vectors for their HNSW search.
 
-    Raises:
-        ValueError: ``chunk_tokens`` not a positive integer, or int8 without sub-chunks.
+def layout_label(layout: NodeLayout, bm25: bool = False) -> str:
+    """E.g. ``"510-tok nodes, sub-chunks ≤48 tok, 1-sent overlap"``.
+
+    Example:
+        >>> from qdrant_tools.subchunks import SubchunkConfig
+        >>> layout_label(NodeLayout(chunk_tokens=510, subchunks=SubchunkConfig(48, 1)), bm25=True)
+        '510-tok nodes, sub-chunks ≤48 tok, 1-sent overlap, BM25'
     """
-
-    chunk_tokens: int
-    subchunks: SubchunkConfig | None = None
-    subchunk_int8: bool = False
-    overlap_tokens: int | None = None
-    bm25: bool = False
-    node_from_subchunks: bool = False
-    fused_weight: float | None = None
-    node_int8: bool = False
-
-    def __post_init__(self) -> None:
-        if isinstance(self.chunk_tokens, bool) or not isinstance(self.chunk_tokens, int) or self.chunk_tokens < 1:
-            raise ValueError(f"chunk_tokens must be a positive integer, got {self.chunk_tokens!r}; e.g. 254 or 510")
-        if self.subchunk_int8 and self.subchunks is None:
-            raise ValueError("subchunk_int8 applies to sub-chunk vectors; pass subchunks=SubchunkConfig(...)")
-
-    def ingest_config(self) -> IngestConfig:
-        """The ``IngestConfig`` of ``posfair ingest`` with these settings (no progress bar)."""
-        return IngestConfig(
-            chunk_tokens=self.chunk_tokens,
-            overlap_tokens=self.overlap_tokens,
-            subchunks=self.subchunks,
-            subchunk_int8=self.subchunk_int8,
-            show_progress=False,
-            sparse=self.sparse_encoder(),
-            node_from_subchunks=self.node_from_subchunks,
-            fused_weight=self.fused_weight,
-            node_int8=self.node_int8,
-        )
-
-    def sparse_encoder(self) -> Bm25Sparse | None:
-        """The BM25 model of the sparse vector (``None`` without one)."""
-        return Bm25Sparse() if self.bm25 else None
-
-    def label(self) -> str:
-        """E.g. ``"510-tok nodes, sub-chunks ≤48 tok, 1-sent overlap"``."""
-        text = f"{self.chunk_tokens}-tok nodes"
-        if self.subchunks is None:
-            return f"{text}, single vector"
-        s = self.subchunks
-        text += f", sub-chunks ≤{s.max_tokens} tok, {s.overlap_sentences}-sent overlap"
-        text += ", node = sub-chunk mean" if self.node_from_subchunks else ""
-        return text + (", int8" if self.subchunk_int8 else "") + (", BM25" if self.bm25 else "")
+    text = f"{layout.chunk_tokens}-tok nodes"
+    if layout.subchunks is None:
+        return f"{text}, single vector"
+    s = layout.subchunks
+    text += f", sub-chunks ≤{s.max_tokens} tok, {s.overlap_sentences}-sent overlap"
+    text += ", node = sub-chunk mean" if layout.node_from_subchunks else ""
+    return text + (", int8" if layout.subchunk_int8 else "") + (", BM25" if bm25 else "")
 
 
 def eval_search(
@@ -362,6 +325,7 @@ class StoreIndex:
         storage: vectors and bytes.
         ingest_seconds: ingestion wall time, memoised embeddings charged at their cold cost.
         vectors: every stored vector, read back (for exact MaxSim).
+        bm25: the store holds a BM25 sparse vector of each node (:meth:`answer` fuses it in).
     """
 
     client: Any
@@ -372,6 +336,7 @@ class StoreIndex:
     vectors: NodeVectors
     row_of: dict[str, int]
     closed: bool = False
+    bm25: bool = False
 
     @classmethod
     def build(
@@ -382,11 +347,14 @@ class StoreIndex:
         layout: NodeLayout,
         client_factory: Callable[[str], Any] = DEFAULT_CLIENT_FACTORY,
         folder: str | Path | None = None,
+        *,
+        bm25: bool = False,
     ) -> StoreIndex:
         """Ingest ``texts`` as documents ``doc_ids`` with ``encoder`` (``posfair ingest`` with ``layout``).
 
         Args:
             folder: the store's folder (created; default: a new temporary folder, removed on close).
+            bm25: also store a BM25 sparse vector of each node (:func:`ingest_config`).
         """
         folder = Path(folder or tempfile.mkdtemp(prefix="posfair-main-job-"))
         folder.mkdir(parents=True, exist_ok=True)
@@ -395,7 +363,9 @@ class StoreIndex:
         if hasattr(encoder, "reset_counters"):
             encoder.reset_counters()
         t0 = time.perf_counter()
-        report = ingest_documents(client, COLLECTION, docs, {_vector_name(encoder): encoder}, layout.ingest_config())
+        report = ingest_documents(
+            client, COLLECTION, docs, {_vector_name(encoder): encoder}, ingest_config(layout, bm25)
+        )
         wall = time.perf_counter() - t0
         seconds = wall - getattr(encoder, "spent_seconds", 0.0) + getattr(encoder, "charged_seconds", 0.0)
         vectors = read_vectors(client, COLLECTION, {d: i for i, d in enumerate(doc_ids)})
@@ -409,7 +379,7 @@ class StoreIndex:
             fused_vectors=len(vectors.owner) if layout.fused_weight is not None else 0,
         )
         row_of = {pid: i for i, pid in enumerate(vectors.ids)}
-        return cls(client, folder, layout, storage, seconds, vectors, row_of)
+        return cls(client, folder, layout, storage, seconds, vectors, row_of, bm25=bm25)
 
     def answer(
         self, queries: np.ndarray, settings: SearchSettings, texts: Sequence[str] | None = None
@@ -424,7 +394,7 @@ class StoreIndex:
         layout = collection_layout(self.client, COLLECTION)
         out = np.full((len(queries), len(self.row_of)), -np.inf, dtype=np.float64)
         seconds = np.zeros(len(queries))
-        bm25 = self.layout.sparse_encoder() if texts is not None else None
+        bm25 = Bm25Sparse() if self.bm25 and texts is not None else None
         for i, q in enumerate(queries):
             t0 = time.perf_counter()
             sparse = bm25.embed_query(texts[i]) if bm25 is not None else None
@@ -481,7 +451,7 @@ class IndexPool:
 
     Example:
         >>> with IndexPool() as pool:  # doctest: +SKIP
-        ...     index = pool.get(encoder, texts, ids, NodeLayout(254))
+        ...     index = pool.get(encoder, texts, ids, NodeLayout(chunk_tokens=254))
     """
 
     def __init__(self, client_factory: Callable[[str], Any] = DEFAULT_CLIENT_FACTORY, max_open: int = 2) -> None:
@@ -492,13 +462,15 @@ class IndexPool:
         self._open: OrderedDict[tuple[Any, ...], StoreIndex] = OrderedDict()
         self.builds = 0
 
-    def get(self, encoder: Any, texts: Sequence[str], doc_ids: Sequence[str], layout: NodeLayout) -> StoreIndex:
+    def get(
+        self, encoder: Any, texts: Sequence[str], doc_ids: Sequence[str], layout: NodeLayout, bm25: bool = False
+    ) -> StoreIndex:
         corpus = hashlib.sha256("\x00".join([*doc_ids, *texts]).encode()).hexdigest()[:16]
-        key = (encoder.fingerprint(), corpus, layout)
+        key = (encoder.fingerprint(), corpus, layout, bm25)
         if key in self._open:
             self._open.move_to_end(key)
             return self._open[key]
-        index = StoreIndex.build(encoder, texts, doc_ids, layout, self.client_factory)
+        index = StoreIndex.build(encoder, texts, doc_ids, layout, self.client_factory, bm25=bm25)
         self.builds += 1
         self._open[key] = index
         while len(self._open) > self.max_open:
@@ -556,12 +528,14 @@ class MainJobSystem:
         name: Row label.
         encoder: the node (and sub-chunk) encoder, e.g. a bound ``EncoderSpec`` view (wrap it in a
             :class:`~llamaindex_posfair.eval.memo.MemoEncoder` to share embeddings across settings).
-        layout: ingestion settings.
+        layout: ingestion settings (:class:`qdrant_tools.layout.NodeLayout`).
         search: query settings (:func:`eval_search`).
         scoring: ``"store"`` (through :func:`qdrant_tools.search.search`), ``"exact"`` (numpy MaxSim
             over every stored vector: no prefetch bound) or ``"int8-simulated"`` (numpy two-stage
             query with int8-rounded sub-chunk vectors).
         pool: share built stores between systems (default: build and close one per ``score``).
+        bm25: the store also holds a BM25 sparse vector of each node, and queries fuse it in
+            (:func:`ingest_config`).
 
     Attributes:
         stats: :class:`MainJobStats`, set by ``score``.
@@ -573,6 +547,7 @@ class MainJobSystem:
     search: SearchSettings
     scoring: Scoring = "store"
     pool: IndexPool | None = None
+    bm25: bool = False
     kind: str = "main-job"
     params: dict[str, Any] = field(default_factory=dict)
     vectors_per_passage: float = float("nan")
@@ -589,7 +564,7 @@ class MainJobSystem:
     def score(self, cache: EncodeCache) -> np.ndarray:
         pool = self.pool or IndexPool(max_open=1)
         try:
-            index = pool.get(self.encoder, cache.docs, cache.doc_ids, self.layout)
+            index = pool.get(self.encoder, cache.docs, cache.doc_ids, self.layout, self.bm25)
             queries = np.asarray(self.encoder.encode_queries(list(cache.queries)), dtype=np.float32)
             nodes, recall, seconds = self._node_scores(index, queries, list(cache.queries))
         finally:

@@ -38,7 +38,7 @@ def test_the_copy_records_the_fused_layout_in_its_recipe(store, capsys):
     client = _open(store)
     recipe = read_recipe(client, "fused")
     client.close()
-    assert recipe.chunking.fused_weight == recipe.search.node_weight and recipe.chunking.node_int8
+    assert recipe.layout.fused_weight == recipe.search.node_weight and recipe.layout.node_int8
 
 
 def test_ingesting_the_same_files_into_the_copy_encodes_nothing(store, capsys, example_data):

@@ -13,6 +13,7 @@ from llamaindex_posfair.integrations.readers import (
     MissingReaderError,
     read_path,
 )
+from qdrant_tools.layout import NodeLayout
 
 
 @pytest.fixture
@@ -114,7 +115,9 @@ def test_a_crash_then_a_rerun_stores_every_chunk_of_a_mixed_folder_once(mixed, m
     from qdrant_tools.store import open_store
 
     docs = read_path(mixed)[0]
-    config = IngestConfig(chunk_tokens=6, overlap_tokens=0, batch_size=3, show_progress=False, subchunks=None)
+    config = IngestConfig(
+        batch_size=3, show_progress=False, layout=NodeLayout(chunk_tokens=6, overlap_tokens=0, subchunks=None)
+    )
     client = open_store(":memory:")
     try:
         with pytest.raises(RuntimeError, match="injected failure"):

@@ -10,13 +10,14 @@ import pytest
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
 from llamaindex_posfair.integrations.recipe import (
-    ChunkingRecipe,
     Recipe,
     RecipeConflictError,
     read_recipe,
 )
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.metadata import RECIPE_KEY
 from qdrant_tools.search import SearchSettings
+from qdrant_tools.subchunks import SubchunkConfig
 
 
 def run(capsys, *argv):
@@ -44,7 +45,7 @@ def _open(store):
 def test_default_recipe_is_the_default_pipeline_uncalibrated_with_32_token_subchunks():
     r = Recipe.default()
     assert list(r.vectors) == ["vanilla"] and r.node_vector() == "vanilla"
-    assert r.encoder_spec().calibration is None and r.chunking.subchunk_tokens == 32
+    assert r.encoder_spec().calibration is None and r.layout.subchunks.max_tokens == 32
     assert r.encoder_spec().weights is not None  # pinned: a changed model folder is refused at load
     assert r.sparse_encoder() is not None and (r.search.node_weight, r.search.fusion) == (0.5, "rrf")
 
@@ -67,35 +68,35 @@ def test_agreeing_and_run_time_settings_are_applied():
     assert (spec.device, spec.batch_size, spec.calibration) == ("cpu", 4, None)
 
 
-def test_chunking_conflict_is_named():
-    r = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), ChunkingRecipe(subchunk_tokens=48))
-    r.check_chunking({"subchunk_tokens": 48})
+def test_layout_conflict_is_named():
+    r = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), NodeLayout(subchunks=SubchunkConfig(48, 0)))
+    r.check_layout({"subchunk_tokens": 48})
     with pytest.raises(RecipeConflictError, match="subchunk_tokens 48, but subchunk_tokens gives 32"):
-        r.check_chunking({"subchunk_tokens": 32})
+        r.check_layout({"subchunk_tokens": 32})
 
 
 def test_rerank_settings_derive_node_vectors_as_the_collection_did():
-    chunking = ChunkingRecipe(node_from_subchunks=True)
-    recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), chunking, SearchSettings(node_weight=0.5))
+    layout = NodeLayout(node_from_subchunks=True)
+    recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), layout, SearchSettings(node_weight=0.5))
     assert recipe.rerank_settings()["node_vector"] == "subchunk-mean"
     assert Recipe.build(EncoderSet.single(EncoderSpec())).rerank_settings()["node_vector"] == "encoded"
 
 
 def test_a_recipe_without_the_node_vector_field_reads_as_encoded_nodes():
     data = Recipe.default().model_dump(mode="json")
-    del data["chunking"]["node_from_subchunks"]
-    assert Recipe.model_validate(data).chunking.node_from_subchunks is False
+    del data["layout"]["node_from_subchunks"]
+    assert Recipe.model_validate(data).layout.node_from_subchunks is False
 
 
 def test_derived_node_vectors_need_sub_chunks():
     with pytest.raises(ValueError, match="need sub-chunks"):
-        ChunkingRecipe(subchunk_tokens=None, node_from_subchunks=True)
+        NodeLayout(subchunks=None, node_from_subchunks=True)
 
 
 def test_rerank_settings_follow_the_layout():
     fused = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), search=SearchSettings(node_weight=0.3))
     assert fused.rerank_settings()["scoring"] == "fusion" and fused.rerank_settings()["node_weight"] == 0.3
-    single = Recipe.build(EncoderSet.single(EncoderSpec()), ChunkingRecipe(subchunk_tokens=None))
+    single = Recipe.build(EncoderSet.single(EncoderSpec()), NodeLayout(subchunks=None))
     assert single.rerank_settings()["scoring"] == "node"
 
 
@@ -114,6 +115,30 @@ def test_a_search_recorded_as_its_former_fields_still_reads():
 def test_a_recipe_round_trips_through_its_metadata():
     recipe = Recipe.default()
     assert Recipe.model_validate(recipe.metadata()[RECIPE_KEY]).search == recipe.search
+
+
+def test_a_recipe_reads_back_equal_from_its_metadata_json():
+    layout = NodeLayout(chunk_tokens=120, subchunks=SubchunkConfig(24, 1), subchunk_graph_m=8, fused_weight=0.4)
+    recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), layout, SearchSettings(node_weight=0.4))
+    stored = json.loads(json.dumps(recipe.metadata()[RECIPE_KEY]))
+    assert stored["layout"]["subchunks"] == {"max_tokens": 24, "overlap_sentences": 1}
+    assert Recipe.model_validate(stored) == recipe
+
+
+def test_a_recorded_chunking_reads_as_the_same_layout():
+    recipe = Recipe.default()
+    data = recipe.model_dump(mode="json")
+    layout = data.pop("layout")
+    sub = layout.pop("subchunks")
+    data["chunking"] = {**layout, "subchunk_tokens": sub["max_tokens"], "subchunk_overlap": sub["overlap_sentences"]}
+    assert Recipe.model_validate(data) == recipe
+
+
+def test_a_recorded_chunking_without_sub_chunks_reads_as_the_single_vector_layout():
+    data = Recipe.default().model_dump(mode="json")
+    del data["layout"]
+    data["chunking"] = {"chunk_tokens": 254, "subchunk_tokens": None, "subchunk_overlap": 0, "node_int8": True}
+    assert Recipe.model_validate(data).layout == NodeLayout(chunk_tokens=254, subchunks=None, node_int8=True)
 
 
 def test_query_names_the_flag_of_a_bad_bm25_weight(tmp_path, capsys, fake_cli, example_data):
@@ -138,7 +163,7 @@ def test_ingest_records_the_recipe_and_query_reads_it(tmp_path, capsys, fake_cli
     client = _open(store)
     recipe = read_recipe(client, "demo")
     client.close()
-    assert recipe is not None and recipe.encoder_spec().calibration is None and recipe.chunking.subchunk_tokens == 32
+    assert recipe is not None and recipe.encoder_spec().calibration is None and recipe.layout.subchunks.max_tokens == 32
     rc, _, err = run(capsys, "query", "Bay of Fundy water level", "--collection", "demo", "--path", store, "--json")
     assert rc == 0, err
     used = fake_cli.encoders[-1].spec  # the fake keeps the spec it was loaded from, with fake weights
@@ -155,7 +180,7 @@ def test_subchunk_graph_flag_writes_the_graph_and_the_recipe_keeps_it(tmp_path, 
     client = _open(store)
     recipe, layout = read_recipe(client, "demo"), collection_layout(client, "demo")
     client.close()
-    assert recipe.chunking.subchunk_graph_m == 8 and layout.subchunk_graph
+    assert recipe.layout.subchunk_graph_m == 8 and layout.subchunk_graph
     rc, _, err = run(capsys, *base, "--subchunk-graph-m", "16")
     assert rc == 2 and "--subchunk-graph-m" in err
 
@@ -168,7 +193,7 @@ def test_node_vector_flag_is_recorded_and_a_contradiction_names_it(tmp_path, cap
     recipe = read_recipe(client, "demo")
     points = client.scroll("demo", limit=1, with_vectors=True)[0]
     client.close()
-    assert recipe.chunking.node_from_subchunks and recipe.rerank_settings()["node_vector"] == "subchunk-mean"
+    assert recipe.layout.node_from_subchunks and recipe.rerank_settings()["node_vector"] == "subchunk-mean"
     subs = np.asarray(points[0].vector["subchunks"], dtype=np.float64).mean(axis=0)
     np.testing.assert_allclose(points[0].vector[recipe.node_vector()], subs / np.linalg.norm(subs), atol=1e-5)
     rc, _, err = run(capsys, *base, "--node-vector", "encoded")
@@ -191,7 +216,7 @@ def test_new_collections_store_the_fused_multivector_at_the_search_weight(tmp_pa
     client = _open(store)
     recipe, fused, plain = read_recipe(client, "demo"), *(collection_layout(client, c) for c in ("demo", "plain"))
     client.close()
-    assert recipe.chunking.fused_weight == recipe.search.node_weight == fused.fused_weight
+    assert recipe.layout.fused_weight == recipe.search.node_weight == fused.fused_weight
     assert fused.fuses_at(recipe.search.node_weight) and plain.fused is None
 
 
@@ -205,8 +230,8 @@ def test_new_collections_give_the_node_vectors_an_int8_copy_unless_told(tmp_path
         for c, r in recipes.items()
     }
     client.close()
-    assert recipes["demo"].chunking.node_int8 and quant["demo"] is not None
-    assert not recipes["plain"].chunking.node_int8 and quant["plain"] is None
+    assert recipes["demo"].layout.node_int8 and quant["demo"] is not None
+    assert not recipes["plain"].layout.node_int8 and quant["plain"] is None
     rc, _, err = run(capsys, *base, "--node-quantization", "none")
     assert rc == 2 and "--node-quantization" in err
 
@@ -258,7 +283,7 @@ def test_reingest_without_flags_keeps_the_recipe(tmp_path, capsys, fake_cli, exa
     client = _open(store)
     recipe = read_recipe(client, "demo")
     client.close()
-    assert recipe.chunking.subchunk_tokens == 48 and recipe.encoder_spec().calibration is not None
+    assert recipe.layout.subchunks.max_tokens == 48 and recipe.encoder_spec().calibration is not None
 
 
 def test_a_collection_written_before_recipes_learns_one(tmp_path, make_fake):
@@ -286,7 +311,7 @@ def test_writer_refuses_another_recipe_before_writing(tmp_path, make_fake):
     docs = [_doc("a", "The tide rises twice a day. " * 5)]
     other = [_doc("b", "Lighthouses guide ships at night. " * 5)]
     first = Recipe.default()
-    second = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), ChunkingRecipe(subchunk_tokens=48))
+    second = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), NodeLayout(subchunks=SubchunkConfig(48, 0)))
     client = _open(str(tmp_path / "q"))
     try:
         enc = make_fake()
@@ -295,7 +320,7 @@ def test_writer_refuses_another_recipe_before_writing(tmp_path, make_fake):
         )
         before = client.count("c").count
         with pytest.raises(
-            SchemaMismatchError, match=r"posfair_recipe\.chunking\.subchunk_tokens: stored 32, given 48"
+            SchemaMismatchError, match=r"posfair_recipe\.layout\.subchunks\.max_tokens: stored 32, given 48"
         ):
             ingest_documents(
                 client, "c", other, {"vanilla": enc}, IngestConfig(show_progress=False, metadata=second.metadata())
@@ -365,7 +390,7 @@ def test_for_encoder_is_the_shipped_layout_for_another_encoder():
     spec = EncoderSpec(calibration=None, max_length=128)
     recipe = Recipe.for_encoder(spec)
     default = Recipe.default()
-    assert (recipe.chunking, recipe.search, recipe.bm25) == (default.chunking, default.search, default.bm25)
+    assert (recipe.layout, recipe.search, recipe.bm25) == (default.layout, default.search, default.bm25)
     assert recipe.encoder_spec().max_length == 128
 
 
@@ -377,7 +402,7 @@ def test_ingest_settings_write_the_recipe_and_take_run_fields():
     recipe = Recipe.default()
     config = recipe.ingest_settings(IngestConfig, batch_size=32, show_progress=False)
     assert isinstance(config, IngestConfig) and config.batch_size == 32 and not config.show_progress
-    assert config.fused_weight == recipe.chunking.fused_weight and config.sparse is not None
+    assert config.layout == recipe.layout and config.sparse is not None
     assert config.metadata[RECIPE_KEY] == recipe.metadata()[RECIPE_KEY]
 
 

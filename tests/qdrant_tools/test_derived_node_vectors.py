@@ -13,11 +13,13 @@ from hypothesis.extra.numpy import arrays
 
 from qdrant_tools.encoding import plan_encoders, subchunk_mean
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.subchunks import SubchunkConfig
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 CFG = IngestConfig(
-    chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SubchunkConfig(24, 0), node_from_subchunks=True
+    show_progress=False,
+    layout=NodeLayout(chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0), node_from_subchunks=True),
 )
 
 
@@ -38,7 +40,7 @@ def test_the_node_vector_is_the_normalised_mean_of_its_stored_sub_chunk_vectors(
 def test_ingestion_encodes_only_the_sub_chunks(client, make_encoder):
     plain, derived = make_encoder(), make_encoder()
     ingest_path(client, "c", DATA, {"calibrated": derived}, CFG)
-    encoded = replace(CFG, node_from_subchunks=False)
+    encoded = replace(CFG, layout=CFG.layout.replace(node_from_subchunks=False))
     ingest_path(client, "d", DATA, {"calibrated": plain}, encoded)
     count = sum(c.count for c in derived.calls if c.role == "document")
     nodes = client.count("c", exact=True).count
@@ -46,7 +48,9 @@ def test_ingestion_encodes_only_the_sub_chunks(client, make_encoder):
 
 
 def test_switching_node_vectors_re_embeds_every_document(client, encoder):
-    first = ingest_path(client, "c", DATA, {"calibrated": encoder}, replace(CFG, node_from_subchunks=False))
+    first = ingest_path(
+        client, "c", DATA, {"calibrated": encoder}, replace(CFG, layout=CFG.layout.replace(node_from_subchunks=False))
+    )
     again = ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
     assert len(again.changed) == len(first.new)
     assert client.count("c", exact=True).count == again.chunks_written

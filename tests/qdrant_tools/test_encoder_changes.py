@@ -9,6 +9,7 @@ import pytest
 
 from llamaindex_posfair import EncoderSpec
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.store import open_store
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
@@ -24,7 +25,9 @@ def model_folder(tiny_bert_path, tmp_path, monkeypatch):
 
 def _ingest(client, spec):
     enc = spec.load()
-    return ingest_path(client, "c", DATA, {"calibrated": enc}, IngestConfig(chunk_tokens=64, show_progress=False))
+    return ingest_path(
+        client, "c", DATA, {"calibrated": enc}, IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=64))
+    )
 
 
 def _fingerprints(client):

@@ -10,6 +10,7 @@ from subchunk_layouts import nodes as _nodes
 from qdrant_tools.encoding import fused_chunking_key, plan_encoders, subchunk_source_of
 from qdrant_tools.fuse import FuseError, fuse_collection
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.metadata import read_metadata
 from qdrant_tools.search import SearchSettings, collection_layout, search
 from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR, SubchunkConfig
@@ -103,7 +104,7 @@ def test_a_collection_without_sub_chunks_is_refused(client, encoder):
         "nodes",
         DATA,
         {"calibrated": encoder},
-        IngestConfig(chunk_tokens=120, show_progress=False, subchunks=None),
+        IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=120, subchunks=None)),
     )
     with pytest.raises(FuseError, match="no sub-chunk multivector"):
         fuse_collection(client, "nodes", "fused", 0.4)

@@ -121,7 +121,9 @@ def test_a_collection_without_the_fused_multivector_is_told_once_how_to_copy_it(
 
 @pytest.mark.parametrize("weight", [0.4, 0.7])  # one arm (the fused rows); the two-arm formula
 def test_int8_node_vectors_leave_the_exact_scores_exact(client, encoder, weight):
-    ingest_path(client, "q8", DATA, {"calibrated": encoder}, replace(FUSED, node_int8=True))
+    ingest_path(
+        client, "q8", DATA, {"calibrated": encoder}, replace(FUSED, layout=FUSED.layout.replace(node_int8=True))
+    )
     params = client.get_collection("q8").config.params.vectors["calibrated"]
     assert params.quantization_config is not None
     pts = client.scroll("q8", limit=1000, with_vectors=True)[0]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.schema import SchemaMismatchError
 from qdrant_tools.search import SearchSettings, collection_layout, search
 from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
@@ -18,7 +19,9 @@ from qdrant_tools.subchunks import SubchunkConfig
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 BM25 = Bm25Sparse()
 CFG = IngestConfig(
-    chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SubchunkConfig(24, 0), sparse=BM25
+    show_progress=False,
+    sparse=BM25,
+    layout=NodeLayout(chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0)),
 )
 
 
@@ -117,7 +120,11 @@ def test_without_a_sparse_query_the_search_is_dense_only(client, encoder):
 
 def test_a_collection_without_bm25_refuses_a_run_that_writes_it(client, encoder):
     ingest_path(
-        client, "c", DATA, {"vanilla": encoder}, IngestConfig(show_progress=False, subchunks=SubchunkConfig(24, 0))
+        client,
+        "c",
+        DATA,
+        {"vanilla": encoder},
+        IngestConfig(show_progress=False, layout=NodeLayout(subchunks=SubchunkConfig(24, 0))),
     )
     before = client.count("c").count
     with pytest.raises(SchemaMismatchError, match="no sparse vector"):

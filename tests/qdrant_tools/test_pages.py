@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from qdrant_tools.chunking import ChunkingConfig, SourceDocument, chunk_text, content_hash
 from qdrant_tools.ingest import IngestConfig, ingest_documents
+from qdrant_tools.layout import NodeLayout
 
 PAGES = ["alpha beta gamma delta.", "epsilon zeta eta theta.", "iota kappa lambda mu."]
 
@@ -18,7 +19,7 @@ def paged_doc() -> SourceDocument:
 
 def test_chunk_payloads_carry_the_page_they_start_on_and_the_pages_they_span(client, encoder):
     doc = paged_doc()
-    config = IngestConfig(chunk_tokens=6, overlap_tokens=0, show_progress=False, subchunks=None)
+    config = IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=6, overlap_tokens=0, subchunks=None))
     ingest_documents(client, "c", [doc], {"calibrated": encoder}, config)
     points, _ = client.scroll("c", limit=100, with_payload=True)
     got = sorted((p.payload["start_char"], p.payload["page_label"], p.payload["page_number"], p.payload["page_labels"])
@@ -32,6 +33,12 @@ def test_chunk_payloads_carry_the_page_they_start_on_and_the_pages_they_span(cli
 def test_a_document_without_pages_gets_no_page_fields(client, encoder):
     text = "plain text without pages."
     doc = SourceDocument("a.md", text, "/data/a.md", content_hash(text))
-    ingest_documents(client, "c", [doc], {"calibrated": encoder}, IngestConfig(show_progress=False, subchunks=None))
+    ingest_documents(
+        client,
+        "c",
+        [doc],
+        {"calibrated": encoder},
+        IngestConfig(show_progress=False, layout=NodeLayout(subchunks=None)),
+    )
     (point,), _ = client.scroll("c", limit=10, with_payload=True)
     assert not {"page_label", "page_number", "page_labels"} & set(point.payload)

@@ -8,6 +8,7 @@ from llamaindex_posfair import EncoderSpec
 from qdrant_tools.chunking import SourceDocument, content_hash
 from qdrant_tools.encoding import resolve_chunking
 from qdrant_tools.ingest import IngestConfig, ingest_documents
+from qdrant_tools.layout import NodeLayout
 
 LONG = " ".join(f"word{i}" for i in range(400))
 
@@ -32,7 +33,7 @@ def test_default_chunk_size_leaves_room_for_the_document_prompt(make_encoder):
 def test_stored_chunks_count_the_prompt_and_fit_the_window(client, make_encoder):
     enc = make_encoder(max_length=32, spec=EncoderSpec(model="fake-model", document_prompt="passage: "))
     report = ingest_documents(
-        client, "c", [_doc()], {"calibrated": enc}, IngestConfig(show_progress=False, subchunks=None)
+        client, "c", [_doc()], {"calibrated": enc}, IngestConfig(show_progress=False, layout=NodeLayout(subchunks=None))
     )
     payloads = _payloads(client)
     assert report.chunks_truncated == 0 and not any(p["truncated"] for p in payloads)
@@ -43,7 +44,7 @@ def test_stored_chunks_count_the_prompt_and_fit_the_window(client, make_encoder)
 
 def test_an_explicit_size_that_fits_only_without_the_prompt_is_reported_truncated(client, make_encoder):
     enc = make_encoder(max_length=32, spec=EncoderSpec(model="fake-model", document_prompt="passage: "))
-    config = IngestConfig(chunk_tokens=30, overlap_tokens=0, show_progress=False, subchunks=None)
+    config = IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=30, overlap_tokens=0, subchunks=None))
     report = ingest_documents(client, "c", [_doc()], {"calibrated": enc}, config)
     full = [p for p in _payloads(client) if len(p["text"].split()) == 30]
     assert full and all(p["truncated"] and p["n_tokens"] == 33 for p in full)
@@ -60,7 +61,11 @@ def test_minilm_with_a_passage_prompt_stores_no_chunk_above_its_window():
     client = open_store(":memory:")
     try:
         report = ingest_documents(
-            client, "c", [_doc(text)], {"vanilla": enc}, IngestConfig(show_progress=False, subchunks=None)
+            client,
+            "c",
+            [_doc(text)],
+            {"vanilla": enc},
+            IngestConfig(show_progress=False, layout=NodeLayout(subchunks=None)),
         )
         payloads = _payloads(client)
     finally:

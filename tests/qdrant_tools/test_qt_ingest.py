@@ -3,13 +3,16 @@ from __future__ import annotations
 import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.schema import SchemaMismatchError, ensure_collection
 from qdrant_tools.spec import CollectionSpec, VectorConfig
 from qdrant_tools.store import open_store
 from qdrant_tools.writer import QdrantWriter
 
 # the single-vector layout: these tests are about planning and writing, not sub-chunks (test_subchunk_ingest.py)
-CFG = IngestConfig(chunk_tokens=20, overlap_tokens=4, batch_size=4, show_progress=False, subchunks=None)
+CFG = IngestConfig(
+    batch_size=4, show_progress=False, layout=NodeLayout(chunk_tokens=20, overlap_tokens=4, subchunks=None)
+)
 
 
 def stored_records(client, name="c"):
@@ -131,7 +134,7 @@ def test_chunks_longer_than_window_are_counted_as_truncated(client, make_encoder
         "c",
         corpus,
         {"calibrated": enc},
-        IngestConfig(chunk_tokens=20, overlap_tokens=0, show_progress=False, subchunks=None),
+        IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=20, overlap_tokens=0, subchunks=None)),
     )
     truncated = [p for p in points(client).values() if p.payload["truncated"]]
     assert r.chunks_truncated == len(truncated) > 0 and "truncated" in r.summary()
@@ -139,7 +142,9 @@ def test_chunks_longer_than_window_are_counted_as_truncated(client, make_encoder
 
 def test_default_chunking_fits_the_window(client, make_encoder, corpus):
     enc = make_encoder(max_length=12)
-    r = ingest_path(client, "c", corpus, {"calibrated": enc}, IngestConfig(show_progress=False, subchunks=None))
+    r = ingest_path(
+        client, "c", corpus, {"calibrated": enc}, IngestConfig(show_progress=False, layout=NodeLayout(subchunks=None))
+    )
     assert r.chunks_truncated == 0
     assert max(p.payload["n_tokens"] for p in points(client).values()) <= 12
 
@@ -154,7 +159,9 @@ def test_removed_file_is_kept_unless_prune(client, encoder, corpus):
         "c",
         corpus,
         {"calibrated": encoder},
-        IngestConfig(chunk_tokens=20, overlap_tokens=4, prune=True, show_progress=False, subchunks=None),
+        IngestConfig(
+            prune=True, show_progress=False, layout=NodeLayout(chunk_tokens=20, overlap_tokens=4, subchunks=None)
+        ),
     )
     assert r.pruned == ["b.md"] and "b.md" not in stored_records(client, "c")
 
@@ -271,12 +278,10 @@ def test_transient_qdrant_errors_are_retried_by_the_writer_not_the_caller(client
 
     recorded.upsert.side_effect = flaky
     fast = IngestConfig(
-        chunk_tokens=20,
-        overlap_tokens=4,
         batch_size=4,
         show_progress=False,
         retry=RetryPolicy(base_delay=0.0),
-        subchunks=None,
+        layout=NodeLayout(chunk_tokens=20, overlap_tokens=4, subchunks=None),
     )
     r = ingest_path(recorded, "c", corpus, {"calibrated": encoder}, fast)
     n_batches = -(-r.chunks_written // 4)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from llamaindex_posfair import CalibrationConfig, EncoderSet, EncoderSpec
 from qdrant_tools.encoding import token_budget_batches
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
 from qdrant_tools.store import open_store
 
@@ -113,7 +114,7 @@ def reference(recipe):
         "single",
         DATA,
         {"vanilla": CalibrationView(enc, None), "calibrated": enc},
-        IngestConfig(chunk_tokens=CHUNK, show_progress=False),
+        IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=CHUNK)),
     )
     assert report.chunks_written > 20 and len(report.new) == 5
     points = dump(client, "single")
@@ -143,7 +144,12 @@ def assert_same_points(got, want):
 
 def config(**kw) -> RayIngestConfig:
     base = dict(
-        num_workers=1, chunk_tokens=CHUNK, docs_per_task=2, write_batch_size=8, token_budget=512, show_progress=False
+        num_workers=1,
+        layout=NodeLayout(chunk_tokens=CHUNK),
+        docs_per_task=2,
+        write_batch_size=8,
+        token_budget=512,
+        show_progress=False,
     )
     base.update(kw)
     return RayIngestConfig(**base)
@@ -175,7 +181,7 @@ def test_both_paths_write_the_same_points_and_payload_indexes(ray_session, recip
 
     local, ray_client = Mock(wraps=open_store(":memory:")), Mock(wraps=open_store(":memory:"))
     vectors = recipe.load(device="cpu")
-    ingest_path(local, "c", DATA, vectors, IngestConfig(chunk_tokens=CHUNK, show_progress=False))
+    ingest_path(local, "c", DATA, vectors, IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=CHUNK)))
     ray_ingest_path(ray_client, "c", DATA, recipe, config())
     assert_same_points(dump(ray_client, "c"), dump(local, "c"))
     keyword, integer = models.PayloadSchemaType.KEYWORD, models.PayloadSchemaType.INTEGER
@@ -269,6 +275,7 @@ DRIVER = textwrap.dedent(
     import os, sys, time, pickle
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import ray
+    from qdrant_tools.layout import NodeLayout
     from qdrant_tools.ray_ingest import RayIngestConfig, ray_ingest_path
     from qdrant_tools.store import open_store
     address, storage, data, recipe_file = sys.argv[1:5]
@@ -280,7 +287,7 @@ DRIVER = textwrap.dedent(
         print("WROTE", n, flush=True)
         time.sleep(60)  # the test kills -9 the driver here
 
-    config = RayIngestConfig(num_workers=1, chunk_tokens=CHUNK_TOKENS, docs_per_task=2, write_batch_size=8,
+    config = RayIngestConfig(num_workers=1, layout=NodeLayout(chunk_tokens=CHUNK_TOKENS), docs_per_task=2, write_batch_size=8,
                              token_budget=512, show_progress=False, plan_on="driver")
     ray_ingest_path(open_store(storage), "resume", data, recipe, config, on_write=on_write)
     print("FINISHED", flush=True)

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.schema import SchemaMismatchError
 from qdrant_tools.search import SearchSettings, collection_layout, search
 from qdrant_tools.subchunks import SubchunkConfig
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 SUB = SubchunkConfig(max_tokens=24, overlap_sentences=1)
-CFG = IngestConfig(chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SUB)
+CFG = IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=120, overlap_tokens=10, subchunks=SUB))
 
 
 def _points(client, collection="c"):
@@ -81,7 +82,9 @@ def test_evidence_limit_gives_evidence_to_the_best_hits_only(client, encoder):
 
 
 def test_single_vector_layout_is_still_available(client, encoder):
-    ingest_path(client, "c", DATA, {"calibrated": encoder}, IngestConfig(show_progress=False, subchunks=None))
+    ingest_path(
+        client, "c", DATA, {"calibrated": encoder}, IngestConfig(show_progress=False, layout=NodeLayout(subchunks=None))
+    )
     layout = collection_layout(client, "c")
     assert layout.subchunks is None and layout.names == ["calibrated"]
     assert all(set(p.vector) == {"calibrated"} and "subchunk_spans" not in p.payload for p in _points(client))
@@ -91,10 +94,22 @@ def test_single_vector_layout_is_still_available(client, encoder):
 
 @pytest.mark.parametrize(("first", "second"), [(None, SUB), (SUB, None)])
 def test_layouts_never_mix_in_one_collection(client, encoder, first, second):
-    ingest_path(client, "c", DATA, {"calibrated": encoder}, IngestConfig(show_progress=False, subchunks=first))
+    ingest_path(
+        client,
+        "c",
+        DATA,
+        {"calibrated": encoder},
+        IngestConfig(show_progress=False, layout=NodeLayout(subchunks=first)),
+    )
     before = client.count("c", exact=True).count
     with pytest.raises(SchemaMismatchError, match="sub-chunk|subchunks"):
-        ingest_path(client, "c", DATA, {"calibrated": encoder}, IngestConfig(show_progress=False, subchunks=second))
+        ingest_path(
+            client,
+            "c",
+            DATA,
+            {"calibrated": encoder},
+            IngestConfig(show_progress=False, layout=NodeLayout(subchunks=second)),
+        )
     assert client.count("c", exact=True).count == before
 
 
@@ -102,7 +117,9 @@ def test_other_sub_chunk_settings_re_embed_every_document(client, encoder):
     first = ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
     again = ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
     assert again.chunks_written == 0 and len(again.unchanged) == len(first.new)
-    other = IngestConfig(chunk_tokens=120, overlap_tokens=10, show_progress=False, subchunks=SubchunkConfig(16, 0))
+    other = IngestConfig(
+        show_progress=False, layout=NodeLayout(chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(16, 0))
+    )
     changed = ingest_path(client, "c", DATA, {"calibrated": encoder}, other)
     assert len(changed.changed) == len(first.new)
     assert client.count("c", exact=True).count == first.chunks_written
@@ -121,7 +138,7 @@ def test_a_crash_then_a_rerun_stores_every_node_once_with_its_sub_chunks(client,
 
 
 def test_int8_quantized_sub_chunks_are_configured_on_the_multivector(client, encoder):
-    cfg = IngestConfig(show_progress=False, subchunks=SUB, subchunk_int8=True)
+    cfg = IngestConfig(show_progress=False, layout=NodeLayout(subchunks=SUB, subchunk_int8=True))
     ingest_path(client, "c", DATA, {"calibrated": encoder}, cfg)
     params = client.get_collection("c").config.params.vectors["subchunks"]
     assert params.multivector_config is not None and params.quantization_config is not None
@@ -199,7 +216,7 @@ def test_exact_up_to_must_be_a_non_negative_integer(bad):
 def test_subchunk_graph_m_decides_whether_ingestion_writes_the_subchunk_graph(client, encoder, m, graph):
     from dataclasses import replace
 
-    ingest_path(client, "c", DATA, {"vanilla": encoder}, replace(CFG, subchunk_graph_m=m))
+    ingest_path(client, "c", DATA, {"vanilla": encoder}, replace(CFG, layout=CFG.layout.replace(subchunk_graph_m=m)))
     params = client.get_collection("c").config.params.vectors["subchunks"]
     assert (params.hnsw_config.m, collection_layout(client, "c").subchunk_graph) == (m, graph)
 
@@ -208,4 +225,6 @@ def test_subchunk_graph_m_must_be_a_non_negative_integer(client, encoder):
     from dataclasses import replace
 
     with pytest.raises(ValueError, match="subchunk_graph_m must be an integer >= 0"):
-        ingest_path(client, "c", DATA, {"vanilla": encoder}, replace(CFG, subchunk_graph_m=-1))
+        ingest_path(
+            client, "c", DATA, {"vanilla": encoder}, replace(CFG, layout=CFG.layout.replace(subchunk_graph_m=-1))
+        )

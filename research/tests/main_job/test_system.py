@@ -10,11 +10,11 @@ from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.harness.runner import evaluate_scores
 from llamaindex_posfair.eval.harness.systems import EncodeCache
 from llamaindex_posfair.eval.metrics import rank_scores
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.subchunks import SubchunkConfig
 from research.main_job.system import (
     IndexPool,
     MainJobSystem,
-    NodeLayout,
     StorageStats,
     StoreIndex,
     eval_search,
@@ -47,7 +47,7 @@ def _pool() -> IndexPool:
 def test_file_score_is_the_best_node_of_the_passage(plain):
     # 4-token nodes without overlap: "a" -> nodes "alpha beta gamma delta" | "zebra zebra zebra zebra"
     docs = {"a": "alpha beta gamma delta zebra zebra zebra zebra", "b": "zebra alpha beta gamma"}
-    layout = NodeLayout(chunk_tokens=4, overlap_tokens=0)
+    layout = NodeLayout(chunk_tokens=4, overlap_tokens=0, subchunks=None)
     with _pool() as pool:
         scores = _score(MainJobSystem("mj", plain, layout, eval_search(layout), pool=pool), docs, ["zebra"])
     q = plain.encode_queries(["zebra"])[0]
@@ -69,7 +69,7 @@ def test_file_score_of_a_sub_chunk_layout_is_its_best_sub_chunk(plain):
 
 def test_passages_without_a_returned_node_score_minus_inf_and_rank_last(plain):
     docs = {"a": "zebra zebra", "b": "alpha beta", "c": "gamma zebra"}
-    layout = NodeLayout(chunk_tokens=8)
+    layout = NodeLayout(chunk_tokens=8, subchunks=None)
     with _pool() as pool:
         system = MainJobSystem("mj", plain, layout, eval_search(layout, depth=1), pool=pool)
         scores = _score(system, docs, ["zebra"])
@@ -142,4 +142,4 @@ def test_int8_roundtrip_keeps_256_levels_and_clips_outliers():
 
 def test_int8_needs_sub_chunks():
     with pytest.raises(ValueError, match="sub-chunk"):
-        NodeLayout(chunk_tokens=254, subchunk_int8=True)
+        NodeLayout(chunk_tokens=254, subchunks=None, subchunk_int8=True)

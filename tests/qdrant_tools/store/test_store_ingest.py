@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.store import open_store
 
-CFG = IngestConfig(chunk_tokens=12, overlap_tokens=2, batch_size=4, show_progress=False)
+CFG = IngestConfig(batch_size=4, show_progress=False, layout=NodeLayout(chunk_tokens=12, overlap_tokens=2))
 
 
 @pytest.fixture
@@ -51,12 +52,24 @@ def test_local_mode_has_no_index_step(encoder, corpus):
 def test_progress_lines_announce_the_index(tmp_path, encoder, corpus, capsys, monkeypatch):
     monkeypatch.setattr("qdrant_tools.store.edge_store.ANNOUNCE_INDEX_FROM", 1)
     with open_store(tmp_path / "s") as store:
-        ingest_path(store, "c", corpus, {"calibrated": encoder}, IngestConfig(chunk_tokens=12, overlap_tokens=2))
+        ingest_path(
+            store,
+            "c",
+            corpus,
+            {"calibrated": encoder},
+            IngestConfig(layout=NodeLayout(chunk_tokens=12, overlap_tokens=2)),
+        )
     err = capsys.readouterr().err
     assert "building the search index of 'c'" in err and "ready in" in err
 
 
 def test_a_small_collection_is_indexed_without_progress_lines(tmp_path, encoder, corpus, capsys):
     with open_store(tmp_path / "s") as store:
-        ingest_path(store, "c", corpus, {"calibrated": encoder}, IngestConfig(chunk_tokens=12, overlap_tokens=2))
+        ingest_path(
+            store,
+            "c",
+            corpus,
+            {"calibrated": encoder},
+            IngestConfig(layout=NodeLayout(chunk_tokens=12, overlap_tokens=2)),
+        )
     assert "search index" not in capsys.readouterr().err

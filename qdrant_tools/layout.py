@@ -1,0 +1,163 @@
+"""How a collection's nodes are written: node size, sub-chunks, fused rows and quantization.
+
+:class:`NodeLayout` is the one description of a collection's layout. The recipe
+a collection records (:mod:`llamaindex_posfair.integrations.recipe`) stores it,
+every ingestion path takes it (:class:`qdrant_tools.driver.IngestSettings`
+``layout``), and the benchmarks vary it. The BM25 sparse vector and the
+collection metadata are settings of the run beside it
+(:class:`~qdrant_tools.driver.IngestSettings` ``sparse`` and ``metadata``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from qdrant_tools.encoding import Encoder, EncoderPlan, plan_encoders
+from qdrant_tools.sparse import Bm25Sparse
+from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+
+__all__ = ["NodeLayout"]
+
+_NEEDS_SUBCHUNKS = "pass subchunks=SubchunkConfig(...)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeLayout:
+    """How documents are cut into nodes and which vectors each node stores.
+
+    Args:
+        chunk_tokens: tokens per node (special tokens not counted); ``None`` =
+            ``min(256, encoder window - special tokens)``.
+        overlap_tokens: tokens shared by neighbouring nodes; ``None`` = ``min(32, chunk_tokens // 8)``.
+        subchunks: store each node with a multivector of its sentence-aligned sub-chunks, so a node is
+            found by its best sub-chunk (:mod:`qdrant_tools.subchunks`); ``None`` = the single-vector layout.
+        subchunk_int8: the sub-chunk vectors are stored int8 scalar-quantized (4x smaller).
+        subchunk_graph_m: HNSW ``m`` of the sub-chunk multivector; 0 = no graph (it only re-scores). With a
+            graph, searches of collections above ``SearchSettings.exact_up_to`` also draw candidates from it,
+            at an index build that costs far more (docs/storage.md, "Any size").
+        node_from_subchunks: the node vector of the sub-chunk encoder is the normalised mean of the node's
+            sub-chunk vectors instead of an encoding of the node text: each text is encoded once.
+        fused_weight: also store each node's sub-chunks fused with its node vector at this node weight
+            (:data:`qdrant_tools.subchunks.FUSED_VECTOR`), so a search at that weight scores in one arm;
+            ``None`` = none.
+        node_int8: an int8 scalar-quantized copy of the node vectors (in RAM) for their HNSW search: faster
+            candidates in large collections; the float originals stay and score the results.
+
+    Raises:
+        ValueError: a value out of range, or a sub-chunk setting without ``subchunks`` (the message names
+            the field and the fix).
+
+    Example:
+        >>> from qdrant_tools.layout import NodeLayout
+        >>> from qdrant_tools.subchunks import SubchunkConfig
+        >>> layout = NodeLayout(chunk_tokens=254, subchunks=SubchunkConfig(32, 0), fused_weight=0.5)
+        >>> layout.subchunks.max_tokens, layout.replace(subchunks=None, fused_weight=None).subchunks
+        (32, None)
+        >>> NodeLayout(subchunks=None, node_from_subchunks=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: node vectors derived from sub-chunks (node_from_subchunks) need sub-chunks; pass subchunks=SubchunkConfig(...) or drop node_from_subchunks
+
+    Use :class:`qdrant_tools.chunking.ChunkingConfig` for the node size of one text alone, and
+    :class:`qdrant_tools.driver.IngestSettings` for a whole ingestion run (a layout plus run settings).
+    """
+
+    chunk_tokens: int | None = None
+    overlap_tokens: int | None = None
+    subchunks: SubchunkConfig | None = DEFAULT_SUBCHUNKS
+    subchunk_int8: bool = False
+    subchunk_graph_m: int = 0
+    node_from_subchunks: bool = False
+    fused_weight: float | None = None
+    node_int8: bool = False
+
+    def __post_init__(self) -> None:
+        self._check_sizes()
+        self._check_flags()
+        self._check_subchunk_settings()
+
+    def _check_sizes(self) -> None:
+        if self.chunk_tokens is not None and (not _is_int(self.chunk_tokens) or self.chunk_tokens < 1):
+            raise ValueError(
+                f"chunk_tokens must be a positive integer or None, got {self.chunk_tokens!r}; "
+                "e.g. 254 (None: min(256, the encoder window))"
+            )
+        if self.overlap_tokens is not None and (not _is_int(self.overlap_tokens) or self.overlap_tokens < 0):
+            raise ValueError(
+                f"overlap_tokens must be an integer >= 0 or None, got {self.overlap_tokens!r}; "
+                "e.g. 32 (None: min(32, chunk_tokens // 8))"
+            )
+        if not _is_int(self.subchunk_graph_m) or self.subchunk_graph_m < 0:
+            raise ValueError(
+                f"subchunk_graph_m must be an integer >= 0, got {self.subchunk_graph_m!r}; 0 (no graph) or 16"
+            )
+
+    def _check_flags(self) -> None:
+        for name in ("subchunk_int8", "node_from_subchunks", "node_int8"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.subchunks is not None and not isinstance(self.subchunks, SubchunkConfig):
+            raise ValueError(
+                f"subchunks must be a SubchunkConfig or None, got {self.subchunks!r}; e.g. SubchunkConfig(32, 0)"
+            )
+        weight = self.fused_weight
+        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
+            raise ValueError(f"fused_weight must be a number in (0, 1) or None, got {weight!r}; e.g. 0.5")
+        if weight is not None and not 0.0 < weight < 1.0:
+            raise ValueError(
+                f"fused_weight must lie strictly between 0 and 1, got {weight!r}; "
+                "e.g. 0.5 (the node weight), or None for no fused multivector"
+            )
+
+    def _check_subchunk_settings(self) -> None:
+        if self.subchunks is not None:
+            return
+        if self.subchunk_int8:
+            raise ValueError(
+                f"int8 sub-chunk vectors (subchunk_int8) need sub-chunks; {_NEEDS_SUBCHUNKS} or drop subchunk_int8"
+            )
+        if self.node_from_subchunks:
+            raise ValueError(
+                "node vectors derived from sub-chunks (node_from_subchunks) need sub-chunks; "
+                f"{_NEEDS_SUBCHUNKS} or drop node_from_subchunks"
+            )
+        if self.fused_weight is not None:
+            raise ValueError(
+                "a fused multivector (fused_weight) fuses sub-chunks with the node vector, so it needs sub-chunks; "
+                f"{_NEEDS_SUBCHUNKS} or drop fused_weight"
+            )
+
+    def replace(self, **changes: Any) -> NodeLayout:
+        """This layout with ``changes`` (checked again).
+
+        Raises:
+            ValueError: the changed layout is invalid (see the class).
+        """
+        return dataclasses.replace(self, **changes)
+
+    def encoder_plan(self, vectors: Mapping[str, Encoder], sparse: Bm25Sparse | None = None) -> EncoderPlan:
+        """The :class:`~qdrant_tools.encoding.EncoderPlan` that writes this layout with ``vectors``' encoders
+        (and a BM25 vector with ``sparse``): their sizes, fingerprints and the chunking key.
+
+        Raises:
+            ValueError: ``vectors`` is empty or uses a reserved name, or the first encoder's window holds no text.
+        """
+        return plan_encoders(
+            vectors,
+            self.chunk_tokens,
+            self.overlap_tokens,
+            self.subchunks,
+            subchunk_int8=self.subchunk_int8,
+            sparse=sparse,
+            subchunk_graph_m=self.subchunk_graph_m,
+            node_from_subchunks=self.node_from_subchunks,
+            fused_weight=self.fused_weight,
+            node_int8=self.node_int8,
+        )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -1,0 +1,91 @@
+"""NodeLayout: the one description of how a collection's nodes are written."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from qdrant_tools import NodeLayout
+from qdrant_tools.driver import IngestSettings
+from qdrant_tools.ingest import IngestConfig
+from qdrant_tools.ray_ingest import RayIngestConfig
+from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+
+
+def test_defaults_are_the_shipped_sub_chunks_without_extras():
+    layout = NodeLayout()
+    assert (layout.chunk_tokens, layout.overlap_tokens, layout.subchunks) == (None, None, DEFAULT_SUBCHUNKS)
+    assert (layout.subchunk_int8, layout.subchunk_graph_m, layout.node_from_subchunks) == (False, 0, False)
+    assert (layout.fused_weight, layout.node_int8) == (None, False)
+
+
+def test_every_ingestion_config_holds_a_default_layout():
+    assert IngestSettings().layout == IngestConfig().layout == RayIngestConfig().layout == NodeLayout()
+
+
+def test_layout_is_frozen_and_keyword_only():
+    layout = NodeLayout(chunk_tokens=128)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        layout.chunk_tokens = 64  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        NodeLayout(128)  # type: ignore[misc]
+
+
+def test_replace_changes_one_field_and_checks_again():
+    layout = NodeLayout(chunk_tokens=128, fused_weight=0.5)
+    assert layout.replace(node_int8=True) == NodeLayout(chunk_tokens=128, fused_weight=0.5, node_int8=True)
+    with pytest.raises(ValueError, match="fused_weight"):
+        layout.replace(subchunks=None)
+
+
+def test_equal_layouts_hash_alike():
+    a, b = NodeLayout(subchunks=SubchunkConfig(24, 1)), NodeLayout(subchunks=SubchunkConfig(24, 1))
+    assert a == b and len({a, b, NodeLayout()}) == 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"chunk_tokens": 0}, "chunk_tokens must be a positive integer or None, got 0"),
+        ({"chunk_tokens": True}, "chunk_tokens must be a positive integer or None, got True"),
+        ({"overlap_tokens": -1}, "overlap_tokens must be an integer >= 0 or None, got -1"),
+        ({"subchunk_graph_m": -1}, "subchunk_graph_m must be an integer >= 0, got -1"),
+        ({"fused_weight": 1.0}, r"fused_weight must lie strictly between 0 and 1, got 1.0"),
+        ({"fused_weight": 0.0}, r"fused_weight must lie strictly between 0 and 1, got 0.0"),
+        ({"subchunks": {"max_tokens": 32}}, "subchunks must be a SubchunkConfig or None"),
+        ({"node_int8": "yes"}, "node_int8 must be True or False, got 'yes'"),
+    ],
+)
+def test_a_value_out_of_range_is_named(fields, message):
+    with pytest.raises(ValueError, match=message):
+        NodeLayout(**fields)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("node_from_subchunks", True), ("fused_weight", 0.5), ("subchunk_int8", True)]
+)
+def test_a_sub_chunk_setting_without_sub_chunks_names_the_fix(field, value):
+    with pytest.raises(
+        ValueError, match=rf"need(s)? sub-chunks; pass subchunks=SubchunkConfig\(\.\.\.\) or drop {field}"
+    ):
+        NodeLayout(subchunks=None, **{field: value})
+
+
+def test_the_single_vector_layout_takes_node_settings():
+    layout = NodeLayout(chunk_tokens=254, overlap_tokens=0, subchunks=None, node_int8=True)
+    assert layout.subchunks is None and layout.node_int8
+
+
+def test_encoder_plan_follows_the_layout(encoder):
+    single = NodeLayout(chunk_tokens=20, overlap_tokens=4, subchunks=None).encoder_plan({"vanilla": encoder})
+    fused = NodeLayout(chunk_tokens=20, overlap_tokens=4, fused_weight=0.5).encoder_plan({"vanilla": encoder})
+    assert (single.subchunks, single.chunking.chunk_tokens, single.chunking.overlap_tokens) == (None, 20, 4)
+    assert fused.subchunks == DEFAULT_SUBCHUNKS and fused.fused_weight == 0.5
+    assert fused.chunking_key.startswith(single.chunking_key) and ";fused=0.5" in fused.chunking_key
+
+
+def test_ingest_settings_plan_through_their_layout(encoder):
+    layout = NodeLayout(chunk_tokens=20, subchunks=SubchunkConfig(8, 0))
+    via_settings = IngestConfig(layout=layout).encoder_plan({"vanilla": encoder})
+    assert via_settings == layout.encoder_plan({"vanilla": encoder})
