@@ -68,15 +68,16 @@ class ArmSystem:
     def score(self, cache: Any) -> np.ndarray:
         from llamaindex_posfair.scoring import max_over_owners
         from qdrant_tools.search import collection_layout, search
+        from qdrant_tools.sparse import Bm25Sparse
         from research.main_job.system import COLLECTION
 
-        index = self.pool.get(self.encoder, cache.docs, cache.doc_ids, self.layout)
+        index = self.pool.get(self.encoder, cache.docs, cache.doc_ids, self.layout, bm25=True)
         target = f"arm{ARMS.index(self.arm)}"
         if not index.client.collection_exists(target):
             copy_as(index.client, COLLECTION, target, self.arm, index_all=True)
         layout = collection_layout(index.client, target)
         queries = np.asarray(self.encoder.encode_queries(list(cache.queries)), dtype=np.float32)
-        bm25 = self.layout.sparse_encoder()
+        bm25 = Bm25Sparse()
         nodes = np.full((len(queries), len(index.row_of)), -np.inf)
         ms = []
         for i, (q, text) in enumerate(zip(queries, cache.queries)):
@@ -94,12 +95,10 @@ def systems(encoder: Any, pool: Any) -> list[ArmSystem]:
     """One system per arm over the shipped layout and search."""
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
-    from research.main_job.system import NodeLayout, ranked_as
+    from research.main_job.system import ranked_as
 
     recipe = Recipe.default()
-    c = recipe.chunking
-    chunk_tokens = c.chunk_tokens or resolve_chunking(encoder).chunk_tokens
-    layout = NodeLayout(chunk_tokens, c.subchunks(), bm25=True, fused_weight=c.fused_weight, node_int8=c.node_int8)
+    layout = recipe.layout.replace(chunk_tokens=recipe.layout.chunk_tokens or resolve_chunking(encoder).chunk_tokens)
     search = ranked_as(layout, recipe.search)
     return [ArmSystem(a.label, encoder, layout, search, a, pool) for a in ARMS]
 
