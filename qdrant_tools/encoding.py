@@ -41,9 +41,24 @@ DEFAULT_OVERLAP_TOKENS = 32
 INT8_COPY = QuantizationSpec(kind="scalar", quantile=0.99)
 
 
-def fused_vector_config(size: int) -> VectorConfig:
-    """The fused multivector (:func:`fused_rows`): unit rows scored by dot product, no graph (it re-scores)."""
-    return VectorConfig(name=FUSED_VECTOR, size=size, distance="dot", multivector=True, hnsw=HnswSpec(m=0))
+#: The binary copy of a vector (``fused_quantization="binary"``): one bit per dimension, kept in RAM.
+BINARY_COPY = QuantizationSpec(kind="binary")
+
+
+def fused_vector_config(size: int, quantization: str | None = None) -> VectorConfig:
+    """The fused multivector (:func:`fused_rows`): unit rows scored by dot product, no graph (it re-scores);
+    ``quantization`` (``"int8"`` or ``"binary"``): a quantized copy in RAM, the float rows memory-mapped."""
+    copy = {None: None, "int8": INT8_COPY, "binary": BINARY_COPY}[quantization]
+    on_disk = True if copy is not None else None
+    return VectorConfig(
+        name=FUSED_VECTOR,
+        size=size,
+        distance="dot",
+        multivector=True,
+        hnsw=HnswSpec(m=0),
+        quantization=copy,
+        on_disk=on_disk,
+    )
 
 
 @runtime_checkable
@@ -176,6 +191,8 @@ class EncoderPlan:
             :func:`fused_rows` at this node weight (``None``: none); recorded in the collection metadata.
         node_int8: the dense node vectors also get an int8 scalar-quantized copy (in RAM, beside the
             float originals), which their HNSW search uses (the candidates of large collections).
+        node_on_disk: the float node vectors are memory-mapped (``NodeLayout.node_on_disk``).
+        fused_quantization: the fused multivector's quantized copy (``NodeLayout.fused_quantization``).
     """
 
     dimensions: dict[str, int]
@@ -193,6 +210,8 @@ class EncoderPlan:
     node_from_subchunks: bool = False
     fused_weight: float | None = None
     node_int8: bool = False
+    node_on_disk: bool = False
+    fused_quantization: str | None = None
 
     @property
     def label(self) -> str:
@@ -236,7 +255,10 @@ class EncoderPlan:
             [('vanilla', None), ('subchunks', 16)]
         """
         node_quant = INT8_COPY if self.node_int8 else None
-        out = [VectorConfig(name=n, size=d, quantization=node_quant) for n, d in self.dimensions.items()]
+        node_disk = True if self.node_on_disk else None
+        out = [
+            VectorConfig(name=n, size=d, quantization=node_quant, on_disk=node_disk) for n, d in self.dimensions.items()
+        ]
         if self.subchunks is not None:
             quant = INT8_COPY if self.subchunk_int8 else None
             size = self.dimensions[self.source_vector]
@@ -253,7 +275,7 @@ class EncoderPlan:
                 )
             )
             if self.fused_weight is not None:
-                out.append(fused_vector_config(size))
+                out.append(fused_vector_config(size, self.fused_quantization))
         return out
 
     def metadata(self) -> dict[str, Any]:
@@ -272,11 +294,14 @@ def plan_encoders(
     node_from_subchunks: bool = False,
     fused_weight: float | None = None,
     node_int8: bool = False,
+    node_on_disk: bool = False,
+    fused_quantization: str | None = None,
 ) -> EncoderPlan:
     """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
 
     ``subchunk_graph_m``: HNSW ``m`` of the sub-chunk multivector (0 = no graph);
-    ``node_from_subchunks``, ``fused_weight``, ``node_int8``: see :class:`EncoderPlan`.
+    ``node_from_subchunks``, ``fused_weight``, ``node_int8``, ``node_on_disk``, ``fused_quantization``: see
+    :class:`EncoderPlan`.
 
     Raises:
         ValueError: ``vectors`` is empty or uses a reserved vector name, the first encoder's window
@@ -323,6 +348,8 @@ def plan_encoders(
         node_from_subchunks=node_from_subchunks,
         fused_weight=fused_weight,
         node_int8=bool(node_int8),
+        node_on_disk=bool(node_on_disk),
+        fused_quantization=fused_quantization if fused_weight is not None else None,
     )
 
 

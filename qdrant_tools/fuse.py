@@ -7,8 +7,11 @@ one that also holds :data:`~qdrant_tools.subchunks.FUSED_VECTOR` (rows ``(1 - w)
 plain sub-chunks memory-mapped beside them, and optionally an int8 copy of the node vectors: the
 layout ``posfair ingest`` writes today. Each point is re-keyed as ingestion would key it
 (the layout is part of a document's version), so ``posfair ingest`` of the same files into the new
-collection finds every document up to date and encodes nothing. The source is never written;
-a crash part-way leaves a partial target that a rerun completes (the writes are idempotent).
+collection finds every document up to date and encodes nothing. A collection that already holds fused rows
+at that weight is copied as it is into other storage: ``fused_quantization`` keeps the fused rows as a
+quantized copy in RAM with the float rows memory-mapped, ``node_on_disk`` memory-maps the float node vectors
+(:class:`qdrant_tools.layout.NodeLayout`). The source is never written; a crash part-way leaves a partial
+target that a rerun completes (the writes are idempotent).
 
 Example:
     >>> from qdrant_tools.fuse import fuse_collection
@@ -51,6 +54,8 @@ def fuse_collection(
     weight: float,
     *,
     node_int8: bool = True,
+    fused_quantization: str | None = None,
+    node_on_disk: bool = False,
     metadata: Mapping[str, Any] | None = None,
     batch_size: int = 256,
     show_progress: bool = False,
@@ -63,6 +68,9 @@ def fuse_collection(
         target: a new collection (or the partial target of an interrupted run with the same weight).
         weight: the node weight of the fused rows, strictly between 0 and 1 (the search's ``node_weight``).
         node_int8: also keep an int8 copy of the node vectors for their HNSW search.
+        fused_quantization: ``"int8"`` or ``"binary"``: the fused rows' quantized copy in RAM, the float rows
+            memory-mapped; ``None``: float rows in RAM.
+        node_on_disk: memory-map the float node vectors (needs ``node_int8`` or a stored copy).
         metadata: collection metadata written over the source's (e.g. the updated recipe).
         batch_size: points per page read and per write.
         show_progress: a progress bar over the points.
@@ -71,14 +79,16 @@ def fuse_collection(
         The number of points the target holds (the source's).
 
     Raises:
-        FuseError: the source is missing, already fused, has no sub-chunks, the target exists with
-            another layout, or ``weight`` is outside (0, 1); raised before any write.
+        FuseError: the source is missing, has no sub-chunks, holds fused rows at another weight or already
+            stored as asked, the target exists with another layout, or ``weight`` is outside (0, 1); raised
+            before any write.
     """
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < weight < 1.0:
         raise FuseError(f"the fused node weight must lie strictly between 0 and 1, got {weight!r}; e.g. 0.5")
     info, node = _check_source(client, source)
+    vectors = _target_vectors(client, source, info, node, weight, node_int8, fused_quantization, node_on_disk)
     meta = {**read_metadata(client, source), **(metadata or {}), FUSED_WEIGHT_KEY: weight}
-    _create_target(client, source, target, info, node, weight, node_int8, meta)
+    _create_target(client, target, info, vectors, weight, meta)
     total = client.count(source, exact=True).count
     bar = tqdm(total=total, desc=f"fusing {source!r} -> {target!r}", unit="point", disable=not show_progress)
     offset = None
@@ -112,9 +122,6 @@ def _check_source(client: StoreLike, source: str) -> tuple[Any, str]:
             f"collection {source!r} has no sub-chunk multivector {SUBCHUNK_VECTOR!r}: fused rows fuse sub-chunks with "
             "the node vector; re-ingest it with sub-chunks instead (`posfair ingest` writes them by default)"
         )
-    if FUSED_VECTOR in vectors:
-        weight = read_metadata(client, source).get(FUSED_WEIGHT_KEY)
-        raise FuseError(f"collection {source!r} already holds fused rows (node weight {weight}); nothing to do")
     page, _ = client.scroll(source, limit=1, with_payload=[P.CHUNKING])
     node = subchunk_source_of(str(page[0].payload.get(P.CHUNKING, ""))) if page else None
     if node is None or node not in vectors:
@@ -125,17 +132,55 @@ def _check_source(client: StoreLike, source: str) -> tuple[Any, str]:
     return info, node
 
 
-def _create_target(
+def _target_vectors(
     client: StoreLike,
     source: str,
-    target: str,
     info: Any,
     node: str,
     weight: float,
     node_int8: bool,
-    metadata: dict[str, Any],
+    fused_quantization: str | None,
+    node_on_disk: bool,
+) -> dict[str, Any]:
+    """The target's named vectors: the source's, the fused rows added (or kept) and stored as asked.
+
+    Raises:
+        FuseError: the source's fused rows were written at another weight, or are already stored as asked.
+    """
+    vectors = dict(info.config.params.vectors)
+    sub = vectors[SUBCHUNK_VECTOR]
+    fused = fused_vector_config(sub.size, fused_quantization).to_qdrant()  # as ingestion writes it
+    if FUSED_VECTOR in vectors:
+        stored = read_metadata(client, source).get(FUSED_WEIGHT_KEY)
+        if stored is None or not math.isclose(stored, weight):
+            raise FuseError(
+                f"collection {source!r} holds fused rows at node weight {stored}, not {weight:g}; "
+                f"pass --fused-weight {stored} to copy them into other storage"
+            )
+        same = _kept(vectors[FUSED_VECTOR]) == _kept(fused) and bool(vectors[node].on_disk) == node_on_disk
+        if same:
+            raise FuseError(f"collection {source!r} already holds fused rows stored this way; nothing to do")
+    vectors[SUBCHUNK_VECTOR] = sub.model_copy(update={"on_disk": True})  # default queries score the fused rows
+    if node_int8 and vectors[node].quantization_config is None:
+        vectors[node] = vectors[node].model_copy(update={"quantization_config": INT8_COPY.to_qdrant()})
+    if node_on_disk:
+        if vectors[node].quantization_config is None:
+            raise FuseError("memory-mapped node vectors need their int8 copy in RAM; keep --node-quantization int8")
+        vectors[node] = vectors[node].model_copy(update={"on_disk": True})
+    vectors[FUSED_VECTOR] = fused
+    return vectors
+
+
+def _kept(params: Any) -> tuple[str, bool]:
+    """How a vector is stored: its quantized copy's kind (``""``: none) and whether its originals are mapped."""
+    quant = params.quantization_config
+    return (type(quant).__name__ if quant is not None else "", bool(params.on_disk))
+
+
+def _create_target(
+    client: StoreLike, target: str, info: Any, vectors: dict[str, Any], weight: float, metadata: dict[str, Any]
 ) -> None:
-    """Create ``target`` with the source's vectors plus the fused rows (or accept an interrupted run's target)."""
+    """Create ``target`` with ``vectors`` (or accept an interrupted run's target)."""
     if client.collection_exists(target):
         have = client.get_collection(target).config.params.vectors
         stored = read_metadata(client, target).get(FUSED_WEIGHT_KEY)
@@ -146,12 +191,6 @@ def _create_target(
             "pass a new --to name (or delete that collection first)"
         )
     params = info.config.params
-    vectors = dict(params.vectors)
-    sub = vectors[SUBCHUNK_VECTOR]
-    vectors[SUBCHUNK_VECTOR] = sub.model_copy(update={"on_disk": True})  # default queries score the fused rows
-    if node_int8 and vectors[node].quantization_config is None:
-        vectors[node] = vectors[node].model_copy(update={"quantization_config": INT8_COPY.to_qdrant()})
-    vectors[FUSED_VECTOR] = fused_vector_config(sub.size).to_qdrant()  # as ingestion writes it
     kwargs: dict[str, Any] = {"vectors_config": vectors, "metadata": metadata}
     if params.sparse_vectors:
         kwargs["sparse_vectors_config"] = dict(params.sparse_vectors)
@@ -167,6 +206,8 @@ def _fused_point(point: Any, node: str, weight: float) -> models.PointStruct:
     """``point`` with its fused rows, re-keyed as ingestion keys a document of the fused layout."""
     vectors = dict(point.vector)
     payload = dict(point.payload or {})
+    if FUSED_VECTOR in vectors:  # fused already (another storage of the same rows): copied as it is
+        return models.PointStruct(id=point.id, vector=vectors, payload=payload)
     if node in vectors and SUBCHUNK_VECTOR in vectors:
         subs = np.asarray(vectors[SUBCHUNK_VECTOR], dtype=np.float32)
         vectors[FUSED_VECTOR] = fused_rows(np.asarray(vectors[node], dtype=np.float32), subs, weight).tolist()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from qdrant_tools.encoding import Encoder, EncoderPlan, plan_encoders
 from qdrant_tools.sparse import Bm25Sparse
@@ -45,6 +45,12 @@ class NodeLayout:
             ``None`` = none.
         node_int8: an int8 scalar-quantized copy of the node vectors (in RAM) for their HNSW search: faster
             candidates in large collections; the float originals stay and score the results.
+        node_on_disk: the float node vectors are memory-mapped instead of held in RAM (needs ``node_int8``: the
+            HNSW search reads the int8 copy, and a ranking by the node vector re-scores from the originals).
+        fused_quantization: the fused multivector is kept as a quantized copy in RAM (``"int8"``: scalar,
+            ``"binary"``: one bit per dimension), which searches scan, while its float originals are
+            memory-mapped and re-score the best hits (:func:`qdrant_tools.search.ranking_params`); ``None`` =
+            float rows in RAM. Needs ``fused_weight``.
 
     Raises:
         ValueError: a value out of range, or a sub-chunk setting without ``subchunks`` (the message names
@@ -73,6 +79,8 @@ class NodeLayout:
     node_from_subchunks: bool = False
     fused_weight: float | None = None
     node_int8: bool = False
+    node_on_disk: bool = False
+    fused_quantization: Literal["int8", "binary"] | None = None
 
     def __post_init__(self) -> None:
         self._check_sizes()
@@ -96,12 +104,21 @@ class NodeLayout:
             )
 
     def _check_flags(self) -> None:
-        for name in ("subchunk_int8", "node_from_subchunks", "node_int8"):
+        for name in ("subchunk_int8", "node_from_subchunks", "node_int8", "node_on_disk"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.subchunks is not None and not isinstance(self.subchunks, SubchunkConfig):
             raise ValueError(
                 f"subchunks must be a SubchunkConfig or None, got {self.subchunks!r}; e.g. SubchunkConfig(32, 0)"
+            )
+        if self.fused_quantization not in (None, "int8", "binary"):
+            raise ValueError(
+                f'fused_quantization must be "int8", "binary" or None, got {self.fused_quantization!r}; e.g. "int8"'
+            )
+        if self.node_on_disk and not self.node_int8:
+            raise ValueError(
+                "memory-mapped node vectors (node_on_disk) need their int8 copy in RAM for the HNSW search; "
+                "pass node_int8=True or drop node_on_disk"
             )
         weight = self.fused_weight
         if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
@@ -113,6 +130,11 @@ class NodeLayout:
             )
 
     def _check_subchunk_settings(self) -> None:
+        if self.fused_quantization is not None and self.fused_weight is None:
+            raise ValueError(
+                "a quantized fused multivector (fused_quantization) needs the fused multivector; "
+                "pass fused_weight (e.g. 0.5) or drop fused_quantization"
+            )
         if self.subchunks is not None:
             return
         if self.subchunk_int8:
@@ -156,6 +178,8 @@ class NodeLayout:
             node_from_subchunks=self.node_from_subchunks,
             fused_weight=self.fused_weight,
             node_int8=self.node_int8,
+            node_on_disk=self.node_on_disk,
+            fused_quantization=self.fused_quantization,
         )
 
 

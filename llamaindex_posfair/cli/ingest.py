@@ -116,6 +116,20 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
         help="'int8': the node vectors' HNSW searches an int8 copy kept in RAM (faster candidates above "
         "exact_up_to; the float vectors still score); 'none': float only (default: the default layout's, int8)",
     )
+    g.add_argument(
+        "--fused-quantization",
+        choices=("int8", "binary", "none"),
+        default=None,
+        help="'int8' / 'binary': searches scan a quantized copy of the fused rows kept in RAM, and their float "
+        "rows, memory-mapped, re-score the best hits; 'none': float rows in RAM (default: the default layout's)",
+    )
+    g.add_argument(
+        "--node-on-disk",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="memory-map the float node vectors (their HNSW searches the int8 copy in RAM) "
+        "(default: the default layout's)",
+    )
     h = p.add_argument_group("hybrid search (a BM25 sparse vector of each node, fused in Qdrant)")
     b = h.add_mutually_exclusive_group()
     b.add_argument(
@@ -135,6 +149,8 @@ LAYOUT_FLAGS = {
     "node_from_subchunks": "--node-vector",
     "fused_weight": "--fused-weight",
     "node_int8": "--node-quantization",
+    "node_on_disk": "--node-on-disk",
+    "fused_quantization": "--fused-quantization",
 }
 
 #: Words of a layout's validation error -> the flags' words.
@@ -172,10 +188,13 @@ def layout_given(args: argparse.Namespace) -> dict[str, Any]:
         "node_from_subchunks": None if args.node_vector is None else args.node_vector == "subchunk-mean",
         "fused_weight": args.fused_weight,
         "node_int8": None if args.node_quantization is None else args.node_quantization == "int8",
+        "node_on_disk": args.node_on_disk,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if given.get("fused_weight") == 0:  # --fused-weight 0: no fused multivector
         given["fused_weight"] = None
+    if args.fused_quantization is not None:
+        given["fused_quantization"] = None if args.fused_quantization == "none" else args.fused_quantization
     if args.no_subchunks:
         given["subchunk_tokens"] = None
     return given

@@ -57,6 +57,19 @@ def register(subparsers: Any) -> None:
         default="int8",
         help="'int8' (default): add an int8 copy of the node vectors for their HNSW search; 'none': as stored",
     )
+    f.add_argument(
+        "--fused-quantization",
+        choices=("int8", "binary", "none"),
+        default=None,
+        help="keep the fused rows as this quantized copy in RAM, the float rows memory-mapped; 'none': float rows "
+        "in RAM (default: the default layout's). A collection that holds fused rows is copied into this storage",
+    )
+    f.add_argument(
+        "--node-on-disk",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="memory-map the float node vectors (their HNSW searches the int8 copy) (default: the default layout's)",
+    )
     a = m.add_argument_group("a LlamaIndex QdrantVectorStore collection into posfair's layout (re-embedded)")
     a.add_argument(
         "--from-llamaindex",
@@ -95,6 +108,16 @@ def _fused_weight(args: argparse.Namespace, recipe: Any) -> float:
     return weight
 
 
+def _storage(args: argparse.Namespace) -> dict[str, Any]:
+    """The target's storage: the flags, else the default layout's."""
+    from llamaindex_posfair.integrations.recipe import DEFAULT_FUSED_QUANTIZATION, DEFAULT_NODE_ON_DISK
+
+    int8 = args.node_quantization == "int8"
+    quant = DEFAULT_FUSED_QUANTIZATION if args.fused_quantization is None else args.fused_quantization
+    on_disk = (DEFAULT_NODE_ON_DISK and int8) if args.node_on_disk is None else args.node_on_disk
+    return {"node_int8": int8, "fused_quantization": None if quant == "none" else quant, "node_on_disk": on_disk}
+
+
 def run_fuse(args: argparse.Namespace) -> int:
     """``--collection NAME --to NEW``: :func:`qdrant_tools.fuse.fuse_collection`, with the recipe updated."""
     from llamaindex_posfair.integrations.recipe import read_recipe
@@ -108,12 +131,12 @@ def run_fuse(args: argparse.Namespace) -> int:
             raise CliError(f"collection {args.collection!r} does not exist in {options.storage_label(args)}")
         recipe = read_recipe(client, args.collection)
         weight = _fused_weight(args, recipe)
-        int8 = args.node_quantization == "int8"
+        storage = _storage(args)
         meta = None  # without sub-chunks there is nothing to fuse, and fuse_collection says so
         if recipe is not None and recipe.layout.subchunks is not None:
-            meta = recipe.with_fused_rows(weight, int8).metadata()
+            meta = recipe.with_fused_rows(weight, **storage).metadata()
         n = fuse_collection(
-            client, args.collection, args.to, weight, node_int8=int8, metadata=meta, show_progress=not args.json
+            client, args.collection, args.to, weight, **storage, metadata=meta, show_progress=not args.json
         )
     except (FuseError, ValueError) as exc:  # ValueError: a recorded recipe this version cannot read
         raise CliError(str(exc)) from None

@@ -96,6 +96,11 @@ DEFAULT_NODE_FROM_SUBCHUNKS = False
 DEFAULT_FUSED = True
 #: New collections give the node vectors an int8 copy for their HNSW search (``NodeLayout.node_int8``).
 DEFAULT_NODE_INT8 = True
+#: New collections with the fused multivector keep it as this quantized copy in RAM, the float rows memory-mapped
+#: (``NodeLayout.fused_quantization``; ``None``: float rows in RAM).
+DEFAULT_FUSED_QUANTIZATION: str | None = None
+#: New collections with the node vectors' int8 copy memory-map the float node vectors (``NodeLayout.node_on_disk``).
+DEFAULT_NODE_ON_DISK = False
 
 
 def default_layout(**given: Any) -> NodeLayout:
@@ -109,7 +114,11 @@ def default_layout(**given: Any) -> NodeLayout:
         given.setdefault("node_from_subchunks", DEFAULT_NODE_FROM_SUBCHUNKS)
         weight = DEFAULT_SEARCH.node_weight if DEFAULT_FUSED and DEFAULT_SEARCH.node_weight > 0 else None
         given.setdefault("fused_weight", weight)
+    if given.get("fused_weight") is not None:
+        given.setdefault("fused_quantization", DEFAULT_FUSED_QUANTIZATION)
     given.setdefault("node_int8", DEFAULT_NODE_INT8)
+    if given["node_int8"]:
+        given.setdefault("node_on_disk", DEFAULT_NODE_ON_DISK)
     return NodeLayout(**given)
 
 
@@ -226,13 +235,21 @@ class Recipe(_Frozen):
         runtime = set(EncoderSpec.model_fields) - set(RECORDED_FIELDS) - {"dump_tokens"}
         return {RECIPE_KEY: self.model_dump(mode="json", exclude={"vectors": {n: runtime for n in self.vectors}})}
 
-    def with_fused_rows(self, weight: float, node_int8: bool) -> Recipe:
-        """This recipe for a copy holding the fused multivector at ``weight`` (:func:`qdrant_tools.fuse.fuse_collection`).
+    def with_fused_rows(
+        self, weight: float, node_int8: bool, fused_quantization: str | None = None, node_on_disk: bool = False
+    ) -> Recipe:
+        """This recipe for a copy holding the fused multivector at ``weight``, stored as the other arguments say
+        (:func:`qdrant_tools.fuse.fuse_collection`).
 
         Raises:
-            ValueError: the recipe has no sub-chunks, or ``weight`` is outside (0, 1).
+            ValueError: the recipe has no sub-chunks, ``weight`` is outside (0, 1), or the storage is invalid.
         """
-        layout = self.layout.replace(fused_weight=weight, node_int8=node_int8 or self.layout.node_int8)
+        layout = self.layout.replace(
+            fused_weight=weight,
+            node_int8=node_int8 or self.layout.node_int8,
+            fused_quantization=fused_quantization,
+            node_on_disk=node_on_disk,
+        )
         return self.model_copy(update={"layout": layout})
 
     def node_vector(self, requested: str | None = None) -> str:

@@ -78,3 +78,16 @@ def test_a_collection_without_sub_chunks_is_told_to_re_ingest(store, capsys, exa
     assert run(capsys, *args)[0] == 0
     rc, _, err = run(capsys, "storage", "migrate", "--collection", "nodes", "--to", "x", "--path", store)
     assert rc == 2 and "no sub-chunk multivector" in err and "re-ingest" in err
+
+
+def test_a_fused_collection_moves_into_compact_storage_and_reingests_nothing(store, capsys, example_data):
+    assert run(capsys, "storage", "migrate", "--collection", "plain", "--to", "fused", "--path", store)[0] == 0
+    flags = ("--fused-quantization", "int8", "--node-on-disk")
+    rc, out, err = run(capsys, "storage", "migrate", "--collection", "fused", "--to", "small", "--path", store, *flags)
+    assert rc == 0, err
+    client = _open(store)
+    layout = read_recipe(client, "small").layout
+    client.close()
+    assert (layout.fused_quantization, layout.node_on_disk, layout.node_int8) == ("int8", True, True)
+    rc, out, err = run(capsys, "ingest", str(example_data), "--collection", "small", "--path", store, "--no-progress")
+    assert rc == 0 and "0 new, 0 changed" in out, err

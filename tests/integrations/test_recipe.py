@@ -236,6 +236,23 @@ def test_new_collections_give_the_node_vectors_an_int8_copy_unless_told(tmp_path
     assert rc == 2 and "--node-quantization" in err
 
 
+def test_compact_storage_flags_are_recorded_and_kept(tmp_path, capsys, fake_cli, example_data):
+    from qdrant_tools.subchunks import FUSED_VECTOR
+
+    flags = ("--fused-quantization", "int8", "--node-on-disk")
+    store = _default_and_plain(tmp_path, capsys, example_data, *flags)
+    client = _open(store)
+    recipe = read_recipe(client, "plain")
+    vectors = client.get_collection("plain").config.params.vectors
+    client.close()
+    assert (recipe.layout.fused_quantization, recipe.layout.node_on_disk) == ("int8", True)
+    assert vectors[FUSED_VECTOR].on_disk and vectors[FUSED_VECTOR].quantization_config is not None
+    assert vectors[recipe.node_vector()].on_disk
+    base = ("ingest", str(example_data), "--collection", "plain", "--path", store, "--no-progress")
+    rc, _, err = run(capsys, *base, "--fused-quantization", "none")
+    assert rc == 2 and "--fused-quantization" in err
+
+
 @pytest.mark.parametrize("weight", ["1", "-0.5"])
 def test_a_bad_fused_weight_flag_is_named(tmp_path, capsys, fake_cli, example_data, weight):
     store = str(tmp_path / "q")

@@ -121,3 +121,22 @@ def test_the_fused_key_is_the_one_ingestion_writes(encoder):
     fused_key = plan_encoders({"calibrated": encoder}, fused_weight=0.4, **kwargs).chunking_key
     assert fused_chunking_key(plain_key, 0.4) == fused_key
     assert subchunk_source_of(plain_key) == "calibrated"
+
+
+def test_a_fused_collection_is_copied_into_compact_storage(plain, encoder):
+    fuse_collection(plain, "plain", "fused", 0.4)
+    n = fuse_collection(plain, "fused", "compact", 0.4, fused_quantization="int8", node_on_disk=True)
+    vectors = plain.get_collection("compact").config.params.vectors
+    assert n == plain.count("fused", exact=True).count
+    assert vectors[FUSED_VECTOR].on_disk and vectors[FUSED_VECTOR].quantization_config is not None
+    assert vectors["calibrated"].on_disk
+    q = encoder.encode_queries([QUERY])[0]
+    s = SearchSettings(limit=5, node_weight=0.4, sparse=False)
+    want, got = (search(plain, c, q, s) for c in ("fused", "compact"))
+    assert [h.id for h in got] == [h.id for h in want]  # the rows and their keys are copied as they are
+
+
+def test_fused_rows_of_another_weight_are_not_copied(plain):
+    fuse_collection(plain, "plain", "fused", 0.4)
+    with pytest.raises(FuseError, match="pass --fused-weight 0.4"):
+        fuse_collection(plain, "fused", "compact", 0.5, fused_quantization="int8")

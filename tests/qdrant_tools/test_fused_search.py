@@ -138,3 +138,16 @@ def test_int8_node_vectors_leave_the_exact_scores_exact(client, encoder, weight)
     )[:5]
     hits = search(client, "q8", q, SearchSettings(limit=5, node_weight=weight, sparse=False))
     assert [h.score for h in hits] == pytest.approx(want, abs=1e-5)
+
+
+def test_compact_storage_ranks_as_the_float_rows(client, encoder):
+    compact = FUSED.layout.replace(fused_quantization="int8", node_int8=True, node_on_disk=True)
+    ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
+    ingest_path(client, "compact", DATA, {"calibrated": encoder}, replace(FUSED, layout=compact))
+    fused = client.get_collection("compact").config.params.vectors[FUSED_VECTOR]
+    assert fused.on_disk and fused.quantization_config is not None
+    q = encoder.encode_queries([QUERY])[0]
+    s = SearchSettings(limit=6, node_weight=0.4, sparse=False)
+    want, got = (search(client, c, q, s) for c in ("fused", "compact"))
+    assert _nodes(got) == _nodes(want)
+    assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)

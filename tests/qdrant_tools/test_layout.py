@@ -89,3 +89,24 @@ def test_ingest_settings_plan_through_their_layout(encoder):
     layout = NodeLayout(chunk_tokens=20, subchunks=SubchunkConfig(8, 0))
     via_settings = IngestConfig(layout=layout).encoder_plan({"vanilla": encoder})
     assert via_settings == layout.encoder_plan({"vanilla": encoder})
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"fused_quantization": "int8"}, "needs the fused multivector; pass fused_weight"),
+        ({"fused_weight": 0.5, "fused_quantization": "int4"}, 'must be "int8", "binary" or None'),
+        ({"node_on_disk": True}, "need their int8 copy in RAM"),
+    ],
+)
+def test_a_compact_storage_setting_names_what_it_needs(changes, message):
+    with pytest.raises(ValueError, match=message):
+        NodeLayout(**changes)
+
+
+def test_compact_storage_keeps_the_quantized_copies_in_ram_and_maps_the_originals(encoder):
+    layout = NodeLayout(fused_weight=0.5, fused_quantization="int8", node_int8=True, node_on_disk=True)
+    plan = layout.encoder_plan({"vanilla": encoder})
+    configs = {v.name: v for v in plan.vector_configs()}
+    assert configs["subchunks_fused"].on_disk and configs["subchunks_fused"].quantization.kind == "scalar"
+    assert configs["vanilla"].on_disk and configs["vanilla"].quantization.kind == "scalar"
