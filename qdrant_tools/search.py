@@ -388,18 +388,24 @@ def _exact_candidates(
     return out
 
 
-def ranking_params(layout: Layout, using: str, exact: bool = False) -> models.SearchParams | None:
-    """The search parameters of a stage whose scores rank its hits: a quantized vector (``layout.quantized``)
-    is scanned through its quantized copy and its best ``RESCORE_OVERSAMPLING`` x ``limit`` hits re-scored from
-    the originals, so the ranking follows the original vectors; ``exact`` scans every point. ``None``: neither.
+def ranking_params(layout: Layout, using: str, exact: bool = False, every: bool = False) -> models.SearchParams | None:
+    """The search parameters of a stage whose scores rank its hits. A quantized vector (``layout.quantized``)
+    is scanned through its quantized copy and its best ``RESCORE_OVERSAMPLING`` x ``limit`` hits re-scored
+    from the originals, so the ranking follows the original vectors; ``every``: the stage scans every point
+    (an exactly scored collection), which reads the originals alone, as a layout without the copy ranks.
+    ``exact``: no index. ``None``: none of these.
 
     Example:
         >>> layout = Layout(dense={"vanilla": 8}, subchunks=None, quantized=frozenset({"vanilla"}))
         >>> ranking_params(layout, "vanilla").quantization.rescore
         True
+        >>> ranking_params(layout, "vanilla", every=True).quantization.ignore
+        True
     """
     if using not in layout.quantized:
         return models.SearchParams(exact=True) if exact else None
+    if every:
+        return models.SearchParams(exact=exact, quantization=models.QuantizationSearchParams(ignore=True))
     rescore = models.QuantizationSearchParams(rescore=True, oversampling=RESCORE_OVERSAMPLING)
     return models.SearchParams(exact=exact, quantization=rescore)
 
@@ -425,7 +431,8 @@ def _subchunk_arm(
     (:func:`_candidates`)."""
     using = using or layout.subchunks
     if cands is None:
-        params = ranking_params(layout, using, exact=layout.subchunk_graph and using == layout.subchunks)
+        graph = layout.subchunk_graph and using == layout.subchunks
+        params = ranking_params(layout, using, exact=graph, every=True)
         return models.Prefetch(query=[q.tolist()], using=using, limit=limit, filter=flt, params=params)
     return _rescored(cands, [q.tolist()], using, limit, layout)
 

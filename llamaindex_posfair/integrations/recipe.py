@@ -97,10 +97,11 @@ DEFAULT_FUSED = True
 #: New collections give the node vectors an int8 copy for their HNSW search (``NodeLayout.node_int8``).
 DEFAULT_NODE_INT8 = True
 #: New collections with the fused multivector keep it as this quantized copy in RAM, the float rows memory-mapped
-#: (``NodeLayout.fused_quantization``; ``None``: float rows in RAM).
-DEFAULT_FUSED_QUANTIZATION: str | None = None
-#: New collections with the node vectors' int8 copy memory-map the float node vectors (``NodeLayout.node_on_disk``).
-DEFAULT_NODE_ON_DISK = False
+#: (``NodeLayout.fused_quantization``; ``None``: float rows in RAM), and memory-map the float node vectors beside
+#: their int8 copy (``NodeLayout.node_on_disk``): the compact layout chosen by research/bench/compact_sweep.py's
+#: rule (research/results/compact_sweep/sweep.md).
+DEFAULT_FUSED_QUANTIZATION: str | None = "int8"
+DEFAULT_NODE_ON_DISK = True
 
 
 def default_layout(**given: Any) -> NodeLayout:

@@ -24,7 +24,8 @@ multivector changes; the node vector's copy only matters for the candidates of l
 ``bench/scale.py`` measures.
 
 Usage:
-    python research/bench/compact_sweep.py --memo ~/.cache/posfair/memo
+    python research/bench/compact_sweep.py --memo ~/.cache/posfair/memo                # the dev stage
+    python research/bench/compact_sweep.py --memo ~/.cache/posfair/memo --split test   # every arm on test
 """
 
 from __future__ import annotations
@@ -147,6 +148,9 @@ def table(title: str, results: list[Any], bench: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--memo", default=None, help="folder of the embedding memo (reused between runs)")
+    parser.add_argument(
+        "--split", choices=("dev", "test"), default="dev", help="dev: the sweep; test: every arm reported on test"
+    )
     args = parser.parse_args(argv)
     import logging
 
@@ -163,11 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nencoder: {spec.model_dump(exclude_defaults=True)}")
     dev = {}
     for b in BENCHMARKS:
-        dev[b] = score(b, "dev", encoder)
-        print(table(f"{b} dev", dev[b], load(b, "dev")), flush=True)
-    print("\neligible for the RAM stage (bench/scale.py --sizes 100000 --storage LABEL):")
-    for label in eligible(dev):
-        print(f"- {label}")
+        dev[b] = score(b, args.split, encoder)
+        print(table(f"{b} {args.split}", dev[b], load(b, args.split)), flush=True)
+    if args.split == "dev":
+        print("\neligible for the RAM stage (bench/scale.py --sizes 100000 --storage LABEL):")
+        for label in eligible(dev):
+            print(f"- {label}")
     print(f"\nwall {time.perf_counter() - t0:.0f} s; load averages at the end {cpu_load()}")
     return 0
 

@@ -81,10 +81,13 @@ def test_a_collection_without_sub_chunks_is_told_to_re_ingest(store, capsys, exa
 
 
 def test_a_fused_collection_moves_into_compact_storage_and_reingests_nothing(store, capsys, example_data):
-    assert run(capsys, "storage", "migrate", "--collection", "plain", "--to", "fused", "--path", store)[0] == 0
+    floats = ("--fused-quantization", "none", "--no-node-on-disk")
+    assert run(capsys, "storage", "migrate", "--collection", "plain", "--to", "fused", "--path", store, *floats)[0] == 0
     flags = ("--fused-quantization", "int8", "--node-on-disk")
     rc, out, err = run(capsys, "storage", "migrate", "--collection", "fused", "--to", "small", "--path", store, *flags)
     assert rc == 0, err
+    again = run(capsys, "storage", "migrate", "--collection", "small", "--to", "again", "--path", store, *flags)
+    assert again[0] == 2 and "stored this way; nothing to do" in again[2]
     client = _open(store)
     layout = read_recipe(client, "small").layout
     client.close()

@@ -140,8 +140,9 @@ def test_int8_node_vectors_leave_the_exact_scores_exact(client, encoder, weight)
     assert [h.score for h in hits] == pytest.approx(want, abs=1e-5)
 
 
-def test_compact_storage_ranks_as_the_float_rows(client, encoder):
-    compact = FUSED.layout.replace(fused_quantization="int8", node_int8=True, node_on_disk=True)
+@pytest.mark.parametrize("copy", ["int8", "binary"])  # an exactly scored collection reads the float rows alone
+def test_compact_storage_ranks_as_the_float_rows(client, encoder, copy):
+    compact = FUSED.layout.replace(fused_quantization=copy, node_int8=True, node_on_disk=True)
     ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
     ingest_path(client, "compact", DATA, {"calibrated": encoder}, replace(FUSED, layout=compact))
     fused = client.get_collection("compact").config.params.vectors[FUSED_VECTOR]
