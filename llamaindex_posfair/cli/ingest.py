@@ -116,20 +116,7 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
         help="'int8': the node vectors' HNSW searches an int8 copy kept in RAM (faster candidates above "
         "exact_up_to; the float vectors still score); 'none': float only (default: the default layout's, int8)",
     )
-    g.add_argument(
-        "--fused-quantization",
-        choices=("int8", "binary", "none"),
-        default=None,
-        help="'int8' / 'binary': searches scan a quantized copy of the fused rows kept in RAM, and their float "
-        "rows, memory-mapped, re-score the best hits; 'none': float rows in RAM (default: the default layout's)",
-    )
-    g.add_argument(
-        "--node-on-disk",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="memory-map the float node vectors (their HNSW searches the int8 copy in RAM) "
-        "(default: the default layout's)",
-    )
+    options.add_compact_storage_args(g)
     h = p.add_argument_group("hybrid search (a BM25 sparse vector of each node, fused in Qdrant)")
     b = h.add_mutually_exclusive_group()
     b.add_argument(

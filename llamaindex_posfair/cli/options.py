@@ -186,6 +186,25 @@ def open_client(
 
 
 # --------------------------------------------------------------------------- model (one EncoderSpec)
+def add_compact_storage_args(g: Any) -> None:
+    """``--fused-quantization`` and ``--node-on-disk``: how the fused rows and node vectors are kept
+    (:class:`qdrant_tools.layout.NodeLayout` ``fused_quantization``, ``node_on_disk``)."""
+    g.add_argument(
+        "--fused-quantization",
+        choices=("int8", "binary", "none"),
+        default=None,
+        help="'int8' / 'binary': searches scan a quantized copy of the fused rows kept in RAM, and their float "
+        "rows, memory-mapped, re-score the best hits; 'none': float rows in RAM (default: the default layout's)",
+    )
+    g.add_argument(
+        "--node-on-disk",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="memory-map the float node vectors (their HNSW searches the int8 copy in RAM) "
+        "(default: the default layout's)",
+    )
+
+
 def add_model_args(p: argparse.ArgumentParser) -> None:
     """The flags of one :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` (see :func:`spec_from_args`)."""
     from llamaindex_posfair.encoders.models import BUNDLED_MINILM

@@ -57,19 +57,7 @@ def register(subparsers: Any) -> None:
         default="int8",
         help="'int8' (default): add an int8 copy of the node vectors for their HNSW search; 'none': as stored",
     )
-    f.add_argument(
-        "--fused-quantization",
-        choices=("int8", "binary", "none"),
-        default=None,
-        help="keep the fused rows as this quantized copy in RAM, the float rows memory-mapped; 'none': float rows "
-        "in RAM (default: the default layout's). A collection that holds fused rows is copied into this storage",
-    )
-    f.add_argument(
-        "--node-on-disk",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="memory-map the float node vectors (their HNSW searches the int8 copy) (default: the default layout's)",
-    )
+    options.add_compact_storage_args(f)
     a = m.add_argument_group("a LlamaIndex QdrantVectorStore collection into posfair's layout (re-embedded)")
     a.add_argument(
         "--from-llamaindex",
