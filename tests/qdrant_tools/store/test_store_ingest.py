@@ -9,6 +9,7 @@ from qdrant_tools.layout import NodeLayout
 from qdrant_tools.store import open_store
 
 CFG = IngestConfig(batch_size=4, show_progress=False, layout=NodeLayout(chunk_tokens=12, overlap_tokens=2))
+PROGRESS = IngestConfig(layout=NodeLayout(chunk_tokens=12, overlap_tokens=2))  # with the progress bar
 
 
 @pytest.fixture
@@ -52,24 +53,12 @@ def test_local_mode_has_no_index_step(encoder, corpus):
 def test_progress_lines_announce_the_index(tmp_path, encoder, corpus, capsys, monkeypatch):
     monkeypatch.setattr("qdrant_tools.store.edge_store.ANNOUNCE_INDEX_FROM", 1)
     with open_store(tmp_path / "s") as store:
-        ingest_path(
-            store,
-            "c",
-            corpus,
-            {"calibrated": encoder},
-            IngestConfig(layout=NodeLayout(chunk_tokens=12, overlap_tokens=2)),
-        )
+        ingest_path(store, "c", corpus, {"calibrated": encoder}, PROGRESS)
     err = capsys.readouterr().err
     assert "building the search index of 'c'" in err and "ready in" in err
 
 
 def test_a_small_collection_is_indexed_without_progress_lines(tmp_path, encoder, corpus, capsys):
     with open_store(tmp_path / "s") as store:
-        ingest_path(
-            store,
-            "c",
-            corpus,
-            {"calibrated": encoder},
-            IngestConfig(layout=NodeLayout(chunk_tokens=12, overlap_tokens=2)),
-        )
+        ingest_path(store, "c", corpus, {"calibrated": encoder}, PROGRESS)
     assert "search index" not in capsys.readouterr().err
