@@ -30,7 +30,7 @@ from qdrant_client import models
 
 from qdrant_tools.store.config import CollectionRecord
 from qdrant_tools.store.enums import from_edge, to_edge
-from qdrant_tools.store.layout import COLLECTION_META, SHARD, fsync_dir, write_json_atomic
+from qdrant_tools.store.folder import COLLECTION_META, SHARD, fsync_dir, write_json_atomic
 
 
 @dataclass

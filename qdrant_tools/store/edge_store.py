@@ -60,7 +60,7 @@ import qdrant_edge as E
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.models import QueryResponse  # models.QueryResponse is fastembed's
 
-from qdrant_tools.store import layout
+from qdrant_tools.store import folder as folders
 from qdrant_tools.store.collection import EdgeCollection
 from qdrant_tools.store.config import CLUSTER_SETTINGS, CollectionRecord
 from qdrant_tools.store.enums import to_edge
@@ -162,7 +162,7 @@ class EdgeStore:
             StoreLockedError: another process has it open.
         """
         root = Path(path)
-        kind = layout.folder_kind(root)
+        kind = folders.folder_kind(root)
         if kind == "legacy-local":
             raise LegacyStorageError(legacy_message(path))
         if kind == "other":
@@ -178,7 +178,7 @@ class EdgeStore:
         root.mkdir(parents=True, exist_ok=True)
         lock = FolderLock.acquire(root)
         try:
-            layout.read_marker(root) if kind == "store" else layout.init_store(root)
+            folders.read_marker(root) if kind == "store" else folders.init_store(root)
         except Exception:
             lock.release()
             raise
@@ -188,7 +188,7 @@ class EdgeStore:
     def temporary(cls, *, auto_index: bool = True, quiet_s: float = DEFAULT_QUIET_S) -> EdgeStore:
         """A store in a fresh temporary folder, deleted by :meth:`close` (what ``open_store(":memory:")`` gives)."""
         root = Path(tempfile.mkdtemp(prefix="posfair-store-"))
-        layout.init_store(root)
+        folders.init_store(root)
         store = cls(root, FolderLock.acquire(root), temporary=True, auto_index=auto_index, quiet_s=quiet_s)
         weakref.finalize(store, shutil.rmtree, root, True)  # removed even if never closed
         return store
@@ -248,20 +248,20 @@ class EdgeStore:
         col = self._open.get(name)
         if col is None:
             if not self.collection_exists(name):
-                raise ValueError(f"Collection {name} not found (existing: {layout.list_collections(self._root)})")
-            col = self._open[name] = EdgeCollection.open(layout.collection_dir(self._root, name))
+                raise ValueError(f"Collection {name} not found (existing: {folders.list_collections(self._root)})")
+            col = self._open[name] = EdgeCollection.open(folders.collection_dir(self._root, name))
             if self._indexer is not None:
                 self._indexer.track(name, col.record, backlog=_unindexed(col))
         return col
 
     # ------------------------------------------------------------------ collections
     def get_collections(self, **kwargs: Any) -> models.CollectionsResponse:
-        names = layout.list_collections(self._root)
+        names = folders.list_collections(self._root)
         return models.CollectionsResponse(collections=[models.CollectionDescription(name=n) for n in names])
 
     def collection_exists(self, collection_name: str, **kwargs: Any) -> bool:
-        folder = layout.collection_dir(self._root, collection_name)
-        return (folder / layout.COLLECTION_META).is_file()
+        folder = folders.collection_dir(self._root, collection_name)
+        return (folder / folders.COLLECTION_META).is_file()
 
     def create_collection(self, collection_name: str, **kwargs: Any) -> bool:
         """Create a collection from qdrant-client's ``create_collection`` arguments (see :class:`CollectionRecord`).
@@ -274,7 +274,7 @@ class EdgeStore:
         if self.collection_exists(collection_name):
             raise ValueError(f"Collection {collection_name} already exists; delete_collection it first")
         record = CollectionRecord.from_create_kwargs(kwargs)
-        folder = layout.collection_dir(self._root, collection_name)
+        folder = folders.collection_dir(self._root, collection_name)
         self._open[collection_name] = EdgeCollection.create(folder, record)
         if self._indexer is not None:
             self._indexer.track(collection_name, record)
@@ -287,7 +287,7 @@ class EdgeStore:
         col = self._open.pop(collection_name, None)
         if col is not None:
             col.close()
-        folder = layout.collection_dir(self._root, collection_name)
+        folder = folders.collection_dir(self._root, collection_name)
         if not folder.exists():
             return False
         doomed = folder.with_name(f".deleting-{collection_name}")

@@ -36,7 +36,7 @@ from qdrant_tools.store.errors import (
     StoreLockedError,
     StoreNotFoundError,
 )
-from qdrant_tools.store.layout import folder_kind
+from qdrant_tools.store.folder import folder_kind
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient

@@ -15,7 +15,7 @@ leaves either the whole collection or none of it.
 
 Example:
     >>> import tempfile
-    >>> from qdrant_tools.store.layout import folder_kind
+    >>> from qdrant_tools.store.folder import folder_kind
     >>> folder_kind(tempfile.mkdtemp())
     'empty'
 """
