@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple
 
 from qdrant_client import models
 
+from qdrant_tools.encoding import BINARY_COPY, INT8_COPY
 from qdrant_tools.sparse import SPARSE_VECTOR
 from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
 
@@ -48,13 +49,7 @@ ARMS = (
     Arm("fused int8 copy, originals memory-mapped; node without a copy", "int8", True, "none"),
 )
 
-_QUANTIZATION = {
-    "int8": models.ScalarQuantization(
-        scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
-    ),
-    "binary": models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True)),
-    "none": None,
-}
+_QUANTIZATION = {"int8": INT8_COPY.to_qdrant(), "binary": BINARY_COPY.to_qdrant(), "none": None}
 
 
 def _kept(params: models.VectorParams, copy: Copy, on_disk: bool | None) -> models.VectorParams:
