@@ -471,8 +471,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument(
         "--storage",
-        default="0",
-        help="how the vectors are kept: a row of research.storage_arms.ARMS, by number or label (0 = shipped)",
+        default=None,
+        help="how the vectors are kept: a row of research.storage_arms.ARMS, by number or label "
+        "(default: the shipped layout's row, research.storage_arms.SHIPPED; 0 = the float layout)",
     )
     ap.add_argument("--per-node", type=int, default=10, help="sub-chunks per distractor node")
     ap.add_argument("--jitter", type=float, default=0.1, help="norm of the noise added to a drawn sub-chunk vector")
@@ -505,10 +506,10 @@ def main(argv: list[str] | None = None) -> None:
 
     args = parse_args(argv)
     from llamaindex_posfair.integrations.recipe import Recipe
-    from research.storage_arms import ARMS
+    from research.storage_arms import ARMS, SHIPPED
 
     by_label = {a.label: a for a in ARMS}
-    args.storage = by_label.get(args.storage) or ARMS[int(args.storage)]
+    args.storage = by_label.get(args.storage) or ARMS[SHIPPED if args.storage is None else int(args.storage)]
     print(f"storage: {args.storage.label}", flush=True)
 
     layout = Recipe.default().layout  # the layout posfair ingest writes

@@ -1,6 +1,7 @@
 """How a collection's vectors are kept: the rows of the compact-layout sweep.
 
-Every arm stores the same vectors as the shipped layout; only where they live changes: a quantized copy kept
+Every arm stores the same vectors as the float layout (arm 0, the default before the compact one); only where they
+live changes: a quantized copy kept
 in RAM (int8 scalar, or binary) that searches scan, with the float32 originals memory-mapped (``on_disk``),
 which re-score the best of every ranking (:func:`qdrant_tools.search.ranking_params`). :func:`copy_as`
 writes an existing collection into a new one stored as an arm, from its stored vectors (nothing is encoded).
@@ -8,7 +9,9 @@ writes an existing collection into a new one stored as an arm, from its stored v
 Example:
     >>> from research.storage_arms import ARMS
     >>> ARMS[0].label
-    'shipped: fused float32 in RAM, node float32 + int8 copy, plain sub-chunks memory-mapped'
+    'former default: fused float32 in RAM, node float32 + int8 copy, plain sub-chunks memory-mapped'
+    >>> ARMS[SHIPPED].fused_copy, ARMS[SHIPPED].node_on_disk
+    ('int8', True)
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from qdrant_tools.encoding import BINARY_COPY, INT8_COPY
 from qdrant_tools.sparse import SPARSE_VECTOR
 from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
 
-Copy = Literal["int8", "binary", "none"] | None  # None: as the shipped layout keeps it
+Copy = Literal["int8", "binary", "none"] | None  # None: as the float layout keeps it
 
 
 class Arm(NamedTuple):
@@ -35,7 +38,7 @@ class Arm(NamedTuple):
 
 
 ARMS = (
-    Arm("shipped: fused float32 in RAM, node float32 + int8 copy, plain sub-chunks memory-mapped"),
+    Arm("former default: fused float32 in RAM, node float32 + int8 copy, plain sub-chunks memory-mapped"),
     Arm("fused int8 copy, originals memory-mapped", "int8", True),
     Arm("fused binary copy, originals memory-mapped", "binary", True),
     Arm("fused int8 copy, originals memory-mapped; node originals memory-mapped", "int8", True, None, True),
@@ -48,6 +51,10 @@ ARMS = (
     ),
     Arm("fused int8 copy, originals memory-mapped; node without a copy", "int8", True, "none"),
 )
+
+#: The arm the shipped default layout is (``DEFAULT_FUSED_QUANTIZATION``, ``DEFAULT_NODE_ON_DISK``), chosen by
+#: research/bench/compact_sweep.py's rule.
+SHIPPED = 3
 
 _QUANTIZATION = {"int8": INT8_COPY.to_qdrant(), "binary": BINARY_COPY.to_qdrant(), "none": None}
 

@@ -382,23 +382,28 @@ class StoreIndex:
         return cls(client, folder, layout, storage, seconds, vectors, row_of, bm25=bm25)
 
     def answer(
-        self, queries: np.ndarray, settings: SearchSettings, texts: Sequence[str] | None = None
+        self,
+        queries: np.ndarray,
+        settings: SearchSettings,
+        texts: Sequence[str] | None = None,
+        collection: str = COLLECTION,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Every query through :func:`qdrant_tools.search.search` (with ``texts`` and a BM25 layout: hybrid).
+        """Every query through :func:`qdrant_tools.search.search` (with ``texts`` and a BM25 layout: hybrid), on
+        ``collection`` of the store (the ingested one, or a copy of it with the same points).
 
         Returns:
             ``([n_queries, n_nodes] node scores, -inf where not returned; per-query search seconds)``.
         """
         if self.closed:
             raise RuntimeError("this StoreIndex is closed; build it again (IndexPool does)")
-        layout = collection_layout(self.client, COLLECTION)
+        layout = collection_layout(self.client, collection)
         out = np.full((len(queries), len(self.row_of)), -np.inf, dtype=np.float64)
         seconds = np.zeros(len(queries))
         bm25 = Bm25Sparse() if self.bm25 and texts is not None else None
         for i, q in enumerate(queries):
             t0 = time.perf_counter()
             sparse = bm25.embed_query(texts[i]) if bm25 is not None else None
-            hits = search(self.client, COLLECTION, q, settings, layout=layout, sparse_query=sparse)
+            hits = search(self.client, collection, q, settings, layout=layout, sparse_query=sparse)
             seconds[i] = time.perf_counter() - t0
             for h in hits:
                 out[i, self.row_of[h.id]] = h.score

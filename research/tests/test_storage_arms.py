@@ -9,7 +9,7 @@ from qdrant_client import models
 from qdrant_tools.search import collection_layout, ranking_params
 from qdrant_tools.store import open_store
 from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
-from research.storage_arms import ARMS, arm_vectors, copy_as
+from research.storage_arms import ARMS, SHIPPED, arm_vectors, copy_as
 
 N, ROWS, DIM = 300, 4, 16
 
@@ -28,8 +28,19 @@ def _vectors() -> dict[str, models.VectorParams]:
     return {"vanilla": node, SUBCHUNK_VECTOR: _multi(), FUSED_VECTOR: _multi()}
 
 
-def test_the_shipped_arm_changes_nothing():
+def test_the_float_arm_changes_nothing():
     assert arm_vectors(_vectors(), ARMS[0]) == _vectors()
+
+
+def test_the_shipped_arm_is_the_default_layouts_storage():
+    from llamaindex_posfair.integrations.recipe import default_layout
+
+    layout, arm = default_layout(), ARMS[SHIPPED]
+    assert (arm.fused_copy, arm.fused_on_disk, arm.node_on_disk) == (
+        layout.fused_quantization,
+        True,
+        layout.node_on_disk,
+    )
 
 
 def test_an_arm_quantizes_the_fused_rows_and_maps_their_originals():
