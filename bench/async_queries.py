@@ -9,11 +9,19 @@ beforehand, interleaves for each repeat:
 * concurrent: the same 8 queries as ``asyncio.gather`` of ``store.aquery`` (batched into one
   ``query_batch_points`` call by :class:`qdrant_tools.store.async_store.AsyncStore`);
 
-and times single ``store.query`` calls for p50 / p99 (query embedding excluded). Prints a markdown table.
+and times single ``store.query`` calls for p50 / p99 (query embedding excluded). Prints a markdown table,
+then a check of whether Qdrant Edge's query releases the interpreter lock: engine queries alone, a pure
+Python loop alone, and both at once in two threads (if the lock is held, "both" takes their sum).
+
+``--remote`` measures the other case: the query encoder on a ``posfair serve`` server (a local Ray
+Serve deployment of the bundled model, in its own process). A ``VectorStoreIndex`` over the store
+answers 8 questions with ``retriever.retrieve`` one after another, then with ``asyncio.gather`` of
+``retriever.aretrieve``; query embedding included, through the async HTTP client.
 
 Usage::
 
     python bench/async_queries.py --nodes 1000,10000 --repeats 20
+    python bench/async_queries.py --remote --repeats 10
 """
 
 from __future__ import annotations
@@ -133,15 +141,118 @@ def measure(store, qs: list, repeats: int) -> dict[str, float]:
     }
 
 
+def lock_check(client, store, qs: list, repeats: int) -> dict[str, float]:
+    """Medians (ms) of 8 engine queries alone, a Python loop alone, and both at once in two threads."""
+    import threading
+
+    from qdrant_tools import search
+
+    layout = store._current_layout()
+    requests = []
+    for q in qs:
+        _, args = store._plan_query(q)
+        requests.append(
+            search.query_request(
+                args["query_vector"], args["settings"], layout, query_filter=None, sparse_query=args["sparse_query"]
+            )
+        )
+
+    def engine() -> None:
+        for r in requests:
+            client.query_points("bench", **r, with_payload=True)
+
+    def python_loop() -> None:
+        total = 0
+        for i in range(200_000):
+            total += i * i
+
+    def both() -> None:
+        thread = threading.Thread(target=engine)
+        thread.start()
+        python_loop()
+        thread.join()
+
+    times: dict[str, list[float]] = {"engine": [], "python": [], "both": []}
+    for _ in range(repeats):
+        for name, f in (("engine", engine), ("python", python_loop), ("both", both)):
+            t0 = time.perf_counter()
+            f()
+            times[name].append(1000 * (time.perf_counter() - t0))
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def remote(repeats: int, concurrency: int, n_passages: int) -> None:
+    """Sequential ``retrieve`` against concurrent ``aretrieve`` with the query encoder on ``posfair serve``."""
+    from llama_index.core import Document, VectorStoreIndex
+
+    from llamaindex_posfair import PosFairEmbedding, PosFairVectorStore
+    from llamaindex_posfair.encoders.models import BUNDLED_MINILM
+    from llamaindex_posfair.encoders.spec import EncoderSpec
+    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from llamaindex_posfair.serve import config as C
+    from llamaindex_posfair.serve import runner
+    from qdrant_tools.store import open_store
+
+    bench = load_shipped("natural-docs", "test")
+    texts = list(bench.corpus.values())[:n_passages]
+    questions = list(bench.queries.values())[: concurrency * (repeats + 1)]
+    owns = runner.ensure_ray(None, os.cpu_count(), log_to_driver=False)
+    port = runner.free_port()
+    try:
+        runner.deploy(C.ServeConfig(encoder=EncoderSpec(model=BUNDLED_MINILM).pinned()), "127.0.0.1", port)
+        embed = PosFairEmbedding(endpoint=f"http://127.0.0.1:{port}")
+        client = open_store(":memory:")
+        store = PosFairVectorStore("bench", client=client, embed_model=embed)
+        index = VectorStoreIndex.from_documents(
+            [Document(text=t) for t in texts], vector_store=store, embed_model=embed
+        )
+        retriever = index.as_retriever(similarity_top_k=10)
+        seq, conc = asyncio.run(_remote_rounds(retriever, questions, concurrency))
+        client.close()
+    finally:
+        runner.stop(owns)
+    print(
+        f"\nQuery encoder on posfair serve (local Ray Serve, {BUNDLED_MINILM}, CPU), {len(texts)} natural-docs passages"
+    )
+    print(
+        f"through VectorStoreIndex + PosFairVectorStore, top 10; medians of {repeats} interleaved repeats, query embedding included\n"
+    )
+    print(f"| {concurrency} sequential retrieve ms | {concurrency} concurrent aretrieve ms | ratio |")
+    print("|---|---|---|")
+    print(f"| {seq:.1f} | {conc:.1f} | {conc / seq:.2f} |")
+
+
+async def _remote_rounds(retriever, questions: list[str], k: int) -> tuple[float, float]:
+    retriever.retrieve(questions[0])
+    await asyncio.gather(*(retriever.aretrieve(q) for q in questions[:k]))
+    seq, conc = [], []
+    for start in range(0, len(questions) - k + 1, k):
+        group = questions[start : start + k]
+        t0 = time.perf_counter()
+        for q in group:
+            retriever.retrieve(q)
+        seq.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        await asyncio.gather(*(retriever.aretrieve(q) for q in group))
+        conc.append(time.perf_counter() - t0)
+    return 1000 * float(np.median(seq)), 1000 * float(np.median(conc))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="1000,10000", help="collection sizes, comma-separated")
     parser.add_argument("--concurrency", type=int, default=8, help="queries sent together (default 8)")
     parser.add_argument("--repeats", type=int, default=20, help="interleaved repeats (default 20)")
+    parser.add_argument("--remote", action="store_true", help="the query encoder on posfair serve (needs Ray Serve)")
+    parser.add_argument("--passages", type=int, default=300, help="natural-docs passages indexed with --remote")
     args = parser.parse_args(argv)
     import logging
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
+    if args.remote:
+        remote(args.repeats, args.concurrency, args.passages)
+        print(f"\nCPU cores {os.cpu_count()}; load averages at the end {os.getloadavg()}")
+        return 0
     encoder = HashEncoder()
     rng = np.random.default_rng(1)
     print(
@@ -152,14 +263,22 @@ def main(argv: list[str] | None = None) -> int:
         f"| nodes | add nodes/s | {args.concurrency} sequential ms | {args.concurrency} concurrent (aquery) ms | ratio | query p50 ms | query p99 ms |"
     )
     print("|---|---|---|---|---|---|---|")
+    checks = []
     for n in (int(x) for x in args.nodes.split(",")):
         client, store, seconds = build(n, encoder)
-        r = measure(store, queries(encoder, args.concurrency, rng), args.repeats)
+        qs = queries(encoder, args.concurrency, rng)
+        r = measure(store, qs, args.repeats)
         print(
             f"| {n:,} | {n / seconds:.0f} | {r['seq']:.1f} | {r['conc']:.1f} | {r['ratio']:.2f} | "
             f"{r['p50']:.2f} | {r['p99']:.2f} |"
         )
+        checks.append((n, lock_check(client, store, qs, args.repeats)))
         client.close()
+    print(f"\nDoes Qdrant Edge's query release the interpreter lock? ({args.concurrency} queries; medians, ms)\n")
+    print("| nodes | engine queries alone | Python loop alone | both, two threads | sum of the two |")
+    print("|---|---|---|---|---|")
+    for n, c in checks:
+        print(f"| {n:,} | {c['engine']:.1f} | {c['python']:.1f} | {c['both']:.1f} | {c['engine'] + c['python']:.1f} |")
     print(f"\nCPU cores {os.cpu_count()}; load averages at the end {os.getloadavg()}")
     return 0
 

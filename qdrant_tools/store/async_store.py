@@ -1,16 +1,15 @@
 """``AsyncStore``: an ``AsyncQdrantClient``-shaped face of a synchronous store, for the embedded engine.
 
-Qdrant Edge answers one call at a time in a process, so queries sent from many
-threads take as long as the same queries one after another. What it does
-parallelise is a *batch*: ``query_batch_points`` scores its requests across the
-cores. ``AsyncStore.query_points`` therefore queues each request and one worker per
-collection sends everything queued as one ``query_batch_points`` call in a worker
-thread; requests that arrive while a batch runs go out together in the next one.
-Concurrent ``await store.query_points(...)`` calls thus run as batches, and the
-event loop is never blocked. No lock is held around queries. Other calls run in a
-worker thread as they are.
+Qdrant Edge holds the interpreter lock while it answers, so queries sent from many
+threads take as long as the same queries one after another, and nothing else in
+the process runs meanwhile. ``AsyncStore.query_points`` queues each request and one
+worker per collection sends everything queued as one ``query_batch_points`` call in
+a worker thread (one engine call instead of many); requests that arrive while a
+batch runs go out together in the next one. The event loop is never blocked, and
+no lock is held around queries. Other calls run in a worker thread as they are.
 
-``bench/async_queries.py`` measures it against sequential queries.
+``bench/async_queries.py`` measures it against sequential queries, and checks the
+interpreter lock.
 
 Example:
     >>> import asyncio
