@@ -406,6 +406,28 @@ def subchunk_mean(vectors: np.ndarray) -> np.ndarray:
     return mean / norm if norm > 0 else mean
 
 
+def whole_text_node_vectors(node: np.ndarray, subs: Sequence[np.ndarray], truncated: Sequence[bool]) -> np.ndarray:
+    """``node`` with the row of every truncated node replaced by :func:`subchunk_mean` of its sub-chunk vectors.
+
+    A node longer than the encoder's window (``truncated``) is encoded from its first tokens only,
+    while its sub-chunks cover all of it; the mean of their vectors is a node vector of the whole
+    text, so that evidence late in a long node is not scored against a vector that never saw it.
+    Nodes within the window keep their vectors.
+
+    Example:
+        >>> rows = whole_text_node_vectors(np.array([[1.0, 0.0], [1.0, 0.0]]), [np.eye(2), np.eye(2)], [False, True])
+        >>> rows.astype(float).round(4).tolist()
+        [[1.0, 0.0], [0.7071, 0.7071]]
+    """
+    if not any(truncated):
+        return node
+    out = np.array(node, dtype=np.float32)
+    for i, long in enumerate(truncated):
+        if long:
+            out[i] = subchunk_mean(subs[i])
+    return out
+
+
 def fused_rows(node: np.ndarray, subs: np.ndarray, weight: float) -> np.ndarray:
     """The rows ``(1 - w) * s_j + w * node`` of :data:`~qdrant_tools.subchunks.FUSED_VECTOR` (each input scaled to
     unit length first): under the dot product, a unit query's MaxSim over them is
@@ -588,6 +610,8 @@ class ChunkEncoder:
             else:
                 vectors[name] = self._encoded(name, enc, texts, groups)
         if subs is not None:
+            source = self.plan.source_vector
+            vectors[source] = whole_text_node_vectors(vectors[source], subs, [c.payload[P.TRUNCATED] for c in chunks])
             vectors[SUBCHUNK_VECTOR] = subs
             if self.plan.fused_weight is not None:
                 node = vectors[self.plan.source_vector]

@@ -325,3 +325,20 @@ def test_an_embed_model_in_another_precision_adds_no_nodes(client, make_fake):
 def test_a_new_collection_records_the_embed_models_precision(client, make_fake):
     bf16 = _embed_in(make_fake, "bfloat16")
     assert PosFairVectorStore("p", client=client, embed_model=bf16).layout.encoder_spec().dtype == "bfloat16"
+
+
+def test_a_node_longer_than_the_window_gets_a_node_vector_of_its_whole_text(client, embed):
+    import numpy as np
+
+    from qdrant_tools.encoding import subchunk_mean
+
+    long_text = " ".join(f"Sentence {i} tells of the harbour and its ships." for i in range(40))
+    short, long = _nodes(embed, ["bees"])[0], _nodes(embed, ["tides"], text=long_text)[0]
+    store = PosFairVectorStore("docs", client=client, embed_model=embed)
+    store.add([short, long])
+    name = store._node_vector()
+    points = {p.payload["text"] == long_text: p for p in client.scroll("docs", limit=10, with_vectors=True)[0]}
+    assert points[True].payload["truncated"] and not points[False].payload["truncated"]
+    want = subchunk_mean(np.asarray(points[True].vector["subchunks"], dtype=np.float32))
+    np.testing.assert_allclose(points[True].vector[name], want, atol=1e-4)
+    np.testing.assert_allclose(points[False].vector[name], short.embedding, atol=1e-4)
