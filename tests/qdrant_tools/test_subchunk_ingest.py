@@ -195,7 +195,8 @@ def test_exact_up_to_zero_keeps_the_node_vector_prefetch(client, encoder):
     assert {h.id for h in hits} == {i for i, _ in nearest}
 
 
-def test_a_collection_larger_than_exact_up_to_is_searched_in_two_stages(client, encoder):
+def test_a_collection_larger_than_exact_up_to_is_searched_in_two_stages(client, make_encoder):
+    encoder = make_encoder(max_length=256)  # nodes within the window keep their encoded node vectors
     ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
     pts = _points(client)
     q = encoder.encode_queries(["how do spring tides form when the moon and sun align"])[0]
