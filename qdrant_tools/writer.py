@@ -234,10 +234,10 @@ class QdrantWriter:
         return self.spec.name
 
     def check(self) -> bool:
-        """Check the live collection's named vectors against the spec; return whether it exists.
+        """Check that this writer may use the live collection; return whether it exists.
 
         Raises:
-            CollectionMismatchError: a vector is missing or has another size or distance (nothing is written).
+            CollectionMismatchError: see :func:`qdrant_tools.compat.check_writable` (nothing is written).
         """
         return check_writable(self.client, self.spec, self.descriptions)
 
