@@ -159,7 +159,7 @@ def plan_run(
     (the plan says what would be added, replaced and pruned).
 
     Raises:
-        SchemaMismatchError: the collection (or ``spec``) does not fit the encoders.
+        CollectionMismatchError: the collection (or ``spec``) does not fit the encoders.
         ValueError: duplicate document ids.
     """
     metadata = {**(settings.metadata or {}), **encoders.metadata()}
@@ -220,7 +220,7 @@ class IngestionRun:
             started: ``time.perf_counter()`` when the caller began (default: now); counted in ``report.seconds``.
 
         Raises:
-            SchemaMismatchError: the collection (or ``spec``) does not fit the encoders; nothing written.
+            CollectionMismatchError: the collection (or ``spec``) does not fit the encoders; nothing written.
             ValueError: duplicate document ids; nothing written.
         """
         writer, plan = plan_run(client, collection, documents, encoders, settings, spec=spec, ordering=ordering)

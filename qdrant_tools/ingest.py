@@ -100,7 +100,7 @@ def ingest_documents(
         The report.
 
     Raises:
-        SchemaMismatchError: before any write, if the collection does not fit the encoders.
+        CollectionMismatchError: before any write, if the collection does not fit the encoders.
         ValueError: on duplicate document ids or no vectors.
     """
     config = config or IngestConfig()
@@ -130,7 +130,7 @@ def ingest_path(
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        SchemaMismatchError: before any write, if the collection does not fit.
+        CollectionMismatchError: before any write, if the collection does not fit.
         ValueError: ``prune`` with a single file (nothing written).
     """
     config = scoped_to(config or IngestConfig(), path)

@@ -309,7 +309,7 @@ def ray_ingest_documents(
         The report.
 
     Raises:
-        SchemaMismatchError: before any write, if the collection does not fit the encoders.
+        CollectionMismatchError: before any write, if the collection does not fit the encoders.
         ValueError: duplicate document ids (before any write).
     """
     config = config or RayIngestConfig()

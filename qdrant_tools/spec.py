@@ -42,6 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from qdrant_client import models
 
+from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.store.protocol import StoreLike, store_traits
 
 logger = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ class VectorConfig(_Frozen):
     """One named vector: dense (one vector per point) or a multivector (several, scored by MaxSim).
 
     The one type posfair describes a vector it writes with: a :class:`CollectionSpec` holds them,
-    and :func:`qdrant_tools.schema.check_collection` checks a live collection against them.
+    and :func:`qdrant_tools.compat.check_writable` checks a live collection against them.
     A multivector holds e.g. the sub-chunk vectors of a node; it is only used to
     re-score candidates, so give it ``hnsw=HnswSpec(m=0)`` (no graph) unless it is
     searched on its own.
@@ -381,10 +382,6 @@ class ValidationReport:
         if self.unverified:
             lines.append(f"  not reported by this backend, so not checked: {', '.join(self.unverified)}")
         return "\n".join(lines)
-
-
-class CollectionMismatchError(ValueError):
-    """A live collection does not match its spec."""
 
 
 def _cmp_hnsw(prefix: str, want: HnswSpec | None, have: Any, out: list[Difference]) -> None:

@@ -4,7 +4,7 @@
 
 * the collection comes from a :class:`qdrant_tools.spec.CollectionSpec`,
   *including* its payload indexes (``doc_id``, ``version``, payload format);
-* the named-vector schema is checked (:func:`qdrant_tools.schema.check_collection`)
+* the named-vector schema is checked (:func:`qdrant_tools.compat.check_writable`)
   before any write, so a wrong collection raises and nothing is written;
 * the stored state is read with one scroll (per document and version: chunk
   indices and chunk count), the input of :func:`qdrant_tools.plan.plan_ingestion`;
@@ -64,10 +64,10 @@ import numpy as np
 from qdrant_client import models
 
 from qdrant_tools import payload as P
-from qdrant_tools.metadata import metadata_conflicts, read_metadata
+from qdrant_tools.compat import CollectionMismatchError, check_writable
+from qdrant_tools.metadata import read_metadata
 from qdrant_tools.plan import StoredVersion
 from qdrant_tools.retry import RetryingClient, RetryPolicy
-from qdrant_tools.schema import SchemaMismatchError, check_collection
 from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig, create_payload_indexes
 from qdrant_tools.store.protocol import StoreLike, store_traits
 
@@ -164,7 +164,7 @@ def spec_for_vectors(
         sparse: the sparse vectors the run writes (added to ``base``'s).
 
     Raises:
-        SchemaMismatchError: ``base`` lacks a vector or gives it another size or kind.
+        CollectionMismatchError: ``base`` lacks a vector or gives it another size or kind.
         ValueError: ``base`` names another collection.
     """
     if isinstance(vectors, Mapping):
@@ -187,7 +187,7 @@ def spec_for_vectors(
     for v in vectors:
         if have.get(v.name) != (v.size, v.multivector):
             kind = "multivector" if v.multivector else "dense vector"
-            raise SchemaMismatchError(
+            raise CollectionMismatchError(
                 f"spec {base.name!r} has vectors {sorted(have)}, but the run writes {v.name!r} as a {kind} of size "
                 f"{v.size}; fix the spec's vectors or the vector names (--vector-name)"
             )
@@ -234,53 +234,12 @@ class QdrantWriter:
         return self.spec.name
 
     def check(self) -> bool:
-        """Check the live collection's named vectors against the spec; return whether it exists.
+        """Check that this writer may use the live collection; return whether it exists.
 
         Raises:
-            SchemaMismatchError: a vector is missing or has another size or distance (nothing is written).
+            CollectionMismatchError: see :func:`qdrant_tools.compat.check_writable` (nothing is written).
         """
-        exists = check_collection(self.client, self.collection, self.spec.vectors, self.descriptions)
-        if exists:
-            self._refuse_missing_multivectors()
-            self._refuse_missing_sparse()
-            self._refuse_other_metadata()
-        return exists
-
-    def _refuse_missing_sparse(self) -> None:
-        """Sparse vectors this run writes must exist in the collection (they cannot be added to its points)."""
-        live = self.client.get_collection(self.collection).config.params.sparse_vectors or {}
-        missing = sorted(v.name for v in self.spec.sparse_vectors if v.name not in live)
-        if missing:
-            raise SchemaMismatchError(
-                f"collection {self.collection!r} has no sparse vector {missing} (it was written without BM25), but "
-                "this run writes it; ingest without sparse vectors, or into a new collection (--collection NEW_NAME)"
-            )
-
-    def _refuse_other_metadata(self) -> None:
-        """The recorded metadata (the recipe) must agree with this run's wherever both say something."""
-        if not self.spec.metadata:
-            return
-        clash = metadata_conflicts(read_metadata(self.client, self.collection), self.spec.metadata)
-        if clash:
-            raise SchemaMismatchError(
-                f"collection {self.collection!r} was written with other settings than this run's: "
-                f"{'; '.join(clash)}; write with the collection's settings, or into a new collection "
-                "(--collection NEW_NAME)"
-            )
-
-    def _refuse_missing_multivectors(self) -> None:
-        """A collection with sub-chunk (multi)vectors must not get points without them: layouts never mix."""
-        live = self.client.get_collection(self.collection).config.params.vectors
-        written = {v.name for v in self.spec.vectors}
-        extra = sorted(
-            n for n, p in live.items() if getattr(p, "multivector_config", None) is not None and n not in written
-        )
-        if extra:
-            raise SchemaMismatchError(
-                f"collection {self.collection!r} holds the multivector(s) {extra} (the sub-chunk layout), but this "
-                "run writes points without them; ingest with the same sub-chunk settings, or into a new collection "
-                "(--collection NEW_NAME) for the single-vector layout"
-            )
+        return check_writable(self.client, self.spec, self.descriptions)
 
     def ensure(self) -> bool:
         """Check the collection, create it from the spec if missing, and create missing payload indexes.
@@ -289,7 +248,7 @@ class QdrantWriter:
             True if the collection was created.
 
         Raises:
-            SchemaMismatchError: see :meth:`check` (raised before any write).
+            CollectionMismatchError: see :meth:`check` (raised before any write).
         """
         created = not self.check()
         if created:

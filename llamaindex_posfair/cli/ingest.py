@@ -409,10 +409,10 @@ def open_for_run(args: argparse.Namespace) -> Any:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
+    from qdrant_tools.compat import CollectionMismatchError
     from qdrant_tools.driver import scoped_to
     from qdrant_tools.ingest import ingest_documents
     from qdrant_tools.report import IngestReport
-    from qdrant_tools.schema import SchemaMismatchError
 
     check_source(args)
     report = IngestReport(collection=args.collection)
@@ -426,7 +426,7 @@ def run_ingest(args: argparse.Namespace) -> int:
             print_plan(args, dry_run_plan(client, args.collection, docs, config.encoder_plan(vectors), config), report)
             return 0
         report = ingest_documents(client, args.collection, docs, vectors, config, report=report)
-    except (SchemaMismatchError, ValueError) as exc:
+    except (CollectionMismatchError, ValueError) as exc:
         raise CliError(str(exc)) from None
     except CliError:
         raise

@@ -322,8 +322,8 @@ def test_a_collection_written_before_recipes_learns_one(tmp_path, make_fake):
 
 
 def test_writer_refuses_another_recipe_before_writing(tmp_path, make_fake):
+    from qdrant_tools.compat import CollectionMismatchError
     from qdrant_tools.ingest import IngestConfig, ingest_documents
-    from qdrant_tools.schema import SchemaMismatchError
 
     docs = [_doc("a", "The tide rises twice a day. " * 5)]
     other = [_doc("b", "Lighthouses guide ships at night. " * 5)]
@@ -337,7 +337,7 @@ def test_writer_refuses_another_recipe_before_writing(tmp_path, make_fake):
         )
         before = client.count("c").count
         with pytest.raises(
-            SchemaMismatchError, match=r"posfair_recipe\.layout\.subchunks\.max_tokens: stored 32, given 48"
+            CollectionMismatchError, match=r"posfair_recipe\.layout\.subchunks\.max_tokens: stored 32, given 48"
         ):
             ingest_documents(
                 client, "c", other, {"vanilla": enc}, IngestConfig(show_progress=False, metadata=second.metadata())

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
-from qdrant_tools.schema import SchemaMismatchError
 from qdrant_tools.search import SearchSettings, collection_layout, search
 from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 from qdrant_tools.store import open_store
@@ -127,7 +127,7 @@ def test_a_collection_without_bm25_refuses_a_run_that_writes_it(client, encoder)
         IngestConfig(show_progress=False, layout=NodeLayout(subchunks=SubchunkConfig(24, 0))),
     )
     before = client.count("c").count
-    with pytest.raises(SchemaMismatchError, match="no sparse vector"):
+    with pytest.raises(CollectionMismatchError, match="no sparse vector"):
         ingest_path(client, "c", DATA, {"vanilla": encoder}, CFG)
     assert client.count("c").count == before
 

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
-from qdrant_tools.schema import SchemaMismatchError, ensure_collection
+from qdrant_tools.schema import ensure_collection
 from qdrant_tools.spec import CollectionSpec, VectorConfig
 from qdrant_tools.store import open_store
 from qdrant_tools.writer import QdrantWriter
@@ -95,7 +96,7 @@ def test_crash_before_stale_delete_keeps_old_version_then_rerun_cleans(client, e
 
 def test_schema_mismatch_raises_before_any_write(client, encoder, corpus):
     ensure_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
-    with pytest.raises(SchemaMismatchError, match="size 8.*size 16"):
+    with pytest.raises(CollectionMismatchError, match="size 8.*size 16"):
         ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     assert client.count("c").count == 0 and encoder.calls == []
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
-from qdrant_tools.schema import SchemaMismatchError
 from qdrant_tools.search import SearchSettings, collection_layout, search
 from qdrant_tools.subchunks import SubchunkConfig
 
@@ -102,7 +102,7 @@ def test_layouts_never_mix_in_one_collection(client, encoder, first, second):
         IngestConfig(show_progress=False, layout=NodeLayout(subchunks=first)),
     )
     before = client.count("c", exact=True).count
-    with pytest.raises(SchemaMismatchError, match="sub-chunk|subchunks"):
+    with pytest.raises(CollectionMismatchError, match="sub-chunk|subchunks"):
         ingest_path(
             client,
             "c",

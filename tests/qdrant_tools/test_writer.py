@@ -14,9 +14,10 @@ import pytest
 from qdrant_client import models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
+from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.plan import StoredVersion
 from qdrant_tools.retry import RetryingClient, RetryPolicy
-from qdrant_tools.schema import SchemaMismatchError, ensure_collection
+from qdrant_tools.schema import ensure_collection
 from qdrant_tools.spec import CollectionSpec, VectorConfig
 from qdrant_tools.store.protocol import store_traits
 from qdrant_tools.writer import PointBatch, QdrantWriter, spec_for_vectors
@@ -73,7 +74,9 @@ def test_ensure_creates_the_collection_with_the_spec_payload_indexes(recorded):
 def test_schema_mismatch_raises_before_any_write(client, recorded):
     ensure_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
     writer = QdrantWriter(recorded, spec(size=4), descriptions={"calibrated": "tiny-bert (fingerprint f1)"})
-    with pytest.raises(SchemaMismatchError, match=r"size 8, but encoder tiny-bert \(fingerprint f1\) produces size 4"):
+    with pytest.raises(
+        CollectionMismatchError, match=r"size 8, but encoder tiny-bert \(fingerprint f1\) produces size 4"
+    ):
         writer.ensure()
     assert [name for name in WRITES if getattr(recorded, name).called] == []
 
@@ -179,7 +182,7 @@ def test_vectors_of_the_wrong_size_are_refused_before_the_call(recorded):
 def test_an_operator_spec_must_hold_every_encoder_vector_with_its_size():
     base = CollectionSpec(name="c", vectors=[VectorConfig(name="calibrated", size=384, on_disk=True)])
     assert spec_for_vectors("c", {"calibrated": 384}, base) is base
-    with pytest.raises(SchemaMismatchError, match="the run writes 'vanilla' as a dense vector of size 384"):
+    with pytest.raises(CollectionMismatchError, match="the run writes 'vanilla' as a dense vector of size 384"):
         spec_for_vectors("c", {"vanilla": 384}, base)
     with pytest.raises(ValueError, match="spec describes collection 'c' but the ingestion writes 'd'"):
         spec_for_vectors("d", {"calibrated": 384}, base)
