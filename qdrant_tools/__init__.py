@@ -24,7 +24,7 @@ Example:
 """
 
 from qdrant_tools.chunking import Chunk, ChunkingConfig, SkippedFile, SourceDocument, chunk_text, load_document
-from qdrant_tools.compat import CollectionMismatchError, check_writable
+from qdrant_tools.compat import check_writable
 from qdrant_tools.encoding import Encoder
 from qdrant_tools.ids import document_version, point_id
 from qdrant_tools.ingest import IngestConfig, ingest_documents, ingest_path
@@ -32,7 +32,7 @@ from qdrant_tools.layout import NodeLayout
 from qdrant_tools.plan import IngestionPlan, plan_ingestion
 from qdrant_tools.report import IngestReport
 from qdrant_tools.schema import ensure_collection
-from qdrant_tools.spec import VectorConfig
+from qdrant_tools.spec import CollectionMismatchError, VectorConfig
 from qdrant_tools.writer import PointBatch, QdrantWriter
 
 __all__ = [

@@ -4,7 +4,7 @@ Before the first write, :func:`check_writable` compares a live collection
 with the :class:`~qdrant_tools.spec.CollectionSpec` a run writes: every named
 vector (present, size, distance, multivector or not), the sub-chunk
 multivectors the run would leave out, the sparse vectors and the recorded
-metadata. A mismatch raises :class:`CollectionMismatchError` naming the
+metadata. A mismatch raises :class:`~qdrant_tools.spec.CollectionMismatchError` naming the
 collection's side, this run's side and the fix; nothing is written.
 
 Example:
@@ -19,7 +19,7 @@ Example:
     >>> check_writable(client, spec)
     Traceback (most recent call last):
     ...
-    qdrant_tools.compat.CollectionMismatchError: vector 'v' of collection 'demo' has size 8, ...
+    qdrant_tools.spec.CollectionMismatchError: vector 'v' of collection 'demo' has size 8, ...
 """
 
 from __future__ import annotations
@@ -28,19 +28,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from qdrant_tools.metadata import metadata_conflicts, read_metadata
+from qdrant_tools.spec import CollectionMismatchError
 
 if TYPE_CHECKING:
     from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["CollectionMismatchError", "check_writable"]
-
-
-class CollectionMismatchError(ValueError):
-    """The collection cannot be used as asked.
-
-    The message names the collection's side, this run's side and the fix.
-    """
+__all__ = ["check_writable"]
 
 
 def _describe(vectors: Any) -> str:

@@ -4,7 +4,7 @@ posfair stores *named* dense vectors, so one collection can hold e.g. a
 ``vanilla`` and a ``calibrated`` vector for every chunk. Before the first
 write, every vector an ingestion will write is checked against the
 collection: it must exist under that name with the encoder's size and
-distance. A mismatch raises :class:`qdrant_tools.compat.CollectionMismatchError`
+distance. A mismatch raises :class:`qdrant_tools.spec.CollectionMismatchError`
 naming both sides and the fix, and nothing is written.
 
 The vectors are described by :class:`qdrant_tools.spec.VectorConfig`, the one

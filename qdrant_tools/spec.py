@@ -42,10 +42,18 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from qdrant_client import models
 
-from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.store.protocol import StoreLike, store_traits
 
 logger = logging.getLogger(__name__)
+
+
+class CollectionMismatchError(ValueError):
+    """The collection cannot be used as asked: by a run that writes to it
+    (:func:`qdrant_tools.compat.check_writable`) or against its spec (:func:`validate_collection`).
+
+    The message names the collection's side, this run's side and the fix.
+    """
+
 
 Distance = Literal["cosine", "dot", "euclid", "manhattan"]
 IndexType = Literal["keyword", "integer", "float", "bool", "text", "uuid", "datetime"]

@@ -64,11 +64,17 @@ import numpy as np
 from qdrant_client import models
 
 from qdrant_tools import payload as P
-from qdrant_tools.compat import CollectionMismatchError, check_writable
+from qdrant_tools.compat import check_writable
 from qdrant_tools.metadata import read_metadata
 from qdrant_tools.plan import StoredVersion
 from qdrant_tools.retry import RetryingClient, RetryPolicy
-from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig, create_payload_indexes
+from qdrant_tools.spec import (
+    CollectionMismatchError,
+    CollectionSpec,
+    SparseVectorConfig,
+    VectorConfig,
+    create_payload_indexes,
+)
 from qdrant_tools.store.protocol import StoreLike, store_traits
 
 _SCROLL_PAGE = 2048

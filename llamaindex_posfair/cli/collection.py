@@ -69,8 +69,8 @@ def run_example_spec(args: argparse.Namespace) -> int:
 
 
 def run_collection(args: argparse.Namespace) -> int:
-    from qdrant_tools.compat import CollectionMismatchError
     from qdrant_tools.spec import (
+        CollectionMismatchError,
         CollectionSpec,
         SpecError,
         create_collection,

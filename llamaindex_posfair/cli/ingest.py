@@ -409,10 +409,10 @@ def open_for_run(args: argparse.Namespace) -> Any:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    from qdrant_tools.compat import CollectionMismatchError
     from qdrant_tools.driver import scoped_to
     from qdrant_tools.ingest import ingest_documents
     from qdrant_tools.report import IngestReport
+    from qdrant_tools.spec import CollectionMismatchError
 
     check_source(args)
     report = IngestReport(collection=args.collection)

@@ -91,9 +91,9 @@ def _collection_spec(args: argparse.Namespace) -> Any:
 
 
 def run_ingest_ray(args: argparse.Namespace) -> int:
-    from qdrant_tools.compat import CollectionMismatchError
     from qdrant_tools.driver import scoped_to
     from qdrant_tools.ray_ingest import RayIngestReport, ray_ingest_documents
+    from qdrant_tools.spec import CollectionMismatchError
 
     check_source(args)
     collection_spec = _collection_spec(args)

@@ -322,8 +322,8 @@ def test_a_collection_written_before_recipes_learns_one(tmp_path, make_fake):
 
 
 def test_writer_refuses_another_recipe_before_writing(tmp_path, make_fake):
-    from qdrant_tools.compat import CollectionMismatchError
     from qdrant_tools.ingest import IngestConfig, ingest_documents
+    from qdrant_tools.spec import CollectionMismatchError
 
     docs = [_doc("a", "The tide rises twice a day. " * 5)]
     other = [_doc("b", "Lighthouses guide ships at night. " * 5)]

@@ -3,9 +3,9 @@
 import pytest
 from qdrant_client import models
 
-from qdrant_tools.compat import CollectionMismatchError, check_writable
+from qdrant_tools.compat import check_writable
 from qdrant_tools.schema import ensure_collection
-from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig
+from qdrant_tools.spec import CollectionMismatchError, CollectionSpec, SparseVectorConfig, VectorConfig
 
 
 def _spec(*vectors: VectorConfig, **kwargs: object) -> CollectionSpec:

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.search import SearchSettings, collection_layout, search
 from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
+from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.store import open_store
 from qdrant_tools.subchunks import SubchunkConfig
 

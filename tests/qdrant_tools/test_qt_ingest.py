@@ -2,11 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.schema import ensure_collection
-from qdrant_tools.spec import CollectionSpec, VectorConfig
+from qdrant_tools.spec import CollectionMismatchError, CollectionSpec, VectorConfig
 from qdrant_tools.store import open_store
 from qdrant_tools.writer import QdrantWriter
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.subchunks import SubchunkConfig
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"

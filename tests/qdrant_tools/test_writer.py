@@ -14,11 +14,10 @@ import pytest
 from qdrant_client import models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from qdrant_tools.compat import CollectionMismatchError
 from qdrant_tools.plan import StoredVersion
 from qdrant_tools.retry import RetryingClient, RetryPolicy
 from qdrant_tools.schema import ensure_collection
-from qdrant_tools.spec import CollectionSpec, VectorConfig
+from qdrant_tools.spec import CollectionMismatchError, CollectionSpec, VectorConfig
 from qdrant_tools.store.protocol import store_traits
 from qdrant_tools.writer import PointBatch, QdrantWriter, spec_for_vectors
 
