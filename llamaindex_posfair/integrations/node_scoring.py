@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 
 from llamaindex_posfair.scoring import NODE_WEIGHT, cosine_matrix, fuse_node_scores, max_over_owners
-from qdrant_tools.encoding import spans_for, subchunk_mean
+from qdrant_tools.encoding import document_token_counter, spans_for, subchunk_mean, whole_text_node_vectors
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig, subchunk_text
 
 Scoring = Literal["node", "subchunks", "fusion"]
@@ -44,6 +44,7 @@ __all__ = [
     "check_scoring",
     "combine_scores",
     "plan_scoring",
+    "truncated_texts",
 ]
 
 
@@ -95,11 +96,14 @@ class ScoringPlan:
         texts: every document text to embed, in that order.
         n_nodes: how many leading ``texts`` are whole candidates (0 for ``"subchunks"``).
         owners: for each sub-chunk text, the index of its candidate.
+        truncated: per candidate, whether its text exceeds the encoder's window (its node vector is then the
+            mean of its sub-chunk vectors, as the store writes it); empty: none is.
     """
 
     texts: list[str]
     n_nodes: int
     owners: np.ndarray
+    truncated: tuple[bool, ...] = ()
 
 
 def plan_scoring(
@@ -108,11 +112,14 @@ def plan_scoring(
     subchunks: SubchunkConfig,
     spans_fn: Any,
     node_vector: NodeVector = "encoded",
+    truncated: Sequence[bool] = (),
 ) -> ScoringPlan:
     """The texts to embed for ``scoring`` (pure: no model call); ``spans_fn`` tokenizes for the budget.
 
     Node texts are embedded when the score uses an encoded node vector; sub-chunks when it uses
-    sub-chunks or derives the node vector from them (``node_vector="subchunk-mean"``).
+    sub-chunks or derives the node vector from them (``node_vector="subchunk-mean"``). ``truncated``
+    (:func:`truncated_texts`): the texts longer than the window, whose fused score uses the mean of their
+    sub-chunk vectors as the node vector, as :func:`qdrant_tools.encoding.whole_text_node_vectors` stores it.
     """
     derived = node_vector == "subchunk-mean"
     nodes = list(texts) if scoring != "subchunks" and not derived else []
@@ -123,7 +130,17 @@ def plan_scoring(
             subs = [s.text for s in subchunk_text(text, subchunks, spans_fn)] or [text]
             pieces.extend(subs)
             owners.extend([i] * len(subs))
-    return ScoringPlan(nodes + pieces, len(nodes), np.asarray(owners, dtype=np.int64))
+    long = tuple(bool(t) for t in truncated) if scoring == "fusion" and nodes else ()
+    return ScoringPlan(nodes + pieces, len(nodes), np.asarray(owners, dtype=np.int64), long)
+
+
+def truncated_texts(encoder: Any, texts: Sequence[str]) -> list[bool]:
+    """Whether each text exceeds the encoder's window (document prompt and special tokens counted); all
+    ``False`` for an encoder that cannot count its tokens."""
+    limit = getattr(encoder, "max_length", None)
+    if not texts or limit is None or not hasattr(encoder, "count_tokens"):
+        return [False] * len(texts)
+    return [n > limit for n in document_token_counter(encoder)(list(texts))]
 
 
 def combine_scores(
@@ -137,6 +154,10 @@ def combine_scores(
     subs = vectors[plan.n_nodes :]
     if plan.n_nodes or scoring == "subchunks":
         node_vectors = vectors[: plan.n_nodes]
+        if any(plan.truncated):
+            node_vectors = whole_text_node_vectors(
+                node_vectors, [subs[plan.owners == i] for i in range(n)], plan.truncated
+            )
     else:
         node_vectors = np.stack([subchunk_mean(subs[plan.owners == i]) for i in range(n)])
     node = cosine_matrix(query, node_vectors) if len(node_vectors) else np.zeros(0, dtype=np.float32)
@@ -178,7 +199,8 @@ class NodeScorer:
         q = np.asarray(self.encoder.encode_queries([query]), dtype=np.float32)[0]
         if not texts:
             return np.zeros(0, dtype=np.float32)
-        plan = plan_scoring(texts, self.scoring, self.subchunks, spans_for(self.encoder)[0], self.node_vector)
+        long = truncated_texts(self.encoder, texts) if self.scoring == "fusion" else ()
+        plan = plan_scoring(texts, self.scoring, self.subchunks, spans_for(self.encoder)[0], self.node_vector, long)
         # nodes and sub-chunks in separate calls: one batch mixing both would pad every sub-chunk to a node's length
         parts = [plan.texts[: plan.n_nodes], plan.texts[plan.n_nodes :]]
         vectors = np.concatenate(

@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 
 from llamaindex_posfair.encoders.spec import EncoderSpec
-from llamaindex_posfair.integrations.node_scoring import NODE_SCORING, ScoringSettings, combine_scores, plan_scoring
+from llamaindex_posfair.integrations.node_scoring import (
+    NODE_SCORING,
+    ScoringSettings,
+    combine_scores,
+    plan_scoring,
+    truncated_texts,
+)
 from llamaindex_posfair.serve.config import ImageModelSpec
 from llamaindex_posfair.serve.schemas import TEXT_ROUTES, InputType, ModelCard, file_digest
 
@@ -160,7 +166,13 @@ class EncoderWorker:
 
         n = len(jobs)
         spans_fn = spans_for(self.encoder)[0]
-        plans = [plan_scoring(j.documents, j.scoring.scoring, j.scoring.subchunks, spans_fn) for j in jobs]
+        plans = [
+            plan_scoring(
+                j.documents, j.scoring.scoring, j.scoring.subchunks, spans_fn,
+                truncated=truncated_texts(self.encoder, j.documents) if j.scoring.scoring == "fusion" else (),
+            )
+            for j in jobs
+        ]  # fmt: skip
         embedded = self.embed_batch(
             [EmbedJob((job.query,), "query") for job in jobs]
             + [EmbedJob(tuple(plan.texts), "document") for plan in plans]

@@ -44,11 +44,12 @@ def test_a_late_fact_scores_like_an_early_one_by_best_sub_chunk(make_fake):
     assert sub[0] == pytest.approx(sub[1], abs=1e-5)  # the best sub-chunk does not care where it sits
 
 
-def test_fusion_weighs_node_and_best_sub_chunk(fake_encoder):
+def test_fusion_weighs_node_and_best_sub_chunk(make_fake):
+    enc = make_fake(max_length=512)  # every text within the window: its node vector is encoded
     texts = [LATE, FILLER, EARLY]
-    node = NodeScorer(fake_encoder, scoring="node").scores("lamp", texts)
-    sub = NodeScorer(fake_encoder, scoring="subchunks").scores("lamp", texts)
-    fused = NodeScorer(fake_encoder, scoring="fusion", node_weight=0.25).scores("lamp", texts)
+    node = NodeScorer(enc, scoring="node").scores("lamp", texts)
+    sub = NodeScorer(enc, scoring="subchunks").scores("lamp", texts)
+    fused = NodeScorer(enc, scoring="fusion", node_weight=0.25).scores("lamp", texts)
     np.testing.assert_allclose(fused, 0.25 * node + 0.75 * sub, atol=1e-6)
 
 
@@ -117,3 +118,11 @@ def test_cosine_scores_are_bounded_and_scale_free(q, d):
     s = cosine_matrix(q, d)
     assert s.shape == (5,) and np.all(np.abs(s) <= 1 + 1e-9)
     np.testing.assert_allclose(cosine_matrix(3 * q, d * 0.5), s, atol=1e-6)
+
+
+def test_fusion_scores_a_text_longer_than_the_window_by_the_mean_of_its_sub_chunks(make_fake):
+    enc = make_fake(max_length=32)
+    cfg = SubchunkConfig(max_tokens=16, overlap_sentences=0)
+    got = NodeScorer(enc, scoring="fusion", subchunks=cfg, node_weight=0.25).scores("lamp", [LATE])
+    derived = NodeScorer(enc, scoring="fusion", subchunks=cfg, node_weight=0.25, node_vector="subchunk-mean")
+    assert got[0] == pytest.approx(float(derived.scores("lamp", [LATE])[0]), abs=1e-5)
