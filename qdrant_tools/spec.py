@@ -49,7 +49,8 @@ logger = logging.getLogger(__name__)
 
 class CollectionMismatchError(ValueError):
     """The collection cannot be used as asked: by a run that writes to it
-    (:func:`qdrant_tools.compat.check_writable`) or against its spec (:func:`validate_collection`).
+    (:func:`qdrant_tools.compat.check_writable`), against its spec (:func:`validate_collection`), or with a
+    setting that contradicts the recipe it records (llamaindex-posfair's ``Recipe``).
 
     The message names the collection's side, this run's side and the fix.
     """

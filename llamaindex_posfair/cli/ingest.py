@@ -198,7 +198,7 @@ def layout_from_args(args: argparse.Namespace, recipe: Any = None) -> Any:
 
     Raises:
         CliError: contradictory flags or an invalid value, named by its flag.
-        RecipeConflictError: a flag contradicts ``recipe`` (both values named).
+        CollectionMismatchError: a flag contradicts ``recipe`` (both values named).
     """
     from llamaindex_posfair.integrations.recipe import default_layout, layout_fields
 
@@ -240,7 +240,8 @@ def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any
         CliError: a flag contradicts the collection's recipe, or an invalid value.
     """
     from llamaindex_posfair.encoders.spec import EncoderSet
-    from llamaindex_posfair.integrations.recipe import RecipeConflictError, read_recipe
+    from llamaindex_posfair.integrations.recipe import read_recipe
+    from qdrant_tools.spec import CollectionMismatchError
 
     stored = read_recipe(client, args.collection) if client.collection_exists(args.collection) else None
     if stored is None:
@@ -249,34 +250,21 @@ def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any
         recipe = stored
         try:
             layout_from_args(args, recipe)
-            _check_vector_flags(args, recipe)
-            _check_bm25_flag(args, recipe)
+            recipe.check_vectors(*_vectors_given(args))
+            recipe.check_bm25(args.bm25, "--bm25" if args.bm25 else "--no-bm25")
             for name in recipe.vectors:
                 recipe.encoder_spec(name, options.spec_fields_given(args), names=options.SPEC_FLAGS)
-        except RecipeConflictError as exc:
+        except CollectionMismatchError as exc:
             raise CliError(str(exc).replace("the collection", f"collection {args.collection!r}", 1)) from None
     runtime = options.runtime_fields(args)
     return recipe, EncoderSet(vectors={n: s.model_copy(update=runtime) for n, s in recipe.vectors.items()})
 
 
-def _check_bm25_flag(args: argparse.Namespace, recipe: Any) -> None:
-    if args.bm25 is not None and args.bm25 != (recipe.bm25 is not None):
-        stored, given = ("no BM25 vector", "--bm25") if args.bm25 else ("a BM25 vector", "--no-bm25")
-        raise CliError(
-            f"collection {args.collection!r} was written with {stored}, but {given} was given; "
-            "drop the flag to use the collection's, or write a new collection"
-        )
-
-
-def _check_vector_flags(args: argparse.Namespace, recipe: Any) -> None:
-    names = sorted(recipe.vectors)
-    wanted = ["calibrated", "vanilla"] if args.both_vectors else ([args.vector_name] if args.vector_name else None)
-    if wanted is not None and sorted(wanted) != names:
-        flag = "--both-vectors" if args.both_vectors else f"--vector-name {args.vector_name}"
-        raise CliError(
-            f"collection {args.collection!r} was written with vectors {names}, but {flag} was given; "
-            "drop the flag to use the collection's, or write a new collection"
-        )
+def _vectors_given(args: argparse.Namespace) -> tuple[list[str] | None, str]:
+    """The vector names ``--both-vectors`` / ``--vector-name`` ask for (``None``: neither given), and the flag."""
+    if args.both_vectors:
+        return ["calibrated", "vanilla"], "--both-vectors"
+    return ([args.vector_name] if args.vector_name else None), "--vector-name"
 
 
 def run_settings(args: argparse.Namespace) -> dict[str, Any]:

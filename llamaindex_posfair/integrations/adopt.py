@@ -96,7 +96,7 @@ def adopt_llamaindex_collection(
     Raises:
         LookupError: ``source`` does not exist.
         NotALlamaIndexCollectionError: ``source`` holds no LlamaIndex node records (nothing is written).
-        RecipeConflictError / ValueError: ``target`` exists with another encoder, or is not posfair's.
+        CollectionMismatchError / ValueError: ``target`` exists with another encoder, or is not posfair's.
     """
     check_llamaindex_source(client, source, target)
     store = PosFairVectorStore(target, client=client, embed_model=embed_model, batch_size=batch_size)

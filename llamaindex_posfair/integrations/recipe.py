@@ -10,7 +10,7 @@ default search (vector, node weight, prefetch). Ingestion writes it into the col
 --collection``, :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
 and :meth:`PosFairRerank.from_collection` read it, so every default path
 agrees by construction. A setting given beside a recipe must agree with it,
-or :class:`RecipeConflictError` names both values.
+or :class:`~qdrant_tools.spec.CollectionMismatchError` names both values.
 
 :meth:`Recipe.default` is the default pipeline: 254-token nodes (the model
 window), sentence-aligned sub-chunks of at most 32 tokens, uncalibrated, with
@@ -24,13 +24,13 @@ Example:
     >>> r.encoder_spec(given={"max_length": 128})
     Traceback (most recent call last):
     ...
-    llamaindex_posfair.integrations.recipe.RecipeConflictError: the collection was written with max_length none, but max_length gives 128; drop max_length to use the collection's, or write a new collection
+    qdrant_tools.spec.CollectionMismatchError: the collection was written with max_length none, but max_length gives 128; drop max_length to use the collection's, or write a new collection
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -44,12 +44,13 @@ from qdrant_tools.layout import NodeLayout
 from qdrant_tools.metadata import RECIPE_KEY, read_metadata
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.sparse import Bm25Sparse
+from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["Recipe", "RecipeConflictError", "default_layout", "layout_fields", "read_recipe"]
+__all__ = ["Recipe", "default_layout", "layout_fields", "read_recipe"]
 
 #: EncoderSpec fields a recipe records: those that shape the vectors (run-time fields stay the reader's,
 #: and ``trust_remote_code`` is always the reader's own opt-in).
@@ -57,14 +58,16 @@ RECORDED_FIELDS = tuple(VECTOR_FIELDS)
 S = TypeVar("S", bound=IngestSettings)
 
 
-class RecipeConflictError(ValueError):
-    """A setting given by the caller contradicts the collection's recipe."""
-
-
 def _conflict(where: str, field: str, stored: Any, given: Any, names: Mapping[str, str] | None) -> str:
+    """The message of a setting that contradicts the recipe: ``field``'s recorded and given values, and the fix."""
     setting = (names or {}).get(field, field)
+    return _contradiction(where, f"{field} {_shown(stored)}", setting, _shown(given))
+
+
+def _contradiction(where: str, stored: str, setting: str, given: str) -> str:
+    """``where`` was written with ``stored``, but ``setting`` gives ``given``, and the fix."""
     return (
-        f"{where} was written with {field} {_shown(stored)}, but {setting} gives {_shown(given)}; "
+        f"{where} was written with {stored}, but {setting} gives {given}; "
         f"drop {setting} to use the collection's, or write a new collection"
     )
 
@@ -286,7 +289,7 @@ class Recipe(_Frozen):
                 Otherwise the spec writes vectors in the recorded precision, and a given dtype must agree.
 
         Raises:
-            RecipeConflictError: a recorded field disagrees (both values named).
+            CollectionMismatchError: a recorded field disagrees (both values named).
         """
         stored = self.vectors[self.node_vector(vector)]
         given = _settle_dtype(stored, dict(given or {}), query)
@@ -295,7 +298,7 @@ class Recipe(_Frozen):
         for field in RECORDED_FIELDS:
             if field in given and field not in free and getattr(candidate, field) != getattr(stored, field):
                 shown = getattr(stored, field), getattr(candidate, field)
-                raise RecipeConflictError(_conflict("the collection", field, *shown, names))
+                raise CollectionMismatchError(_conflict("the collection", field, *shown, names))
         return candidate
 
     def rerank_settings(self, vector: str | None = None) -> dict[str, Any]:
@@ -315,17 +318,52 @@ class Recipe(_Frozen):
         return {"spec": self.encoder_spec(vector, query=True), **scoring}
 
     def check_layout(self, given: Mapping[str, Any], names: Mapping[str, str] | None = None) -> None:
-        """Raise :class:`RecipeConflictError` where ``given`` layout fields disagree with the recipe's layout.
+        """Raise :class:`~qdrant_tools.spec.CollectionMismatchError` where ``given`` layout fields disagree with
+        the recipe's layout.
 
         Args:
             given: layout fields in their flat form (:func:`layout_fields`: ``subchunk_tokens`` and
                 ``subchunk_overlap`` for the sub-chunks), e.g. those a command's flags set.
             names: field -> the name the caller knows it by (CLI flags), for the error.
+
+        Raises:
+            CollectionMismatchError: a field disagrees (both values named).
         """
         stored = _flat_layout(self.layout)
         for field, value in given.items():
             if value != stored[field]:
-                raise RecipeConflictError(_conflict("the collection", field, stored[field], value, names))
+                raise CollectionMismatchError(_conflict("the collection", field, stored[field], value, names))
+
+    def check_vectors(self, names: Sequence[str] | None, flag: str = "vectors") -> None:
+        """Raise :class:`~qdrant_tools.spec.CollectionMismatchError` unless ``names`` are the recipe's vectors.
+
+        Args:
+            names: the vector names the caller asks for, in any order (``None``: none asked, nothing to check).
+            flag: the name the caller knows the setting by (a CLI flag), for the error.
+
+        Raises:
+            CollectionMismatchError: ``names`` differ from the recorded vectors (both sides named).
+        """
+        stored = sorted(self.vectors)
+        if names is not None and sorted(names) != stored:
+            raise CollectionMismatchError(
+                _conflict("the collection", "vectors", stored, sorted(names), {"vectors": flag})
+            )
+
+    def check_bm25(self, bm25: bool | None, flag: str = "bm25") -> None:
+        """Raise :class:`~qdrant_tools.spec.CollectionMismatchError` unless ``bm25`` says what the recipe records:
+        whether the collection has a BM25 sparse vector.
+
+        Args:
+            bm25: whether the caller asks for a BM25 vector (``None``: not asked, nothing to check).
+            flag: the name the caller knows the setting by (a CLI flag), for the error.
+
+        Raises:
+            CollectionMismatchError: ``bm25`` contradicts the recipe (both sides named).
+        """
+        if bm25 is not None and bm25 != (self.bm25 is not None):
+            shown = {True: "a BM25 vector", False: "no BM25 vector"}
+            raise CollectionMismatchError(_contradiction("the collection", shown[not bm25], flag, shown[bm25]))
 
 
 def _recorded(spec: EncoderSpec) -> EncoderSpec:

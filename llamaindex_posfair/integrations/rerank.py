@@ -192,7 +192,7 @@ class PosFairRerank(BaseNodePostprocessor):
             LookupError: no such collection.
             ValueError: the collection records no recipe (written before recipes): pass ``spec=`` and the
                 scoring settings instead.
-            RecipeConflictError: a setting contradicts the recipe.
+            CollectionMismatchError: a setting contradicts the recipe.
 
         Example:
             >>> rerank = PosFairRerank.from_collection(client, "demo", top_n=3)  # doctest: +SKIP
@@ -211,7 +211,7 @@ class PosFairRerank(BaseNodePostprocessor):
         encoder = settings.get("encoder")
         if encoder is not None:  # the loaded encoder is the spec (spec_and_encoder refuses both): check it
             from llamaindex_posfair.encoders.precision import accepts_precision_twin
-            from llamaindex_posfair.integrations.recipe import RecipeConflictError
+            from qdrant_tools.spec import CollectionMismatchError
 
             base.pop("spec")
             spec = recipe.encoder_spec(vector)
@@ -219,7 +219,7 @@ class PosFairRerank(BaseNodePostprocessor):
             if encoder.fingerprint() != stored and not accepts_precision_twin(
                 encoder.spec, stored, f"collection {collection!r}"
             ):
-                raise RecipeConflictError(
+                raise CollectionMismatchError(
                     f"collection {collection!r} was written by {spec.describe()}, but the encoder given is "
                     f"{encoder.spec.describe()}; pass the collection's encoder or none"
                 )

@@ -137,7 +137,7 @@ def _query_spec(recipe: Recipe | None, vector: str, spec: EncoderSpec | None) ->
     (in the device's precision unless ``spec`` sets a dtype).
 
     Raises:
-        RecipeConflictError: ``spec`` sets a field that disagrees with the recipe.
+        CollectionMismatchError: ``spec`` sets a field that disagrees with the recipe.
     """
     if recipe is None:
         return spec
@@ -190,7 +190,7 @@ class PosFairRetriever(BaseRetriever):
     Raises:
         LookupError: the collection does not exist.
         FingerprintMismatchError: the encoder did not write the searched vector.
-        RecipeConflictError: ``spec`` contradicts the collection's recipe.
+        CollectionMismatchError: ``spec`` contradicts the collection's recipe.
         UnsupportedFilterError: a filter the translation cannot express.
         ValueError: ``similarity_top_k`` is not a positive integer.
 

@@ -52,7 +52,7 @@ from llamaindex_posfair.encoders.precision import notice_precision_difference, p
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
 from llamaindex_posfair.integrations.nodes import hit_to_node, planned_nodes
-from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, RecipeConflictError, read_recipe
+from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, read_recipe
 from qdrant_tools.encoding import ChunkEncoder, document_token_counter
 from qdrant_tools.search import (
     Hit,
@@ -66,6 +66,7 @@ from qdrant_tools.search import (
     sparse_request,
 )
 from qdrant_tools.sparse import Bm25Sparse
+from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.writer import QdrantWriter, spec_for_vectors
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             ``similarity_top_k`` and the evidence settings stay the query's.
 
     Raises:
-        RecipeConflictError: the embed model is not the encoder the collection was written with.
+        CollectionMismatchError: the embed model is not the encoder the collection was written with.
         ValueError: the collection exists but was not written by posfair (adopt it with
             ``posfair storage migrate --from-llamaindex``), or none or several of client / path / url.
     """
@@ -208,13 +209,13 @@ class PosFairVectorStore(BasePydanticVectorStore):
         given = {f: getattr(spec, f) for f in RECORDED_FIELDS if f != "weights"}
         try:
             self._recipe.encoder_spec(given=given, query=True)
-        except RecipeConflictError as exc:
-            raise RecipeConflictError(
+        except CollectionMismatchError as exc:
+            raise CollectionMismatchError(
                 f"embed model {spec.model} does not match collection {self.collection_name!r}: {exc}"
             ) from None
         stored = self._recipe.encoder_spec()
         if stored.weights and spec.weights and stored.weights != spec.weights:
-            raise RecipeConflictError(
+            raise CollectionMismatchError(
                 f"collection {self.collection_name!r} was written by {stored.model} with weights {stored.weights}, "
                 f"but the embed model's weights are {spec.weights} (another checkpoint); use the collection's "
                 "model files, or a new collection"
@@ -227,7 +228,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         stored, spec = self._recipe.encoder_spec(), self._embed.spec.resolved()
         if not same_precision(stored.dtype, spec.dtype):
             want = precision_name(stored.dtype)
-            raise RecipeConflictError(
+            raise CollectionMismatchError(
                 f"collection {self.collection_name!r} was written in {want}, but the embed model computes "
                 f"{precision_name(spec.dtype)}; adding nodes would mix two precisions in one collection. Build the "
                 f"embed model with dtype={want!r} to add nodes (queries in either precision are accepted)"

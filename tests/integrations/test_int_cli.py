@@ -251,6 +251,19 @@ def test_no_subchunks_flag_writes_the_single_vector_layout(tmp_path, capsys, fak
     assert rc == 2 and "written with subchunk_tokens none" in err and "gives 32" in err
 
 
+def test_reingest_with_other_vector_flags_is_refused(tmp_path, capsys, fake_cli, example_data):
+    store = str(tmp_path / "q")
+    base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
+    assert run(capsys, *base)[0] == 0
+    assert run(capsys, *base, "--vector-name", "vanilla")[0] == 0
+    rc, _, err = run(capsys, *base, "--vector-name", "calibrated")
+    assert (
+        rc == 2
+        and "collection 'demo' was written with vectors ['vanilla'], but --vector-name gives ['calibrated']" in err
+    )
+    assert "drop --vector-name to use the collection's, or write a new collection" in err
+
+
 def test_bad_subchunk_budget_names_the_flag(tmp_path, capsys, fake_cli, example_data):
     rc, _, err = run(capsys, "ingest", str(example_data), "--path", str(tmp_path / "q"), "--subchunk-tokens", "2")
     assert rc == 2 and "--subchunk-tokens must be an integer >= 4, got 2" in err

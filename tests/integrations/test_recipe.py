@@ -11,12 +11,12 @@ from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
 from llamaindex_posfair.integrations.recipe import (
     Recipe,
-    RecipeConflictError,
     read_recipe,
 )
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.metadata import RECIPE_KEY
 from qdrant_tools.search import SearchSettings
+from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.subchunks import SubchunkConfig
 
 
@@ -59,7 +59,7 @@ def test_recipe_records_no_run_time_fields():
 
 def test_a_contradicting_setting_names_both_values():
     r = Recipe.default()
-    with pytest.raises(RecipeConflictError, match="written with calibration none, but cal gives"):
+    with pytest.raises(CollectionMismatchError, match="written with calibration none, but cal gives"):
         r.encoder_spec(given={"calibration": CalibrationConfig()}, names={"calibration": "cal"})
 
 
@@ -71,8 +71,32 @@ def test_agreeing_and_run_time_settings_are_applied():
 def test_layout_conflict_is_named():
     r = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), NodeLayout(subchunks=SubchunkConfig(48, 0)))
     r.check_layout({"subchunk_tokens": 48})
-    with pytest.raises(RecipeConflictError, match="subchunk_tokens 48, but subchunk_tokens gives 32"):
+    with pytest.raises(CollectionMismatchError, match="subchunk_tokens 48, but subchunk_tokens gives 32"):
         r.check_layout({"subchunk_tokens": 32})
+
+
+def test_a_contradicting_bm25_setting_names_both_sides():
+    with pytest.raises(CollectionMismatchError, match="written with a BM25 vector, but --no-bm25 gives no BM25 vector"):
+        Recipe.default().check_bm25(False, "--no-bm25")
+    without = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)))
+    with pytest.raises(CollectionMismatchError, match="written with no BM25 vector, but bm25 gives a BM25 vector"):
+        without.check_bm25(True)
+
+
+def test_a_contradicting_vector_name_names_both_sides():
+    with pytest.raises(
+        CollectionMismatchError, match=r"written with vectors \['vanilla'\], but --vector-name gives \['calibrated'\]"
+    ):
+        Recipe.default().check_vectors(["calibrated"], "--vector-name")
+
+
+def test_repeating_the_recorded_vectors_and_bm25_is_accepted():
+    both = Recipe.build(EncoderSet.single(EncoderSpec(), both=True))
+    both.check_vectors(["vanilla", "calibrated"], "--both-vectors")
+    both.check_bm25(False)
+    Recipe.default().check_bm25(True)
+    Recipe.default().check_vectors(None)
+    Recipe.default().check_bm25(None)
 
 
 def test_rerank_settings_derive_node_vectors_as_the_collection_did():
@@ -362,7 +386,8 @@ def test_bm25_flag_writes_the_hybrid_layout_and_query_fuses_it(tmp_path, capsys,
     assert rc == 0, err
     assert json.loads(out)["results"][0]["doc_id"] == "honeybees.txt"
     rc, _, err = run(capsys, *base, "--no-bm25")
-    assert rc == 2 and "written with a BM25 vector, but --no-bm25 was given" in err
+    assert rc == 2 and "collection 'demo' was written with a BM25 vector, but --no-bm25 gives no BM25 vector" in err
+    assert "drop --no-bm25 to use the collection's, or write a new collection" in err
 
 
 def _recipe_only_collection(tmp_path, recipe):
@@ -380,7 +405,7 @@ def test_rerank_from_collection_refuses_an_encoder_that_did_not_write_it(tmp_pat
 
     client = _recipe_only_collection(tmp_path, Recipe.default())
     try:
-        with pytest.raises(RecipeConflictError, match="but the encoder given is"):
+        with pytest.raises(CollectionMismatchError, match="but the encoder given is"):
             PosFairRerank.from_collection(client, "c", encoder=make_fake())
     finally:
         client.close()
@@ -443,7 +468,7 @@ def test_writing_follows_the_recorded_precision(device_has_bf16):
     recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None, dtype="bfloat16")))
     device_has_bf16(False)
     assert recipe.encoder_spec().dtype == "bfloat16"
-    with pytest.raises(RecipeConflictError, match="written with dtype 'bfloat16', but --dtype gives 'float32'"):
+    with pytest.raises(CollectionMismatchError, match="written with dtype 'bfloat16', but --dtype gives 'float32'"):
         recipe.encoder_spec(given={"dtype": "float32"}, names={"dtype": "--dtype"})
 
 
@@ -451,7 +476,7 @@ def test_a_recipe_recorded_before_automatic_precision_writes_as_saved():
     recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None, dtype=None)))
     assert recipe.vectors["vanilla"].dtype is None and recipe.encoder_spec().dtype is None
     assert recipe.encoder_spec(given={"dtype": "float32"}).dtype is None  # float32 is what None computes
-    with pytest.raises(RecipeConflictError, match="written with dtype none, but dtype gives 'bfloat16'"):
+    with pytest.raises(CollectionMismatchError, match="written with dtype none, but dtype gives 'bfloat16'"):
         recipe.encoder_spec(given={"dtype": "bfloat16"})
 
 
@@ -459,5 +484,5 @@ def test_a_query_spec_takes_any_precision_but_no_other_setting():
     recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None, dtype="bfloat16")))
     assert recipe.encoder_spec(query=True).dtype == "auto"
     assert recipe.encoder_spec(given={"dtype": "float32"}, query=True).dtype == "float32"
-    with pytest.raises(RecipeConflictError, match="query_prompt"):
+    with pytest.raises(CollectionMismatchError, match="query_prompt"):
         recipe.encoder_spec(given={"dtype": "float32", "query_prompt": "q: "}, query=True)

@@ -17,7 +17,7 @@ from llama_index.core.vector_stores.types import (
 
 from llamaindex_posfair import PosFairEmbedding, PosFairVectorStore
 from llamaindex_posfair.integrations.filters import UnsupportedFilterError
-from llamaindex_posfair.integrations.recipe import RecipeConflictError
+from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.store import open_store
 
 TEXTS = {
@@ -206,7 +206,7 @@ def test_clear_drops_the_collection_and_the_next_add_recreates_it(store, embed, 
 
 def test_another_embed_model_is_refused_naming_both_and_nothing_is_lost(store, client, make_fake):
     other = PosFairEmbedding(encoder=make_fake(dimension=64, max_length=64, calibration=None, model_id="other-model"))
-    with pytest.raises(RecipeConflictError, match="other-model"):
+    with pytest.raises(CollectionMismatchError, match="other-model"):
         PosFairVectorStore("docs", client=client, embed_model=other)
     assert client.count("docs", exact=True).count == 3
 
@@ -317,7 +317,7 @@ def test_an_embed_model_in_another_precision_adds_no_nodes(client, make_fake):
     bf16 = _embed_in(make_fake, "bfloat16")
     PosFairVectorStore("p", client=client, embed_model=bf16).add(_nodes(bf16, ["bees"]))
     fp32 = _embed_in(make_fake, "float32")
-    with pytest.raises(RecipeConflictError, match="written in bfloat16, but the embed model computes float32"):
+    with pytest.raises(CollectionMismatchError, match="written in bfloat16, but the embed model computes float32"):
         PosFairVectorStore("p", client=client, embed_model=fp32).add(_nodes(fp32, ["tides"]))
     assert client.count("p", exact=True).count == 1
 
