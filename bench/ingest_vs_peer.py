@@ -11,17 +11,17 @@ bundled all-MiniLM-L6-v2, each path with its own default batch size, model loadi
   on disk: chunking, token counting, embedding, BM25, ``upsert(wait=True)``;
 * ``posfair (encoded nodes)`` / ``(derived nodes)``: the same with the node vector encoded from the node
   text, or derived from the sub-chunk vectors (``node_from_subchunks``): whichever the default is not;
-* ``posfair (no int8 node copy)``: the default recipe without the int8 copy of the node vectors
-  (``--node-quantization none``), when the default has it;
-* ``posfair (bfloat16)``: the default recipe with the encoder in bfloat16 (``--dtype bfloat16``), unless
-  the default already is;
+* ``posfair (float32)`` / ``(bfloat16)``: the default recipe with the encoder in the other precision
+  (``--dtype``) than the default's automatic one (:func:`llamaindex_posfair.encoders.precision.default_dtype`);
+* ``llamaindex 128/20 (bfloat16)``: the peer with its model in bfloat16 (``model_kwargs={"dtype": ...}``),
+  for the same-precision ratio: posfair in bfloat16 against the peer in bfloat16;
 * ``IngestionPipeline + PosFairVectorStore``: the same layout reached through LlamaIndex:
   ``IngestionPipeline([PosFairNodeParser, PosFairEmbedding], vector_store=PosFairVectorStore)`` into a
   fresh embedded store on disk (the store computes sub-chunks, fused rows and BM25).
 
 ``--only NAME,NAME`` runs a subset of the paths (the peer always runs: ratios are to it).
 
-Derived node vectors and bfloat16 are opt-ins: the hybrid sweep's rule did not choose them
+Derived node vectors are an opt-in: the hybrid sweep's rule did not choose them
 (research/results/hybrid_sweep/sweep.md).
 
 The paths take turns inside each repeat (the order rotates); the table gives each path's best
@@ -51,6 +51,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PEER = "llamaindex 128/20"
+PEER_BF16 = "llamaindex 128/20 (bfloat16)"
 
 
 def passages(n: int) -> tuple[list[str], list[str]]:
@@ -145,6 +146,19 @@ def time_pipeline(ids: list[str], texts: list[str], encoder: Any, recipe: Any, w
     return seconds, len(nodes)
 
 
+def print_same_precision(seconds: dict[str, list[float]], default_dtype: str) -> None:
+    """posfair's ingestion against the peer in the same precision, paired per repeat."""
+    paths = {"float32": (PEER, "posfair (float32)"), "bfloat16": (PEER_BF16, "posfair (bfloat16)")}
+    paths[default_dtype] = (paths[default_dtype][0], "posfair (default recipe)")
+    print("\n| precision (both sides) | posfair vs peer, per repeat (paired) | median ratio |")
+    print("|---|---|---|")
+    for dtype, (peer, ours) in paths.items():
+        if peer in seconds and ours in seconds:
+            ratios = [p / s for s, p in zip(seconds[ours], seconds[peer])]
+            cells = ", ".join(f"{x:.2f}x" for x in ratios)
+            print(f"| {dtype} | {cells} | {statistics.median(ratios):.2f}x |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passages", type=int, default=300, help="passages ingested per path (default 300 of 901)")
@@ -152,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, help="comma-separated paths to run beside the peer (default: all)")
     args = ap.parse_args(argv)
     import logging
+
+    import torch
 
     from llamaindex_posfair.integrations.recipe import Recipe
     from research.main_job.peers import bundled_minilm_embedding
@@ -171,16 +187,16 @@ def main(argv: list[str] | None = None) -> int:
             ids, texts, encoder, other, work
         ),
     }
-    if default.layout.node_int8:  # what the int8 copy of the node vectors costs at ingestion
-        no_int8 = default.model_copy(update={"layout": default.layout.replace(node_int8=False)})
-        runs["posfair (no int8 node copy)"] = lambda: time_posfair(ids, texts, encoder, no_int8, work)
-    if default.encoder_spec().dtype != "bfloat16":
-        name = next(iter(default.vectors))
-        spec = default.vectors[name].model_copy(update={"dtype": "bfloat16"})
-        bf16 = default.model_copy(update={"vectors": {name: spec}})
-        bf16_encoder = bf16.encoder_spec().load()
-        runs["posfair (bfloat16)"] = lambda: time_posfair(ids, texts, bf16_encoder, bf16, work)
-        bf16_encoder.encode_documents(["warm up"] * 8)
+    other_dtype = "float32" if default.encoder_spec().dtype == "bfloat16" else "bfloat16"
+    name = next(iter(default.vectors))
+    spec = default.vectors[name].model_copy(update={"dtype": other_dtype})
+    flipped_dtype = default.model_copy(update={"vectors": {name: spec}})
+    flipped_encoder = flipped_dtype.encoder_spec().load()
+    flipped_encoder.encode_documents(["warm up"] * 8)
+    runs[f"posfair ({other_dtype})"] = lambda: time_posfair(ids, texts, flipped_encoder, flipped_dtype, work)
+    peer_bf16 = bundled_minilm_embedding(model_kwargs={"dtype": torch.bfloat16})
+    peer_bf16.get_text_embedding_batch(["warm up"] * 8)
+    runs[PEER_BF16] = lambda: time_peer(ids, texts, peer_bf16)
     runs["IngestionPipeline + PosFairVectorStore"] = lambda: time_pipeline(ids, texts, encoder, default, work)
     if args.only:
         keep = {PEER, *(x.strip() for x in args.only.split(","))}
@@ -208,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         ratios = [peer / s for s, peer in zip(secs, seconds[PEER])]
         cells = ", ".join(f"{x:.2f}x" for x in ratios)
         print(f"| {name} | {len(texts) / min(secs):.2f} | {cells} | {statistics.median(ratios):.2f}x |")
+    print_same_precision(seconds, default.encoder_spec().dtype or "float32")
     peer, (nodes, subs) = peer_tokens(texts, encoder), posfair_tokens(ids, texts, encoder, default)
     print(
         f"\nModel tokens encoded (special tokens included): {PEER} {peer:,}; posfair's default {nodes + subs:,} "

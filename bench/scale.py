@@ -25,7 +25,8 @@ over begin/middle/end), the search's and the exhaustive one's; query
 p50/p99 ms (query embedding excluded, BM25 query included); write throughput (nodes/s, distractor generation
 excluded), index build seconds, RAM per node (the resident memory the process grows by when it reopens the
 written store and answers the queries, up to that search: the searches run before the exhaustive reference,
-which pages in every vector), the anonymous part of it (``RssAnon``: memory-mapped file pages, which the
+which pages in every vector; the store is reopened as readers open it, its files warmed into the page cache, unless
+``--no-warm``), the anonymous part of it (``RssAnon``: memory-mapped file pages, which the
 kernel can drop and read again, left out) and disk per node (allocated bytes of the folder, WAL included).
 ``--storage`` keeps the vectors as a row of :data:`research.storage_arms.ARMS` says (a quantized copy in RAM,
 originals memory-mapped). The
@@ -200,15 +201,21 @@ class Built:
     index_s: float
     rss_before: float = 0.0
     anon_before: float = 0.0
+    open_s: float = 0.0
 
-    def reopen(self) -> None:
-        """Close the store and open it again from its folder (what a reader process does); the resident memory
-        it grows by from here on, while it answers queries, is the RAM it needs."""
+    def reopen(self, warm: bool) -> None:
+        """Close the store and open it again from its folder (what a reader process does: ``warm``, the files
+        read into the page cache as ``PosFairRetriever.from_path`` opens them); the resident memory it grows by
+        from here on, while it answers queries, is the RAM it needs. ``open_s``: opening and loading the
+        collection, warming included."""
         from qdrant_tools.store import open_store
 
         self.store.close()
         self.rss_before, self.anon_before = rss_mb(), anon_mb()
-        self.store = open_store(self.folder, auto_index=False)
+        t0 = time.perf_counter()
+        self.store = open_store(self.folder, auto_index=False, warm=warm)
+        self.store.count(COLLECTION)  # loads the collection (and warms it)
+        self.open_s = time.perf_counter() - t0
 
 
 def create(store: Any, real: RealNodes, subchunk_m: int | None, storage: Any) -> None:
@@ -351,8 +358,12 @@ def answer(queries: Queries, ask: Any, label: str | None = None) -> tuple[list[l
         ms[i], gc_ms[i] = 1000 * (time.perf_counter() - t0), GC_CLOCK.ms - g0
     if label is not None:
         slow = np.argsort(-ms)[:5]
-        cells = ", ".join(f"{ms[i]:.1f} (GC {gc_ms[i]:.1f})" for i in slow)
-        print(f"  {label}: slowest queries, ms: {cells}; GC {gc_ms.sum():.0f} ms in all", flush=True)
+        cells = ", ".join(f"#{i} {ms[i]:.1f} (GC {gc_ms[i]:.1f})" for i in slow)
+        first = ", ".join(f"{x:.1f}" for x in ms[:5])
+        print(
+            f"  {label}: slowest queries (#order), ms: {cells}; first five {first}; GC {gc_ms.sum():.0f} ms in all",
+            flush=True,
+        )
     return ranked, ms
 
 
@@ -477,6 +488,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     ap.add_argument("--per-node", type=int, default=10, help="sub-chunks per distractor node")
     ap.add_argument("--jitter", type=float, default=0.1, help="norm of the noise added to a drawn sub-chunk vector")
+    ap.add_argument(
+        "--no-warm",
+        action="store_true",
+        help="reopen the store without reading its files into the page cache (open_store(warm=False))",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", default="~/.cache/llamaindex_posfair/scale", help="embedding memo folder")
     return ap.parse_args(argv)
@@ -531,7 +547,8 @@ def main(argv: list[str] | None = None) -> None:
         try:
             built = build(n, real, pool_, args, work)
             print(f"{n:,} nodes: written in {built.write_s:.1f} s, indexed in {built.index_s:.1f} s", flush=True)
-            built.reopen()
+            built.reopen(not args.no_warm)
+            print(f"{n:,} nodes: reopened in {built.open_s:.1f} s ({'cold' if args.no_warm else 'warmed'})", flush=True)
             rows += measure(built, queries, *variants(n, args))
             built.store.close()
         finally:

@@ -242,14 +242,16 @@ class PosFairRetriever(BaseRetriever):
     @classmethod
     def from_path(cls, path: str, collection: str, **kwargs: Any) -> PosFairRetriever:
         """Open storage with :func:`qdrant_tools.store.open_store` (a folder: the embedded store; ``url=``
-        in ``kwargs``: a server) and retrieve from it; :meth:`close` closes the storage too.
+        in ``kwargs``: a server) and retrieve from it; :meth:`close` closes the storage too. An embedded
+        store is opened with ``warm=True``: the collection's files are read into the page cache when it is
+        first used, so the first queries do not wait on the disk.
 
         ``kwargs``: the constructor's keywords (``similarity_top_k``, ``filters``, ``spec``, ``endpoint``, ...).
         """
         from qdrant_tools.store import open_store
 
         url = kwargs.pop("url", None)
-        client = open_store(None if url else path, url=url, must_exist=not url)
+        client = open_store(None if url else path, url=url, must_exist=not url, warm=True)
         try:
             retriever = cls(client, collection, **kwargs)
         except BaseException:

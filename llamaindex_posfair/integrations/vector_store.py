@@ -87,7 +87,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
         client: a ``QdrantClient`` or the embedded store (:func:`qdrant_tools.store.open_store`); the caller
             closes it. Or pass ``path`` / ``url``.
         aclient: an ``AsyncQdrantClient`` of the same server, for the async methods (with ``url`` one is made).
-        path: an embedded storage folder (opened here; :meth:`close` closes it).
+        path: an embedded storage folder (opened here with ``warm=True``: an existing collection's files are
+            read into the page cache when it is first used; :meth:`close` closes it).
         url: a Qdrant server (API key from ``api_key`` or ``$QDRANT_API_KEY``).
         embed_model: the index's :class:`~llamaindex_posfair.PosFairEmbedding`; its encoder embeds the
             sub-chunks (shared, not loaded twice). Default: the encoder the layout records, loaded on first add.
@@ -459,7 +460,7 @@ def _open(client: StoreLike | None, path: str | None, url: str | None, api_key: 
         return client, False
     from qdrant_tools.store import open_store
 
-    return open_store(path, url=url, api_key=api_key), True
+    return open_store(path, url=url, api_key=api_key, warm=True), True
 
 
 def _async_face(

@@ -31,6 +31,7 @@ from qdrant_client import models
 from qdrant_tools.store.config import CollectionRecord
 from qdrant_tools.store.enums import from_edge, to_edge
 from qdrant_tools.store.folder import COLLECTION_META, SHARD, fsync_dir, write_json_atomic
+from qdrant_tools.store.warm import WarmReport, warm_files
 
 
 @dataclass
@@ -120,6 +121,20 @@ class EdgeCollection:
         self.shard.flush()
         self.shard.close()
 
+    def warm(self, budget_bytes: int | None = None) -> WarmReport:
+        """Read the shard's files into the page cache, as its searches use them (:mod:`qdrant_tools.store.warm`):
+        the raw sparse vectors never, a vector searched neither through a graph nor a quantized copy last."""
+        dense = self.record.vectors if isinstance(self.record.vectors, dict) else {"": self.record.vectors}
+        skip = {f"vector_storage-{name}" for name in self.record.sparse_vectors or {}}
+        last = {f"vector_storage-{name}" for name, params in dense.items() if _scanned_only(params, self.record)}
+        return warm_files(self.folder / SHARD, skip, last, budget_bytes)
+
     def size_bytes(self) -> int:
         """Bytes on disk (segments, WAL, indexes and the record)."""
         return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+
+
+def _scanned_only(params: models.VectorParams, record: CollectionRecord) -> bool:
+    """Whether a vector has neither an HNSW graph (``m=0``) nor a quantized copy: only exact scans read it."""
+    no_graph = params.hnsw_config is not None and params.hnsw_config.m == 0
+    return no_graph and params.quantization_config is None and record.quantization_config is None

@@ -47,6 +47,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import shutil
 import sys
 import tempfile
@@ -79,6 +80,9 @@ from qdrant_tools.store.lock import FolderLock
 from qdrant_tools.store.points import edge_points
 from qdrant_tools.store.requests import batch_request, edge_order_by, edge_with_payload, query_request
 from qdrant_tools.store.results import record, scored_point
+from qdrant_tools.store.warm import WarmReport
+
+logger = logging.getLogger(__name__)
 
 _COMPLETED = models.UpdateResult(operation_id=None, status=models.UpdateStatus.COMPLETED)
 _ALTERNATIVES = {
@@ -135,8 +139,10 @@ class EdgeStore:
         temporary: bool = False,
         auto_index: bool = True,
         quiet_s: float = DEFAULT_QUIET_S,
+        warm: bool = False,
     ) -> None:
         self._root = root
+        self._warm = warm
         self._lock: FolderLock | None = lock
         self._temporary = temporary
         self._open: dict[str, EdgeCollection] = {}
@@ -148,12 +154,20 @@ class EdgeStore:
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     def open(
-        cls, path: str | Path, *, must_exist: bool = False, auto_index: bool = True, quiet_s: float = DEFAULT_QUIET_S
+        cls,
+        path: str | Path,
+        *,
+        must_exist: bool = False,
+        auto_index: bool = True,
+        quiet_s: float = DEFAULT_QUIET_S,
+        warm: bool = False,
     ) -> EdgeStore:
         """Open (or create) the store at ``path`` and lock it for this process.
 
         ``auto_index`` indexes collections in the background after writes (see
         :mod:`qdrant_tools.store.indexer`; ``quiet_s``: the pause in writes a build waits for).
+        ``warm``: when a collection is first used, read its files into the page cache (:meth:`warm`), so
+        the first queries do not wait on the disk; for readers.
 
         Raises:
             StoreNotFoundError: ``must_exist`` and nothing is there.
@@ -182,7 +196,7 @@ class EdgeStore:
         except Exception:
             lock.release()
             raise
-        return cls(root, lock, auto_index=auto_index, quiet_s=quiet_s)
+        return cls(root, lock, auto_index=auto_index, quiet_s=quiet_s, warm=warm)
 
     @classmethod
     def temporary(cls, *, auto_index: bool = True, quiet_s: float = DEFAULT_QUIET_S) -> EdgeStore:
@@ -242,7 +256,7 @@ class EdgeStore:
 
         return unsupported
 
-    def _collection(self, name: str) -> EdgeCollection:
+    def _collection(self, name: str, *, warm: bool | None = None) -> EdgeCollection:
         if self._lock is None:
             raise StoreError(f"the store at {str(self._root)!r} is closed; open it again with open_store(path)")
         col = self._open.get(name)
@@ -252,7 +266,32 @@ class EdgeStore:
             col = self._open[name] = EdgeCollection.open(folders.collection_dir(self._root, name))
             if self._indexer is not None:
                 self._indexer.track(name, col.record, backlog=_unindexed(col))
+            if self._warm if warm is None else warm:
+                self._log_warm(name, col.warm())
         return col
+
+    def warm(self, collection_name: str, budget_bytes: int | None = None) -> WarmReport:
+        """Read the collection's files into the operating system's page cache, most used first.
+
+        Qdrant Edge memory-maps what it keeps on disk and drops it from the page cache when it closes, so
+        the first queries after an open would read from disk page by page. See :mod:`qdrant_tools.store.warm`
+        for what is read and in which order.
+
+        Args:
+            collection_name: an existing collection.
+            budget_bytes: the most bytes read (default: half of the memory the kernel reports available).
+
+        Returns:
+            What was read and left out, and the seconds it took.
+        """
+        report = self._collection(collection_name, warm=False).warm(budget_bytes)
+        self._log_warm(collection_name, report)
+        return report
+
+    @staticmethod
+    def _log_warm(name: str, report: WarmReport) -> None:
+        left = f", {report.skipped_bytes / 1e6:,.0f} MB left out by the budget" if report.skipped_bytes else ""
+        logger.info("warmed collection %r: %.0f MB in %.1f s%s", name, report.bytes_read / 1e6, report.seconds, left)
 
     # ------------------------------------------------------------------ collections
     def get_collections(self, **kwargs: Any) -> models.CollectionsResponse:

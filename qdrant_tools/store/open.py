@@ -58,6 +58,7 @@ def open_store(
     timeout: float = 10.0,
     retry: bool = False,
     auto_index: bool = True,
+    warm: bool = False,
 ) -> StoreLike:
     """Open Qdrant storage: an embedded folder (``path``) or a server (``url``).
 
@@ -74,6 +75,10 @@ def open_store(
             unindexed points pass its ``indexing_threshold`` (as a server's optimizer does; see
             :mod:`qdrant_tools.store.indexer`). False: only ``build_index`` indexes. Ignored for
             a server and for local mode (which has no index).
+        warm: Edge store folder only: read each collection's files into the page cache when it is first
+            used (:meth:`EdgeStore.warm`), so the first queries after an open do not wait on the disk; for
+            readers (``PosFairRetriever.from_path`` and ``PosFairVectorStore(path=...)`` pass it). Ignored
+            for a server, local mode and ``":memory:"``.
 
     Returns:
         An :class:`EdgeStore` or a ``QdrantClient`` (same method names); close it when done. What it
@@ -97,7 +102,7 @@ def open_store(
         return EdgeStore.temporary(auto_index=auto_index) if backend == "edge" else _local(MEMORY)
     if backend == "local":
         return _open_local(Path(path), must_exist)  # type: ignore[arg-type]
-    return EdgeStore.open(path, must_exist=must_exist, auto_index=auto_index)  # type: ignore[arg-type]
+    return EdgeStore.open(path, must_exist=must_exist, auto_index=auto_index, warm=warm)  # type: ignore[arg-type]
 
 
 def open_server(
