@@ -147,13 +147,13 @@ def lock_check(client, store, qs: list, repeats: int) -> dict[str, float]:
 
     from qdrant_tools import search
 
-    layout = store._current_layout()
+    vectors = store._current_vectors()
     requests = []
     for q in qs:
         _, args = store._plan_query(q)
         requests.append(
             search.query_request(
-                args["query_vector"], args["settings"], layout, query_filter=None, sparse_query=args["sparse_query"]
+                args["query_vector"], args["settings"], vectors, query_filter=None, sparse_query=args["sparse_query"]
             )
         )
 

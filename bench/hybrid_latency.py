@@ -67,10 +67,10 @@ def add_distractors(client, n: int, vecs, texts, k: float, seed: int = 0) -> Non
     from qdrant_client import models
 
     from qdrant_tools.encoding import fused_rows, subchunk_mean
-    from qdrant_tools.search import collection_layout
+    from qdrant_tools.search import collection_vectors
     from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 
-    layout = collection_layout(client, COLLECTION)
+    vectors = collection_vectors(client, COLLECTION)
 
     bm25, rng = Bm25Sparse(), np.random.default_rng(seed)
     for start in range(0, n, 256):
@@ -81,8 +81,8 @@ def add_distractors(client, n: int, vecs, texts, k: float, seed: int = 0) -> Non
             node = subchunk_mean(sub)
             text = " ".join(texts[j] for j in pick)
             vector = {"vanilla": node.tolist(), "subchunks": sub.tolist(), SPARSE_VECTOR: bm25.embed_document(text)}
-            if layout.fused is not None:
-                vector[layout.fused] = fused_rows(node, sub, layout.fused_weight).tolist()
+            if vectors.fused is not None:
+                vector[vectors.fused] = fused_rows(node, sub, vectors.fused_weight).tolist()
             points.append(models.PointStruct(id=str(uuid.UUID(int=i + 1)), vector=vector, payload={"text": text}))
         client.upsert(COLLECTION, points=points, wait=True)
 
@@ -102,15 +102,15 @@ def settings_grid():
 
 
 def time_queries(client, queries, sparse, settings) -> tuple[float, float]:
-    from qdrant_tools.search import collection_layout, search
+    from qdrant_tools.search import collection_vectors, search
 
-    layout = collection_layout(client, COLLECTION)
+    vectors = collection_vectors(client, COLLECTION)
     for q, s in zip(queries[:5], sparse[:5]):  # warm-up
-        search(client, COLLECTION, q, settings, layout=layout, sparse_query=s)
+        search(client, COLLECTION, q, settings, vectors=vectors, sparse_query=s)
     ms = []
     for q, s in zip(queries, sparse):
         t0 = time.perf_counter()
-        search(client, COLLECTION, q, settings, layout=layout, sparse_query=s)
+        search(client, COLLECTION, q, settings, vectors=vectors, sparse_query=s)
         ms.append(1000 * (time.perf_counter() - t0))
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 

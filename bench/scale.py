@@ -298,11 +298,11 @@ def load_queries(encoder: Any) -> Queries:
 
 def searcher(built: Built, settings: Any) -> Any:
     """``(query vector, BM25 query) -> ranked point ids`` through ``qdrant_tools.search.search``."""
-    from qdrant_tools.search import collection_layout, search
+    from qdrant_tools.search import collection_vectors, search
 
-    layout = collection_layout(built.store, COLLECTION)
+    vectors = collection_vectors(built.store, COLLECTION)
     return lambda q, sq: [
-        int(h.id) for h in search(built.store, COLLECTION, q, settings, layout=layout, sparse_query=sq)
+        int(h.id) for h in search(built.store, COLLECTION, q, settings, vectors=vectors, sparse_query=sq)
     ]
 
 
@@ -310,19 +310,19 @@ def exhaustive(built: Built, settings: Any) -> Any:
     """The same ranking as :func:`searcher` with every node a candidate, found by an exact scan (``exact=True``,
     no index), each re-scored by MaxSim and by node cosine: every node's fused score is exact, then its top
     ``max(limit, fusion_limit)`` is fused with BM25's as ``search`` fuses them."""
-    from qdrant_tools.search import collection_layout, node_fusion
+    from qdrant_tools.search import collection_vectors, node_fusion
 
-    layout = collection_layout(built.store, COLLECTION)
-    node, depth = layout.node_vector(settings.vector), max(settings.limit, settings.fusion_limit)
+    vectors = collection_vectors(built.store, COLLECTION)
+    node, depth = vectors.node_vector(settings.vector), max(settings.limit, settings.fusion_limit)
 
     def ask(q: np.ndarray, sq: Any) -> list[int]:
         ql = (q / np.linalg.norm(q)).tolist()
         exact = models.SearchParams(exact=True)  # re-scoring many candidates could otherwise go through an index
         every = models.Prefetch(query=ql, using=node, limit=built.n, params=exact)
-        sub = models.Prefetch(prefetch=every, query=[ql], using=layout.subchunks, limit=built.n, params=exact)
+        sub = models.Prefetch(prefetch=every, query=[ql], using=vectors.subchunks, limit=built.n, params=exact)
         cos = models.Prefetch(prefetch=every, query=ql, using=node, limit=built.n, params=exact)
         dense = models.Prefetch(prefetch=[sub, cos], query=node_fusion(settings.node_weight), limit=depth)
-        arms = [dense, models.Prefetch(query=sq, using=layout.sparse, limit=depth)]
+        arms = [dense, models.Prefetch(query=sq, using=vectors.sparse, limit=depth)]
         query = settings.fusion_query()
         return [int(p.id) for p in built.store.query_points(COLLECTION, prefetch=arms, query=query, limit=100).points]
 

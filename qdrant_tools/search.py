@@ -11,7 +11,7 @@ MaxSim over its sub-chunk multivector — with one query vector that is
   collection (a prefetch list): the node vector's HNSW (``prefetch_limit``, or 2%
   of the collection up to ``prefetch_max``), the
   BM25 ranking of a hybrid query (``fusion_limit``) and, in a collection written
-  with an HNSW graph on the multivector (:attr:`Layout.subchunk_graph`), that
+  with an HNSW graph on the multivector (:attr:`CollectionVectors.subchunk_graph`), that
   graph (``subchunk_candidates``). The node vector alone is a poor proxy for the
   best sub-chunk (on ~1,700 nodes of prose, 100 candidates keep 64% of the exact
   top 10: ``research/bench/subchunk_index.py``); ``bench/scale.py`` measures the union at
@@ -66,12 +66,12 @@ if TYPE_CHECKING:
     from qdrant_tools.store.protocol import AsyncStoreLike, StoreLike
 
 __all__ = [
+    "CollectionVectors",
     "Hit",
-    "Layout",
     "SearchSettings",
-    "acollection_layout",
+    "acollection_vectors",
     "asearch",
-    "collection_layout",
+    "collection_vectors",
     "query_request",
     "ranking_params",
     "search",
@@ -91,13 +91,13 @@ _ADVISED: set[str] = set()
 
 
 @dataclass(frozen=True)
-class Layout:
+class CollectionVectors:
     """The named vectors of a posfair collection.
 
     Args:
         dense: dense vector names with their sizes.
         subchunks: the sub-chunk multivector's name, or ``None`` (single-vector layout).
-        points: nodes in the collection when the layout was read (``None`` = unknown).
+        points: nodes in the collection when the vectors were read (``None`` = unknown).
         sparse: the BM25 sparse vector's name, or ``None`` (no hybrid search).
         subchunk_graph: the sub-chunk multivector has an HNSW graph (``m`` > 0), so collections above
             ``exact_up_to`` also draw candidates from it; ``False`` for collections written with ``m=0``.
@@ -141,8 +141,8 @@ class Layout:
         return sorted(self.dense)
 
 
-def collection_layout(client: StoreLike, collection: str) -> Layout:
-    """Read the layout of ``collection``.
+def collection_vectors(client: StoreLike, collection: str) -> CollectionVectors:
+    """Read the named vectors of ``collection``.
 
     Raises:
         LookupError: the collection does not exist.
@@ -150,18 +150,18 @@ def collection_layout(client: StoreLike, collection: str) -> Layout:
     """
     if not client.collection_exists(collection):
         raise LookupError(f"collection {collection!r} not found")
-    return layout_of(collection, client.get_collection(collection))
+    return vectors_of(collection, client.get_collection(collection))
 
 
-async def acollection_layout(aclient: AsyncStoreLike, collection: str) -> Layout:
-    """:func:`collection_layout` through an ``AsyncQdrantClient``."""
+async def acollection_vectors(aclient: AsyncStoreLike, collection: str) -> CollectionVectors:
+    """:func:`collection_vectors` through an ``AsyncQdrantClient``."""
     if not await aclient.collection_exists(collection):
         raise LookupError(f"collection {collection!r} not found")
-    return layout_of(collection, await aclient.get_collection(collection))
+    return vectors_of(collection, await aclient.get_collection(collection))
 
 
-def layout_of(collection: str, info: models.CollectionInfo) -> Layout:
-    """The layout described by a collection's ``get_collection`` answer.
+def vectors_of(collection: str, info: models.CollectionInfo) -> CollectionVectors:
+    """The named vectors described by a collection's ``get_collection`` answer.
 
     Raises:
         ValueError: it has one unnamed vector (not written by posfair ingestion).
@@ -178,7 +178,7 @@ def layout_of(collection: str, info: models.CollectionInfo) -> Layout:
     fused = FUSED_VECTOR if FUSED_VECTOR in multi and sub is not None and weight is not None else None
     shared = info.config.quantization_config is not None
     quantized = frozenset(n for n, p in vectors.items() if shared or getattr(p, "quantization_config", None))
-    return Layout(
+    return CollectionVectors(
         dense=dense,
         subchunks=sub,
         points=info.points_count,
@@ -213,7 +213,7 @@ class SearchSettings:
             (:data:`PREFETCH_SHARE`), at least ``prefetch_limit``, at most ``prefetch_max``
             (:meth:`node_candidates`); ``None`` = always ``prefetch_limit``.
         subchunk_candidates: candidates found through the sub-chunk multivector's HNSW graph (collections
-            of more than ``exact_up_to`` nodes written with one, :attr:`Layout.subchunk_graph`); 0 = none.
+            of more than ``exact_up_to`` nodes written with one, :attr:`CollectionVectors.subchunk_graph`); 0 = none.
         exact_up_to: collections of at most this many nodes are scored by exact MaxSim over every
             node (no prefetch; 0 = always prefetch). The scan grows with the sub-chunks stored
             (``bench/scale.py`` measures it).
@@ -356,23 +356,23 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def _candidates(
-    q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, sparse: Any
+    q: np.ndarray, vector: str, settings: SearchSettings, vectors: CollectionVectors, flt: Any, sparse: Any
 ) -> list[models.Prefetch]:
     """Where a collection above ``exact_up_to`` finds the nodes it re-scores (none of them scans the collection):
     the node vector's HNSW (:meth:`SearchSettings.node_candidates`), the sub-chunk multivector's own HNSW graph
     when it has one (``subchunk_candidates``) and, in a hybrid query, the BM25 ranking (``fusion_limit``)."""
-    node = settings.node_candidates(layout.points)
+    node = settings.node_candidates(vectors.points)
     out = [models.Prefetch(query=q.tolist(), using=vector, limit=node, filter=flt)]
-    if layout.subchunk_graph and settings.subchunk_candidates > 0:
+    if vectors.subchunk_graph and settings.subchunk_candidates > 0:
         subs = settings.subchunk_candidates
-        out.append(models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=subs, filter=flt))
+        out.append(models.Prefetch(query=[q.tolist()], using=vectors.subchunks, limit=subs, filter=flt))
     if sparse is not None:
-        out.append(models.Prefetch(query=sparse, using=layout.sparse, limit=settings.fusion_limit, filter=flt))
+        out.append(models.Prefetch(query=sparse, using=vectors.sparse, limit=settings.fusion_limit, filter=flt))
     return out
 
 
 def _exact_candidates(
-    q: np.ndarray, vector: str, settings: SearchSettings, layout: Layout, flt: Any, sparse: Any, limit: int
+    q: np.ndarray, vector: str, settings: SearchSettings, vectors: CollectionVectors, flt: Any, sparse: Any, limit: int
 ) -> list[models.Prefetch]:
     """The nodes an exactly scored collection fuses: the ``limit`` best by an exact MaxSim scan, the ``limit`` best
     by an exact node-vector scan and, in a hybrid query, the BM25 ranking (``fusion_limit``). Both arms of the
@@ -380,29 +380,31 @@ def _exact_candidates(
     ranking no longer scores 0 there)."""
     exact = models.SearchParams(exact=True)  # a built index would answer approximately
     out = [
-        models.Prefetch(query=[q.tolist()], using=layout.subchunks, limit=limit, filter=flt, params=exact),
+        models.Prefetch(query=[q.tolist()], using=vectors.subchunks, limit=limit, filter=flt, params=exact),
         models.Prefetch(query=q.tolist(), using=vector, limit=limit, filter=flt, params=exact),
     ]
     if sparse is not None:
-        out.append(models.Prefetch(query=sparse, using=layout.sparse, limit=settings.fusion_limit, filter=flt))
+        out.append(models.Prefetch(query=sparse, using=vectors.sparse, limit=settings.fusion_limit, filter=flt))
     return out
 
 
-def ranking_params(layout: Layout, using: str, exact: bool = False, every: bool = False) -> models.SearchParams | None:
-    """The search parameters of a stage whose scores rank its hits. A quantized vector (``layout.quantized``)
+def ranking_params(
+    vectors: CollectionVectors, using: str, exact: bool = False, every: bool = False
+) -> models.SearchParams | None:
+    """The search parameters of a stage whose scores rank its hits. A quantized vector (``vectors.quantized``)
     is scanned through its quantized copy and its best ``RESCORE_OVERSAMPLING`` x ``limit`` hits re-scored
     from the originals, so the ranking follows the original vectors; ``every``: the stage scans every point
-    (an exactly scored collection), which reads the originals alone, as a layout without the copy ranks.
+    (an exactly scored collection), which reads the originals alone, as a collection without the copy ranks.
     ``exact``: no index. ``None``: none of these.
 
     Example:
-        >>> layout = Layout(dense={"vanilla": 8}, subchunks=None, quantized=frozenset({"vanilla"}))
-        >>> ranking_params(layout, "vanilla").quantization.rescore
+        >>> vectors = CollectionVectors(dense={"vanilla": 8}, subchunks=None, quantized=frozenset({"vanilla"}))
+        >>> ranking_params(vectors, "vanilla").quantization.rescore
         True
-        >>> ranking_params(layout, "vanilla", every=True).quantization.ignore
+        >>> ranking_params(vectors, "vanilla", every=True).quantization.ignore
         True
     """
-    if using not in layout.quantized:
+    if using not in vectors.quantized:
         return models.SearchParams(exact=True) if exact else None
     if every:
         return models.SearchParams(exact=exact, quantization=models.QuantizationSearchParams(ignore=True))
@@ -410,16 +412,18 @@ def ranking_params(layout: Layout, using: str, exact: bool = False, every: bool 
     return models.SearchParams(exact=exact, quantization=rescore)
 
 
-def _rescored(cands: list[models.Prefetch], query: Any, using: str, limit: int, layout: Layout) -> models.Prefetch:
+def _rescored(
+    cands: list[models.Prefetch], query: Any, using: str, limit: int, vectors: CollectionVectors
+) -> models.Prefetch:
     """``cands`` (one prefetch or several, their union) re-scored by ``query`` on ``using``."""
     union = cands[0] if len(cands) == 1 else cands
-    params = ranking_params(layout, using)
+    params = ranking_params(vectors, using)
     return models.Prefetch(prefetch=union, query=query, using=using, limit=limit, params=params)
 
 
 def _subchunk_arm(
     q: np.ndarray,
-    layout: Layout,
+    vectors: CollectionVectors,
     flt: Any,
     limit: int,
     cands: list[models.Prefetch] | None,
@@ -429,12 +433,12 @@ def _subchunk_arm(
     multivector gives the fused score): an exact scan (``cands`` is ``None``; ``exact=True`` where the sub-chunk
     multivector has a graph, which would otherwise answer approximately), or MaxSim over ``cands``
     (:func:`_candidates`)."""
-    using = using or layout.subchunks
+    using = using or vectors.subchunks
     if cands is None:
-        graph = layout.subchunk_graph and using == layout.subchunks
-        params = ranking_params(layout, using, exact=graph, every=True)
+        graph = vectors.subchunk_graph and using == vectors.subchunks
+        params = ranking_params(vectors, using, exact=graph, every=True)
         return models.Prefetch(query=[q.tolist()], using=using, limit=limit, filter=flt, params=params)
-    return _rescored(cands, [q.tolist()], using, limit, layout)
+    return _rescored(cands, [q.tolist()], using, limit, vectors)
 
 
 def node_fusion(node_weight: float) -> models.FormulaQuery:
@@ -451,7 +455,7 @@ def _dense_parts(
     q: np.ndarray,
     vector: str,
     settings: SearchSettings,
-    layout: Layout,
+    vectors: CollectionVectors,
     flt: Any,
     limit: int,
     sparse: models.SparseVector | None = None,
@@ -461,20 +465,20 @@ def _dense_parts(
     candidates, as deep as they are, so every candidate has both scores: :func:`_exact_candidates` for an exactly
     scored collection, else :func:`_candidates` (``sparse``: the BM25 query of a hybrid search). A collection
     whose fused multivector was written at this node weight gives the fused score in one arm instead."""
-    if layout.subchunks is None or not settings.subchunks:
-        return {"query": q.tolist(), "using": vector, "filter": flt, "params": ranking_params(layout, vector)}
-    exact = settings.scores_exactly(layout.points)
+    if vectors.subchunks is None or not settings.subchunks:
+        return {"query": q.tolist(), "using": vector, "filter": flt, "params": ranking_params(vectors, vector)}
+    exact = settings.scores_exactly(vectors.points)
     # one arm: the best sub-chunk alone, or the fused multivector written at this node weight
-    one_arm = settings.node_weight == 0 or layout.fuses_at(settings.node_weight)
+    one_arm = settings.node_weight == 0 or vectors.fuses_at(settings.node_weight)
     if exact and one_arm:
         cands = None  # an exact MaxSim scan is the ranking
     elif exact:
-        cands = _exact_candidates(q, vector, settings, layout, flt, sparse, limit)
+        cands = _exact_candidates(q, vector, settings, vectors, flt, sparse, limit)
     else:
-        cands = _candidates(q, vector, settings, layout, flt, sparse)
+        cands = _candidates(q, vector, settings, vectors, flt, sparse)
     depth = limit if cands is None else sum(p.limit for p in cands)  # at most this many distinct candidates
-    using = layout.fused if settings.node_weight > 0 and one_arm else layout.subchunks
-    sub = _subchunk_arm(q, layout, flt, limit if one_arm else depth, cands, using)
+    using = vectors.fused if settings.node_weight > 0 and one_arm else vectors.subchunks
+    sub = _subchunk_arm(q, vectors, flt, limit if one_arm else depth, cands, using)
     if one_arm:
         return {
             "prefetch": sub.prefetch,
@@ -483,58 +487,58 @@ def _dense_parts(
             "filter": sub.filter,
             "params": sub.params,
         }
-    nodes = _rescored(cands, q.tolist(), vector, depth, layout)
+    nodes = _rescored(cands, q.tolist(), vector, depth, vectors)
     return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
 
 
-def _dense_request(q, vector, settings, query_filter, layout) -> dict[str, Any]:
+def _dense_request(q, vector, settings, query_filter, vectors) -> dict[str, Any]:
     """The ``query_points`` arguments of the dense ranking."""
-    fused = settings.node_weight > 0 and layout.subchunks is not None and settings.subchunks
+    fused = settings.node_weight > 0 and vectors.subchunks is not None and settings.subchunks
     depth = max(settings.limit, settings.fusion_limit) if fused else settings.limit  # fused rankings need depth
-    parts = _dense_parts(q, vector, settings, layout, query_filter, depth)
+    parts = _dense_parts(q, vector, settings, vectors, query_filter, depth)
     flt, params = parts.pop("filter", None), parts.pop("params", None)
     return {**parts, "query_filter": flt, "search_params": params, "limit": settings.limit}
 
 
-def _hybrid_request(q, sparse_query, vector, settings, query_filter, layout) -> dict[str, Any]:
+def _hybrid_request(q, sparse_query, vector, settings, query_filter, vectors) -> dict[str, Any]:
     """The ``query_points`` arguments of the dense ranking and the BM25 ranking, fused in Qdrant (RRF or DBSF)."""
     limit = max(settings.limit, settings.fusion_limit)
-    dense = _dense_parts(q, vector, settings, layout, query_filter, limit, sparse_query)
+    dense = _dense_parts(q, vector, settings, vectors, query_filter, limit, sparse_query)
     arms = [
         models.Prefetch(**dense, limit=limit),
-        models.Prefetch(query=sparse_query, using=layout.sparse, limit=limit, filter=query_filter),
+        models.Prefetch(query=sparse_query, using=vectors.sparse, limit=limit, filter=query_filter),
     ]
     return {"prefetch": arms, "query": settings.fusion_query(), "limit": settings.limit}
 
 
 def sparse_request(
-    sparse_query: models.SparseVector, layout: Layout, limit: int, query_filter: models.Filter | None = None
+    sparse_query: models.SparseVector, vectors: CollectionVectors, limit: int, query_filter: models.Filter | None = None
 ) -> dict[str, Any]:
     """The ``query_points`` arguments of the BM25 ranking alone (keyword search).
 
     Raises:
         ValueError: the collection has no BM25 sparse vector.
     """
-    if layout.sparse is None:
+    if vectors.sparse is None:
         raise ValueError("the collection has no BM25 sparse vector (written without BM25); search it densely")
-    return {"query": sparse_query, "using": layout.sparse, "query_filter": query_filter, "limit": limit}
+    return {"query": sparse_query, "using": vectors.sparse, "query_filter": query_filter, "limit": limit}
 
 
 def query_request(
     query_vector: Sequence[float] | np.ndarray,
     settings: SearchSettings,
-    layout: Layout,
+    vectors: CollectionVectors,
     *,
     query_filter: models.Filter | None = None,
     sparse_query: models.SparseVector | None = None,
 ) -> dict[str, Any]:
     """The arguments of the one ``query_points`` call that answers a query (after the collection name):
     :func:`search` and :func:`asearch` send it, with ``with_payload=True``."""
-    vector = layout.node_vector(settings.vector)
+    vector = vectors.node_vector(settings.vector)
     q = _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1))
-    if settings.sparse and layout.sparse and sparse_query is not None:
-        return _hybrid_request(q, sparse_query, vector, settings, query_filter, layout)
-    return _dense_request(q, vector, settings, query_filter, layout)
+    if settings.sparse and vectors.sparse and sparse_query is not None:
+        return _hybrid_request(q, sparse_query, vector, settings, query_filter, vectors)
+    return _dense_request(q, vector, settings, query_filter, vectors)
 
 
 def _first_time(key: str) -> bool:
@@ -545,11 +549,11 @@ def _first_time(key: str) -> bool:
     return True
 
 
-def _advise_graph(collection: str, layout: Layout, settings: SearchSettings) -> None:
+def _advise_graph(collection: str, vectors: CollectionVectors, settings: SearchSettings) -> None:
     """Say once per collection that one searched above ``exact_up_to`` has no sub-chunk graph to draw from."""
-    if layout.subchunk_graph or layout.subchunks is None or not settings.subchunks:
+    if vectors.subchunk_graph or vectors.subchunks is None or not settings.subchunks:
         return
-    if settings.scores_exactly(layout.points) or not _first_time(collection):
+    if settings.scores_exactly(vectors.points) or not _first_time(collection):
         return
     logger.warning(
         "collection %r holds %s nodes, more than exact_up_to=%d, and its sub-chunk vectors have no HNSW graph "
@@ -558,16 +562,16 @@ def _advise_graph(collection: str, layout: Layout, settings: SearchSettings) -> 
         "IngestConfig(layout=NodeLayout(subchunk_graph_m=16))) adds the best sub-chunks as candidates: closer to "
         "exact MaxSim, at a much longer index build and slower queries (docs/storage.md, 'Any size')",
         collection,
-        layout.points,
+        vectors.points,
         settings.exact_up_to,
     )
 
 
-def _advise_fused(collection: str, layout: Layout, settings: SearchSettings) -> None:
+def _advise_fused(collection: str, vectors: CollectionVectors, settings: SearchSettings) -> None:
     """Say once per collection that one searched through candidates at a fused weight lacks the fused multivector."""
-    if layout.fused is not None or layout.subchunks is None or not settings.subchunks or settings.node_weight == 0:
+    if vectors.fused is not None or vectors.subchunks is None or not settings.subchunks or settings.node_weight == 0:
         return
-    if settings.scores_exactly(layout.points) or not _first_time(f"fused:{collection}"):
+    if settings.scores_exactly(vectors.points) or not _first_time(f"fused:{collection}"):
         return
     logger.warning(
         "collection %r has no fused multivector (written before it was the default, or with --fused-weight 0): "
@@ -599,10 +603,10 @@ def _best_spans(records: Sequence[Any], q: np.ndarray, sub: str) -> dict[str, tu
     return out
 
 
-def _evidence_vector(layout: Layout, settings: SearchSettings) -> str | None:
+def _evidence_vector(vectors: CollectionVectors, settings: SearchSettings) -> str | None:
     """The multivector whose best row is a hit's evidence (``None``: no evidence asked or none stored)."""
     wanted = settings.evidence and settings.subchunks and settings.evidence_limit != 0
-    return layout.subchunks if wanted else None
+    return vectors.subchunks if wanted else None
 
 
 def hits_of(points: Sequence[Any], evidence: Mapping[str, tuple[int, int]] | None = None) -> list[Hit]:
@@ -611,9 +615,9 @@ def hits_of(points: Sequence[Any], evidence: Mapping[str, tuple[int, int]] | Non
     return [Hit(str(p.id), float(p.score), dict(p.payload or {}), evidence.get(str(p.id))) for p in points]
 
 
-def _advise(collection: str, layout: Layout, settings: SearchSettings) -> None:
-    _advise_graph(collection, layout, settings)
-    _advise_fused(collection, layout, settings)
+def _advise(collection: str, vectors: CollectionVectors, settings: SearchSettings) -> None:
+    _advise_graph(collection, vectors, settings)
+    _advise_fused(collection, vectors, settings)
 
 
 def search(
@@ -622,7 +626,7 @@ def search(
     query_vector: Sequence[float] | np.ndarray,
     settings: SearchSettings | None = None,
     *,
-    layout: Layout | None = None,
+    vectors: CollectionVectors | None = None,
     query_filter: models.Filter | None = None,
     sparse_query: models.SparseVector | None = None,
 ) -> list[Hit]:
@@ -633,21 +637,21 @@ def search(
         collection: the collection.
         query_vector: the query embedding (normalised or not).
         settings: see :class:`SearchSettings`.
-        layout: the collection's layout if already read (saves a call).
+        vectors: the collection's named vectors if already read (saves a call).
         query_filter: a Qdrant filter applied to the candidates.
         sparse_query: the query's BM25 vector (:meth:`qdrant_tools.sparse.Bm25Sparse.embed_query`, with the
             settings the collection was written with); with a sparse collection and ``settings.sparse``
             the dense and BM25 rankings are fused (hybrid search).
 
     Raises:
-        LookupError / ValueError: see :func:`collection_layout` and :meth:`Layout.node_vector`.
+        LookupError / ValueError: see :func:`collection_vectors` and :meth:`CollectionVectors.node_vector`.
     """
     settings = settings or SearchSettings()
-    layout = layout or collection_layout(client, collection)
-    _advise(collection, layout, settings)
-    request = query_request(query_vector, settings, layout, query_filter=query_filter, sparse_query=sparse_query)
+    vectors = vectors or collection_vectors(client, collection)
+    _advise(collection, vectors, settings)
+    request = query_request(query_vector, settings, vectors, query_filter=query_filter, sparse_query=sparse_query)
     points = client.query_points(collection, **request, with_payload=True).points
-    sub = _evidence_vector(layout, settings)
+    sub = _evidence_vector(vectors, settings)
     if sub is None or not points:
         return hits_of(points)
     records = client.retrieve(collection, **_evidence_request(points, sub, settings.evidence_limit))
@@ -660,15 +664,15 @@ async def asearch(
     query_vector: Sequence[float] | np.ndarray,
     settings: SearchSettings,
     *,
-    layout: Layout,
+    vectors: CollectionVectors,
     query_filter: models.Filter | None = None,
     sparse_query: models.SparseVector | None = None,
 ) -> list[Hit]:
-    """:func:`search` through an ``AsyncQdrantClient`` (the same request; ``layout`` read beforehand)."""
-    _advise(collection, layout, settings)
-    request = query_request(query_vector, settings, layout, query_filter=query_filter, sparse_query=sparse_query)
+    """:func:`search` through an ``AsyncQdrantClient`` (the same request; ``vectors`` read beforehand)."""
+    _advise(collection, vectors, settings)
+    request = query_request(query_vector, settings, vectors, query_filter=query_filter, sparse_query=sparse_query)
     points = (await aclient.query_points(collection, **request, with_payload=True)).points
-    sub = _evidence_vector(layout, settings)
+    sub = _evidence_vector(vectors, settings)
     if sub is None or not points:
         return hits_of(points)
     records = await aclient.retrieve(collection, **_evidence_request(points, sub, settings.evidence_limit))

@@ -1,6 +1,6 @@
 """``PosFairRetriever``: a LlamaIndex retriever over a collection written by ``posfair ingest``.
 
-It reads the collection's layout, encodes the query with the encoder that wrote
+It reads the collection's named vectors, encodes the query with the encoder that wrote
 the searched vector (the fingerprints stored with the points must match, so
 vectors of another model or calibration never meet silently), and answers in
 one ``query_points`` call through :func:`qdrant_tools.search.search`: nodes
@@ -34,7 +34,7 @@ from llamaindex_posfair.integrations.filters import to_qdrant_filter
 from llamaindex_posfair.integrations.nodes import hit_to_node
 from llamaindex_posfair.integrations.recipe import Recipe, read_recipe
 from qdrant_tools import payload as P
-from qdrant_tools.search import Hit, Layout, SearchSettings, asearch, collection_layout, search
+from qdrant_tools.search import CollectionVectors, Hit, SearchSettings, asearch, collection_vectors, search
 from qdrant_tools.store.async_store import AsyncStore
 
 if TYPE_CHECKING:
@@ -221,11 +221,11 @@ class PosFairRetriever(BaseRetriever):
         self._aclient = aclient if aclient is not None else AsyncStore(client)
         self._owns_client = False
         self.collection = collection
-        self.layout: Layout = collection_layout(client, collection)
+        self.vectors: CollectionVectors = collection_vectors(client, collection)
         self.recipe: Recipe | None = read_recipe(client, collection)
         self.settings = _settings(self.recipe, settings, similarity_top_k)
         self.filter = to_qdrant_filter(filters)
-        self.vector = self.layout.node_vector(
+        self.vector = self.vectors.node_vector(
             self.recipe.node_vector(self.settings.vector) if self.recipe else self.settings.vector
         )
         spec = _query_spec(self.recipe, self.vector, spec)
@@ -295,7 +295,7 @@ class PosFairRetriever(BaseRetriever):
             self.collection,
             q,
             self.settings,
-            layout=self.layout,
+            vectors=self.vectors,
             sparse_query=sparse,
             query_filter=self.filter,
         )
@@ -308,7 +308,7 @@ class PosFairRetriever(BaseRetriever):
             self.collection,
             q,
             self.settings,
-            layout=self.layout,
+            vectors=self.vectors,
             sparse_query=sparse,
             query_filter=self.filter,
         )

@@ -55,12 +55,12 @@ from llamaindex_posfair.integrations.nodes import hit_to_node, planned_nodes
 from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, read_recipe
 from qdrant_tools.encoding import ChunkEncoder, document_token_counter
 from qdrant_tools.search import (
+    CollectionVectors,
     Hit,
-    Layout,
     SearchSettings,
-    acollection_layout,
+    acollection_vectors,
     asearch,
-    collection_layout,
+    collection_vectors,
     hits_of,
     search,
     sparse_request,
@@ -125,7 +125,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     _embed: Any = PrivateAttr(default=None)
     _encoder: Any = PrivateAttr(default=None)
     _writer: Any = PrivateAttr(default=None)
-    _layout: Layout | None = PrivateAttr(default=None)
+    _vectors: CollectionVectors | None = PrivateAttr(default=None)
     _bm25: Bm25Sparse | None = PrivateAttr(default=None)
     _search: SearchSettings = PrivateAttr()
     _write_lock: Any = PrivateAttr(default_factory=threading.Lock)
@@ -238,15 +238,15 @@ class PosFairVectorStore(BasePydanticVectorStore):
     def _node_vector(self) -> str:
         return self._recipe.node_vector()
 
-    def _current_layout(self) -> Layout:
-        if self._layout is None:
-            self._layout = collection_layout(self._client, self.collection_name)
-        return self._layout
+    def _current_vectors(self) -> CollectionVectors:
+        if self._vectors is None:
+            self._vectors = collection_vectors(self._client, self.collection_name)
+        return self._vectors
 
-    async def _acurrent_layout(self) -> Layout:
-        if self._layout is None:
-            self._layout = await acollection_layout(self._aclient, self.collection_name)
-        return self._layout
+    async def _acurrent_vectors(self) -> CollectionVectors:
+        if self._vectors is None:
+            self._vectors = await acollection_vectors(self._aclient, self.collection_name)
+        return self._vectors
 
     # ------------------------------------------------------------------ writing
     def _chunk_encoder(self) -> ChunkEncoder:
@@ -288,7 +288,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             for start in range(0, len(nodes), self.batch_size):
                 batch = self._encode(nodes[start : start + self.batch_size])
                 self._writer.upsert(batch)
-            self._layout = None
+            self._vectors = None
         return [n.node_id for n in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
@@ -297,7 +297,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             batch = await asyncio.to_thread(self._encode, nodes[start : start + self.batch_size])
             points = self._writer.points_of(batch)
             await self._aclient.upsert(self.collection_name, points=points, wait=True)
-        self._layout = None
+        self._vectors = None
         return [n.node_id for n in nodes]
 
     # ------------------------------------------------------------------ querying
@@ -340,31 +340,31 @@ class PosFairVectorStore(BasePydanticVectorStore):
             UnsupportedFilterError: a filter operator the translation does not know.
             ValueError: see :meth:`_plan_query`.
         """
-        if self._layout is None and not self._client.collection_exists(self.collection_name):
+        if self._vectors is None and not self._client.collection_exists(self.collection_name):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         kind, args = self._plan_query(query)
-        layout = self._current_layout()
+        vectors = self._current_vectors()
         if kind == "sparse":
-            request = sparse_request(args["sparse_query"], layout, args["limit"], args["query_filter"])
+            request = sparse_request(args["sparse_query"], vectors, args["limit"], args["query_filter"])
             points = self._client.query_points(self.collection_name, **request, with_payload=True).points
             hits = hits_of(points)
         else:
-            hits = search(self._client, self.collection_name, layout=layout, **args)
+            hits = search(self._client, self.collection_name, vectors=vectors, **args)
         return _result(hits)
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         """:meth:`query` through the async client, without blocking the loop: an ``AsyncQdrantClient`` for a
         server; for the embedded store, concurrent queries are sent together as one batch
         (:class:`qdrant_tools.store.async_store.AsyncStore`)."""
-        if self._layout is None and not await self._aclient.collection_exists(self.collection_name):
+        if self._vectors is None and not await self._aclient.collection_exists(self.collection_name):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         kind, args = self._plan_query(query)
-        layout = await self._acurrent_layout()
+        vectors = await self._acurrent_vectors()
         if kind == "sparse":
-            request = sparse_request(args["sparse_query"], layout, args["limit"], args["query_filter"])
+            request = sparse_request(args["sparse_query"], vectors, args["limit"], args["query_filter"])
             points = (await self._aclient.query_points(self.collection_name, **request, with_payload=True)).points
             return _result(hits_of(points))
-        return _result(await asearch(self._aclient, self.collection_name, layout=layout, **args))
+        return _result(await asearch(self._aclient, self.collection_name, vectors=vectors, **args))
 
     # ------------------------------------------------------------------ reading and deleting
     def get_nodes(
@@ -418,20 +418,20 @@ class PosFairVectorStore(BasePydanticVectorStore):
             with self._write_lock:
                 selector = models.FilterSelector(filter=flt)
                 self._client.delete(self.collection_name, points_selector=selector, wait=True)
-                self._layout = None
+                self._vectors = None
 
     async def _adelete(self, flt: models.Filter) -> None:
         if await self._aclient.collection_exists(self.collection_name):
             selector = models.FilterSelector(filter=flt)
             await self._aclient.delete(self.collection_name, points_selector=selector, wait=True)
-            self._layout = None
+            self._vectors = None
 
     def clear(self) -> None:
         """Delete the collection (its layout is kept by this store: the next ``add`` recreates it)."""
         with self._write_lock:
             if self._client.collection_exists(self.collection_name):
                 self._client.delete_collection(self.collection_name)
-            self._writer, self._layout = None, None
+            self._writer, self._vectors = None, None
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)

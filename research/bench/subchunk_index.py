@@ -210,11 +210,11 @@ def build_c(client, v) -> float:
 
 
 def ask_search(index, settings):
-    from qdrant_tools.search import collection_layout, search
+    from qdrant_tools.search import collection_vectors, search
 
-    layout = collection_layout(index.client, "main_job")
+    vectors = collection_vectors(index.client, "main_job")
     return lambda q: [
-        (index.row_of[h.id], h.score) for h in search(index.client, "main_job", q, settings, layout=layout)
+        (index.row_of[h.id], h.score) for h in search(index.client, "main_job", q, settings, vectors=vectors)
     ]
 
 

@@ -47,7 +47,7 @@ from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument, content_hash
 from qdrant_tools.ingest import IngestConfig, ingest_documents
 from qdrant_tools.layout import NodeLayout
-from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR
 
@@ -396,14 +396,14 @@ class StoreIndex:
         """
         if self.closed:
             raise RuntimeError("this StoreIndex is closed; build it again (IndexPool does)")
-        layout = collection_layout(self.client, collection)
+        vectors = collection_vectors(self.client, collection)
         out = np.full((len(queries), len(self.row_of)), -np.inf, dtype=np.float64)
         seconds = np.zeros(len(queries))
         bm25 = Bm25Sparse() if self.bm25 and texts is not None else None
         for i, q in enumerate(queries):
             t0 = time.perf_counter()
             sparse = bm25.embed_query(texts[i]) if bm25 is not None else None
-            hits = search(self.client, collection, q, settings, layout=layout, sparse_query=sparse)
+            hits = search(self.client, collection, q, settings, vectors=vectors, sparse_query=sparse)
             seconds[i] = time.perf_counter() - t0
             for h in hits:
                 out[i, self.row_of[h.id]] = h.score
@@ -420,8 +420,8 @@ class StoreIndex:
 
 def read_vectors(client: Any, collection: str, column: dict[str, int]) -> NodeVectors:
     """Every point's node and sub-chunk vectors, in scroll order (``column``: doc id -> score column)."""
-    layout = collection_layout(client, collection)
-    name = layout.node_vector()
+    vectors = collection_vectors(client, collection)
+    name = vectors.node_vector()
     ids, cols, nodes, subs, owner = [], [], [], [], []
     offset = None
     while True:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from qdrant_client import models
 
-from qdrant_tools.search import collection_layout, ranking_params
+from qdrant_tools.search import collection_vectors, ranking_params
 from qdrant_tools.store import open_store
 from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
 from research.storage_arms import ARMS, SHIPPED, arm_vectors, copy_as
@@ -73,10 +73,10 @@ def store_with_source():
 def test_a_copy_holds_every_point_and_ranks_by_the_originals(store_with_source):
     store, rows = store_with_source
     assert copy_as(store, "src", "arm", ARMS[1], index_all=True) == N
-    layout = collection_layout(store, "arm")
-    assert layout.quantized == frozenset({FUSED_VECTOR})  # arm 1 leaves the node vector as the source keeps it
+    vectors = collection_vectors(store, "arm")
+    assert vectors.quantized == frozenset({FUSED_VECTOR})  # arm 1 leaves the node vector as the source keeps it
     q = rows[7, 2]
-    params = ranking_params(layout, FUSED_VECTOR)
+    params = ranking_params(vectors, FUSED_VECTOR)
     hits = store.query_points("arm", query=[q.tolist()], using=FUSED_VECTOR, limit=5, search_params=params).points
     exact = (rows @ q).max(axis=1)
     assert [h.id for h in hits] == [int(i) for i in np.argsort(-exact)[:5]]

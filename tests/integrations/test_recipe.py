@@ -195,16 +195,16 @@ def test_ingest_records_the_recipe_and_query_reads_it(tmp_path, capsys, fake_cli
 
 
 def test_subchunk_graph_flag_writes_the_graph_and_the_recipe_keeps_it(tmp_path, capsys, fake_cli, example_data):
-    from qdrant_tools.search import collection_layout
+    from qdrant_tools.search import collection_vectors
 
     store = str(tmp_path / "q")
     base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
     assert run(capsys, *base, "--subchunk-graph-m", "8")[0] == 0
     assert run(capsys, *base)[0] == 0  # a rerun without the flag keeps the recipe
     client = _open(store)
-    recipe, layout = read_recipe(client, "demo"), collection_layout(client, "demo")
+    recipe, vectors = read_recipe(client, "demo"), collection_vectors(client, "demo")
     client.close()
-    assert recipe.layout.subchunk_graph_m == 8 and layout.subchunk_graph
+    assert recipe.layout.subchunk_graph_m == 8 and vectors.subchunk_graph
     rc, _, err = run(capsys, *base, "--subchunk-graph-m", "16")
     assert rc == 2 and "--subchunk-graph-m" in err
 
@@ -234,11 +234,11 @@ def _default_and_plain(tmp_path, capsys, example_data, *flags):
 
 
 def test_new_collections_store_the_fused_multivector_at_the_search_weight(tmp_path, capsys, fake_cli, example_data):
-    from qdrant_tools.search import collection_layout
+    from qdrant_tools.search import collection_vectors
 
     store = _default_and_plain(tmp_path, capsys, example_data, "--fused-weight", "0")
     client = _open(store)
-    recipe, fused, plain = read_recipe(client, "demo"), *(collection_layout(client, c) for c in ("demo", "plain"))
+    recipe, fused, plain = read_recipe(client, "demo"), *(collection_vectors(client, c) for c in ("demo", "plain"))
     client.close()
     assert recipe.layout.fused_weight == recipe.search.node_weight == fused.fused_weight
     assert fused.fuses_at(recipe.search.node_weight) and plain.fused is None
@@ -373,15 +373,15 @@ def test_writer_refuses_another_recipe_before_writing(tmp_path, make_fake):
 
 
 def test_bm25_flag_writes_the_hybrid_layout_and_query_fuses_it(tmp_path, capsys, fake_cli, example_data):
-    from qdrant_tools.search import collection_layout
+    from qdrant_tools.search import collection_vectors
 
     store = str(tmp_path / "q")
     base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
     assert run(capsys, *base, "--bm25")[0] == 0
     client = _open(store)
-    recipe, layout = read_recipe(client, "demo"), collection_layout(client, "demo")
+    recipe, vectors = read_recipe(client, "demo"), collection_vectors(client, "demo")
     client.close()
-    assert recipe.bm25 is not None and recipe.sparse_encoder() is not None and layout.sparse == "bm25"
+    assert recipe.bm25 is not None and recipe.sparse_encoder() is not None and vectors.sparse == "bm25"
     rc, out, err = run(capsys, "query", "waggle dance", "--collection", "demo", "--path", store, "--json")
     assert rc == 0, err
     assert json.loads(out)["results"][0]["doc_id"] == "honeybees.txt"

@@ -12,7 +12,7 @@ from qdrant_tools.fuse import FuseError, fuse_collection
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.metadata import read_metadata
-from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR, SubchunkConfig
 
 
@@ -26,8 +26,8 @@ def plain(client, encoder):
 def test_the_copy_holds_every_point_with_fused_rows_and_records_the_weight(plain):
     n = fuse_collection(plain, "plain", "fused", 0.4)
     assert n == plain.count("plain").count == plain.count("fused").count
-    layout = collection_layout(plain, "fused")
-    assert (layout.fused, layout.fused_weight) == (FUSED_VECTOR, 0.4)
+    vectors = collection_vectors(plain, "fused")
+    assert (vectors.fused, vectors.fused_weight) == (FUSED_VECTOR, 0.4)
     assert read_metadata(plain, "fused")[FUSED_WEIGHT_KEY] == 0.4
 
 

@@ -15,7 +15,7 @@ from subchunk_layouts import nodes as _nodes
 
 from qdrant_tools.encoding import fused_rows, plan_encoders
 from qdrant_tools.ingest import ingest_path
-from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.subchunks import FUSED_VECTOR, SubchunkConfig
 
 
@@ -43,8 +43,8 @@ def test_the_plain_sub_chunks_are_memory_mapped_only_beside_the_fused_rows(clien
 
 def test_every_node_stores_its_sub_chunks_fused_with_its_node_vector(client, encoder):
     ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
-    layout = collection_layout(client, "fused")
-    assert (layout.fused, layout.fused_weight) == (FUSED_VECTOR, 0.4)
+    vectors = collection_vectors(client, "fused")
+    assert (vectors.fused, vectors.fused_weight) == (FUSED_VECTOR, 0.4)
     for p in client.scroll("fused", limit=1000, with_vectors=True)[0]:
         want = 0.6 * _unit(p.vector["subchunks"]) + 0.4 * _unit(p.vector["calibrated"])[None, :]
         np.testing.assert_allclose(p.vector[FUSED_VECTOR], want, atol=1e-5)

@@ -10,7 +10,7 @@ import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
-from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.store import open_store
@@ -31,7 +31,7 @@ def _points(client):
 
 def test_every_node_stores_the_bm25_vector_of_its_text(client, encoder):
     ingest_path(client, "c", DATA, {"vanilla": encoder}, CFG)
-    assert collection_layout(client, "c").sparse == SPARSE_VECTOR
+    assert collection_vectors(client, "c").sparse == SPARSE_VECTOR
     for p in _points(client):
         want = BM25.embed_document(p.payload["text"])
         got = p.vector[SPARSE_VECTOR]

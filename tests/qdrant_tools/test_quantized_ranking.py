@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from qdrant_client import models
 
-from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.store import open_store
 
 N, DIM = 600, 32
@@ -40,7 +40,7 @@ def quantized_store():
 
 def test_layout_lists_the_quantized_vector(quantized_store):
     store, _ = quantized_store
-    assert collection_layout(store, "q").quantized == frozenset({"vanilla"})
+    assert collection_vectors(store, "q").quantized == frozenset({"vanilla"})
 
 
 def test_scores_are_those_of_the_original_vectors(quantized_store):

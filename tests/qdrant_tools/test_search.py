@@ -14,7 +14,7 @@ import pytest
 from qdrant_client import models
 
 from qdrant_tools import search as S
-from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.store import open_store
 
 N, DIM, PER, VOCAB = 240, 16, 6, 60
@@ -104,7 +104,7 @@ LARGE = SearchSettings(limit=10, prefetch_limit=10, exact_up_to=20, subchunk_can
 
 @pytest.mark.parametrize(("store", "graph"), [(0, False), (16, True)], indirect=["store"])
 def test_the_layout_says_whether_the_subchunk_multivector_has_a_graph(store, graph):
-    assert collection_layout(store, "c").subchunk_graph is graph
+    assert collection_vectors(store, "c").subchunk_graph is graph
 
 
 @pytest.mark.parametrize("store", [16], indirect=True)

@@ -9,7 +9,7 @@ import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
-from qdrant_tools.search import SearchSettings, collection_layout, search
+from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.subchunks import SubchunkConfig
 
@@ -85,8 +85,8 @@ def test_single_vector_layout_is_still_available(client, encoder):
     ingest_path(
         client, "c", DATA, {"calibrated": encoder}, IngestConfig(show_progress=False, layout=NodeLayout(subchunks=None))
     )
-    layout = collection_layout(client, "c")
-    assert layout.subchunks is None and layout.names == ["calibrated"]
+    vectors = collection_vectors(client, "c")
+    assert vectors.subchunks is None and vectors.names == ["calibrated"]
     assert all(set(p.vector) == {"calibrated"} and "subchunk_spans" not in p.payload for p in _points(client))
     q = encoder.encode_queries(["tides"])[0]
     assert len(search(client, "c", q, SearchSettings(limit=2))) == 2
@@ -219,7 +219,7 @@ def test_subchunk_graph_m_decides_whether_ingestion_writes_the_subchunk_graph(cl
 
     ingest_path(client, "c", DATA, {"vanilla": encoder}, replace(CFG, layout=CFG.layout.replace(subchunk_graph_m=m)))
     params = client.get_collection("c").config.params.vectors["subchunks"]
-    assert (params.hnsw_config.m, collection_layout(client, "c").subchunk_graph) == (m, graph)
+    assert (params.hnsw_config.m, collection_vectors(client, "c").subchunk_graph) == (m, graph)
 
 
 def test_subchunk_graph_m_must_be_a_non_negative_integer(client, encoder):
