@@ -95,7 +95,7 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
         "a much slower index build (default 0: none)",
     )
     g.add_argument(
-        "--node-vector",
+        "--node-source",
         choices=("encoded", "subchunk-mean"),
         default=None,
         help="'encoded': embed each node's text; 'subchunk-mean': the normalised mean of its sub-chunk vectors "
@@ -133,7 +133,7 @@ LAYOUT_FLAGS = {
     "subchunk_overlap": "--subchunk-overlap",
     "subchunk_int8": "--subchunk-int8",
     "subchunk_graph_m": "--subchunk-graph-m",
-    "node_from_subchunks": "--node-vector",
+    "node_from_subchunks": "--node-source",
     "fused_weight": "--fused-weight",
     "node_int8": "--node-quantization",
     "node_on_disk": "--node-on-disk",
@@ -143,7 +143,7 @@ LAYOUT_FLAGS = {
 #: Words of a layout's validation error -> the flags' words.
 _FLAG_WORDS = {
     r"pass subchunks=SubchunkConfig\(\.\.\.\)": "drop --no-subchunks",
-    r"\bnode_from_subchunks\b": "--node-vector subchunk-mean",
+    r"\bnode_from_subchunks\b": "--node-source subchunk-mean",
     r"\bmax_tokens\b": "--subchunk-tokens",
     r"\boverlap_sentences\b": "--subchunk-overlap",
     **{rf"\b{field}\b": flag for field, flag in LAYOUT_FLAGS.items() if field not in ("node_from_subchunks",)},
@@ -172,7 +172,7 @@ def layout_given(args: argparse.Namespace) -> dict[str, Any]:
         "subchunk_overlap": args.subchunk_overlap,
         "subchunk_int8": True if args.subchunk_int8 else None,
         "subchunk_graph_m": args.subchunk_graph_m,
-        "node_from_subchunks": None if args.node_vector is None else args.node_vector == "subchunk-mean",
+        "node_from_subchunks": None if args.node_source is None else args.node_source == "subchunk-mean",
         "fused_weight": args.fused_weight,
         "node_int8": None if args.node_quantization is None else args.node_quantization == "int8",
         "node_on_disk": args.node_on_disk,

@@ -91,7 +91,7 @@ class LocalEncoderBackend:
 
     def scores(self, query: str, texts: list[str], scoring: ScoringSettings = NODE_SCORING) -> np.ndarray:
         """Score of each text for the query, in the given order (node cosine, best sub-chunk or fusion)."""
-        scorer = NodeScorer(self.encoder, scoring.scoring, scoring.subchunks, scoring.node_weight, scoring.node_vector)
+        scorer = NodeScorer(self.encoder, scoring.scoring, scoring.subchunks, scoring.node_weight, scoring.node_source)
         with self._lock:
             return scorer.scores(query, texts)
 

@@ -29,15 +29,15 @@ Scoring = Literal["node", "subchunks", "fusion"]
 SCORINGS: tuple[str, ...] = ("node", "subchunks", "fusion")
 #: Where a candidate's node vector comes from: an encoding of its text, or the normalised mean of its
 #: sub-chunk vectors (:func:`qdrant_tools.encoding.subchunk_mean`, what ``node_from_subchunks`` stores).
-NodeVector = Literal["encoded", "subchunk-mean"]
-NODE_VECTORS: tuple[str, ...] = ("encoded", "subchunk-mean")
+NodeSource = Literal["encoded", "subchunk-mean"]
+NODE_SOURCES: tuple[str, ...] = ("encoded", "subchunk-mean")
 
 __all__ = [
     "NODE_SCORING",
-    "NODE_VECTORS",
+    "NODE_SOURCES",
     "SCORINGS",
     "NodeScorer",
-    "NodeVector",
+    "NodeSource",
     "Scoring",
     "ScoringPlan",
     "ScoringSettings",
@@ -48,10 +48,10 @@ __all__ = [
 ]
 
 
-def check_scoring(scoring: str, node_weight: float, node_vector: str = "encoded") -> None:
-    """Raise ``ValueError`` for an unknown ``scoring`` or ``node_vector``, or a ``node_weight`` outside [0, 1]."""
-    if node_vector not in NODE_VECTORS:
-        raise ValueError(f'node_vector must be "encoded" or "subchunk-mean", got {node_vector!r}')
+def check_scoring(scoring: str, node_weight: float, node_source: str = "encoded") -> None:
+    """Raise ``ValueError`` for an unknown ``scoring`` or ``node_source``, or a ``node_weight`` outside [0, 1]."""
+    if node_source not in NODE_SOURCES:
+        raise ValueError(f'node_source must be "encoded" or "subchunk-mean", got {node_source!r}')
     if scoring not in SCORINGS:
         raise ValueError(f'scoring must be "node", "subchunks" or "fusion", got {scoring!r}')
     if not 0.0 <= node_weight <= 1.0:
@@ -69,10 +69,10 @@ class ScoringSettings:
     scoring: Scoring = "node"
     subchunks: SubchunkConfig = DEFAULT_SUBCHUNKS
     node_weight: float = NODE_WEIGHT
-    node_vector: NodeVector = "encoded"
+    node_source: NodeSource = "encoded"
 
     def __post_init__(self) -> None:
-        check_scoring(self.scoring, self.node_weight, self.node_vector)
+        check_scoring(self.scoring, self.node_weight, self.node_source)
 
     def wire(self) -> dict[str, Any]:
         """The fields of a ``/v1/rerank`` request that carry these settings."""
@@ -81,7 +81,7 @@ class ScoringSettings:
             "subchunk_tokens": self.subchunks.max_tokens,
             "subchunk_overlap": self.subchunks.overlap_sentences,
             "node_weight": self.node_weight,
-            "node_vector": self.node_vector,
+            "node_source": self.node_source,
         }
 
 
@@ -111,17 +111,17 @@ def plan_scoring(
     scoring: Scoring,
     subchunks: SubchunkConfig,
     spans_fn: Any,
-    node_vector: NodeVector = "encoded",
+    node_source: NodeSource = "encoded",
     truncated: Sequence[bool] = (),
 ) -> ScoringPlan:
     """The texts to embed for ``scoring`` (pure: no model call); ``spans_fn`` tokenizes for the budget.
 
     Node texts are embedded when the score uses an encoded node vector; sub-chunks when it uses
-    sub-chunks or derives the node vector from them (``node_vector="subchunk-mean"``). ``truncated``
+    sub-chunks or derives the node vector from them (``node_source="subchunk-mean"``). ``truncated``
     (:func:`truncated_texts`): the texts longer than the window, whose fused score uses the mean of their
     sub-chunk vectors as the node vector, as :func:`qdrant_tools.encoding.whole_text_node_vectors` stores it.
     """
-    derived = node_vector == "subchunk-mean"
+    derived = node_source == "subchunk-mean"
     nodes = list(texts) if scoring != "subchunks" and not derived else []
     pieces: list[str] = []
     owners: list[int] = []
@@ -148,7 +148,7 @@ def combine_scores(
 ) -> np.ndarray:
     """One score per candidate (float32) from the query vector and the vectors of ``plan.texts``.
 
-    A plan without node texts (``node_vector="subchunk-mean"``) scores each node by the mean of its
+    A plan without node texts (``node_source="subchunk-mean"``) scores each node by the mean of its
     sub-chunk vectors (:func:`qdrant_tools.encoding.subchunk_mean`).
     """
     subs = vectors[plan.n_nodes :]
@@ -178,21 +178,21 @@ class NodeScorer:
             sub-chunk; ``"fusion"`` = ``node_weight * node + (1 - node_weight) * best sub-chunk``.
         subchunks: how candidates are cut into sub-chunks.
         node_weight: weight of the node cosine in ``"fusion"``.
-        node_vector: ``"encoded"`` (the candidate's text) or ``"subchunk-mean"`` (the normalised mean of
+        node_source: ``"encoded"`` (the candidate's text) or ``"subchunk-mean"`` (the normalised mean of
             its sub-chunk vectors: as a collection ingested with ``node_from_subchunks`` stores it).
 
     Raises:
-        ValueError: an unknown ``scoring`` or ``node_vector``, or a ``node_weight`` outside [0, 1].
+        ValueError: an unknown ``scoring`` or ``node_source``, or a ``node_weight`` outside [0, 1].
     """
 
     encoder: Any
     scoring: Scoring = "node"
     subchunks: SubchunkConfig = DEFAULT_SUBCHUNKS
     node_weight: float = NODE_WEIGHT
-    node_vector: NodeVector = "encoded"
+    node_source: NodeSource = "encoded"
 
     def __post_init__(self) -> None:
-        check_scoring(self.scoring, self.node_weight, self.node_vector)
+        check_scoring(self.scoring, self.node_weight, self.node_source)
 
     def scores(self, query: str, texts: Sequence[str]) -> np.ndarray:
         """One score per text (float32), higher is better; one query and one document encode call."""
@@ -200,7 +200,7 @@ class NodeScorer:
         if not texts:
             return np.zeros(0, dtype=np.float32)
         long = truncated_texts(self.encoder, texts) if self.scoring == "fusion" else ()
-        plan = plan_scoring(texts, self.scoring, self.subchunks, spans_for(self.encoder)[0], self.node_vector, long)
+        plan = plan_scoring(texts, self.scoring, self.subchunks, spans_for(self.encoder)[0], self.node_source, long)
         # nodes and sub-chunks in separate calls: one batch mixing both would pad every sub-chunk to a node's length
         parts = [plan.texts[: plan.n_nodes], plan.texts[plan.n_nodes :]]
         vectors = np.concatenate(

@@ -313,7 +313,7 @@ class Recipe(_Frozen):
                 "subchunk_tokens": layout.subchunks.max_tokens,
                 "subchunk_overlap": layout.subchunks.overlap_sentences,
                 "node_weight": weight,
-                "node_vector": "subchunk-mean" if layout.node_from_subchunks else "encoded",
+                "node_source": "subchunk-mean" if layout.node_from_subchunks else "encoded",
             }
         return {"spec": self.encoder_spec(vector, query=True), **scoring}
 

@@ -16,7 +16,7 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
 from llamaindex_posfair.integrations.backend import encoder_backend
 from llamaindex_posfair.integrations.embedding import local_encoder
-from llamaindex_posfair.integrations.node_scoring import NodeVector, Scoring, ScoringSettings
+from llamaindex_posfair.integrations.node_scoring import NodeSource, Scoring, ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
@@ -91,7 +91,7 @@ class PosFairRerank(BaseNodePostprocessor):
         scoring: ``"node"``, ``"subchunks"`` or ``"fusion"`` (see above).
         subchunk_tokens / subchunk_overlap: sub-chunk budget and sentence overlap.
         node_weight: weight of the node cosine in ``"fusion"``.
-        node_vector: ``"encoded"`` or ``"subchunk-mean"`` (a node vector derived from the sub-chunks, as
+        node_source: ``"encoded"`` or ``"subchunk-mean"`` (a node vector derived from the sub-chunks, as
             a collection ingested with node vectors derived from sub-chunks stores it).
         drop_duplicates: drop exact duplicate candidates before scoring.
         encoder: an already loaded ``PosFairEncoder`` (or view) to reuse; the spec is then the encoder's.
@@ -139,7 +139,7 @@ class PosFairRerank(BaseNodePostprocessor):
     node_weight: float = Field(
         default=NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in scoring 'fusion'."
     )
-    node_vector: NodeVector = Field(
+    node_source: NodeSource = Field(
         default="encoded",
         description="'encoded': a candidate's node vector encodes its text; 'subchunk-mean': the normalised mean "
         "of its sub-chunk vectors (as a collection written with node vectors derived from sub-chunks).",
@@ -292,7 +292,7 @@ class PosFairRerank(BaseNodePostprocessor):
             self.scoring,
             SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap),
             self.node_weight,
-            self.node_vector,
+            self.node_source,
         )
 
     @staticmethod

@@ -260,7 +260,7 @@ class ServeClient:
 
     def rerank(self, query: str, documents: list[str], **scoring: Any) -> np.ndarray:
         """Score of each document for the query, in input order; ``scoring``: the scoring fields of
-        ``/v1/rerank`` (``scoring``, ``subchunk_tokens``, ``subchunk_overlap``, ``node_weight``)."""
+        ``/v1/rerank`` (``scoring``, ``subchunk_tokens``, ``subchunk_overlap``, ``node_weight``, ``node_source``)."""
         body = {"query": query, "documents": list(documents), "top_n": len(documents), **scoring}
         return RerankResponse.model_validate(self.request("POST", "/v1/rerank", body)).scores(len(documents))
 

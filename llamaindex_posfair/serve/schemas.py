@@ -201,7 +201,7 @@ class RerankRequest(Wire):
         DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
     )
     node_weight: float = Field(NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in 'fusion'.")
-    node_vector: Literal["encoded", "subchunk-mean"] = Field(
+    node_source: Literal["encoded", "subchunk-mean"] = Field(
         "encoded",
         description="'encoded': the node vector encodes the text; 'subchunk-mean': the normalised mean "
         "of its sub-chunk vectors (as a collection ingested with node vectors derived from sub-chunks).",
@@ -213,7 +213,7 @@ class RerankRequest(Wire):
             self.scoring,
             SubchunkConfig(self.subchunk_tokens, self.subchunk_overlap),
             self.node_weight,
-            self.node_vector,
+            self.node_source,
         )
 
     @model_validator(mode="before")

@@ -55,7 +55,7 @@ def test_fusion_weighs_node_and_best_sub_chunk(make_fake):
 
 def test_a_derived_node_vector_is_the_mean_of_the_sub_chunk_vectors(fake_encoder):
     cfg = SubchunkConfig(max_tokens=16, overlap_sentences=0)
-    got = NodeScorer(fake_encoder, scoring="node", subchunks=cfg, node_vector="subchunk-mean").scores("lamp", [LATE])
+    got = NodeScorer(fake_encoder, scoring="node", subchunks=cfg, node_source="subchunk-mean").scores("lamp", [LATE])
     pieces = [s.text for s in subchunk_text(LATE, cfg, whitespace_spans)]
     mean = _unit(fake_encoder.encode_documents(pieces)).mean(axis=0)
     want = _unit(mean) @ _unit(fake_encoder.encode_queries(["lamp"])[0])
@@ -64,15 +64,15 @@ def test_a_derived_node_vector_is_the_mean_of_the_sub_chunk_vectors(fake_encoder
 
 def test_derived_fusion_encodes_no_node_text(make_fake):
     enc = make_fake()
-    scorer = NodeScorer(enc, scoring="fusion", node_vector="subchunk-mean", node_weight=0.5)
+    scorer = NodeScorer(enc, scoring="fusion", node_source="subchunk-mean", node_weight=0.5)
     scorer.scores("lamp", [LATE, FILLER])
     sub_chunks = sum(len(subchunk_text(t, scorer.subchunks, whitespace_spans)) for t in (LATE, FILLER))
     assert [c.count for c in enc.calls if c.role == "document"] == [sub_chunks]
 
 
-def test_unknown_node_vector_is_named(fake_encoder):
-    with pytest.raises(ValueError, match='node_vector must be "encoded" or "subchunk-mean"'):
-        NodeScorer(fake_encoder, node_vector="mean")
+def test_unknown_node_source_is_named(fake_encoder):
+    with pytest.raises(ValueError, match='node_source must be "encoded" or "subchunk-mean"'):
+        NodeScorer(fake_encoder, node_source="mean")
 
 
 def test_unknown_scoring_is_named(fake_encoder):
@@ -124,5 +124,5 @@ def test_fusion_scores_a_text_longer_than_the_window_by_the_mean_of_its_sub_chun
     enc = make_fake(max_length=32)
     cfg = SubchunkConfig(max_tokens=16, overlap_sentences=0)
     got = NodeScorer(enc, scoring="fusion", subchunks=cfg, node_weight=0.25).scores("lamp", [LATE])
-    derived = NodeScorer(enc, scoring="fusion", subchunks=cfg, node_weight=0.25, node_vector="subchunk-mean")
+    derived = NodeScorer(enc, scoring="fusion", subchunks=cfg, node_weight=0.25, node_source="subchunk-mean")
     assert got[0] == pytest.approx(float(derived.scores("lamp", [LATE])[0]), abs=1e-5)

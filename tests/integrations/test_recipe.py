@@ -102,11 +102,11 @@ def test_repeating_the_recorded_vectors_and_bm25_is_accepted():
 def test_rerank_settings_derive_node_vectors_as_the_collection_did():
     layout = NodeLayout(node_from_subchunks=True)
     recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), layout, SearchSettings(node_weight=0.5))
-    assert recipe.rerank_settings()["node_vector"] == "subchunk-mean"
-    assert Recipe.build(EncoderSet.single(EncoderSpec())).rerank_settings()["node_vector"] == "encoded"
+    assert recipe.rerank_settings()["node_source"] == "subchunk-mean"
+    assert Recipe.build(EncoderSet.single(EncoderSpec())).rerank_settings()["node_source"] == "encoded"
 
 
-def test_a_recipe_without_the_node_vector_field_reads_as_encoded_nodes():
+def test_a_recipe_without_the_node_from_subchunks_field_reads_as_encoded_nodes():
     data = Recipe.default().model_dump(mode="json")
     del data["layout"]["node_from_subchunks"]
     assert Recipe.model_validate(data).layout.node_from_subchunks is False
@@ -209,19 +209,19 @@ def test_subchunk_graph_flag_writes_the_graph_and_the_recipe_keeps_it(tmp_path, 
     assert rc == 2 and "--subchunk-graph-m" in err
 
 
-def test_node_vector_flag_is_recorded_and_a_contradiction_names_it(tmp_path, capsys, fake_cli, example_data):
+def test_node_source_flag_is_recorded_and_a_contradiction_names_it(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
     base = ("ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")
-    assert run(capsys, *base, "--node-vector", "subchunk-mean")[0] == 0
+    assert run(capsys, *base, "--node-source", "subchunk-mean")[0] == 0
     client = _open(store)
     recipe = read_recipe(client, "demo")
     points = client.scroll("demo", limit=1, with_vectors=True)[0]
     client.close()
-    assert recipe.layout.node_from_subchunks and recipe.rerank_settings()["node_vector"] == "subchunk-mean"
+    assert recipe.layout.node_from_subchunks and recipe.rerank_settings()["node_source"] == "subchunk-mean"
     subs = np.asarray(points[0].vector["subchunks"], dtype=np.float64).mean(axis=0)
     np.testing.assert_allclose(points[0].vector[recipe.node_vector()], subs / np.linalg.norm(subs), atol=1e-5)
-    rc, _, err = run(capsys, *base, "--node-vector", "encoded")
-    assert rc == 2 and "--node-vector" in err
+    rc, _, err = run(capsys, *base, "--node-source", "encoded")
+    assert rc == 2 and "--node-source" in err
 
 
 def _default_and_plain(tmp_path, capsys, example_data, *flags):
@@ -288,7 +288,7 @@ def test_a_bad_fused_weight_flag_is_named(tmp_path, capsys, fake_cli, example_da
 
 def test_node_vector_from_sub_chunks_without_sub_chunks_is_refused(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
-    flags = ("--node-vector", "subchunk-mean", "--no-subchunks")
+    flags = ("--node-source", "subchunk-mean", "--no-subchunks")
     rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, *flags)
     assert rc == 2 and "need sub-chunks" in err
 
