@@ -168,7 +168,7 @@ class EncoderWorker:
         spans_fn = spans_for(self.encoder)[0]
         plans = [
             plan_scoring(
-                j.documents, j.scoring.scoring, j.scoring.subchunks, spans_fn,
+                j.documents, j.scoring.scoring, j.scoring.subchunks, spans_fn, j.scoring.node_source,
                 truncated=truncated_texts(self.encoder, j.documents) if j.scoring.scoring == "fusion" else (),
             )
             for j in jobs

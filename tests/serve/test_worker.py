@@ -96,6 +96,23 @@ def test_rerank_batch_scores_subchunks_as_the_in_process_reranker(tiny_encoder, 
     np.testing.assert_allclose(got[0], want, atol=1e-6)
 
 
+def test_rerank_batch_derives_node_vectors_as_the_in_process_reranker(tiny_encoder):
+    from llamaindex_posfair.integrations.node_scoring import ScoringSettings
+    from qdrant_tools.subchunks import SubchunkConfig
+
+    docs = [". ".join(" ".join(WORDS[i : i + 4]) for i in range(0, len(WORDS), 3)) + ".", "A mill. The sea."]
+    derived = ScoringSettings("fusion", SubchunkConfig(8, 0), 0.4, node_source="subchunk-mean")
+    worker = EncoderWorker(tiny_encoder.spec, token_budget=512, encoder=tiny_encoder)
+    [got, encoded] = worker.rerank_batch(
+        [
+            RerankJob("silt", tuple(docs), derived),
+            RerankJob("silt", tuple(docs), ScoringSettings("fusion", SubchunkConfig(8, 0), 0.4)),
+        ]
+    )
+    np.testing.assert_allclose(got, LocalEncoderBackend(tiny_encoder).scores("silt", docs, derived), atol=1e-5)
+    assert not np.allclose(got, encoded)  # the node vector really is another one
+
+
 def test_card_names_the_pinned_spec(tiny_encoder):
     card = EncoderWorker(tiny_encoder.spec, token_budget=512, encoder=tiny_encoder).card()
     assert card.fingerprint == tiny_encoder.fingerprint()
