@@ -1,4 +1,4 @@
-"""Declarative collection specs: create, validate and migrate a Qdrant collection.
+"""Declarative collection specs: create, validate and apply changes to a Qdrant collection.
 
 A :class:`CollectionSpec` says everything an operator decides about a
 collection (named vectors with size, distance, HNSW, quantization and on-disk
@@ -11,7 +11,7 @@ TOML file next to the deployment. Three operations use it:
   lists every difference, plus what the backend does not report (embedded
   local mode keeps no collection-level HNSW, quantization, shard, replication
   or payload-index settings);
-* :func:`plan_migration` / :func:`migrate_collection` bring an existing
+* :func:`plan_changes` / :func:`apply_changes` bring an existing
   collection to the spec *online*: add missing named vectors (e.g. a
   ``calibrated`` one next to ``vanilla``), add payload indexes, update HNSW /
   quantization / on-disk settings and the replication factor. A change that
@@ -357,10 +357,10 @@ class Difference:
     setting: str
     expected: Any
     actual: Any
-    fixable: bool  # can `migrate` change it online?
+    fixable: bool  # can `apply` change it online?
 
     def __str__(self) -> str:
-        how = "migrate can fix it" if self.fixable else "needs a new collection (rebuild or snapshot restore)"
+        how = "apply can fix it" if self.fixable else "needs a new collection (rebuild or snapshot restore)"
         return f"{self.setting}: spec {self.expected!r}, collection {self.actual!r} ({how})"
 
 
@@ -485,7 +485,7 @@ def create_collection(client: StoreLike, spec: CollectionSpec, *, exist_ok: bool
 
     Raises:
         CollectionMismatchError: it exists and differs (nothing is written); the
-            message lists the differences and says to run ``migrate``.
+            message lists the differences and says to run ``apply``.
         FileExistsError: it exists and ``exist_ok`` is False.
     """
     if client.collection_exists(spec.name):
@@ -495,7 +495,7 @@ def create_collection(client: StoreLike, spec: CollectionSpec, *, exist_ok: bool
         if not report.ok:
             raise CollectionMismatchError(
                 f"collection {spec.name!r} exists but differs from the spec:\n{report.summary()}\n"
-                "fix: `posfair collection migrate` for the fixable ones, or use a new collection name"
+                "fix: `posfair collection apply` for the fixable ones, or use a new collection name"
             )
         return False
     client.create_collection(spec.name, **spec.create_kwargs())
@@ -523,10 +523,10 @@ def create_payload_indexes(client: StoreLike, collection: str, indexes: Sequence
             client.create_payload_index(collection, idx.field, models.PayloadSchemaType(idx.type), wait=True)
 
 
-# ---------------------------------------------------------------------- migration
+# ---------------------------------------------------------------------- changes
 @dataclass
-class MigrationPlan:
-    """What :func:`migrate_collection` will do (or refuses to do)."""
+class ChangePlan:
+    """What :func:`apply_changes` will do (or refuses to do)."""
 
     collection: str
     add_vectors: list[VectorConfig] = field(default_factory=list)
@@ -534,14 +534,14 @@ class MigrationPlan:
     add_indexes: list[PayloadIndex] = field(default_factory=list)
     collection_params: dict[str, Any] = field(default_factory=dict)
     blocked: list[Difference] = field(default_factory=list)
-    not_applied: list[Difference] = field(default_factory=list)  # still different after migrating
+    not_applied: list[Difference] = field(default_factory=list)  # still different after applying
 
     @property
     def empty(self) -> bool:
         return not (self.add_vectors or self.update_vectors or self.add_indexes or self.collection_params)
 
     def summary(self) -> str:
-        lines = [f"migration of {self.collection!r}:"]
+        lines = [f"changes to {self.collection!r}:"]
         lines += [
             f"  add vector {v.name!r} (size {v.size}, {v.distance}); existing points get it on re-ingestion"
             for v in self.add_vectors
@@ -556,7 +556,7 @@ class MigrationPlan:
         return "\n".join(lines)
 
 
-def plan_migration(client: StoreLike, spec: CollectionSpec) -> MigrationPlan:
+def plan_changes(client: StoreLike, spec: CollectionSpec) -> ChangePlan:
     """Work out the online changes that bring the collection to ``spec`` (no writes).
 
     Raises:
@@ -565,9 +565,9 @@ def plan_migration(client: StoreLike, spec: CollectionSpec) -> MigrationPlan:
     report = validate_collection(client, spec)
     if not report.exists:
         raise CollectionMismatchError(
-            f"collection {spec.name!r} does not exist, nothing to migrate; create it with `posfair collection create`"
+            f"collection {spec.name!r} does not exist, nothing to change; create it with `posfair collection create`"
         )
-    plan = MigrationPlan(collection=spec.name)
+    plan = ChangePlan(collection=spec.name)
     for d in report.differences:
         if not d.fixable:
             plan.blocked.append(d)
@@ -593,8 +593,8 @@ def plan_migration(client: StoreLike, spec: CollectionSpec) -> MigrationPlan:
     return plan
 
 
-def migrate_collection(client: StoreLike, spec: CollectionSpec, *, dry_run: bool = False) -> MigrationPlan:
-    """Apply :func:`plan_migration` (all-or-nothing check first, then the writes).
+def apply_changes(client: StoreLike, spec: CollectionSpec, *, dry_run: bool = False) -> ChangePlan:
+    """Apply :func:`plan_changes` (all-or-nothing check first, then the writes).
 
     Adding a named vector leaves existing points without it; re-run ingestion
     with every encoder (e.g. ``{"vanilla": plain, "calibrated": cal}``) to fill it.
@@ -602,7 +602,7 @@ def migrate_collection(client: StoreLike, spec: CollectionSpec, *, dry_run: bool
     Raises:
         CollectionMismatchError: a difference needs a rebuild; raised before any write.
     """
-    plan = plan_migration(client, spec)
+    plan = plan_changes(client, spec)
     if plan.blocked:
         raise CollectionMismatchError(
             plan.summary() + "\nthese changes cannot be made to an existing collection; nothing was changed. "
@@ -635,7 +635,7 @@ def migrate_collection(client: StoreLike, spec: CollectionSpec, *, dry_run: bool
     plan.not_applied = list(after.differences)
     if plan.not_applied:
         logger.warning(
-            "migration of %r left %d difference(s) the backend did not apply%s: %s",
+            "changes to %r left %d difference(s) the backend did not apply%s: %s",
             spec.name,
             len(plan.not_applied),
             " (embedded local mode ignores HNSW/quantization/on-disk updates)" if is_embedded(client) else "",

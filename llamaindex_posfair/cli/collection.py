@@ -1,4 +1,4 @@
-"""``posfair collection create|validate|migrate|example-spec``: a collection from a declarative spec.
+"""``posfair collection create|validate|apply|example-spec``: a collection from a declarative spec.
 
 Collections are described by a spec file (JSON or TOML, see
 ``qdrant_tools.spec.CollectionSpec``: named vectors, distance, HNSW, quantization,
@@ -8,7 +8,7 @@ on-disk, payload indexes, shards, replication). A server's API key comes from
 Example:
     posfair collection example-spec --collection docs > docs.json
     posfair collection create --spec docs.json --qdrant-url https://qdrant:6333
-    posfair collection migrate --spec docs.json --qdrant-url https://qdrant:6333 --dry-run
+    posfair collection apply --spec docs.json --qdrant-url https://qdrant:6333 --dry-run
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from llamaindex_posfair.cli.options import CliError, comma_list
 def register(subparsers: Any) -> None:
     col = subparsers.add_parser(
         "collection",
-        help="create / validate / migrate a collection from a spec file",
+        help="create / validate / apply changes to a collection from a spec file",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -31,12 +31,12 @@ def register(subparsers: Any) -> None:
     for name, helptext in (
         ("create", "create the collection (or check it matches if it exists)"),
         ("validate", "compare the collection with the spec; exit 1 on differences"),
-        ("migrate", "apply online changes: add named vectors, payload indexes, HNSW/quantization"),
+        ("apply", "apply online changes: add named vectors, payload indexes, HNSW/quantization"),
     ):
         p = col_sub.add_parser(name, help=helptext)
         p.add_argument("--spec", required=True, help="collection spec file (.json or .toml)")
         options.add_storage_args(p, collection=False)
-        if name == "migrate":
+        if name == "apply":
             p.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
         p.set_defaults(handler=run_collection)
     p = col_sub.add_parser("example-spec", help="print an example spec (JSON) to start from")
@@ -73,8 +73,8 @@ def run_collection(args: argparse.Namespace) -> int:
         CollectionMismatchError,
         CollectionSpec,
         SpecError,
+        apply_changes,
         create_collection,
-        migrate_collection,
         validate_collection,
     )
 
@@ -95,7 +95,7 @@ def run_collection(args: argparse.Namespace) -> int:
             report = validate_collection(client, spec)
             print(report.summary())
             return 0 if report.ok else 1
-        plan = migrate_collection(client, spec, dry_run=args.dry_run)
+        plan = apply_changes(client, spec, dry_run=args.dry_run)
         print(plan.summary() + ("\n(dry run: nothing changed)" if args.dry_run else ""))
         return 1 if plan.not_applied else 0
     except (CollectionMismatchError, NotImplementedError) as exc:  # NotImplementedError: embedded store limits

@@ -1,4 +1,4 @@
-"""Collection specs: parse, create, validate, migrate (both embedded stores; server-only settings via a fake info)."""
+"""Collection specs: parse, create, validate, apply changes (both embedded stores; server-only settings via a fake info)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from qdrant_tools.spec import (
     QuantizationSpec,
     SpecError,
     VectorConfig,
+    apply_changes,
     create_collection,
     is_embedded,
-    migrate_collection,
-    plan_migration,
+    plan_changes,
     validate_collection,
 )
 from qdrant_tools.store import open_store
@@ -130,14 +130,14 @@ def test_validate_reports_size_distance_and_param_differences(client):
         create_collection(client, other)
 
 
-def test_migrate_adds_calibrated_vector_and_keeps_points(client):
+def test_apply_adds_calibrated_vector_and_keeps_points(client):
     spec = vanilla_spec()
     create_collection(client, spec)
     client.upsert("docs", points=[models.PointStruct(id=1, vector={"vanilla": [1.0] * 8}, payload={"a": 1})], wait=True)
     target = spec.model_copy(update={"vectors": spec.vectors + (VectorConfig(name="calibrated", size=8),)})
-    plan = plan_migration(client, target)
+    plan = plan_changes(client, target)
     assert [v.name for v in plan.add_vectors] == ["calibrated"] and not plan.blocked
-    migrate_collection(client, target)
+    apply_changes(client, target)
     vectors = client.get_collection("docs").config.params.vectors
     assert sorted(vectors) == ["calibrated", "vanilla"] and vectors["calibrated"].size == 8
     assert validate_collection(client, target).ok
@@ -147,20 +147,20 @@ def test_migrate_adds_calibrated_vector_and_keeps_points(client):
     assert sorted(client.retrieve("docs", [1], with_vectors=True)[0].vector) == ["calibrated", "vanilla"]
 
 
-def test_migrate_refuses_rebuild_changes_before_any_write(client):
+def test_apply_refuses_rebuild_changes_before_any_write(client):
     spec = vanilla_spec()
     create_collection(client, spec)
     target = CollectionSpec(
         name="docs", vectors=[VectorConfig(name="vanilla", size=16), VectorConfig(name="calibrated", size=16)]
     )
     with pytest.raises(CollectionMismatchError, match="BLOCKED vectors.vanilla.size: spec 16, collection 8"):
-        migrate_collection(client, target)
+        apply_changes(client, target)
     assert list(client.get_collection("docs").config.params.vectors) == ["vanilla"]  # calibrated not added
 
 
-def test_migrate_missing_collection_says_create_first(client):
+def test_apply_missing_collection_says_create_first(client):
     with pytest.raises(CollectionMismatchError, match="does not exist.*posfair collection create"):
-        migrate_collection(client, vanilla_spec())
+        apply_changes(client, vanilla_spec())
 
 
 class ServerLike:
@@ -225,17 +225,17 @@ def test_server_validation_checks_shards_replication_and_indexes():
     }
     assert report.unverified == []
     with pytest.raises(CollectionMismatchError, match="BLOCKED shard_number"):
-        migrate_collection(client, spec)
+        apply_changes(client, spec)
     assert client.calls == []  # refused before any write
 
 
-def test_server_migration_plan_updates_replication_and_adds_indexes():
+def test_server_change_plan_updates_replication_and_adds_indexes():
     client = ServerLike(server_info(replication=1))
     spec = vanilla_spec(replication_factor=2, payload_indexes=[PayloadIndex(field="doc_id")])
-    plan = plan_migration(client, spec)
+    plan = plan_changes(client, spec)
     assert plan.collection_params == {"collection_params": {"replication_factor": 2}}
     assert [i.field for i in plan.add_indexes] == ["doc_id"] and not plan.blocked
-    migrate_collection(client, spec)
+    apply_changes(client, spec)
     assert client.calls == [
         ("update_collection", ["collection_params"]),
         ("create_payload_index", "doc_id", models.PayloadSchemaType.KEYWORD),
