@@ -7,7 +7,7 @@ point carries a payload like posfair's (``doc_id``, ``group`` (10 values),
 ``chunk_index``, 200 characters of text). Queries are fresh draws from the
 same distribution; "exact" answers come from numpy.
 
-Measured per backend and size, on a fresh folder:
+Measured per engine and size, on a fresh folder:
 
 * upsert/s: ``upsert(models.Batch, wait=True)`` of ``--batch`` points at a time;
 * exact p50: query latency before any index (the Edge store scans exactly);
@@ -45,7 +45,7 @@ VECTOR = "dense"
 
 @dataclass
 class Row:
-    backend: str
+    engine: str
     points: int
     upsert_per_s: float
     exact_p50_ms: float
@@ -94,10 +94,10 @@ def exact_top(x: np.ndarray, queries: np.ndarray, k: int, mask: np.ndarray | Non
     return [set(np.argpartition(-s, k)[:k].tolist()) for s in scores]
 
 
-def open_backend(backend: str, path: Path):
+def open_engine(engine: str, path: Path):
     from qdrant_tools.store import open_store
 
-    return open_store(path, backend=backend)
+    return open_store(path, engine=engine)
 
 
 def create(store) -> None:
@@ -148,24 +148,24 @@ def folder_mb(path: Path) -> float:
     return sum(p.stat().st_blocks * 512 for p in path.rglob("*") if p.is_file()) / 2**20
 
 
-def bench_one(backend: str, x: np.ndarray, queries: np.ndarray, batch: int, root: Path) -> Row:
-    path = root / f"{backend}-{len(x)}"
-    store = open_backend(backend, path)
+def bench_one(engine: str, x: np.ndarray, queries: np.ndarray, batch: int, root: Path) -> Row:
+    path = root / f"{engine}-{len(x)}"
+    store = open_engine(engine, path)
     create(store)
     rate = upsert_all(store, x, batch)
     exact_times, _ = run_queries(store, queries[: max(10, len(queries) // 4)], None)
-    index_s = store.build_index(COLLECTION) if backend == "edge" else None
+    index_s = store.build_index(COLLECTION) if engine == "edge" else None
     times, found = run_queries(store, queries, None)
     mask = np.array([i % 10 == 3 for i in range(len(x))])
     f_times, f_found = run_queries(store, queries, "g3")
     store.close()
     t0 = time.perf_counter()
-    store = open_backend(backend, path)
+    store = open_engine(engine, path)
     counted = store.count(COLLECTION, exact=True).count == len(x)
     reopen_s = time.perf_counter() - t0
     store.close()
     return Row(
-        backend=backend,
+        engine=engine,
         points=len(x),
         upsert_per_s=rate,
         exact_p50_ms=float(np.percentile(exact_times, 50)),
@@ -190,7 +190,7 @@ def table(rows: list[Row]) -> str:
     )
     names = {"edge": "Qdrant Edge (`open_store(path)`)", "local": "qdrant-client local mode"}
     lines = [
-        f"| {names[r.backend]} | {r.points:,} | {r.upsert_per_s:,.0f} | {r.exact_p50_ms:.1f} | "
+        f"| {names[r.engine]} | {r.points:,} | {r.upsert_per_s:,.0f} | {r.exact_p50_ms:.1f} | "
         f"{'-' if r.index_s is None else f'{r.index_s:.1f}'} | {r.p50_ms:.1f} / {r.p99_ms:.1f} | {r.recall:.3f} | "
         f"{r.f_p50_ms:.1f} / {r.f_p99_ms:.1f} | {r.f_recall:.3f} | {r.reopen_s:.2f} | {r.size_mb:.0f} | "
         f"{'yes' if r.counted else 'NO'} |"
@@ -203,7 +203,7 @@ def done_when(rows: list[Row]) -> list[str]:
     """The issue's bar for the Edge store at 100k points: p50 <= 5 ms, recall >= 0.95, reopen <= 2 s, all counted."""
     out = []
     for r in rows:
-        if r.backend != "edge" or r.points < 100_000:
+        if r.engine != "edge" or r.points < 100_000:
             continue
         checks = {
             "query p50 <= 5 ms": r.p50_ms <= 5,
@@ -235,10 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for n in sizes:
             x, queries = make_data(n, args.queries, 384, args.intrinsic, args.noise)
-            backends = ["edge"] + ([] if args.skip_local_at and n >= args.skip_local_at else ["local"])
-            for backend in backends:
-                q = queries if backend == "edge" else queries[: args.local_queries]
-                rows.append(bench_one(backend, x, q, args.batch, root))
+            engines = ["edge"] + ([] if args.skip_local_at and n >= args.skip_local_at else ["local"])
+            for engine in engines:
+                q = queries if engine == "edge" else queries[: args.local_queries]
+                rows.append(bench_one(engine, x, q, args.batch, root))
                 print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     finally:
         if args.dir is None:

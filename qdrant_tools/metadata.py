@@ -35,7 +35,7 @@ RECIPE_KEY = "posfair_recipe"
 
 
 def read_metadata(client: StoreLike, collection: str) -> dict[str, Any]:
-    """The collection's metadata (``{}`` if it has none or the backend keeps none).
+    """The collection's metadata (``{}`` if it has none or the store keeps none).
 
     Raises:
         LookupError: the collection does not exist.

@@ -1,4 +1,4 @@
-"""BM25 sparse vectors computed client-side, so that every Qdrant backend stores and scores the same vectors.
+"""BM25 sparse vectors computed client-side, so that every Qdrant store stores and scores the same vectors.
 
 :class:`Bm25Sparse` turns texts into ``models.SparseVector`` s with Qdrant
 Edge's BM25 model (``qdrant_edge.Bm25``): a document gets one entry per
@@ -12,14 +12,14 @@ models.Modifier.IDF)`` and Qdrant multiplies each query term by
 ``ln(1 + (N - n + 0.5) / (n + 0.5))`` over the points that hold the vector.
 
 Why client-side vectors rather than ``models.Document(text, model="qdrant/bm25")``:
-a ``Document`` is turned into a vector by the *backend*, which needs a Qdrant
+a ``Document`` is turned into a vector by *Qdrant itself*, which needs a Qdrant
 server with BM25 inference (or fastembed installed next to qdrant-client's
 local mode); the embedded Qdrant Edge store has no inference at all. Vectors
 computed here are plain data: the same points written into the Edge store,
 qdrant-client's local mode or a server score identically by construction,
 and the vectors are a pure function of the text and :meth:`Bm25Sparse.settings`
 (no process, hash seed or machine state enters). A server user may keep
-sending these vectors (recommended: one ingestion path for every backend),
+sending these vectors (recommended: one ingestion path for every store),
 or let the server embed with the same settings:
 ``models.Document(text=..., model="qdrant/bm25", options=bm25.server_options())``
 (Qdrant documents its ``Bm25Config`` as portable between server and Edge; we
@@ -112,7 +112,7 @@ def _normalised(config: models.Bm25Config | Mapping[str, Any] | None, fields: Ma
 
 
 class Bm25Sparse:
-    """BM25 sparse vectors of documents and queries, the same on every Qdrant backend (see the module docstring).
+    """BM25 sparse vectors of documents and queries, the same on every Qdrant store (see the module docstring).
 
     Args:
         config: the settings, as ``qdrant_client.models.Bm25Config`` (or its dict); None = standard BM25

@@ -8,7 +8,7 @@ TOML file next to the deployment. Three operations use it:
 * :func:`create_collection` creates the collection, or, if it exists, checks it
   matches (and raises otherwise);
 * :func:`validate_collection` compares a live collection with the spec and
-  lists every difference, plus what the backend does not report (embedded
+  lists every difference, plus what the store does not report (embedded
   local mode keeps no collection-level HNSW, quantization, shard, replication
   or payload-index settings);
 * :func:`plan_changes` / :func:`apply_changes` bring an existing
@@ -372,7 +372,7 @@ class ValidationReport:
     exists: bool
     differences: list[Difference] = field(default_factory=list)
     extra_vectors: list[str] = field(default_factory=list)  # in the collection, not in the spec (allowed)
-    unverified: list[str] = field(default_factory=list)  # settings the backend does not report
+    unverified: list[str] = field(default_factory=list)  # settings the store does not report
 
     @property
     def ok(self) -> bool:
@@ -389,7 +389,7 @@ class ValidationReport:
         if self.extra_vectors:
             lines.append(f"  note: vectors not in the spec (left alone): {self.extra_vectors}")
         if self.unverified:
-            lines.append(f"  not reported by this backend, so not checked: {', '.join(self.unverified)}")
+            lines.append(f"  not reported by this store, so not checked: {', '.join(self.unverified)}")
         return "\n".join(lines)
 
 
@@ -507,7 +507,7 @@ def create_payload_indexes(client: StoreLike, collection: str, indexes: Sequence
     """Create payload indexes (``wait=True``); the one place posfair creates them.
 
     Embedded local mode accepts the call but keeps no index (it filters by
-    scanning); its warning about that is muted, so every backend receives the
+    scanning); its warning about that is muted, so every store receives the
     same calls.
 
     Args:
@@ -550,7 +550,7 @@ class ChangePlan:
         lines += [f"  add payload index {i.field!r} ({i.type})" for i in self.add_indexes]
         lines += [f"  set {k} = {v!r}" for k, v in self.collection_params.items()]
         lines += [f"  BLOCKED {d}" for d in self.blocked]
-        lines += [f"  NOT APPLIED by this backend: {d}" for d in self.not_applied]
+        lines += [f"  NOT APPLIED by this store: {d}" for d in self.not_applied]
         if self.empty and not self.blocked:
             lines.append("  nothing to do")
         return "\n".join(lines)
@@ -635,7 +635,7 @@ def apply_changes(client: StoreLike, spec: CollectionSpec, *, dry_run: bool = Fa
     plan.not_applied = list(after.differences)
     if plan.not_applied:
         logger.warning(
-            "changes to %r left %d difference(s) the backend did not apply%s: %s",
+            "changes to %r left %d difference(s) the store did not apply%s: %s",
             spec.name,
             len(plan.not_applied),
             " (embedded local mode ignores HNSW/quantization/on-disk updates)" if is_embedded(client) else "",

@@ -30,7 +30,7 @@ per-point vectors (1-D dense or 2-D multi). Sparse vectors (e.g. BM25 from
 :class:`qdrant_tools.sparse.Bm25Sparse`) travel beside them in
 ``PointBatch.sparse``, ``n`` ``models.SparseVector`` s per name, in the same
 columnar ``models.Batch``; the collection must have been created with those
-sparse vectors (``sparse_vectors_config``), which the backend checks.
+sparse vectors (``sparse_vectors_config``), which the store checks.
 
 qdrant-client's ``upload_points`` / ``upload_collection`` batching helpers are
 not used: they retry every exception (a 400 too) with their own count, are not

@@ -31,23 +31,23 @@ from llamaindex_posfair.encoders.prefix_tokens import prefix_token_ids
 _TEMPLATE_TYPES = {"TemplateProcessing", "BertProcessing", "RobertaProcessing"}
 
 
-def _backend(tokenizer: Any) -> Tokenizer:
-    backend = getattr(tokenizer, "_tokenizer", None)
-    if not isinstance(backend, Tokenizer):
+def _rust_tokenizer(tokenizer: Any) -> Tokenizer:
+    rust = getattr(tokenizer, "_tokenizer", None)
+    if not isinstance(rust, Tokenizer):
         raise TypeError(
             f"tokenizer must be a fast (tokenizers-backed) Hugging Face tokenizer, got {type(tokenizer).__name__}; "
             "load it with AutoTokenizer.from_pretrained(..., use_fast=True) or convert the model's tokenizer first"
         )
-    return backend
+    return rust
 
 
-def _probe(backend: Tokenizer, *texts: str) -> Any:
-    """Encode with special tokens, without padding/truncation (copies the backend only if it pads/truncates)."""
-    if backend.padding is not None or backend.truncation is not None:
-        backend = Tokenizer.from_str(backend.to_str())
-        backend.no_padding()
-        backend.no_truncation()
-    return backend.encode(*texts, add_special_tokens=True)
+def _probe(rust: Tokenizer, *texts: str) -> Any:
+    """Encode with special tokens, without padding/truncation (copies the Rust tokenizer only if it pads/truncates)."""
+    if rust.padding is not None or rust.truncation is not None:
+        rust = Tokenizer.from_str(rust.to_str())
+        rust.no_padding()
+        rust.no_truncation()
+    return rust.encode(*texts, add_special_tokens=True)
 
 
 def _processor_from_json(data: dict[str, Any]) -> Any:
@@ -59,14 +59,14 @@ def _processor_from_json(data: dict[str, Any]) -> Any:
     return processor
 
 
-def _template_from_probe(encoding: Any, backend: Tokenizer, prefix: Sequence[str]) -> list[dict[str, Any]]:
+def _template_from_probe(encoding: Any, rust: Tokenizer, prefix: Sequence[str]) -> list[dict[str, Any]]:
     """Template pieces of one probe encoding, with ``prefix`` inserted before sequence A."""
     pieces: list[dict[str, Any]] = []
     previous_seq: object = "start"
     inserted = False
     for token_id, type_id, seq in zip(encoding.ids, encoding.type_ids, encoding.sequence_ids):
         if seq is None:
-            pieces.append({"SpecialToken": {"id": backend.id_to_token(token_id), "type_id": int(type_id)}})
+            pieces.append({"SpecialToken": {"id": rust.id_to_token(token_id), "type_id": int(type_id)}})
             previous_seq = None
             continue
         if seq != previous_seq:
@@ -93,15 +93,15 @@ def build_prefix_post_processor(tokenizer: Any, prefix: Sequence[str]) -> dict[s
     Returns:
         The ``post_processor`` JSON object for ``tokenizer.json``.
     """
-    backend = _backend(tokenizer)
-    single = _template_from_probe(_probe(backend, "probe text"), backend, prefix)
+    rust = _rust_tokenizer(tokenizer)
+    single = _template_from_probe(_probe(rust, "probe text"), rust, prefix)
     try:
-        pair = _template_from_probe(_probe(backend, "probe text", "second text"), backend, prefix)
+        pair = _template_from_probe(_probe(rust, "probe text", "second text"), rust, prefix)
     except Exception:  # pragma: no cover - tokenizers without pair support
         pair = None
     special_names = {p["SpecialToken"]["id"] for p in single + (pair or []) if "SpecialToken" in p}
     special_tokens = {
-        name: {"id": name, "ids": [int(backend.token_to_id(name))], "tokens": [name]} for name in sorted(special_names)
+        name: {"id": name, "ids": [int(rust.token_to_id(name))], "tokens": [name]} for name in sorted(special_names)
     }
     for name, entry in special_tokens.items():
         if entry["ids"][0] is None:  # pragma: no cover - defensive
@@ -113,7 +113,7 @@ def build_prefix_post_processor(tokenizer: Any, prefix: Sequence[str]) -> dict[s
         "special_tokens": special_tokens,
     }
 
-    old = None if backend.post_processor is None else json.loads(backend.post_processor.__getstate__())
+    old = None if rust.post_processor is None else json.loads(rust.post_processor.__getstate__())
     if old is None or old.get("type") in _TEMPLATE_TYPES:
         return template
     if old.get("type") == "Sequence":
@@ -162,11 +162,11 @@ def add_prefix_tokens(tokenizer: Any, token_strings: Sequence[str], *, split_spe
             f"tokenizer already has prefix tokens {prefix_token_ids(tokenizer)}; "
             "a DUMP model cannot be prefixed twice — load it as it is"
         )
-    new_backend = Tokenizer.from_str(_backend(tokenizer).to_str())  # private copy; the input stays untouched
-    new_backend.no_padding()  # transformers sets padding/truncation per call
-    new_backend.no_truncation()
-    new_backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in token_strings])
-    new_backend.post_processor = _processor_from_json(build_prefix_post_processor(_Wrap(new_backend), token_strings))
+    new_rust = Tokenizer.from_str(_rust_tokenizer(tokenizer).to_str())  # private copy; the input stays untouched
+    new_rust.no_padding()  # transformers sets padding/truncation per call
+    new_rust.no_truncation()
+    new_rust.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in token_strings])
+    new_rust.post_processor = _processor_from_json(build_prefix_post_processor(_Wrap(new_rust), token_strings))
 
     special_kwargs: dict[str, Any] = {}
     for attr in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"):
@@ -174,7 +174,7 @@ def add_prefix_tokens(tokenizer: Any, token_strings: Sequence[str], *, split_spe
         if value is not None:
             special_kwargs[attr] = str(value)
     new = TokenizersBackend(
-        tokenizer_object=new_backend,
+        tokenizer_object=new_rust,
         model_max_length=tokenizer.model_max_length,
         padding_side=tokenizer.padding_side,
         truncation_side=tokenizer.truncation_side,
@@ -189,8 +189,8 @@ def add_prefix_tokens(tokenizer: Any, token_strings: Sequence[str], *, split_spe
 class _Wrap:
     """Minimal stand-in exposing ``_tokenizer`` for :func:`build_prefix_post_processor`."""
 
-    def __init__(self, backend: Tokenizer) -> None:
-        self._tokenizer = backend
+    def __init__(self, rust: Tokenizer) -> None:
+        self._tokenizer = rust
 
 
 def count_prefix_runs(input_ids: Sequence[int], prefix_ids: Sequence[int]) -> int:

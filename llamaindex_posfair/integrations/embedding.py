@@ -11,7 +11,7 @@ from llama_index.core.callbacks import CallbackManager
 
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM
 from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
-from llamaindex_posfair.integrations.backend import encoder_backend, spec_and_encoder
+from llamaindex_posfair.integrations.encoder_site import encoder_site, spec_and_encoder
 
 __all__ = ["DEFAULT_MODEL", "PosFairEmbedding", "spec_and_encoder"]
 
@@ -91,7 +91,7 @@ class PosFairEmbedding(BaseEmbedding):
     )
     endpoint_timeout_s: float = Field(default=60.0, gt=0, description="Seconds per HTTP call to the endpoint.")
 
-    _backend: Any = PrivateAttr(default=None)
+    _site: Any = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -108,7 +108,7 @@ class PosFairEmbedding(BaseEmbedding):
         **settings: Any,
     ) -> None:
         base = {k: settings.pop(k) for k in list(settings) if k in BaseEmbedding.model_fields}
-        spec, backend = encoder_backend(
+        spec, site = encoder_site(
             spec, model_name, calibration, encoder, settings, endpoint=endpoint, timeout_s=endpoint_timeout_s
         )
         super().__init__(
@@ -121,7 +121,7 @@ class PosFairEmbedding(BaseEmbedding):
             endpoint_timeout_s=endpoint_timeout_s,
             **base,
         )
-        self._backend = backend
+        self._site = site
 
     @classmethod
     def class_name(cls) -> str:
@@ -135,7 +135,7 @@ class PosFairEmbedding(BaseEmbedding):
         Raises:
             RuntimeError: with ``endpoint`` (no model is loaded in this process).
         """
-        return local_encoder(self._backend, self.endpoint)
+        return local_encoder(self._site, self.endpoint)
 
     @property
     def calibration(self) -> Any:
@@ -149,7 +149,7 @@ class PosFairEmbedding(BaseEmbedding):
     # ------------------------------------------------------------------ sync
     def _warn(self, texts: list[str], role: str, truncated: int) -> None:
         if truncated:
-            limit = self._backend.max_length
+            limit = self._site.max_length
             logger.warning(
                 "%d of %d %ss exceed max_length=%d tokens and were truncated by the model; "
                 "chunk them shorter (e.g. a SentenceSplitter with chunk_size <= %d)",
@@ -164,12 +164,12 @@ class PosFairEmbedding(BaseEmbedding):
             logger.warning("%d of %d %ss are empty; their embeddings carry no content", empty, len(texts), role)
 
     def _encode(self, texts: list[str], role: str) -> list[Embedding]:
-        arr, truncated = self._backend.embed(texts, _kind(role), count=self.warn_on_truncation)
+        arr, truncated = self._site.embed(texts, _kind(role), count=self.warn_on_truncation)
         self._warn(texts, role, truncated if self.warn_on_truncation else 0)
         return arr.tolist()
 
     async def _aencode(self, texts: list[str], role: str) -> list[Embedding]:
-        arr, truncated = await self._backend.aembed(texts, _kind(role), count=self.warn_on_truncation)
+        arr, truncated = await self._site.aembed(texts, _kind(role), count=self.warn_on_truncation)
         self._warn(texts, role, truncated if self.warn_on_truncation else 0)
         return arr.tolist()
 
@@ -205,13 +205,13 @@ def _kind(role: str) -> str:
     return "query" if role == "query" else "document"
 
 
-def local_encoder(backend: Any, endpoint: str | None) -> Any:
-    """The loaded encoder of a local backend.
+def local_encoder(site: Any, endpoint: str | None) -> Any:
+    """The loaded encoder of an in-process site.
 
     Raises:
         RuntimeError: the class runs its model on ``endpoint``.
     """
-    encoder = getattr(backend, "encoder", None)
+    encoder = getattr(site, "encoder", None)
     if encoder is None:
         raise RuntimeError(
             f"no encoder is loaded in this process: the model runs on {endpoint}; build the class without "

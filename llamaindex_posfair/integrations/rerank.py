@@ -14,8 +14,8 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
-from llamaindex_posfair.integrations.backend import encoder_backend
 from llamaindex_posfair.integrations.embedding import local_encoder
+from llamaindex_posfair.integrations.encoder_site import encoder_site
 from llamaindex_posfair.integrations.node_scoring import NodeSource, Scoring, ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
@@ -153,7 +153,7 @@ class PosFairRerank(BaseNodePostprocessor):
     )
     endpoint_timeout_s: float = Field(default=60.0, gt=0, description="Seconds per HTTP call to the endpoint.")
 
-    _backend: Any = PrivateAttr(default=None)
+    _site: Any = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -168,11 +168,11 @@ class PosFairRerank(BaseNodePostprocessor):
         **settings: Any,
     ) -> None:
         own = {k: settings.pop(k) for k in list(settings) if k in type(self).model_fields}
-        spec, backend = encoder_backend(
+        spec, site = encoder_site(
             spec, model_name, calibration, encoder, settings, endpoint=endpoint, timeout_s=endpoint_timeout_s
         )
         super().__init__(top_n=top_n, spec=spec, endpoint=endpoint, endpoint_timeout_s=endpoint_timeout_s, **own)
-        self._backend = backend
+        self._site = site
 
     @classmethod
     def from_collection(
@@ -236,7 +236,7 @@ class PosFairRerank(BaseNodePostprocessor):
         Raises:
             RuntimeError: with ``endpoint`` (no model is loaded in this process).
         """
-        return local_encoder(self._backend, self.endpoint)
+        return local_encoder(self._site, self.endpoint)
 
     @property
     def model_name(self) -> str:
@@ -307,7 +307,7 @@ class PosFairRerank(BaseNodePostprocessor):
         if not nodes:
             return self._end([])
         with self._event(nodes, query) as event:
-            out = self._ranked(nodes, self._backend.scores(query, texts, self._scoring()))
+            out = self._ranked(nodes, self._site.scores(query, texts, self._scoring()))
             event.on_end(payload={EventPayload.NODES: out})
         return self._end(out)
 
@@ -321,7 +321,7 @@ class PosFairRerank(BaseNodePostprocessor):
         if not nodes:
             return self._end([])
         with self._event(nodes, query) as event:
-            out = self._ranked(nodes, await self._backend.ascores(query, texts, self._scoring()))
+            out = self._ranked(nodes, await self._site.ascores(query, texts, self._scoring()))
             event.on_end(payload={EventPayload.NODES: out})
         return self._end(out)
 

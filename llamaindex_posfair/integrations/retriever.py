@@ -81,16 +81,16 @@ def query_encoder(encoder: Any, stored: str | None, vector: str, collection: str
 class RemoteQueryEncoder:
     """Query encoding by a ``posfair serve`` server (what :class:`PosFairRetriever` needs of an encoder)."""
 
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.spec = backend.spec
-        self.model_id = backend.spec.model
+    def __init__(self, site: Any) -> None:
+        self.site = site
+        self.spec = site.spec
+        self.model_id = site.spec.model
 
     def fingerprint(self) -> str:
         return self.spec.fingerprint()
 
     def encode_queries(self, texts: list[str]) -> Any:
-        return self.backend.embed(list(texts), "query")[0]
+        return self.site.embed(list(texts), "query")[0]
 
 
 def remote_query_encoder(
@@ -102,7 +102,7 @@ def remote_query_encoder(
         FingerprintMismatchError: the server's encoder did not write ``vector``.
         llamaindex_posfair.serve.client.ServeMismatchError: the server serves no encoder, or not ``spec``.
     """
-    from llamaindex_posfair.integrations.backend import RemoteEncoderBackend
+    from llamaindex_posfair.integrations.encoder_site import EndpointEncoder
     from llamaindex_posfair.serve.client import ServeClient, ServeMismatchError
 
     if spec is None:
@@ -110,7 +110,7 @@ def remote_query_encoder(
         if card is None or card.spec is None:
             raise ServeMismatchError(f"posfair serve at {endpoint} serves no text encoder")
         spec = EncoderSpec.model_validate(card.spec)
-    encoder = RemoteQueryEncoder(RemoteEncoderBackend.connect(endpoint, spec, timeout_s))
+    encoder = RemoteQueryEncoder(EndpointEncoder.connect(endpoint, spec, timeout_s))
     where = f"vector {vector!r} of collection {collection!r}"
     if (
         stored is not None

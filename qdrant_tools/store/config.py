@@ -70,7 +70,7 @@ class CollectionRecord(BaseModel):
             if kwargs.get(key):
                 raise UnsupportedCallError(
                     f"create_collection({key}=...): {what} are not supported by the embedded Qdrant Edge store; "
-                    "use a Qdrant server (url=...) or open_store(path, backend='local')"
+                    "use a Qdrant server (url=...) or open_store(path, engine='local')"
                 )
         vectors = kwargs.get("vectors_config")
         sparse = dict(kwargs.get("sparse_vectors_config") or {}) or None

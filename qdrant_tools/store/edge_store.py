@@ -97,7 +97,7 @@ _ALTERNATIVES = {
 }
 #: Collections smaller than this are indexed in well under a second: no progress lines for them.
 ANNOUNCE_INDEX_FROM = 5_000
-_DEFAULT_ALTERNATIVE = "use a Qdrant server (url=...) or qdrant-client's local mode (open_store(path, backend='local'))"
+_DEFAULT_ALTERNATIVE = "use a Qdrant server (url=...) or qdrant-client's local mode (open_store(path, engine='local'))"
 
 
 def legacy_message(path: str | Path) -> str:
@@ -105,7 +105,7 @@ def legacy_message(path: str | Path) -> str:
     path = Path(path)
     return (
         f"{str(path)!r} was written by qdrant-client's local mode (QdrantClient(path=...)), not by posfair's "
-        "embedded store, Qdrant Edge. Read it as it is with open_store(path, backend='local'), or re-ingest into "
+        "embedded store, Qdrant Edge. Read it as it is with open_store(path, engine='local'), or re-ingest into "
         "a new folder: `posfair ingest PATH --collection NAME --path NEW_FOLDER`"
     )
 

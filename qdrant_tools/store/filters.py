@@ -101,7 +101,7 @@ def _match_value(key: str, m: models.MatchValue) -> Any:
         raise UnsupportedCallError(
             f"filter on bool value {m.value!r} of field {key!r}: Qdrant Edge 0.9.0 matches no point for a bool "
             "MatchValue; store the flag as a keyword ('true'/'false') or an integer (0/1) and match that, or use "
-            "open_store(path, backend='local') / a Qdrant server"
+            "open_store(path, engine='local') / a Qdrant server"
         )
     return E.MatchValue(m.value)
 

@@ -114,5 +114,5 @@ def _special(e: Any) -> Any:
     except UnsupportedCallError:
         raise UnsupportedCallError(
             f"formula expression {type(e).__name__} is not supported by the embedded Qdrant Edge store; "
-            "use a Qdrant server (url=...) or open_store(path, backend='local')"
+            "use a Qdrant server (url=...) or open_store(path, engine='local')"
         ) from None

@@ -9,7 +9,7 @@
                                               key comes from ``api_key`` or
                                               ``$QDRANT_API_KEY`` and is refused over
                                               plain http unless allowed
-``open_store("DIR", backend="local")``        qdrant-client's local mode (a real
+``open_store("DIR", engine="local")``         qdrant-client's local mode (a real
                                               ``QdrantClient``; slow, for tests and for
                                               LlamaIndex code that needs that class)
 ``open_store("DIR", auto_index=False)``       :class:`EdgeStore` without the background
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from qdrant_tools.store.protocol import StoreLike
 
-Backend = Literal["edge", "local"]
+Engine = Literal["edge", "local"]
 MEMORY = ":memory:"
 
 
@@ -52,7 +52,7 @@ def open_store(
     url: str | None = None,
     api_key: str | None = None,
     *,
-    backend: Backend = "edge",
+    engine: Engine = "edge",
     must_exist: bool = False,
     allow_insecure_api_key: bool = False,
     timeout: float = 10.0,
@@ -66,7 +66,7 @@ def open_store(
         path: storage folder, or ``":memory:"`` for a temporary store.
         url: Qdrant server URL (``https://host:6333``) instead of ``path``.
         api_key: server API key (default: ``$QDRANT_API_KEY``); never sent over http unless allowed.
-        backend: embedded engine: ``"edge"`` (Qdrant Edge, default) or ``"local"`` (qdrant-client's local mode).
+        engine: embedded engine: ``"edge"`` (Qdrant Edge, default) or ``"local"`` (qdrant-client's local mode).
         must_exist: refuse to create a new folder (readers: "run ingest first").
         allow_insecure_api_key: allow an API key over plain ``http://``.
         timeout: seconds per server request.
@@ -87,20 +87,20 @@ def open_store(
         ``QdrantClient``'s follow from the ``location``/``path``/``url`` opened here.
 
     Raises:
-        ValueError: both or neither of ``path`` and ``url``, an unknown backend, a malformed URL,
+        ValueError: both or neither of ``path`` and ``url``, an unknown engine, a malformed URL,
             or an API key over plain http (``InsecureApiKeyError``).
         StoreError: the folder is locked, missing (``must_exist``), of the old local mode, or not a store;
             the server is unreachable. The message says what to do.
     """
     if (path is None) == (url is None):
         raise ValueError("open_store needs exactly one of path= (embedded storage folder) and url= (Qdrant server)")
-    if backend not in ("edge", "local"):
-        raise ValueError(f"backend must be 'edge' (Qdrant Edge) or 'local' (qdrant-client local mode), got {backend!r}")
+    if engine not in ("edge", "local"):
+        raise ValueError(f"engine must be 'edge' (Qdrant Edge) or 'local' (qdrant-client local mode), got {engine!r}")
     if url is not None:
         return open_server(url, api_key, allow_insecure_api_key=allow_insecure_api_key, timeout=timeout, retry=retry)
     if str(path) == MEMORY:
-        return EdgeStore.temporary(auto_index=auto_index) if backend == "edge" else _local(MEMORY)
-    if backend == "local":
+        return EdgeStore.temporary(auto_index=auto_index) if engine == "edge" else _local(MEMORY)
+    if engine == "local":
         return _open_local(Path(path), must_exist)  # type: ignore[arg-type]
     return EdgeStore.open(path, must_exist=must_exist, auto_index=auto_index, warm=warm)  # type: ignore[arg-type]
 
@@ -149,7 +149,7 @@ def _open_local(path: Path, must_exist: bool) -> QdrantClient:
     kind = folder_kind(path)
     if kind == "store":
         raise NotAStoreError(
-            f"{str(path)!r} is a Qdrant Edge store; open it with open_store(path) (backend='edge'), "
+            f"{str(path)!r} is a Qdrant Edge store; open it with open_store(path) (engine='edge'), "
             "or give local mode another folder"
         )
     if must_exist and kind != "legacy-local":
@@ -165,4 +165,4 @@ def _open_local(path: Path, must_exist: bool) -> QdrantClient:
         raise
 
 
-__all__ = ["MEMORY", "Backend", "legacy_message", "open_server", "open_store"]
+__all__ = ["MEMORY", "Engine", "legacy_message", "open_server", "open_store"]

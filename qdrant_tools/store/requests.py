@@ -60,7 +60,7 @@ def _unsupported_query(q: Any) -> UnsupportedCallError:
     return UnsupportedCallError(
         f"query_points: {what} is not supported by the embedded Qdrant Edge store; supported: a vector, a "
         "multivector, a SparseVector, NearestQuery, FusionQuery/RrfQuery, FormulaQuery, OrderByQuery, SampleQuery. "
-        "For the rest use a Qdrant server (url=...) or open_store(path, backend='local')"
+        "For the rest use a Qdrant server (url=...) or open_store(path, engine='local')"
     )
 
 

@@ -31,10 +31,10 @@ def fake_encoder(make_fake):
 
 @pytest.fixture(params=["edge", "local"])
 def client(request):
-    """An empty temporary store of each embedded backend: Qdrant Edge and qdrant-client's local mode."""
+    """An empty temporary store of each embedded engine: Qdrant Edge and qdrant-client's local mode."""
     from qdrant_tools.store import open_store
 
-    c = open_store(":memory:", backend=request.param)
+    c = open_store(":memory:", engine=request.param)
     yield c
     c.close()
 

@@ -1,6 +1,6 @@
 """PosFairEmbedding / PosFairRerank inside LlamaIndex with QdrantVectorStore (embedded Qdrant).
 
-``QdrantVectorStore`` is handed each embedded backend of ``open_store``: the
+``QdrantVectorStore`` is handed each embedded engine of ``open_store``: the
 Qdrant Edge store (the default, which speaks qdrant-client's method names)
 and qdrant-client's local mode (a real ``QdrantClient``).
 """
@@ -27,7 +27,7 @@ DOCS = [
 
 @pytest.fixture(params=["edge", "local"])
 def qdrant(request):
-    c = open_store(":memory:", backend=request.param)
+    c = open_store(":memory:", engine=request.param)
     yield c
     c.close()
 

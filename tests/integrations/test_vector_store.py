@@ -278,8 +278,8 @@ async def test_concurrent_async_queries_answer_as_sequential_ones(store, embed):
 
 def test_edge_and_local_mode_answer_alike(embed):
     answers = []
-    for backend in ("edge", "local"):
-        c = open_store(":memory:", backend=backend)
+    for engine in ("edge", "local"):
+        c = open_store(":memory:", engine=engine)
         s = PosFairVectorStore("docs", client=c, embed_model=embed)
         s.add(_nodes(embed))
         modes = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.SPARSE)

@@ -1,5 +1,5 @@
 """Fixtures for qdrant_tools tests: the shared fake encoder (``tests/fakes.py``) and a temporary store of each
-embedded backend."""
+embedded engine."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def encoder(make_encoder):
 @pytest.fixture(params=["edge", "local"])
 def client(request):
     """A temporary store: the embedded Qdrant Edge store (the default) and qdrant-client's local mode."""
-    c = open_store(":memory:", backend=request.param)
+    c = open_store(":memory:", engine=request.param)
     yield c
     c.close()
 

@@ -68,12 +68,12 @@ def test_edge_and_local_mode_rank_the_hybrid_query_the_same(encoder, fusion):
     q = encoder.encode_queries(["how do spring tides form"])[0]
     sparse = BM25.embed_query("spring tides moon sun align")
     ranked = {}
-    for backend in ("edge", "local"):
-        client = open_store(":memory:", backend=backend)
+    for engine in ("edge", "local"):
+        client = open_store(":memory:", engine=engine)
         try:
             ingest_path(client, "c", DATA, {"vanilla": encoder}, CFG)
             hits = search(client, "c", q, SearchSettings(limit=8, **fusion), sparse_query=sparse)
-            ranked[backend] = [(h.id, round(h.score, 4)) for h in hits]
+            ranked[engine] = [(h.id, round(h.score, 4)) for h in hits]
         finally:
             client.close()
     assert len(ranked["edge"]) == 8

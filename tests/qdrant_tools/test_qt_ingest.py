@@ -60,7 +60,7 @@ def test_changed_file_replaces_only_its_chunks(client, encoder, corpus):
 
 
 def test_failure_mid_ingest_then_rerun_stores_every_chunk_once(client, make_encoder, corpus):
-    reference = open_store(":memory:", backend="local")
+    reference = open_store(":memory:", engine="local")
     ingest_path(reference, "c", corpus, {"calibrated": make_encoder()}, CFG)
     expected = set(points(reference))
     with pytest.raises(RuntimeError, match="injected failure"):
@@ -166,13 +166,13 @@ def test_removed_file_is_kept_unless_prune(client, encoder, corpus):
     assert r.pruned == ["b.md"] and "b.md" not in stored_records(client, "c")
 
 
-@pytest.mark.parametrize("backend", ["edge", "local"])
-def test_state_survives_reopening_embedded_storage(tmp_path, encoder, corpus, backend):
-    c1 = open_store(tmp_path / "q", backend=backend)
+@pytest.mark.parametrize("engine", ["edge", "local"])
+def test_state_survives_reopening_embedded_storage(tmp_path, encoder, corpus, engine):
+    c1 = open_store(tmp_path / "q", engine=engine)
     ingest_path(c1, "c", corpus, {"calibrated": encoder}, CFG)
     ids = set(points(c1))
     c1.close()
-    c2 = open_store(tmp_path / "q", backend=backend)
+    c2 = open_store(tmp_path / "q", engine=engine)
     r = ingest_path(c2, "c", corpus, {"calibrated": encoder}, CFG)
     assert r.chunks_written == 0 and set(points(c2)) == ids
     c2.close()
@@ -266,7 +266,7 @@ def test_transient_qdrant_errors_are_retried_by_the_writer_not_the_caller(client
 
     from qdrant_tools.retry import RetryPolicy
 
-    reference = open_store(":memory:", backend="local")
+    reference = open_store(":memory:", engine="local")
     ingest_path(reference, "c", corpus, {"calibrated": encoder}, CFG)
     recorded, left = Mock(wraps=client), [2]
 

@@ -1,7 +1,7 @@
 """``qdrant_tools.search`` above ``exact_up_to``: candidates from the node vector, the sub-chunk graph and BM25.
 
 Small random collections (node vector = the normalised mean of a node's sub-chunk vectors, a poor proxy for
-its best sub-chunk), written into both embedded backends with and without an HNSW graph on the sub-chunk
+its best sub-chunk), written into both embedded engines with and without an HNSW graph on the sub-chunk
 multivector, searched with ``exact_up_to`` below their size so the large-collection query runs.
 """
 
@@ -93,7 +93,7 @@ pytestmark = pytest.mark.usefixtures("fresh_advice")
 
 @pytest.fixture
 def store(client, request):
-    """``client`` (both backends) holding the random collection, sub-chunk HNSW ``m`` = the test's param."""
+    """``client`` (both engines) holding the random collection, sub-chunk HNSW ``m`` = the test's param."""
     _write(client, request.param)
     return client
 
@@ -114,7 +114,7 @@ def test_the_subchunk_graph_keeps_the_exact_maxsim_top10_above_exact_up_to(store
 
 def test_without_the_graph_the_node_prefetch_bounds_recall(client):
     _write(client, 0)
-    with_graph = open_store(":memory:", backend="local")
+    with_graph = open_store(":memory:", engine="local")
     try:
         _write(with_graph, 16)
         fallback, graph = _recall(client, LARGE, _queries()), _recall(with_graph, LARGE, _queries())
@@ -132,12 +132,12 @@ def test_edge_and_local_mode_answer_the_large_collection_query_alike(m, hybrid, 
     )
     sparse = models.SparseVector(indices=[3, 7, 11, 19], values=[1.0, 1.0, 1.0, 1.0]) if hybrid else None
     ranked = {}
-    for backend in ("edge", "local"):
-        client = open_store(":memory:", backend=backend)
+    for engine in ("edge", "local"):
+        client = open_store(":memory:", engine=engine)
         try:
             _write(client, m)
             hits = [search(client, "c", q, settings, sparse_query=sparse) for q in _queries(8)]
-            ranked[backend] = [_settled(q_hits) for q_hits in hits]
+            ranked[engine] = [_settled(q_hits) for q_hits in hits]
         finally:
             client.close()
     assert ranked["edge"] == ranked["local"]

@@ -1,6 +1,6 @@
 """Bm25Sparse: BM25 weights, stopwords and stemming as configured, stable settings, determinism, pickling.
 
-The ranking tests run on both embedded backends (Qdrant Edge and
+The ranking tests run on both embedded engines (Qdrant Edge and
 qdrant-client's local mode): vectors computed client-side must rank the same
 wherever they are stored.
 """
@@ -36,10 +36,10 @@ def token_index(token: str) -> int:
     return abs(mmh3.hash(token))
 
 
-@pytest.mark.parametrize("backend", ["edge", "local"])
-def test_a_term_found_in_one_document_ranks_that_document_first(backend):
+@pytest.mark.parametrize("engine", ["edge", "local"])
+def test_a_term_found_in_one_document_ranks_that_document_first(engine):
     bm25 = Bm25Sparse(avg_len=8)
-    with closing(open_store(":memory:", backend=backend)) as store:
+    with closing(open_store(":memory:", engine=engine)) as store:
         store.create_collection(
             "t", sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)}
         )

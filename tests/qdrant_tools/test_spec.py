@@ -27,7 +27,7 @@ from qdrant_tools.store import open_store
 
 @pytest.fixture(params=["edge", "local"])
 def client(request):
-    c = open_store(":memory:", backend=request.param)
+    c = open_store(":memory:", engine=request.param)
     yield c
     c.close()
 

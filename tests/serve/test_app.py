@@ -112,11 +112,11 @@ def test_served_embeddings_equal_in_process_ones(server, tiny_encoder, input_typ
 
 
 def test_rerank_ranks_as_the_in_process_reranker(server, tiny_encoder):
-    from llamaindex_posfair.integrations.backend import LocalEncoderBackend
+    from llamaindex_posfair.integrations.encoder_site import InProcessEncoder
 
     r = server.post("/v1/rerank", {"query": "where did the silt go?", "documents": TEXTS, "top_n": 3})
     assert r.status_code == 200, r.text
-    local = LocalEncoderBackend(tiny_encoder).scores("where did the silt go?", TEXTS)
+    local = InProcessEncoder(tiny_encoder).scores("where did the silt go?", TEXTS)
     results = r.json()["results"]
     assert [x["index"] for x in results] == list(np.argsort(-local, kind="stable")[:3])
     np.testing.assert_allclose([x["relevance_score"] for x in results], np.sort(local)[::-1][:3], atol=1e-5)

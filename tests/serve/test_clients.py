@@ -52,9 +52,9 @@ class Live:
         return self.encoder.encode_documents(texts)
 
     def scores(self, query, texts):
-        from llamaindex_posfair.integrations.backend import LocalEncoderBackend
+        from llamaindex_posfair.integrations.encoder_site import InProcessEncoder
 
-        return LocalEncoderBackend(self.encoder).scores(query, texts)
+        return InProcessEncoder(self.encoder).scores(query, texts)
 
 
 @pytest.fixture(scope="module")

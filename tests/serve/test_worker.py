@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llamaindex_posfair.integrations.backend import LocalEncoderBackend
+from llamaindex_posfair.integrations.encoder_site import InProcessEncoder
 from llamaindex_posfair.serve.worker import EmbedJob, EncoderWorker, RerankJob
 
 WORDS = "the river carried silt past old mills and quiet towns toward the sea".split()
@@ -65,7 +65,7 @@ def test_rerank_batch_scores_as_the_in_process_reranker(tiny_encoder):
     worker = EncoderWorker(tiny_encoder.spec, token_budget=512, encoder=tiny_encoder)
     jobs = [RerankJob("silt", tuple(TEXTS)), RerankJob("towns", tuple(TEXTS[::-1]))]
     got = worker.rerank_batch(jobs)
-    local = LocalEncoderBackend(tiny_encoder)
+    local = InProcessEncoder(tiny_encoder)
     for job, scores in zip(jobs, got):
         np.testing.assert_allclose(scores, local.scores(job.query, list(job.documents)), atol=1e-5)
 
@@ -80,7 +80,7 @@ def test_rerank_batch_scores_subchunks_as_the_in_process_reranker(tiny_encoder, 
     worker = EncoderWorker(tiny_encoder.spec, token_budget=512, encoder=tiny_encoder)
     jobs = [RerankJob("silt", tuple(docs), settings), RerankJob("towns", tuple(TEXTS[::-1]))]
     got = worker.rerank_batch(jobs)
-    local = LocalEncoderBackend(tiny_encoder)
+    local = InProcessEncoder(tiny_encoder)
     np.testing.assert_allclose(got[0], local.scores("silt", docs, settings), atol=1e-5)
     np.testing.assert_allclose(got[1], local.scores("towns", TEXTS[::-1]), atol=1e-5)
     from llamaindex_posfair.scoring import cosine_matrix
@@ -109,7 +109,7 @@ def test_rerank_batch_derives_node_vectors_as_the_in_process_reranker(tiny_encod
             RerankJob("silt", tuple(docs), ScoringSettings("fusion", SubchunkConfig(8, 0), 0.4)),
         ]
     )
-    np.testing.assert_allclose(got, LocalEncoderBackend(tiny_encoder).scores("silt", docs, derived), atol=1e-5)
+    np.testing.assert_allclose(got, InProcessEncoder(tiny_encoder).scores("silt", docs, derived), atol=1e-5)
     assert not np.allclose(got, encoded)  # the node vector really is another one
 
 

@@ -76,7 +76,7 @@ def edge():
 
 @pytest.fixture
 def local():
-    s = fill(open_store(":memory:", backend="local"))
+    s = fill(open_store(":memory:", engine="local"))
     yield s
     s.close()
 
@@ -87,7 +87,7 @@ def query_vector():
 
 
 def plain(value):
-    """Results as plain data with floats rounded to 5 decimals, for comparison across backends."""
+    """Results as plain data with floats rounded to 5 decimals, for comparison across engines."""
     if isinstance(value, models.BaseModel):
         return plain(value.model_dump(exclude={"version", "shard_key"}))
     if isinstance(value, dict):

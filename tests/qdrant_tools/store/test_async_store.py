@@ -14,7 +14,7 @@ from qdrant_tools.store.async_store import AsyncStore, as_query_request
 
 @pytest.fixture(params=["edge", "local"])
 def store(request):
-    s = open_store(":memory:", backend=request.param)
+    s = open_store(":memory:", engine=request.param)
     s.create_collection("c", vectors_config={"v": models.VectorParams(size=8, distance=models.Distance.COSINE)})
     rng = np.random.default_rng(0)
     points = [models.PointStruct(id=i, vector={"v": rng.normal(size=8).tolist()}, payload={"i": i}) for i in range(50)]

@@ -42,7 +42,7 @@ def test_an_unchanged_rerun_does_not_rebuild(tmp_path, encoder, corpus, counted_
 
 
 def test_local_mode_has_no_index_step(encoder, corpus):
-    client = open_store(":memory:", backend="local")
+    client = open_store(":memory:", engine="local")
     try:
         report = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     finally:

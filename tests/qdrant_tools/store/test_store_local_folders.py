@@ -22,7 +22,7 @@ def test_cli_query_on_a_local_mode_folder_says_how_to_read_it(tmp_path, capsys):
     legacy(tmp_path / "q")
     rc = main(["query", "x", "--collection", "c", "--path", str(tmp_path / "q")])
     err = capsys.readouterr().err
-    assert rc == 2 and "open_store(path, backend='local')" in err and "posfair ingest PATH" in err
+    assert rc == 2 and "open_store(path, engine='local')" in err and "posfair ingest PATH" in err
 
 
 def test_storage_migrate_needs_a_collection_and_a_target(tmp_path, capsys):

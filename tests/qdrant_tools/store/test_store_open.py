@@ -1,4 +1,4 @@
-"""``open_store``: which backend a call gets, and the errors that name the fix."""
+"""``open_store``: which engine a call gets, and the errors that name the fix."""
 
 from __future__ import annotations
 
@@ -32,20 +32,20 @@ def test_exactly_one_of_path_and_url(kwargs):
         open_store(**kwargs)
 
 
-def test_an_unknown_backend_lists_the_valid_ones(tmp_path):
-    with pytest.raises(ValueError, match="backend must be 'edge'.*or 'local'.*got 'sqlite'"):
-        open_store(tmp_path, backend="sqlite")
+def test_an_unknown_engine_lists_the_valid_ones(tmp_path):
+    with pytest.raises(ValueError, match="engine must be 'edge'.*or 'local'.*got 'sqlite'"):
+        open_store(tmp_path, engine="sqlite")
 
 
 def test_a_folder_of_the_old_local_mode_is_detected_with_what_to_do(tmp_path):
     legacy_folder(tmp_path / "q")
-    with pytest.raises(LegacyStorageError, match="qdrant-client's local mode.*backend='local'"):
+    with pytest.raises(LegacyStorageError, match="qdrant-client's local mode.*engine='local'"):
         open_store(tmp_path / "q")
 
 
-def test_the_old_local_mode_folder_still_opens_with_the_local_backend(tmp_path):
+def test_the_old_local_mode_folder_still_opens_with_the_local_engine(tmp_path):
     legacy_folder(tmp_path / "q")
-    client = open_store(tmp_path / "q", backend="local", must_exist=True)
+    client = open_store(tmp_path / "q", engine="local", must_exist=True)
     try:
         assert isinstance(client, QdrantClient) and client.count("old").count == 1
     finally:
@@ -55,7 +55,7 @@ def test_the_old_local_mode_folder_still_opens_with_the_local_backend(tmp_path):
 def test_an_edge_folder_is_not_opened_by_local_mode(tmp_path):
     open_store(tmp_path / "s").close()
     with pytest.raises(NotAStoreError, match="is a Qdrant Edge store"):
-        open_store(tmp_path / "s", backend="local")
+        open_store(tmp_path / "s", engine="local")
 
 
 def test_must_exist_says_to_ingest_first(tmp_path):
@@ -71,8 +71,8 @@ def test_a_folder_with_other_files_is_not_taken_over(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
-def test_memory_with_the_local_backend_is_a_qdrant_client():
-    client = open_store(":memory:", backend="local")
+def test_memory_with_the_local_engine_is_a_qdrant_client():
+    client = open_store(":memory:", engine="local")
     try:
         assert isinstance(client, QdrantClient) and not client.collection_exists("x")
     finally:

@@ -1,12 +1,12 @@
 """Sparse vectors (BM25 with the IDF modifier) and fusion: the Edge store against qdrant-client's local mode.
 
-One hybrid collection, written into both backends: a dense ``vanilla``
+One hybrid collection, written into both engines: a dense ``vanilla``
 vector, a ``subchunks`` multivector (MaxSim) and a ``bm25`` sparse vector of
 the node text (:class:`qdrant_tools.sparse.Bm25Sparse`, IDF applied by the
 collection). Every query must rank the same ids in the same order, with
 scores within float32 rounding (RRF scores: equal to 1e-6).
 
-The one place the backends legitimately differ is pinned below
+The one place the engines legitimately differ is pinned below
 (``test_after_deletes_edge_idf_still_counts_deleted_points``): Qdrant Edge
 computes a collection-wide IDF from its sparse index, which keeps deleted
 points until the optimizer vacuums their segment (as a Qdrant server does,
@@ -101,7 +101,7 @@ def edge():
 
 @pytest.fixture
 def local():
-    s = fill(open_store(":memory:", backend="local"))
+    s = fill(open_store(":memory:", engine="local"))
     yield s
     s.close()
 
@@ -358,7 +358,7 @@ def test_after_deletes_edge_idf_still_counts_deleted_points(edge, local):
 
 def test_a_vacuum_brings_edge_global_idf_back_to_live_points(tmp_path):
     opt = models.OptimizersConfigDiff(vacuum_min_vector_number=1, deleted_threshold=0.1)
-    with open_store(tmp_path / "s") as store, closing(open_store(":memory:", backend="local")) as local:
+    with open_store(tmp_path / "s") as store, closing(open_store(":memory:", engine="local")) as local:
         store.create_collection(
             "h", vectors_config=vectors_config(), sparse_vectors_config=SPARSE_CONFIG, optimizers_config=opt
         )
@@ -427,7 +427,7 @@ def test_a_sparse_only_collection_works(edge):
     assert edge.get_collection("s").config.params.vectors == {}
 
 
-def test_the_writer_passes_sparse_vectors_through_to_both_backends(dense_q):
+def test_the_writer_passes_sparse_vectors_through_to_both_engines(dense_q):
     spec = CollectionSpec(name="w", vectors=[VectorConfig(name="vanilla", size=DIM)], payload_indexes=())
     docs = texts(12, seed=3)
     rng = np.random.default_rng(3)
@@ -439,8 +439,8 @@ def test_the_writer_passes_sparse_vectors_through_to_both_backends(dense_q):
         sparse={"bm25": BM25.embed_documents(docs)},
     )
     results = []
-    for backend in ("edge", "local"):
-        with closing(open_store(":memory:", backend=backend)) as store:
+    for engine in ("edge", "local"):
+        with closing(open_store(":memory:", engine=engine)) as store:
             store.create_collection("w", vectors_config={"vanilla": spec.vectors[0].to_qdrant()},
                                     sparse_vectors_config=SPARSE_CONFIG)  # fmt: skip
             writer = QdrantWriter(store, spec)

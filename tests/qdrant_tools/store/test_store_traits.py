@@ -24,10 +24,10 @@ from qdrant_tools.writer import QdrantWriter
 pytestmark = pytest.mark.filterwarnings("ignore:Payload indexes have no effect")
 
 OPENERS = {
-    "open_store edge :memory:": (lambda tmp: open_store(":memory:", backend="edge"), EDGE),
+    "open_store edge :memory:": (lambda tmp: open_store(":memory:", engine="edge"), EDGE),
     "open_store edge folder": (lambda tmp: open_store(tmp / "edge"), EDGE),
-    "open_store local :memory:": (lambda tmp: open_store(":memory:", backend="local"), LOCAL),
-    "open_store local folder": (lambda tmp: open_store(tmp / "local", backend="local"), LOCAL),
+    "open_store local :memory:": (lambda tmp: open_store(":memory:", engine="local"), LOCAL),
+    "open_store local folder": (lambda tmp: open_store(tmp / "local", engine="local"), LOCAL),
     "QdrantClient(':memory:')": (lambda tmp: QdrantClient(":memory:"), LOCAL),
     "QdrantClient(location=':memory:')": (lambda tmp: QdrantClient(location=":memory:"), LOCAL),
     "QdrantClient(path=...)": (lambda tmp: QdrantClient(path=str(tmp / "bare")), LOCAL),

@@ -2,10 +2,10 @@
 
 :class:`PosFairEmbedding` and :class:`PosFairRerank` keep every LlamaIndex
 concern (fields, events, fusion, sorting, logging) and delegate the model work
-to one small backend object with the same calls (``embed``, ``scores`` and their async twins):
+to one small site object with the same calls (``embed``, ``scores`` and their async twins):
 
-* :class:`LocalEncoderBackend`: a loaded :class:`~llamaindex_posfair.PosFairEncoder`;
-* :class:`RemoteEncoderBackend`: a :class:`~llamaindex_posfair.serve.client.ServeClient`
+* :class:`InProcessEncoder`: a loaded :class:`~llamaindex_posfair.PosFairEncoder`;
+* :class:`EndpointEncoder`: a :class:`~llamaindex_posfair.serve.client.ServeClient`
   whose server was checked to serve the expected spec (same fingerprint).
 
 Both return the same vectors and scores (the server runs the same encoder and the
@@ -13,8 +13,8 @@ same :mod:`~llamaindex_posfair.integrations.node_scoring`), so the rest of the c
 does not know which one it has.
 
 Example:
-    >>> spec, backend = encoder_backend(None, None, UNSET, None, {}, endpoint=None)  # doctest: +SKIP
-    >>> vectors, truncated = backend.embed(["a passage"], "document")                # doctest: +SKIP
+    >>> spec, site = encoder_site(None, None, UNSET, None, {}, endpoint=None)  # doctest: +SKIP
+    >>> vectors, truncated = site.embed(["a passage"], "document")             # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def spec_and_encoder(spec: Any, model_name: Any, calibration: Any, encoder: Any,
     return encoder.spec, encoder
 
 
-class LocalEncoderBackend:
+class InProcessEncoder:
     """The encoder runs in this process (calls are serialised by a lock; async calls use a worker thread).
 
     Args:
@@ -99,7 +99,7 @@ class LocalEncoderBackend:
         return await asyncio.to_thread(self.scores, query, texts, scoring)
 
 
-class RemoteEncoderBackend:
+class EndpointEncoder:
     """The encoder runs on a ``posfair serve`` server (see :mod:`llamaindex_posfair.serve`).
 
     Args:
@@ -114,7 +114,7 @@ class RemoteEncoderBackend:
         self.max_length = int(max_length)
 
     @classmethod
-    def connect(cls, endpoint: str, spec: Any, timeout_s: float) -> RemoteEncoderBackend:
+    def connect(cls, endpoint: str, spec: Any, timeout_s: float) -> EndpointEncoder:
         """Open a client and check that the server serves ``spec``.
 
         Raises:
@@ -140,7 +140,7 @@ class RemoteEncoderBackend:
         return await self.client.arerank(query, texts, **scoring.wire())
 
 
-def encoder_backend(
+def encoder_site(
     spec: Any,
     model_name: Any,
     calibration: Any,
@@ -150,7 +150,7 @@ def encoder_backend(
     endpoint: str | None,
     timeout_s: float = 60.0,
 ) -> tuple[Any, Any]:
-    """The pinned spec and the backend of a LlamaIndex class's arguments.
+    """The pinned spec and the encoder site of a LlamaIndex class's arguments.
 
     Without ``endpoint`` the model is loaded here (unless ``encoder`` is given); with
     ``endpoint`` nothing is loaded: the spec describes what the server must serve.
@@ -161,21 +161,21 @@ def encoder_backend(
     """
     if endpoint is None:
         spec, encoder = spec_and_encoder(spec, model_name, calibration, encoder, settings)
-        return spec, LocalEncoderBackend(encoder)
+        return spec, InProcessEncoder(encoder)
     if encoder is not None:
         raise ValueError(
             f"encoder= runs the model in this process and endpoint={endpoint!r} runs it on a server; pass one of them"
         )
-    backend = RemoteEncoderBackend.connect(
+    site = EndpointEncoder.connect(
         endpoint, resolve_spec(spec, model=model_name, calibration=calibration, **settings), timeout_s
     )
-    return backend.spec, backend
+    return site.spec, site
 
 
 __all__ = [
-    "LocalEncoderBackend",
-    "RemoteEncoderBackend",
+    "EndpointEncoder",
+    "InProcessEncoder",
     "count_truncated",
-    "encoder_backend",
+    "encoder_site",
     "spec_and_encoder",
 ]
