@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=510)
     parser.add_argument("--min-tokens", type=int, default=470)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--splits", default="dev,test", help="comma-separated split names (default: dev,test)")
     parser.add_argument("--format", choices=("gutenberg", "texinfo"), default="gutenberg", help="what the sources are")
     parser.add_argument("--facts", choices=("people", "mixed"), default="people", help="what the facts are about")
     parser.add_argument("--distractors", type=int, default=0, help="passages per split that answer no query")
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         min_tokens=args.min_tokens,
         per_group=args.per_group,
         seed=args.seed,
+        splits=tuple(args.splits.split(",")),
         facts=args.facts,
         distractors=args.distractors,
         hard_negatives=args.hard_negatives,

@@ -119,13 +119,15 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
     return out
 
 
-def score(name: str, split: str, encoder: Any, peers: list[Any], labels: list[str] | None = None) -> list[Any]:
-    """``[(result, system)]`` of the grid's rows (then the peers) on one split."""
+def score(
+    name: str, split: str, encoder: Any, peers: list[Any], labels: list[str] | None = None, bench: Any = None
+) -> list[Any]:
+    """``[(result, system)]`` of the grid's rows (then the peers) on one split (``bench``: that split, loaded)."""
     from llamaindex_posfair.eval.harness.runner import run_eval
     from research.identifiers import load
     from research.main_job.system import IndexPool
 
-    bench = load(name, split)
+    bench = bench if bench is not None else load(name, split)
     with IndexPool(max_open=2) as pool:
         chosen = systems(encoder, pool, labels) + peers
         results = run_eval(bench, chosen)
