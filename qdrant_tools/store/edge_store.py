@@ -62,7 +62,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.models import QueryResponse  # models.QueryResponse is fastembed's
 
 from qdrant_tools.store import folder as folders
-from qdrant_tools.store.collection import EdgeCollection
+from qdrant_tools.store.collection import WAL_FLUSH_BYTES, EdgeCollection
 from qdrant_tools.store.config import CLUSTER_SETTINGS, CollectionRecord
 from qdrant_tools.store.enums import to_edge
 from qdrant_tools.store.errors import (
@@ -130,6 +130,9 @@ class EdgeStore:
     builds_index_on_request = True
     #: ``create_collection`` settings that a single embedded shard records but cannot honour.
     unverified_settings = CLUSTER_SETTINGS
+    #: How far a collection's write-ahead log may grow between two flushes while points are written
+    #: (:meth:`EdgeCollection.bound_wal`): a bulk load's log stays near this size instead of the data's.
+    wal_flush_bytes = WAL_FLUSH_BYTES
 
     def __init__(
         self,
@@ -408,6 +411,9 @@ class EdgeStore:
     ) -> models.UpdateResult:
         """Insert or replace points; in the WAL when it returns (``wait`` is always honoured).
 
+        Once the collection's WAL has grown by :attr:`wal_flush_bytes` since the last flush, the shard is
+        flushed, which lets Qdrant Edge delete the persisted part of the log (a bulk load's log stays bounded).
+
         Raises:
             ValueError: a vector name the collection lacks, or a sparse vector sent to a dense name
                 (or the reverse); checked before anything is written.
@@ -417,6 +423,7 @@ class EdgeStore:
         col = self._collection(collection_name)
         edge = edge_points(points, col.record)
         col.shard.update(E.UpdateOperation.upsert_points(edge, to_edge_filter(update_filter), mode))
+        col.bound_wal(self.wal_flush_bytes)
         if self._indexer is not None:
             self._indexer.written(collection_name, len(edge))
         return _COMPLETED
