@@ -36,8 +36,8 @@ from qdrant_tools.store.warm import WarmReport, warm_files
 
 #: How far a shard's write-ahead log may grow (bytes, the files' lengths) between two flushes while points are
 #: written. Qdrant Edge deletes the log segments a flush has persisted, but it does not flush while points are
-#: written, so a bulk load keeps its whole log until the shard closes (bench/scale.py at a million points held
-#: 26 GB of log after 21 minutes of writes).
+#: written, so without these flushes a bulk load keeps its whole log, larger than its segments, until the shard
+#: closes.
 WAL_FLUSH_BYTES = 256 * 2**20
 WAL = "wal"
 
