@@ -38,8 +38,8 @@ from calibration_speed import make_texts
 
 from llamaindex_posfair import CalibrationConfig, PosFairEncoder
 from llamaindex_posfair.backends import fast
+from llamaindex_posfair.encoders.baskets import baskets_for_batch
 from llamaindex_posfair.encoders.models import bundled_model_path
-from llamaindex_posfair.encoders.plan import plan_for_batch
 
 
 def _timed_attention(spent: dict[int, float]):
@@ -72,12 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     configs = {"plain": None, "fast-1row": "cls", "fast-all": "mean"}
 
     def run(pooling: str | None) -> None:
-        plan = None
+        assignment = None
         if pooling is not None:
             config = CalibrationConfig(basket_size=args.basket_size, pooling=pooling)
-            plan = plan_for_batch(features["input_ids"], features["attention_mask"], encoder.tokenizer, config, pooling)
+            assignment = baskets_for_batch(
+                features["input_ids"], features["attention_mask"], encoder.tokenizer, config, pooling
+            )
         with torch.inference_mode():
-            encoder._backend.forward(st, dict(features), plan, tuple(layers), layers)
+            encoder._backend.forward(st, dict(features), assignment, tuple(layers), layers)
 
     for pooling in configs.values():
         run(pooling)  # warm-up

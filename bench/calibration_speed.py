@@ -16,7 +16,7 @@ memory:
   rewrite), same two settings.
 
 Throughput is end to end through :meth:`PosFairEncoder.encode_documents`
-(tokenisation and basket planning included), after one warm-up batch, the
+(tokenisation and basket assignment included), after one warm-up batch, the
 median over ``--repeats`` passes; configurations are interleaved inside each
 repeat, in an order that rotates from repeat to repeat, so that load from other
 processes and position effects hit them alike. ``x plain`` is the median over
@@ -77,8 +77,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from llamaindex_posfair import CalibrationConfig, PosFairEncoder
+from llamaindex_posfair.encoders.baskets import baskets_for_batch
 from llamaindex_posfair.encoders.encoder import bundled_model_path
-from llamaindex_posfair.encoders.plan import plan_for_batch
 
 
 class TensorBytes(TorchDispatchMode):
@@ -177,8 +177,8 @@ def memory_pass(encoder: PosFairEncoder, texts: list[str], config, length: int) 
 def skipped(encoder: PosFairEncoder, texts: list[str], config: CalibrationConfig) -> bool:
     """Whether calibration is skipped for these texts (content fits one basket)."""
     features = encoder.sentence_transformer.preprocess(texts[:1])
-    plan = plan_for_batch(features["input_ids"], features["attention_mask"], encoder.tokenizer, config, "mean")
-    return not bool(plan.active.any())
+    assignment = baskets_for_batch(features["input_ids"], features["attention_mask"], encoder.tokenizer, config, "mean")
+    return not bool(assignment.active.any())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ so a batch of 32 mixes short and long texts and is padded. Encoder: the bundled
 all-MiniLM-L6-v2 (mean pooling, every row calibrated), ``max_length`` 512.
 
 Configurations, all through :meth:`PosFairEncoder.encode_documents` (tokenisation,
-length sorting, basket planning and pooling included):
+length sorting, basket assignment and pooling included):
 
 * ``off``        -- calibration off (``calibration=None``: stock SDPA);
 * ``calibrated`` -- the shipped default ``CalibrationConfig()`` (B=128, lambda=0.5,

@@ -1,4 +1,4 @@
-"""Latency of one search call at N nodes, the default pipeline's layouts (dense best sub-chunk, node fusion, + BM25).
+"""Latency of one search call at N nodes, the default pipeline's layouts (dense best sub-chunk, node-weighted, + BM25).
 
 The shipped natural-docs passages are ingested with the default pipeline's layout (a BM25 sparse vector too) into
 the embedded Qdrant Edge store; the collection is then filled up to ``--nodes`` with distractor nodes built

@@ -92,13 +92,15 @@ def posfair_tokens(ids: list[str], texts: list[str], encoder: Any, recipe: Any) 
     from qdrant_tools.encoding import ChunkEncoder
 
     name = next(iter(recipe.vectors))
-    plan = recipe.layout.encoder_plan({name: encoder})
+    encoding = recipe.layout.point_encoding({name: encoder})
     chunks = [
         c
         for i, t in zip(ids, texts)
-        for c in ChunkEncoder({name: encoder}, plan).chunks(SourceDocument(i, t, i, content_hash(t)))
+        for c in ChunkEncoder({name: encoder}, encoding).chunks(SourceDocument(i, t, i, content_hash(t)))
     ]
-    nodes = 0 if plan.node_from_subchunks else sum(min(int(c.payload[P.N_TOKENS]), encoder.max_length) for c in chunks)
+    nodes = (
+        0 if encoding.node_from_subchunks else sum(min(int(c.payload[P.N_TOKENS]), encoder.max_length) for c in chunks)
+    )
     subs = [
         c.text[a - c.payload[P.START_CHAR] : b - c.payload[P.START_CHAR]]
         for c in chunks

@@ -1,4 +1,4 @@
-"""Added latency of rerank-only mode: PosFairRerank scoring 'node' vs 'subchunks' vs 'fusion'.
+"""Added latency of rerank-only mode: PosFairRerank scoring 'node' vs 'subchunks' vs 'weighted'.
 
 One query re-scores ``--candidates`` nodes of about ``--node-tokens`` tokens
 (cut from the shipped needle benchmark's passages), with the bundled
@@ -56,7 +56,7 @@ def main() -> None:
     encoder = EncoderSpec().load()
     texts = candidate_texts(args.candidates, args.node_tokens, encoder.tokenizer)
     nodes = [NodeWithScore(node=TextNode(id_=f"n{i}", text=t), score=0.0) for i, t in enumerate(texts)]
-    rerankers = {s: PosFairRerank(top_n=5, encoder=encoder, scoring=s) for s in ("node", "subchunks", "fusion")}
+    rerankers = {s: PosFairRerank(top_n=5, encoder=encoder, scoring=s) for s in ("node", "subchunks", "weighted")}
     query = "Which harbour did the keeper's daughter sail from?"
     times: dict[str, list[float]] = {s: [] for s in rerankers}
     for r in rerankers.values():  # warm-up

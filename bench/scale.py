@@ -18,7 +18,7 @@ sub-chunk multivector an HNSW graph (``m=M``) so the search also draws candidate
 
 Reported per size and search: recall@10 of its top 10 against the same search scored exhaustively (every
 node a candidate (an exact scan of the node vectors), re-scored by MaxSim and by node cosine, so every node's
-fused score is exact before the BM25 fusion), over all nodes and over the benchmarks' real nodes only (the
+node-weighted score is exact before the BM25 fusion), over all nodes and over the benchmarks' real nodes only (the
 exhaustive top 10's real nodes found, pooled over queries: a distractor repeats sub-chunks of a small pool, so
 many distractors nearly tie and which of them make a top 10 is close to chance); nDCG@10 of both benchmarks' ``test`` queries (mean, and harmonic
 over begin/middle/end), the search's and the exhaustive one's; query
@@ -308,9 +308,9 @@ def searcher(built: Built, settings: Any) -> Any:
 
 def exhaustive(built: Built, settings: Any) -> Any:
     """The same ranking as :func:`searcher` with every node a candidate, found by an exact scan (``exact=True``,
-    no index), each re-scored by MaxSim and by node cosine: every node's fused score is exact, then its top
+    no index), each re-scored by MaxSim and by node cosine: every node's node-weighted score is exact, then its top
     ``max(limit, fusion_limit)`` is fused with BM25's as ``search`` fuses them."""
-    from qdrant_tools.search import collection_vectors, node_fusion
+    from qdrant_tools.search import collection_vectors, node_weighted_formula
 
     vectors = collection_vectors(built.store, COLLECTION)
     node, depth = vectors.node_vector(settings.vector), max(settings.limit, settings.fusion_limit)
@@ -321,7 +321,7 @@ def exhaustive(built: Built, settings: Any) -> Any:
         every = models.Prefetch(query=ql, using=node, limit=built.n, params=exact)
         sub = models.Prefetch(prefetch=every, query=[ql], using=vectors.subchunks, limit=built.n, params=exact)
         cos = models.Prefetch(prefetch=every, query=ql, using=node, limit=built.n, params=exact)
-        dense = models.Prefetch(prefetch=[sub, cos], query=node_fusion(settings.node_weight), limit=depth)
+        dense = models.Prefetch(prefetch=[sub, cos], query=node_weighted_formula(settings.node_weight), limit=depth)
         arms = [dense, models.Prefetch(query=sq, using=vectors.sparse, limit=depth)]
         query = settings.fusion_query()
         return [int(p.id) for p in built.store.query_points(COLLECTION, prefetch=arms, query=query, limit=100).points]

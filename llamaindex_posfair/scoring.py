@@ -1,4 +1,4 @@
-"""The one MaxSim / fusion scorer: a node's best sub-chunk, its own cosine, and their weighted sum, in numpy.
+"""The one MaxSim / node-weighted scorer: a node's best sub-chunk, its own cosine, and their weighted sum, in numpy.
 
 This is what a posfair collection's default dense search computes inside Qdrant (``qdrant_tools.search``:
 MaxSim over the sub-chunk multivector, fused with the node vector by a formula query), written once for
@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NODE_WEIGHT", "cosine_matrix", "fuse_node_scores", "max_over_owners", "node_scores", "unit_rows"]
+__all__ = ["NODE_WEIGHT", "cosine_matrix", "max_over_owners", "node_scores", "unit_rows", "weigh_node_scores"]
 
 #: The default search's weight of the node cosine (``w`` above; research/results/hybrid_sweep/sweep.md): the default of
-#: every fused score in the package (the collection recipe's search, ``PosFairRerank`` and ``/v1/rerank`` with
-#: ``scoring="fusion"``). A bare ``qdrant_tools.search.SearchSettings()`` keeps 0 (best sub-chunk only).
+#: every node-weighted score in the package (the collection recipe's search, ``PosFairRerank`` and ``/v1/rerank`` with
+#: ``scoring="weighted"``). A bare ``qdrant_tools.search.SearchSettings()`` keeps 0 (best sub-chunk only).
 NODE_WEIGHT = 0.5
 
 
@@ -90,14 +90,14 @@ def max_over_owners(sim: np.ndarray, owners: np.ndarray, n_owners: int) -> np.nd
     return out.T[0] if sim.ndim == 1 else out.T
 
 
-def fuse_node_scores(node: np.ndarray, best: np.ndarray, node_weight: float) -> np.ndarray:
+def weigh_node_scores(node: np.ndarray, best: np.ndarray, node_weight: float) -> np.ndarray:
     """``w * node + (1 - w) * best`` (same shapes); ``w = 0`` is ``best`` and ``w = 1`` is ``node`` exactly.
 
     Raises:
         ValueError: ``node_weight`` outside ``[0, 1]``.
 
     Example:
-        >>> fuse_node_scores(np.array([1.0]), np.array([0.0]), 0.25).tolist()
+        >>> weigh_node_scores(np.array([1.0]), np.array([0.0]), 0.25).tolist()
         [0.25]
     """
     if not 0.0 <= node_weight <= 1.0:
@@ -126,4 +126,4 @@ def node_scores(
     cos = cosine_matrix(queries, node) if node_weight > 0.0 else None
     if best is None:
         return cos
-    return fuse_node_scores(cos if cos is not None else best, best, node_weight).astype(np.float32)
+    return weigh_node_scores(cos if cos is not None else best, best, node_weight).astype(np.float32)

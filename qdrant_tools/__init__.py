@@ -9,7 +9,7 @@ Modules (each importable on its own):
     plan      pure ingestion planning: new / changed / partial / cleanup / unchanged
     writer    QdrantWriter, the one writer of every ingestion path
     layout    NodeLayout: node size, sub-chunks, fused rows, quantization
-    encoding  Encoder protocol, encoder plan, documents -> encoded point batches
+    encoding  Encoder protocol, point encoding, documents -> encoded point batches
     report    IngestReport (one JSON shape for every path)
     driver    the steps both ingestion paths share
     ingest    single-process ingestion

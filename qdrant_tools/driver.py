@@ -21,7 +21,7 @@ Guarantees (for both paths, because they live here and in the writer):
 * state lives in Qdrant payloads, not in a local file.
 
 Example:
-    >>> run = IngestionRun.start(client, "demo", docs, IngestSettings().encoder_plan(vectors), IngestReport("demo"),
+    >>> run = IngestionRun.start(client, "demo", docs, IngestSettings().point_encoding(vectors), IngestReport("demo"),
     ...                          IngestSettings())                                    # doctest: +SKIP
     >>> run.write(batches); run.finish()                                                # doctest: +SKIP
 """
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import DEFAULT_EXTENSIONS, SkippedFile, SourceDocument, load_folder
-from qdrant_tools.encoding import Encoder, EncoderPlan
+from qdrant_tools.encoding import Encoder, PointEncoding
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.plan import CompletionTracker, IngestionPlan, plan_ingestion, rebase_ids
 from qdrant_tools.report import IngestReport
@@ -96,10 +96,10 @@ class IngestSettings:
     sparse: Bm25Sparse | None = None
     metadata: Mapping[str, Any] | None = None
 
-    def encoder_plan(self, vectors: Mapping[str, Encoder]) -> EncoderPlan:
-        """The run's :class:`~qdrant_tools.encoding.EncoderPlan`: ``vectors``' sizes and fingerprints with this
-        layout and sparse vector (every ingestion path plans through here; :meth:`NodeLayout.encoder_plan`)."""
-        return self.layout.encoder_plan(vectors, sparse=self.sparse)
+    def point_encoding(self, vectors: Mapping[str, Encoder]) -> PointEncoding:
+        """The run's :class:`~qdrant_tools.encoding.PointEncoding`: ``vectors``' sizes and fingerprints with this
+        layout and sparse vector (every ingestion path builds it here; :meth:`NodeLayout.point_encoding`)."""
+        return self.layout.point_encoding(vectors, sparse=self.sparse)
 
 
 #: Reads a path: ``(path, extensions) -> (documents, skipped, n_other)`` (:func:`qdrant_tools.chunking.load_folder`).
@@ -147,7 +147,7 @@ def plan_run(
     client: StoreLike,
     collection: str,
     documents: Sequence[SourceDocument],
-    encoders: EncoderPlan,
+    encoders: PointEncoding,
     settings: IngestSettings,
     *,
     spec: CollectionSpec | None = None,
@@ -198,7 +198,7 @@ class IngestionRun:
         client: StoreLike,
         collection: str,
         documents: Sequence[SourceDocument],
-        encoders: EncoderPlan,
+        encoders: PointEncoding,
         report: IngestReport,
         settings: IngestSettings,
         *,
@@ -212,7 +212,7 @@ class IngestionRun:
             client: a ``QdrantClient`` (not wrapped: the writer retries).
             collection: collection name.
             documents: the input, with distinct ``doc_id``.
-            encoders: the run's :class:`~qdrant_tools.encoding.EncoderPlan`.
+            encoders: the run's :class:`~qdrant_tools.encoding.PointEncoding`.
             report: filled in place.
             settings: prune and retry settings.
             spec: an operator's collection spec (HNSW, indexes ...); default: built from the encoders.
@@ -290,7 +290,7 @@ class IngestionRun:
         self.report.seconds += time.perf_counter() - self.started
 
 
-def _record_plan(report: IngestReport, plan: IngestionPlan, encoders: EncoderPlan) -> None:
+def _record_plan(report: IngestReport, plan: IngestionPlan, encoders: PointEncoding) -> None:
     report.new.extend(plan.doc_ids("new"))
     report.changed.extend(plan.doc_ids("changed"))
     report.resumed.extend(plan.doc_ids("partial"))

@@ -1,7 +1,7 @@
 """From documents to encoded points: the encoder side shared by every ingestion path.
 
 * :class:`Encoder`: what ingestion needs from an encoder;
-* :func:`plan_encoders` -> :class:`EncoderPlan`: what the driver needs to know
+* :func:`build_point_encoding` -> :class:`PointEncoding`: what the driver needs to know
   about the encoders (sizes, fingerprints, window, chunking), picklable, so a
   Ray driver can learn it without loading the model itself;
 * :func:`prepare_document`: a document's chunks as points (ids and payloads);
@@ -12,8 +12,8 @@
 Embedding is local compute and is never retried.
 
 Example:
-    >>> plan = plan_encoders({"calibrated": encoder}, chunk_tokens=None, overlap_tokens=None)  # doctest: +SKIP
-    >>> ChunkEncoder({"calibrated": encoder}, plan).encode(chunks)                               # doctest: +SKIP
+    >>> encoding = build_point_encoding({"calibrated": encoder}, chunk_tokens=None, overlap_tokens=None)  # doctest: +SKIP
+    >>> ChunkEncoder({"calibrated": encoder}, encoding).encode(chunks)                               # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def describe_encoder(encoder: Any) -> str:
 def chunking_key(chunking: ChunkingConfig, spans_name: str) -> str:
     """The string that identifies how a document was chunked (part of its version, stored with every point).
 
-    :func:`plan_encoders` appends the sub-chunk settings: another budget or overlap re-embeds every document.
+    :func:`build_point_encoding` appends the sub-chunk settings: another budget or overlap re-embeds every document.
     """
     return f"{chunking.key()};spans={spans_name}"
 
@@ -165,8 +165,9 @@ def resolve_chunking(
 
 
 @dataclass(frozen=True)
-class EncoderPlan:
-    """What the driver knows about the encoders of a run (picklable; no model).
+class PointEncoding:
+    """What each point of a run is encoded into, and by which encoders: the vectors per node, their sizes and
+    fingerprints, the chunking, sub-chunks, sparse and fused rows (what the driver knows; picklable; no model).
 
     Args:
         dimensions: vector name -> output size.
@@ -249,9 +250,9 @@ class EncoderPlan:
 
         Example:
             >>> from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
-            >>> plan = EncoderPlan({"vanilla": 8}, {}, {}, 64, ChunkingConfig(32, 4), "k", "whitespace",
+            >>> encoding = PointEncoding({"vanilla": 8}, {}, {}, 64, ChunkingConfig(32, 4), "k", "whitespace",
             ...                    subchunks=DEFAULT_SUBCHUNKS, subchunk_graph_m=16)
-            >>> [(v.name, v.hnsw.m if v.hnsw else None) for v in plan.vector_configs()]
+            >>> [(v.name, v.hnsw.m if v.hnsw else None) for v in encoding.vector_configs()]
             [('vanilla', None), ('subchunks', 16)]
         """
         node_quant = INT8_COPY if self.node_int8 else None
@@ -283,7 +284,7 @@ class EncoderPlan:
         return {} if self.fused_weight is None else {FUSED_WEIGHT_KEY: self.fused_weight}
 
 
-def plan_encoders(
+def build_point_encoding(
     vectors: Mapping[str, Encoder],
     chunk_tokens: int | None = None,
     overlap_tokens: int | None = None,
@@ -296,12 +297,12 @@ def plan_encoders(
     node_int8: bool = False,
     node_on_disk: bool = False,
     fused_quantization: str | None = None,
-) -> EncoderPlan:
+) -> PointEncoding:
     """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
 
     ``subchunk_graph_m``: HNSW ``m`` of the sub-chunk multivector (0 = no graph);
     ``node_from_subchunks``, ``fused_weight``, ``node_int8``, ``node_on_disk``, ``fused_quantization``: see
-    :class:`EncoderPlan`.
+    :class:`PointEncoding`.
 
     Raises:
         ValueError: ``vectors`` is empty or uses a reserved vector name, the first encoder's window
@@ -332,7 +333,7 @@ def plan_encoders(
         key += f";bm25={sparse.fingerprint()}"
     if fused_weight is not None:
         key = fused_chunking_key(key, fused_weight)
-    return EncoderPlan(
+    return PointEncoding(
         dimensions={n: int(e.dimension) for n, e in vectors.items()},
         fingerprints={n: e.fingerprint() for n, e in vectors.items()},
         descriptions={n: describe_encoder(e) for n, e in vectors.items()},
@@ -356,7 +357,7 @@ def plan_encoders(
 def fused_chunking_key(key: str, weight: float) -> str:
     """The chunking key of a layout written without the fused multivector, with it at node weight ``weight``.
 
-    The one place the fused part of a key is written (:func:`plan_encoders`, and
+    The one place the fused part of a key is written (:func:`build_point_encoding`, and
     :func:`qdrant_tools.fuse.fuse_collection`, which re-keys stored points): it precedes a BM25 part.
 
     Example:
@@ -539,32 +540,32 @@ class ChunkEncoder:
 
     Args:
         vectors: vector name -> loaded encoder (chunking and token counts use the first).
-        plan: the run's :class:`EncoderPlan`; the encoders must match it.
+        encoding: the run's :class:`PointEncoding`; the encoders must match it.
 
     Raises:
-        RuntimeError: the encoders' fingerprints or tokenization differ from the plan
+        RuntimeError: the encoders' fingerprints or tokenization differ from the point encoding
             (a worker that loaded other model files or settings).
 
     Example:
-        >>> enc = ChunkEncoder(vectors, plan_encoders(vectors))  # doctest: +SKIP
+        >>> enc = ChunkEncoder(vectors, build_point_encoding(vectors))  # doctest: +SKIP
         >>> batch = enc.encode(enc.chunks(doc))                   # doctest: +SKIP
     """
 
-    def __init__(self, vectors: Mapping[str, Encoder], plan: EncoderPlan) -> None:
+    def __init__(self, vectors: Mapping[str, Encoder], encoding: PointEncoding) -> None:
         self.vectors = dict(vectors)
-        self.plan = plan
+        self.encoding = encoding
         self.first = next(iter(self.vectors.values()))
         self.spans_fn, spans_name = spans_for(self.first)
         fps = {n: e.fingerprint() for n, e in self.vectors.items()}
-        if fps != plan.fingerprints or spans_name != plan.spans_name:
+        if fps != encoding.fingerprints or spans_name != encoding.spans_name:
             raise RuntimeError(
-                f"encoders differ from the plan (fingerprints {fps} vs {plan.fingerprints}, chunking on "
-                f"{spans_name} vs {plan.spans_name}); every worker must load the same model files and settings"
+                f"encoders differ from the point encoding (fingerprints {fps} vs {encoding.fingerprints}, chunking on "
+                f"{spans_name} vs {encoding.spans_name}); every worker must load the same model files and settings"
             )
 
     def chunks(self, doc: SourceDocument, skip: Collection[int] = ()) -> list[PlannedChunk]:
         """The chunks of ``doc`` still to encode (indices in ``skip`` are already stored)."""
-        p = self.plan
+        p = self.encoding
         return prepare_document(
             doc,
             chunking=p.chunking,
@@ -597,10 +598,10 @@ class ChunkEncoder:
         if token_budget is None:
             groups = [list(range(len(chunks)))] if chunks else []
         else:
-            lengths = [min(int(c.payload[P.N_TOKENS]), self.plan.max_length) for c in chunks]
+            lengths = [min(int(c.payload[P.N_TOKENS]), self.encoding.max_length) for c in chunks]
             groups = token_budget_batches(lengths, token_budget)
-        subs = self._subchunk_vectors(chunks) if self.plan.subchunks is not None and chunks else None
-        derived = self.plan.source_vector if self.plan.node_from_subchunks and subs is not None else None
+        subs = self._subchunk_vectors(chunks) if self.encoding.subchunks is not None and chunks else None
+        derived = self.encoding.source_vector if self.encoding.node_from_subchunks and subs is not None else None
         vectors = {}
         for name, enc in self.vectors.items():
             if name in given:
@@ -610,30 +611,30 @@ class ChunkEncoder:
             else:
                 vectors[name] = self._encoded(name, enc, texts, groups)
         if subs is not None:
-            source = self.plan.source_vector
+            source = self.encoding.source_vector
             vectors[source] = whole_text_node_vectors(vectors[source], subs, [c.payload[P.TRUNCATED] for c in chunks])
             vectors[SUBCHUNK_VECTOR] = subs
-            if self.plan.fused_weight is not None:
-                node = vectors[self.plan.source_vector]
-                vectors[FUSED_VECTOR] = [fused_rows(n, v, self.plan.fused_weight) for n, v in zip(node, subs)]
+            if self.encoding.fused_weight is not None:
+                node = vectors[self.encoding.source_vector]
+                vectors[FUSED_VECTOR] = [fused_rows(n, v, self.encoding.fused_weight) for n, v in zip(node, subs)]
         return PointBatch(
             ids=[c.point_id for c in chunks],
             payloads=[c.payload for c in chunks],
             vectors=vectors,
-            sparse=self.plan.sparse_vectors(texts),
+            sparse=self.encoding.sparse_vectors(texts),
         )
 
     def _checked_given(self, given: Mapping[str, Any], n: int) -> dict[str, np.ndarray]:
         out = {}
         for name, value in given.items():
-            if name not in self.plan.dimensions:
+            if name not in self.encoding.dimensions:
                 raise ValueError(
-                    f"given vectors {name!r} are not a vector of the plan ({sorted(self.plan.dimensions)})"
+                    f"given vectors {name!r} are not a vector of the point encoding ({sorted(self.encoding.dimensions)})"
                 )
             arr = np.asarray(value, dtype=np.float32)
-            if arr.shape != (n, self.plan.dimensions[name]):
+            if arr.shape != (n, self.encoding.dimensions[name]):
                 raise ValueError(
-                    f"given vectors {name!r} have shape {arr.shape}, expected {(n, self.plan.dimensions[name])}: "
+                    f"given vectors {name!r} have shape {arr.shape}, expected {(n, self.encoding.dimensions[name])}: "
                     "one vector per chunk, from the collection's encoder"
                 )
             out[name] = arr
@@ -641,7 +642,7 @@ class ChunkEncoder:
 
     def _encoded(self, name: str, enc: Encoder, texts: list[str], groups: list[list[int]]) -> np.ndarray:
         """``texts`` encoded by the encoder of vector ``name``, one forward call per group of indices."""
-        dim = self.plan.dimensions[name]
+        dim = self.encoding.dimensions[name]
         arr = np.zeros((len(texts), dim), dtype=np.float32)
         for idx in groups:
             part = np.asarray(enc.encode_documents([texts[j] for j in idx]), dtype=np.float32)
@@ -660,9 +661,9 @@ class ChunkEncoder:
             for start, end in c.payload[P.SUBCHUNK_SPANS]:
                 texts.append(c.text[start - base : end - base])
                 owners.append(i)
-        source = self.plan.source_vector
+        source = self.encoding.source_vector
         arr = np.asarray(self.vectors[source].encode_documents(texts), dtype=np.float32)
-        dim = self.plan.dimensions[source]
+        dim = self.encoding.dimensions[source]
         if arr.shape != (len(texts), dim):
             raise RuntimeError(f"sub-chunk encoder returned shape {arr.shape}, expected {(len(texts), dim)}")
         cuts = np.cumsum(np.bincount(np.asarray(owners), minlength=len(chunks)))[:-1]

@@ -1,7 +1,7 @@
 """Copy a collection into the fused layout from its stored vectors, without encoding anything again.
 
 Collections written before the fused multivector was the default (or with ``--fused-weight 0``)
-score a fused query through two arms. :func:`fuse_collection` copies such a collection into a new
+score a node-weighted query through two arms. :func:`fuse_collection` copies such a collection into a new
 one that also holds :data:`~qdrant_tools.subchunks.FUSED_VECTOR` (rows ``(1 - w) * s_j + w * node``,
 :func:`~qdrant_tools.encoding.fused_rows`, built from the stored node and sub-chunk vectors), the
 plain sub-chunks memory-mapped beside them, and optionally an int8 copy of the node vectors: the

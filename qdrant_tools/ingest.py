@@ -106,9 +106,9 @@ def ingest_documents(
     config = config or IngestConfig()
     report = report or IngestReport(collection=collection)
     t0 = time.perf_counter()
-    plan = config.encoder_plan(vectors)
-    encoder = ChunkEncoder(vectors, plan)
-    run = IngestionRun.start(client, collection, documents, plan, report, config, spec=spec, started=t0)
+    encoding = config.point_encoding(vectors)
+    encoder = ChunkEncoder(vectors, encoding)
+    run = IngestionRun.start(client, collection, documents, encoding, report, config, spec=spec, started=t0)
     chunks = [c for d in run.plan.to_encode for c in encoder.chunks(d.doc, skip=d.done)]
     batches = _encoded_batches(encoder, chunks, config.batch_size, report)
     run.write(batches, show_progress=config.show_progress, total=len(chunks))

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from qdrant_tools.encoding import Encoder, EncoderPlan, plan_encoders
+from qdrant_tools.encoding import Encoder, PointEncoding, build_point_encoding
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
@@ -160,14 +160,14 @@ class NodeLayout:
         """
         return dataclasses.replace(self, **changes)
 
-    def encoder_plan(self, vectors: Mapping[str, Encoder], sparse: Bm25Sparse | None = None) -> EncoderPlan:
-        """The :class:`~qdrant_tools.encoding.EncoderPlan` that writes this layout with ``vectors``' encoders
+    def point_encoding(self, vectors: Mapping[str, Encoder], sparse: Bm25Sparse | None = None) -> PointEncoding:
+        """The :class:`~qdrant_tools.encoding.PointEncoding` that writes this layout with ``vectors``' encoders
         (and a BM25 vector with ``sparse``): their sizes, fingerprints and the chunking key.
 
         Raises:
             ValueError: ``vectors`` is empty or uses a reserved name, or the first encoder's window holds no text.
         """
-        return plan_encoders(
+        return build_point_encoding(
             vectors,
             self.chunk_tokens,
             self.overlap_tokens,

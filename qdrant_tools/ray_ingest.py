@@ -50,7 +50,7 @@ import numpy as np
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument
 from qdrant_tools.driver import IngestionRun, IngestSettings, read_folder, scoped_to
-from qdrant_tools.encoding import ChunkEncoder, EncoderPlan
+from qdrant_tools.encoding import ChunkEncoder, PointEncoding
 from qdrant_tools.plan import DocumentPlan
 from qdrant_tools.report import IngestReport
 from qdrant_tools.spec import CollectionSpec
@@ -81,7 +81,7 @@ class RayIngestConfig(IngestSettings):
         write_ordering: Qdrant write ordering: ``"weak"`` (fastest), ``"medium"``, ``"strong"``
             (through the permanent shard leader; use with replication when order matters).
         max_worker_restarts: restarts of a crashed (killed) worker before the run fails.
-        plan_on: where the encoders are loaded once to read dimensions, fingerprints
+        point_encoding_on: where the encoders are loaded once to read dimensions, fingerprints
             and the chunking: ``"driver"``, ``"worker"`` (a CPU task; keeps the model off
             the driver), or ``"auto"`` (driver for a local Ray, worker on a cluster).
 
@@ -101,7 +101,7 @@ class RayIngestConfig(IngestSettings):
     write_batch_size: int = 256
     write_ordering: Literal["weak", "medium", "strong"] = "weak"
     max_worker_restarts: int = 3
-    plan_on: Literal["auto", "driver", "worker"] = "auto"
+    point_encoding_on: Literal["auto", "driver", "worker"] = "auto"
 
     def __post_init__(self) -> None:
         def positive(name: str, typical: str, integer: bool = True) -> None:
@@ -122,8 +122,8 @@ class RayIngestConfig(IngestSettings):
             raise ValueError(f"num_gpus_per_worker must be >= 0, got {self.num_gpus_per_worker!r}; 0 = CPU workers")
         if self.write_ordering not in ("weak", "medium", "strong"):
             raise ValueError(f'write_ordering must be "weak", "medium" or "strong", got {self.write_ordering!r}')
-        if self.plan_on not in ("auto", "driver", "worker"):
-            raise ValueError(f'plan_on must be "auto", "driver" or "worker", got {self.plan_on!r}')
+        if self.point_encoding_on not in ("auto", "driver", "worker"):
+            raise ValueError(f'point_encoding_on must be "auto", "driver" or "worker", got {self.point_encoding_on!r}')
         if not isinstance(self.max_worker_restarts, int) or self.max_worker_restarts < 0:
             raise ValueError(f"max_worker_restarts must be an integer >= 0, got {self.max_worker_restarts!r}")
 
@@ -136,18 +136,18 @@ class RayIngestReport(IngestReport):
     plan_seconds: float = 0.0
 
 
-# ---------------------------------------------------------------------- encoder plan (runs once)
-def plan_from_factory(factory: EncoderFactory, settings: IngestSettings) -> EncoderPlan:
-    """Load the encoders once on CPU and read their :class:`~qdrant_tools.encoding.EncoderPlan`."""
-    return settings.encoder_plan(factory("cpu"))
+# ---------------------------------------------------------------------- point encoding (runs once)
+def point_encoding_from_factory(factory: EncoderFactory, settings: IngestSettings) -> PointEncoding:
+    """Load the encoders once on CPU and read their :class:`~qdrant_tools.encoding.PointEncoding`."""
+    return settings.point_encoding(factory("cpu"))
 
 
-def _encoder_plan(factory: EncoderFactory, config: RayIngestConfig, on_cluster: bool) -> EncoderPlan:
+def _point_encoding(factory: EncoderFactory, config: RayIngestConfig, on_cluster: bool) -> PointEncoding:
     import ray
 
-    if config.plan_on == "driver" or (config.plan_on == "auto" and not on_cluster):
-        return plan_from_factory(factory, config)
-    remote = ray.remote(num_cpus=1, num_gpus=0)(plan_from_factory)
+    if config.point_encoding_on == "driver" or (config.point_encoding_on == "auto" and not on_cluster):
+        return point_encoding_from_factory(factory, config)
+    remote = ray.remote(num_cpus=1, num_gpus=0)(point_encoding_from_factory)
     return ray.get(remote.remote(factory, config))
 
 
@@ -206,22 +206,22 @@ def _from_columns(cols: Mapping[str, np.ndarray], names: Iterable[str]) -> Point
     )
 
 
-def with_sparse(batch: PointBatch, plan: EncoderPlan) -> PointBatch:
+def with_sparse(batch: PointBatch, encoding: PointEncoding) -> PointBatch:
     """``batch`` with its BM25 sparse vectors, computed on the driver from the node texts (cheap, deterministic)."""
-    return replace(batch, sparse=plan.sparse_vectors([p[P.TEXT] for p in batch.payloads]))
+    return replace(batch, sparse=encoding.sparse_vectors([p[P.TEXT] for p in batch.payloads]))
 
 
 class ChunkEncodeWorker:
     """Ray Data actor: holds one set of encoders; chunks documents and embeds the chunks still missing."""
 
     def __init__(
-        self, factory: EncoderFactory, plan: EncoderPlan, token_budget: int, num_cpus: float, use_gpu: bool
+        self, factory: EncoderFactory, encoding: PointEncoding, token_budget: int, num_cpus: float, use_gpu: bool
     ) -> None:
         import torch
 
         if not use_gpu:
             torch.set_num_threads(max(1, int(num_cpus)))
-        self.encoder = ChunkEncoder(factory("cuda" if use_gpu else "cpu"), plan)
+        self.encoder = ChunkEncoder(factory("cuda" if use_gpu else "cpu"), encoding)
         self.token_budget = token_budget
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -245,7 +245,7 @@ def _ensure_ray(address: str | None, local_cpus: int | None) -> None:
 
 
 def _encoded_batches(
-    rows: list[dict[str, Any]], factory: EncoderFactory, plan: EncoderPlan, config: RayIngestConfig
+    rows: list[dict[str, Any]], factory: EncoderFactory, encoding: PointEncoding, config: RayIngestConfig
 ) -> Iterable[PointBatch]:
     """Encode ``rows`` on the actor pool; yield write batches of ``write_batch_size`` points."""
     import ray
@@ -256,7 +256,7 @@ def _encoded_batches(
         ChunkEncodeWorker,
         fn_constructor_kwargs={
             "factory": factory,
-            "plan": plan,
+            "encoding": encoding,
             "token_budget": config.token_budget,
             "num_cpus": config.num_cpus_per_worker,
             "use_gpu": use_gpu,
@@ -273,7 +273,7 @@ def _encoded_batches(
     saved_bars, ctx.enable_progress_bars = ctx.enable_progress_bars, config.show_progress
     try:
         for cols in ds.iter_batches(batch_size=config.write_batch_size, batch_format="numpy"):
-            yield with_sparse(_from_columns(cols, [v.name for v in plan.vector_configs()]), plan)
+            yield with_sparse(_from_columns(cols, [v.name for v in encoding.vector_configs()]), encoding)
     finally:
         ctx.enable_progress_bars = saved_bars
 
@@ -316,15 +316,17 @@ def ray_ingest_documents(
     report = report or RayIngestReport(collection=collection)
     t0 = time.perf_counter()
     _ensure_ray(ray_address, local_cpus)
-    plan = _encoder_plan(factory, config, on_cluster=bool(ray_address))
+    encoding = _point_encoding(factory, config, on_cluster=bool(ray_address))
     report.plan_seconds = time.perf_counter() - t0
     report.workers = config.num_workers
     run = IngestionRun.start(
-        client, collection, documents, plan, report, config, spec=spec, ordering=config.write_ordering, started=t0
+        client, collection, documents, encoding, report, config, spec=spec, ordering=config.write_ordering, started=t0
     )
     rows = [_row(d) for d in run.plan.to_encode]
     if rows:
-        run.write(_encoded_batches(rows, factory, plan, config), show_progress=config.show_progress, on_write=on_write)
+        run.write(
+            _encoded_batches(rows, factory, encoding, config), show_progress=config.show_progress, on_write=on_write
+        )
     run.finish()
     return report
 

@@ -217,7 +217,7 @@ class SearchSettings:
         exact_up_to: collections of at most this many nodes are scored by exact MaxSim over every
             node (no prefetch; 0 = always prefetch). The scan grows with the sub-chunks stored
             (``bench/scale.py`` measures it).
-        node_weight: weight ``w`` of the node cosine in the fused score (0 = best sub-chunk only).
+        node_weight: weight ``w`` of the node cosine in the node-weighted score (0 = best sub-chunk only).
         evidence: also return, per hit, the document offsets of its best-matching sub-chunk
             (one more ``retrieve`` call).
         evidence_limit: only the best this many hits get their evidence (``None``: every hit); reading the
@@ -374,9 +374,9 @@ def _candidates(
 def _exact_candidates(
     q: np.ndarray, vector: str, settings: SearchSettings, vectors: CollectionVectors, flt: Any, sparse: Any, limit: int
 ) -> list[models.Prefetch]:
-    """The nodes an exactly scored collection fuses: the ``limit`` best by an exact MaxSim scan, the ``limit`` best
+    """The nodes an exactly scored collection weighs and fuses: the ``limit`` best by an exact MaxSim scan, the ``limit`` best
     by an exact node-vector scan and, in a hybrid query, the BM25 ranking (``fusion_limit``). Both arms of the
-    fused formula re-score their union, so every node of either ranking has both scores (a node missing from one
+    node-weighting formula re-score their union, so every node of either ranking has both scores (a node missing from one
     ranking no longer scores 0 there)."""
     exact = models.SearchParams(exact=True)  # a built index would answer approximately
     out = [
@@ -430,7 +430,7 @@ def _subchunk_arm(
     using: str | None = None,
 ) -> models.Prefetch:
     """Nodes by MaxSim over ``using`` (default the sub-chunk multivector, each node's best sub-chunk; the fused
-    multivector gives the fused score): an exact scan (``cands`` is ``None``; ``exact=True`` where the sub-chunk
+    multivector gives the node-weighted score): an exact scan (``cands`` is ``None``; ``exact=True`` where the sub-chunk
     multivector has a graph, which would otherwise answer approximately), or MaxSim over ``cands``
     (:func:`_candidates`)."""
     using = using or vectors.subchunks
@@ -441,7 +441,7 @@ def _subchunk_arm(
     return _rescored(cands, [q.tolist()], using, limit, vectors)
 
 
-def node_fusion(node_weight: float) -> models.FormulaQuery:
+def node_weighted_formula(node_weight: float) -> models.FormulaQuery:
     """``(1 - w) * best sub-chunk + w * node cosine`` over the prefetches ``[sub-chunk arm, node arm]`` (both
     re-score the same candidates; a node missing from one would score 0 there)."""
     terms = [
@@ -460,11 +460,11 @@ def _dense_parts(
     limit: int,
     sparse: models.SparseVector | None = None,
 ) -> dict[str, Any]:
-    """The ``query_points`` arguments of the dense ranking: the node vector, the best sub-chunk, or their fusion
-    in Qdrant: a formula over two prefetches (the sub-chunk and the node ranking) that re-score the same
+    """The ``query_points`` arguments of the dense ranking: the node vector, the best sub-chunk, or their node-weighted
+    score in Qdrant: a formula over two prefetches (the sub-chunk and the node ranking) that re-score the same
     candidates, as deep as they are, so every candidate has both scores: :func:`_exact_candidates` for an exactly
     scored collection, else :func:`_candidates` (``sparse``: the BM25 query of a hybrid search). A collection
-    whose fused multivector was written at this node weight gives the fused score in one arm instead."""
+    whose fused multivector was written at this node weight gives the node-weighted score in one arm instead."""
     if vectors.subchunks is None or not settings.subchunks:
         return {"query": q.tolist(), "using": vector, "filter": flt, "params": ranking_params(vectors, vector)}
     exact = settings.scores_exactly(vectors.points)
@@ -488,13 +488,15 @@ def _dense_parts(
             "params": sub.params,
         }
     nodes = _rescored(cands, q.tolist(), vector, depth, vectors)
-    return {"prefetch": [sub, nodes], "query": node_fusion(settings.node_weight)}
+    return {"prefetch": [sub, nodes], "query": node_weighted_formula(settings.node_weight)}
 
 
 def _dense_request(q, vector, settings, query_filter, vectors) -> dict[str, Any]:
     """The ``query_points`` arguments of the dense ranking."""
-    fused = settings.node_weight > 0 and vectors.subchunks is not None and settings.subchunks
-    depth = max(settings.limit, settings.fusion_limit) if fused else settings.limit  # fused rankings need depth
+    weighted = settings.node_weight > 0 and vectors.subchunks is not None and settings.subchunks
+    depth = (
+        max(settings.limit, settings.fusion_limit) if weighted else settings.limit
+    )  # node-weighted rankings need depth
     parts = _dense_parts(q, vector, settings, vectors, query_filter, depth)
     flt, params = parts.pop("filter", None), parts.pop("params", None)
     return {**parts, "query_filter": flt, "search_params": params, "limit": settings.limit}

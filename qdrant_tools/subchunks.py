@@ -45,7 +45,7 @@ __all__ = [
 SUBCHUNK_VECTOR = "subchunks"
 #: Name of the optional multivector of a node's sub-chunks fused with its node vector at a fixed weight ``w``:
 #: rows ``(1 - w) * s_j + w * node`` (unit ``s_j`` and node, dot product), so its MaxSim for a unit query is
-#: ``(1 - w) * max_j cos(q, s_j) + w * cos(q, node)``: the fused score in one arm (:mod:`qdrant_tools.search`).
+#: ``(1 - w) * max_j cos(q, s_j) + w * cos(q, node)``: the node-weighted score in one arm (:mod:`qdrant_tools.search`).
 FUSED_VECTOR = "subchunks_fused"
 #: Collection metadata key that records the fused multivector's weight ``w``.
 FUSED_WEIGHT_KEY = "posfair_fused_node_weight"

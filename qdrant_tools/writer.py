@@ -162,7 +162,7 @@ def spec_for_vectors(
 
     Args:
         collection: collection name.
-        vectors: the vectors the run writes (:meth:`qdrant_tools.encoding.EncoderPlan.vector_configs`),
+        vectors: the vectors the run writes (:meth:`qdrant_tools.encoding.PointEncoding.vector_configs`),
             or ``{name: size}`` for dense vectors only.
         base: an operator's spec (HNSW, quantization, shards, indexes ...); it
             must name ``collection`` and hold every vector with the encoder's size and kind.

@@ -1,4 +1,4 @@
-"""The one MaxSim / fusion scorer (llamaindex_posfair/scoring.py): properties against brute force."""
+"""The one MaxSim / node-weighted scorer (llamaindex_posfair/scoring.py): properties against brute force."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llamaindex_posfair.scoring import cosine_matrix, fuse_node_scores, max_over_owners, node_scores
+from llamaindex_posfair.scoring import cosine_matrix, max_over_owners, node_scores, weigh_node_scores
 
 DIM = 4
 
@@ -88,7 +88,7 @@ def test_owners_that_do_not_fit_are_refused_by_name(owners, message):
 
 def test_a_node_weight_outside_zero_one_is_refused():
     with pytest.raises(ValueError, match=r"node_weight must lie in \[0, 1\]"):
-        fuse_node_scores(np.zeros(1), np.zeros(1), 1.5)
+        weigh_node_scores(np.zeros(1), np.zeros(1), 1.5)
 
 
 def test_cosine_matrix_of_one_query_is_one_dimensional():

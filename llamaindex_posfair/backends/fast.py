@@ -37,7 +37,7 @@ import torch
 from transformers.integrations.sdpa_attention import repeat_kv
 
 from llamaindex_posfair.backends.hooks import AttentionHook, sdpa_attention
-from llamaindex_posfair.calibration.baskets import BasketPlan, basket_gather_index, isolated_gather_index
+from llamaindex_posfair.calibration.baskets import BasketAssignment, basket_gather_index, isolated_gather_index
 from llamaindex_posfair.calibration.config import layer_strength_map
 from llamaindex_posfair.calibration.math import BasketMerge, WeightCalibration, basket_shares, row_strength
 
@@ -96,10 +96,10 @@ def _pad_to(x: torch.Tensor, width: int) -> torch.Tensor:
 class _BatchLayout:
     """What the calibrated layers share for one batch on one device (built once per forward pass)."""
 
-    plan: BasketPlan
-    rows: torch.Tensor  # [B] the pooling row of each sequence (one-row plans)
+    assignment: BasketAssignment
+    rows: torch.Tensor  # [B] the pooling row of each sequence (one-row assignments)
     all_active: bool = True  # every sequence of the batch is calibrated
-    baskets: list[_KeySet] = field(default_factory=list)  # all-rows plans only (the merge's baskets)
+    baskets: list[_KeySet] = field(default_factory=list)  # all-rows assignments only (the merge's baskets)
     sizes: list[torch.Tensor] = field(default_factory=list)  # [B] content tokens per basket
     isolated: _KeySet | None = None  # None: no isolated key in the batch
     iso_mode: torch.Tensor | None = None  # [B, J]
@@ -107,28 +107,28 @@ class _BatchLayout:
     masks: list = field(default_factory=list)  # [(attention_mask, key, masks)]
 
     @staticmethod
-    def build(plan: BasketPlan, device: torch.device) -> _BatchLayout:
-        """The layout of ``plan`` on ``device``; basket key sets only where the merge needs them (all rows)."""
-        plan = plan.to(device)
-        rows = plan.row_mask.float().argmax(-1)
-        all_active = bool(plan.active.all())
-        if not plan.all_rows:  # one row: computed explicitly, no basket key sets
-            return _BatchLayout(plan=plan, rows=rows, all_active=all_active)
-        length = plan.basket_ids.shape[1]
+    def build(assignment: BasketAssignment, device: torch.device) -> _BatchLayout:
+        """The layout of ``assignment`` on ``device``; basket key sets only where the merge needs them (all rows)."""
+        assignment = assignment.to(device)
+        rows = assignment.row_mask.float().argmax(-1)
+        all_active = bool(assignment.active.all())
+        if not assignment.all_rows:  # one row: computed explicitly, no basket key sets
+            return _BatchLayout(assignment=assignment, rows=rows, all_active=all_active)
+        length = assignment.basket_ids.shape[1]
         align = 1 if device.type == "cpu" else 16  # the CUDA kernel wants aligned bias rows
-        index, ok = basket_gather_index(plan)
+        index, ok = basket_gather_index(assignment)
         baskets = [_KeySet.build(index[:, k], ok[:, k], length, align) for k in range(index.shape[1])]
-        iso_index, iso_ok = isolated_gather_index(plan)
+        iso_index, iso_ok = isolated_gather_index(assignment)
         isolated = _KeySet.build(iso_index, iso_ok, length) if bool(iso_ok.any()) else None
         return _BatchLayout(
-            plan=plan,
+            assignment=assignment,
             rows=rows,
             all_active=all_active,
             baskets=baskets,
             sizes=[ok[:, k].sum(-1) for k in range(index.shape[1])],
             isolated=isolated,
-            iso_mode=plan.iso_mode.gather(1, iso_index),
-            iso_value=plan.iso_value.gather(1, iso_index),
+            iso_mode=assignment.iso_mode.gather(1, iso_index),
+            iso_value=assignment.iso_value.gather(1, iso_index),
         )
 
 
@@ -146,8 +146,10 @@ class _BasketMasks:
     def row_strength(self, layout: _BatchLayout, strength: float, rows: torch.Tensor | None) -> torch.Tensor:
         """Per-row ``lambda`` (:func:`row_strength`), computed once per strength and batch."""
         if strength not in self.strengths:
-            plan = layout.plan
-            self.strengths[strength] = row_strength(plan.active, plan.strength(strength), self.n_content, rows)
+            assignment = layout.assignment
+            self.strengths[strength] = row_strength(
+                assignment.active, assignment.strength(strength), self.n_content, rows
+            )
         return self.strengths[strength]
 
     @staticmethod
@@ -166,7 +168,7 @@ class _BasketMasks:
             biases.append(bias.masked_fill_(~(ok | dummy), float("-inf")))
         stacked = torch.stack(present, -1)  # [B, 1, Ra, K]
         sizes = torch.stack(layout.sizes, -1).view(stacked.shape[0], 1, 1, -1).float()
-        shares = list(basket_shares(stacked, sizes, layout.plan.weighting).unbind(-1))
+        shares = list(basket_shares(stacked, sizes, layout.assignment.weighting).unbind(-1))
         for k in range(1, len(shares)):
             if torch.equal(shares[k], shares[k - 1]):
                 shares[k] = shares[k - 1]  # BasketMerge skips the copy of an unchanged share
@@ -177,7 +179,7 @@ class _BasketMasks:
 
 @dataclass
 class _ActiveCalibration:
-    plan: BasketPlan
+    assignment: BasketAssignment
     strengths: dict[int, float]
     calls: int = 0
     cache: dict = field(default_factory=dict)
@@ -186,7 +188,7 @@ class _ActiveCalibration:
         """The batch layout on ``device`` (built at the first calibrated layer, then reused)."""
         key = str(device)
         if key not in self.cache:
-            self.cache[key] = _BatchLayout.build(self.plan, device)
+            self.cache[key] = _BatchLayout.build(self.assignment, device)
         return self.cache[key]
 
     def masks(
@@ -197,7 +199,9 @@ class _ActiveCalibration:
             layout,
             attention_mask,
             ("baskets", q_len, is_causal),
-            lambda: _BasketMasks.build(_allowed_keys(attention_mask, layout.plan, None, q_len, is_causal), layout),
+            lambda: _BasketMasks.build(
+                _allowed_keys(attention_mask, layout.assignment, None, q_len, is_causal), layout
+            ),
         )
 
     def row_calibration(
@@ -207,8 +211,8 @@ class _ActiveCalibration:
         rows = layout.rows.view(-1, 1)
 
         def build() -> WeightCalibration:
-            allowed = _allowed_keys(attention_mask, layout.plan, rows, q_len, is_causal)
-            return WeightCalibration(layout.plan, allowed, layout.plan.weighting)
+            allowed = _allowed_keys(attention_mask, layout.assignment, rows, q_len, is_causal)
+            return WeightCalibration(layout.assignment, allowed, layout.assignment.weighting)
 
         return _cached(layout, attention_mask, ("row", q_len, is_causal), build)
 
@@ -225,19 +229,19 @@ def _cached(layout: _BatchLayout, attention_mask: torch.Tensor | None, key: tupl
 
 @contextlib.contextmanager
 def calibration_context(
-    plan: BasketPlan, layers: tuple[int, ...], strength: float | dict[int, float]
+    assignment: BasketAssignment, layers: tuple[int, ...], strength: float | dict[int, float]
 ) -> Iterator[None]:
     """Calibrate every forward pass run inside this block (in this thread/task).
 
     ``strength`` is one ``lambda`` for all ``layers`` or a ``{layer: lambda}`` map.
     """
-    with _HOOK.activate(_ActiveCalibration(plan=plan, strengths=layer_strength_map(layers, strength))):
+    with _HOOK.activate(_ActiveCalibration(assignment=assignment, strengths=layer_strength_map(layers, strength))):
         yield
 
 
 def _allowed_keys(
     attention_mask: torch.Tensor | None,
-    plan: BasketPlan,
+    assignment: BasketAssignment,
     rows: torch.Tensor | None,
     q_len: int,
     is_causal: bool,
@@ -246,8 +250,8 @@ def _allowed_keys(
 
     Returns ``[B, 1, 1, L]`` when the mask does not depend on the row.
     """
-    batch, length = plan.basket_ids.shape
-    device = plan.basket_ids.device
+    batch, length = assignment.basket_ids.shape
+    device = assignment.basket_ids.device
     if attention_mask is not None:
         mask = attention_mask
         if mask.dtype != torch.bool:
@@ -259,7 +263,7 @@ def _allowed_keys(
         if rows is None:
             return mask
         return mask.gather(2, rows.view(batch, 1, -1, 1).expand(batch, 1, rows.shape[-1], length))
-    valid = (plan.basket_ids != -1).view(batch, 1, 1, length)
+    valid = (assignment.basket_ids != -1).view(batch, 1, 1, length)
     positions = torch.arange(length, device=device)
     row_pos = positions.view(1, 1, -1, 1) if rows is None else rows.view(batch, 1, -1, 1)
     if is_causal:
@@ -351,7 +355,7 @@ def calibrated_pooling_row(
     ``q_row·Kᵀ·scaling`` over the allowed keys, softmax, calibration, ``·V``: ``O(L·d)``
     per head (docs/methods.md, part A), cheaper than one fused-kernel call per basket for a
     single row. ``key``/``value`` are ``[B, Hkv, L, d]`` (grouped-query heads are not
-    repeated); ``strength`` is the per-sequence ``lambda`` (``[B]``). Sequences the plan
+    repeated); ``strength`` is the per-sequence ``lambda`` (``[B]``). Sequences the assignment
     leaves inactive get their original weights back.
     """
     scores = _row_times_keys(q_row[:, :, 0].float(), key.float()).mul_(scaling).unsqueeze(2)
@@ -462,33 +466,33 @@ def _calibrated_attention(
         return sdpa_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     layout = active.layout(query.device)
     batch, heads, q_len, dim = query.shape
-    if layout.plan.basket_ids.shape != (batch, key.shape[2]) or q_len != key.shape[2]:
+    if layout.assignment.basket_ids.shape != (batch, key.shape[2]) or q_len != key.shape[2]:
         raise RuntimeError(
-            "posfair calibration expects one full forward pass over the planned batch "
-            f"(plan {tuple(layout.plan.basket_ids.shape)}, query length {q_len}, key length {key.shape[2]}); "
+            "posfair calibration expects one full forward pass over the assigned batch "
+            f"(assignment {tuple(layout.assignment.basket_ids.shape)}, query length {q_len}, key length {key.shape[2]}); "
             "it does not support KV caches or generation"
         )
     scaling = dim**-0.5 if scaling is None else scaling
     is_causal = bool(kwargs.get("is_causal", getattr(module, "is_causal", False)))
     strength = active.strengths[layer]
 
-    if layout.plan.all_rows:
+    if layout.assignment.all_rows:
         n_rep = heads // key.shape[1]
         k, v = repeat_kv(key, n_rep), repeat_kv(value, n_rep)
         masks = active.masks(layout, attention_mask, q_len, is_causal)
-        out = calibrated_rows(query, k, v, masks, layout, scaling, strength, rows=layout.plan.row_mask)
+        out = calibrated_rows(query, k, v, masks, layout, scaling, strength, rows=layout.assignment.row_mask)
         return out.to(query.dtype).transpose(1, 2).contiguous(), None
 
     out, _ = sdpa_attention(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     rows = layout.rows  # one pooling row per sequence
     q_rows = query.gather(2, rows.view(batch, 1, 1, 1).expand(batch, heads, 1, dim))
     calibration = active.row_calibration(layout, attention_mask, q_len, is_causal)
-    plan = layout.plan
-    lam = plan.strength(strength)
+    assignment = layout.assignment
+    lam = assignment.strength(strength)
     new_rows = calibrated_pooling_row(q_rows, key, value, calibration, lam, scaling)[:, :, 0, :].to(out.dtype)
     batch_index = torch.arange(batch, device=out.device)
     if not layout.all_active:  # inactive sequences keep SDPA's row exactly
-        new_rows = torch.where(plan.active.view(batch, 1, 1), new_rows, out[batch_index, rows])
+        new_rows = torch.where(assignment.active.view(batch, 1, 1), new_rows, out[batch_index, rows])
     if out.requires_grad:  # SDPA's output may be saved for backward: write a copy
         return out.index_put((batch_index, rows), new_rows), None
     return out.index_put_((batch_index, rows), new_rows), None
@@ -520,15 +524,15 @@ class FastBackend:
         self,
         st_model,
         features: dict,
-        plan: BasketPlan | None,
+        assignment: BasketAssignment | None,
         layers: tuple[int, ...],
         strength: float | dict[int, float],
     ):
-        """Run the sentence-transformers forward, calibrated when ``plan`` is given.
+        """Run the sentence-transformers forward, calibrated when ``assignment`` is given.
 
         ``strength`` is one ``lambda`` or a ``{layer: lambda}`` map (strength schedules).
         """
-        if plan is None:
+        if assignment is None:
             return st_model(features)
-        with calibration_context(plan, layers, strength):
+        with calibration_context(assignment, layers, strength):
             return st_model(features)

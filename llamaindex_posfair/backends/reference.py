@@ -5,10 +5,10 @@ does what the published method does: the model runs its *eager* attention,
 which materialises every post-softmax attention matrix ``a`` (``[B, H, L, L]``);
 in each calibrated layer the softmax's output is replaced, through nnsight, by
 
-    ``a_hat = where(row_mask, calibrate_weights(a, plan, strength, key_allowed), a)``
+    ``a_hat = where(row_mask, calibrate_weights(a, assignment, strength, key_allowed), a)``
 
 and the model carries on (``a_hat @ V``, output projection, later layers). It
-shares only the plan and :func:`~llamaindex_posfair.calibration.math.calibrate_weights`
+shares only the assignment and :func:`~llamaindex_posfair.calibration.math.calibrate_weights`
 with the fast backend, never its basket-state merge.
 
 Finding the softmax, generically (no per-model paths):
@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from llamaindex_posfair.calibration.baskets import BasketPlan
+from llamaindex_posfair.calibration.baskets import BasketAssignment
 from llamaindex_posfair.calibration.config import layer_strength_map
 from llamaindex_posfair.calibration.math import calibrate_weights
 
@@ -176,28 +176,30 @@ def _softmax_op(site: SoftmaxSite, envoy: Any) -> Any:
     return getattr(inner, labels[0])
 
 
-def _edit_weights(scores: torch.Tensor, weights: torch.Tensor, plan: BasketPlan, strength: float) -> torch.Tensor:
+def _edit_weights(
+    scores: torch.Tensor, weights: torch.Tensor, assignment: BasketAssignment, strength: float
+) -> torch.Tensor:
     """``where(row_mask, calibrate_weights(a), a)`` for one layer's ``[B, H, L, L]`` weights.
 
-    ``strength`` is the layer's ``lambda``; the plan scales it per sequence
-    (length-aware strength) and says how content baskets share mass (``plan.weighting``).
+    ``strength`` is the layer's ``lambda``; the assignment scales it per sequence
+    (length-aware strength) and says how content baskets share mass (``assignment.weighting``).
     """
     batch, _, q_len, length = weights.shape
-    if plan.basket_ids.shape != (batch, length) or q_len != length:
+    if assignment.basket_ids.shape != (batch, length) or q_len != length:
         raise RuntimeError(
-            "the reference backend expects one full forward pass over the planned batch "
-            f"(plan {tuple(plan.basket_ids.shape)}, attention weights {tuple(weights.shape)}); "
+            "the reference backend expects one full forward pass over the assigned batch "
+            f"(assignment {tuple(assignment.basket_ids.shape)}, attention weights {tuple(weights.shape)}); "
             "it does not support KV caches, generation or attention sinks"
         )
     if scores.dtype.is_floating_point:
         allowed = scores > torch.finfo(scores.dtype).min / 2
     else:  # pragma: no cover - softmax inputs are floating point
         allowed = torch.ones_like(weights, dtype=torch.bool)
-    lam = plan.strength(strength).to(weights.device)  # [B]
-    rows = plan.row_mask
+    lam = assignment.strength(strength).to(weights.device)  # [B]
+    rows = assignment.row_mask
     per_sequence = rows.sum(-1)
-    if plan.all_rows or int(per_sequence.max()) > 1:
-        edited = calibrate_weights(weights, plan, lam, key_allowed=allowed, basket_weighting=plan.weighting)
+    if assignment.all_rows or int(per_sequence.max()) > 1:
+        edited = calibrate_weights(weights, assignment, lam, key_allowed=allowed, basket_weighting=assignment.weighting)
         return torch.where(rows.view(batch, 1, q_len, 1), edited, weights)
     # One pooling row per sequence: calibrate_weights is row-wise, so calibrating the
     # gathered row and writing it back is the same ``where(row_mask, ...)``.
@@ -205,7 +207,7 @@ def _edit_weights(scores: torch.Tensor, weights: torch.Tensor, plan: BasketPlan,
     heads = weights.shape[1]
     row = weights.gather(2, index.expand(batch, heads, 1, length))
     row_allowed = allowed.gather(2, index.expand(batch, allowed.shape[1], 1, length))
-    edited = calibrate_weights(row, plan, lam, key_allowed=row_allowed, basket_weighting=plan.weighting)
+    edited = calibrate_weights(row, assignment, lam, key_allowed=row_allowed, basket_weighting=assignment.weighting)
     has_row = (per_sequence > 0).view(batch, 1, 1, 1)
     out = weights.clone()
     out.scatter_(2, index.expand(batch, heads, 1, length), torch.where(has_row, edited, row))
@@ -219,7 +221,7 @@ class ReferenceBackend:
     layers several more), so it is a check, not a production path: use
     :class:`~llamaindex_posfair.backends.fast.FastBackend` (``backend="fast"``,
     the default) to encode. Both backends take the same
-    :class:`~llamaindex_posfair.calibration.baskets.BasketPlan` and agree within
+    :class:`~llamaindex_posfair.calibration.baskets.BasketAssignment` and agree within
     float tolerance (``tests/backends/test_reference_backend.py``).
 
     Raises:
@@ -270,16 +272,16 @@ class ReferenceBackend:
         self,
         st_model,
         features: dict,
-        plan: BasketPlan | None,
+        assignment: BasketAssignment | None,
         layers: tuple[int, ...],
         strength: float | dict[int, float],
     ):
-        """Run the sentence-transformers forward, calibrating ``layers`` when ``plan`` is given.
+        """Run the sentence-transformers forward, calibrating ``layers`` when ``assignment`` is given.
 
         Args:
             st_model: the ``SentenceTransformer`` whose transformers model was installed.
             features: tokenised batch (``input_ids``, ``attention_mask``, ...).
-            plan: the batch's basket plan, or ``None`` for a plain forward.
+            assignment: the batch's basket assignment, or ``None`` for a plain forward.
             layers: calibrated layer indices (non-negative).
             strength: ``lambda`` in ``[0, 1]``, or a ``{layer: lambda}`` map (strength
                 schedules; layers missing from the map are not calibrated).
@@ -291,7 +293,7 @@ class ReferenceBackend:
             ValueError: a layer in ``layers`` has no attention site.
             SoftmaxSiteNotFound: an attention function has no softmax (not eager).
         """
-        if plan is None:
+        if assignment is None:
             return st_model(features)
         import nnsight
 
@@ -302,13 +304,13 @@ class ReferenceBackend:
             raise ValueError(
                 f"layers {missing} have no attention module; the model's attention layers are {sorted(envoys)}"
             )
-        plan = plan.to(features["input_ids"].device)
+        assignment = assignment.to(features["input_ids"].device)
         targets = [(*envoys[layer], strengths[layer]) for layer in sorted(strengths)]
         with root.trace(dict(features)):
             for site, envoy, lam in targets:
                 op = _softmax_op(site, envoy)
                 scores = op.input
-                op.output = _edit_weights(scores, op.output, plan, lam)
+                op.output = _edit_weights(scores, op.output, assignment, lam)
             result = nnsight.save(root.output)
         return result
 

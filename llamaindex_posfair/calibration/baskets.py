@@ -1,8 +1,8 @@
 """Basket partition of key positions: pure tensor code, no model.
 
-A *plan* says, for a padded batch, which key positions are content (and in
+An *assignment* says, for a padded batch, which key positions are content (and in
 which basket), which are isolated (and with which weight policy), which are
-padding, and which query rows are edited. Both backends consume the same plan.
+padding, and which query rows are edited. Both backends consume the same assignment.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 EXCLUDED = -1
 ISOLATED = -2
 
-#: Isolated-token policy codes stored in :attr:`BasketPlan.iso_mode`.
+#: Isolated-token policy codes stored in :attr:`BasketAssignment.iso_mode`.
 POLICY_NONE = 0
 POLICY_EQUAL = 1
 POLICY_ORIGINAL = 2
@@ -22,7 +22,7 @@ POLICY_FIXED = 3
 
 
 @dataclass(frozen=True)
-class BasketPlan:
+class BasketAssignment:
     """Per-batch basket layout.
 
     Attributes:
@@ -73,9 +73,9 @@ class BasketPlan:
         """Most content baskets of any sequence in the batch."""
         return int(self.num_baskets.max().item()) if self.num_baskets.numel() else 0
 
-    def to(self, device: torch.device | str) -> BasketPlan:
+    def to(self, device: torch.device | str) -> BasketAssignment:
         """Move every tensor to ``device``."""
-        return BasketPlan(
+        return BasketAssignment(
             basket_ids=self.basket_ids.to(device),
             iso_mode=self.iso_mode.to(device),
             iso_value=self.iso_value.to(device),
@@ -139,7 +139,7 @@ def content_basket_ids(content: torch.Tensor, basket_size: int, layout: str = "f
     return torch.where(content, ids, torch.full_like(ids, EXCLUDED))
 
 
-def build_plan(
+def assign_baskets(
     valid: torch.Tensor,
     isolated_mode: torch.Tensor,
     isolated_value: torch.Tensor,
@@ -150,7 +150,7 @@ def build_plan(
     all_rows: bool = False,
     weighting: str = "equal",
     length_reference: int | None = None,
-) -> BasketPlan:
+) -> BasketAssignment:
     """Assign every key position of a padded batch to a basket (vectorised: no loop over sequences).
 
     Args:
@@ -161,13 +161,13 @@ def build_plan(
         basket_size: content tokens per basket.
         layout: ``"fixed"`` or ``"equal"`` (see :func:`basket_lengths`).
         skip_single_basket: mark sequences whose content fits in one basket inactive.
-        all_rows: the plan edits every valid row (mean pooling).
+        all_rows: the assignment edits every valid row (mean pooling).
         weighting: ``"equal"`` or ``"length"`` share per content basket.
         length_reference: if set, ``lambda`` is scaled per sequence by
             ``min(1, content_tokens / length_reference)`` (short passages get less).
 
     Returns:
-        The :class:`BasketPlan`, on the device of ``valid``.
+        The :class:`BasketAssignment`, on the device of ``valid``.
 
     Raises:
         ValueError: ``basket_size`` is not positive or ``layout`` is unknown.
@@ -190,7 +190,7 @@ def build_plan(
     scale = None
     if length_reference is not None:
         scale = (total.float() / float(length_reference)).clamp(max=1.0)
-    return BasketPlan(
+    return BasketAssignment(
         basket_ids=basket_ids,
         iso_mode=torch.where(isolated, isolated_mode, torch.zeros_like(isolated_mode)).long(),
         iso_value=isolated_value.float(),
@@ -204,15 +204,15 @@ def build_plan(
     )
 
 
-def basket_gather_index(plan: BasketPlan) -> tuple[torch.Tensor, torch.Tensor]:
+def basket_gather_index(assignment: BasketAssignment) -> tuple[torch.Tensor, torch.Tensor]:
     """Key positions of every content basket, padded: ``([B, K, M], [B, K, M] valid)``.
 
     ``K`` is the most baskets of any sequence, ``M`` the longest basket; positions
     keep their order inside a basket. Vectorised (a stable sort by basket id).
     """
-    ids = plan.basket_ids
+    ids = assignment.basket_ids
     batch, length = ids.shape
-    k_max, m_max = max(plan.max_baskets, 1), max(plan.max_basket_len, 1)
+    k_max, m_max = max(assignment.max_baskets, 1), max(assignment.max_basket_len, 1)
     key = torch.where(ids >= 0, ids, torch.full_like(ids, k_max))  # non-content last
     sorted_key, order = torch.sort(key, dim=-1, stable=True)
     counts = torch.zeros(batch, k_max + 1, dtype=torch.long, device=ids.device).scatter_add_(
@@ -229,9 +229,9 @@ def basket_gather_index(plan: BasketPlan) -> tuple[torch.Tensor, torch.Tensor]:
     return index, ok
 
 
-def isolated_gather_index(plan: BasketPlan) -> tuple[torch.Tensor, torch.Tensor]:
+def isolated_gather_index(assignment: BasketAssignment) -> tuple[torch.Tensor, torch.Tensor]:
     """Isolated key positions, in order, padded: ``([B, J], [B, J] valid)``."""
-    iso = plan.basket_ids == ISOLATED
+    iso = assignment.basket_ids == ISOLATED
     batch, length = iso.shape
     count = iso.sum(-1, keepdim=True)
     j_max = max(int(count.max().item()) if batch else 0, 1)

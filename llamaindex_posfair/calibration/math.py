@@ -20,7 +20,7 @@ from llamaindex_posfair.calibration.baskets import (
     POLICY_EQUAL,
     POLICY_FIXED,
     POLICY_ORIGINAL,
-    BasketPlan,
+    BasketAssignment,
 )
 
 
@@ -62,7 +62,7 @@ def _basket_shares(size: torch.Tensor, present: torch.Tensor, weighting: str) ->
 
 def calibrate_weights(
     attn: torch.Tensor,
-    plan: BasketPlan,
+    assignment: BasketAssignment,
     strength: float | torch.Tensor,
     key_allowed: torch.Tensor | None = None,
     basket_weighting: str = "equal",
@@ -71,7 +71,7 @@ def calibrate_weights(
 
     Args:
         attn: ``[B, H, R, L]`` attention rows (each sums to 1 over allowed keys).
-        plan: the batch's :class:`~llamaindex_posfair.calibration.baskets.BasketPlan`.
+        assignment: the batch's :class:`~llamaindex_posfair.calibration.baskets.BasketAssignment`.
         strength: ``lambda`` in ``[0, 1]``, a float or a per-sequence ``[B]`` tensor.
         key_allowed: optional ``[B, 1|H, R, L]`` bool: keys each row may attend to
             (e.g. causal masks); baskets with no allowed key are dropped for that row.
@@ -84,46 +84,46 @@ def calibrate_weights(
 
     Example:
         >>> import torch
-        >>> from llamaindex_posfair.calibration.baskets import build_plan
+        >>> from llamaindex_posfair.calibration.baskets import assign_baskets
         >>> valid = torch.ones(1, 4, dtype=torch.bool)
         >>> zeros = torch.zeros(1, 4, dtype=torch.long)
-        >>> plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=2)
+        >>> assignment = assign_baskets(valid, zeros, zeros.float(), valid, basket_size=2)
         >>> a = torch.tensor([[[[0.7, 0.1, 0.1, 0.1]]]])
-        >>> calibrate_weights(a, plan, strength=1.0)
+        >>> calibrate_weights(a, assignment, strength=1.0)
         tensor([[[[0.4375, 0.0625, 0.2500, 0.2500]]]])
     """
-    return WeightCalibration(plan, key_allowed, basket_weighting)(attn, strength)
+    return WeightCalibration(assignment, key_allowed, basket_weighting)(attn, strength)
 
 
 class WeightCalibration:
-    """:func:`calibrate_weights` in two steps: the plan's part once, then any number of attention rows.
+    """:func:`calibrate_weights` in two steps: the assignment's part once, then any number of attention rows.
 
-    Everything that depends only on the plan and the allowed keys (basket membership,
+    Everything that depends only on the assignment and the allowed keys (basket membership,
     sizes, shares, isolated targets) is built here, once per batch; :meth:`__call__`
     does the per-layer work on the rows. Basket sums and per-key broadcasts are matrix
     products with a one-hot basket matrix (no scatter, no gather).
 
     Args:
-        plan: the batch's :class:`~llamaindex_posfair.calibration.baskets.BasketPlan`.
+        assignment: the batch's :class:`~llamaindex_posfair.calibration.baskets.BasketAssignment`.
         key_allowed: optional ``[B, 1|H, R, L]`` bool, the keys each row may attend to.
         basket_weighting: ``"equal"`` or ``"length"`` (see :func:`calibrate_weights`).
     """
 
     def __init__(
-        self, plan: BasketPlan, key_allowed: torch.Tensor | None = None, basket_weighting: str = "equal"
+        self, assignment: BasketAssignment, key_allowed: torch.Tensor | None = None, basket_weighting: str = "equal"
     ) -> None:
-        batch, length = plan.basket_ids.shape
-        ids = plan.basket_ids.view(batch, 1, 1, length)
+        batch, length = assignment.basket_ids.shape
+        ids = assignment.basket_ids.view(batch, 1, 1, length)
         self.allowed_keys = torch.ones_like(ids, dtype=torch.bool) if key_allowed is None else key_allowed.bool()
         self.every_key_allowed = bool(self.allowed_keys.all())
         self.allowed = (ids >= 0) & self.allowed_keys  # content keys each row may attend to
-        self.onehot = basket_onehot(plan)  # [B, L, K]
+        self.onehot = basket_onehot(assignment)  # [B, L, K]
         size = _times(self.allowed.float(), self.onehot)  # [B, 1|H, R, K]
         present = size > 0
         n_content = present.sum(-1, keepdim=True).float()
         iso = (ids == ISOLATED) & self.allowed_keys
         n_total = n_content + iso.sum(-1, keepdim=True).float()
-        mode, value = plan.iso_mode.view(batch, 1, 1, length), plan.iso_value.view(batch, 1, 1, length)
+        mode, value = assignment.iso_mode.view(batch, 1, 1, length), assignment.iso_value.view(batch, 1, 1, length)
         self.iso_fixed = torch.where(iso & (mode == POLICY_EQUAL), 1.0 / n_total.clamp(min=1), 0.0)
         self.iso_fixed = self.iso_fixed + torch.where(iso & (mode == POLICY_FIXED), value.float(), 0.0)
         original = iso & (mode == POLICY_ORIGINAL)
@@ -133,7 +133,7 @@ class WeightCalibration:
             self.shares = (1.0 - self.iso_fixed.sum(-1, keepdim=True)).clamp(min=0.0) * self.shares
         self.present = present
         self.size = size.clamp(min=1.0)
-        self.keep = (~plan.active.view(batch, 1, 1, 1)) | (n_content == 0)
+        self.keep = (~assignment.active.view(batch, 1, 1, 1)) | (n_content == 0)
         self.keeps_any = bool(self.keep.any())  # False: every row is calibrated (no where() needed)
 
     def __call__(self, attn: torch.Tensor, strength: float | torch.Tensor) -> torch.Tensor:
@@ -164,10 +164,10 @@ def _times(x: torch.Tensor, matrix: torch.Tensor) -> torch.Tensor:
     return torch.bmm(x.reshape(batch, -1, n), matrix).view(*x.shape[:-1], matrix.shape[-1])
 
 
-def basket_onehot(plan: BasketPlan) -> torch.Tensor:
+def basket_onehot(assignment: BasketAssignment) -> torch.Tensor:
     """``[B, L, K]`` float32: 1 where position ``l`` is in content basket ``k`` (``K`` = most baskets, at least 1)."""
-    baskets = torch.arange(max(plan.max_baskets, 1), device=plan.basket_ids.device)
-    return (plan.basket_ids.unsqueeze(-1) == baskets).float()
+    baskets = torch.arange(max(assignment.max_baskets, 1), device=assignment.basket_ids.device)
+    return (assignment.basket_ids.unsqueeze(-1) == baskets).float()
 
 
 def row_strength(

@@ -6,9 +6,9 @@ Default run (the shipped needle benchmark, bundled all-MiniLM-L6-v2)::
 
 sweeps the calibration grid and the named calibration variants
 (``eval/sweep/variants.py``) on the ``dev`` split, picks the grid point and the
-variant with the best harmonic-mean nDCG@10 there (and the fusion weight α),
+variant with the best harmonic-mean nDCG@10 there (and the mix weight α),
 and reports on ``test``: vanilla / paper default / best grid point / best
-variant / the ``posfair-minilm`` preset / score fusion / Segment Embed Average /
+variant / the ``posfair-minilm`` preset / score mix / Segment Embed Average /
 chunk-max (64/128/256-token chunks) / multivector MaxSim through Qdrant
 (independent segments; contextual segments from the vanilla and calibrated
 encoders) / vanilla+calibrated rerank. The selection split must be held apart
@@ -137,10 +137,10 @@ def _add_grid_args(p: argparse.ArgumentParser) -> None:
         "--no-variants", action="store_true", help="skip the named calibration variants (eval/sweep/variants.py)"
     )
     p.add_argument(
-        "--fusion-alphas",
+        "--mix-alphas",
         type=float_list,
         default=tuple(i / 10 for i in range(11)),
-        help="fusion weights α of the vanilla score tried on the selection split, comma-separated (default 0,0.1,...,1)",
+        help="mix weights α of the vanilla score tried on the selection split, comma-separated (default 0,0.1,...,1)",
     )
     p.add_argument("--no-grid", action="store_true", help="skip selection (vanilla, default and baselines only)")
     p.add_argument("--default-basket-size", type=int_at_least(1), default=128)
@@ -255,18 +255,18 @@ def _protocol(args: argparse.Namespace, encoder: Any, selecting: bool) -> Any:
     from llamaindex_posfair.calibration.config import CalibrationConfig
     from llamaindex_posfair.calibration.presets import preset
     from llamaindex_posfair.eval.sweep.grid import SweepGrid, layers_label
-    from llamaindex_posfair.eval.sweep.protocol import Protocol, SelectionPlan, config_changes
+    from llamaindex_posfair.eval.sweep.protocol import Protocol, SelectionSpace, config_changes
     from llamaindex_posfair.eval.sweep.variants import variant_configs
 
     options = dict(args.calib_option)
     default = CalibrationConfig(
         basket_size=args.default_basket_size, strength=args.default_strength, layers=args.default_layers, **options
     )
-    plan = None
+    space = None
     if selecting:
         grid = SweepGrid(tuple(args.basket_sizes), tuple(args.strengths), tuple(args.layer_sets), options)
         variants = {} if args.no_variants else variant_configs(encoder.num_layers, base=config_changes(default))
-        plan = SelectionPlan(grid, variants, tuple(args.fusion_alphas))
+        space = SelectionSpace(grid, variants, tuple(args.mix_alphas))
     fixed = {}
     if args.preset.lower() != "none":
         try:
@@ -276,7 +276,7 @@ def _protocol(args: argparse.Namespace, encoder: Any, selecting: bool) -> Any:
     return Protocol(
         default=default,
         default_label=f"default B={default.basket_size} λ={default.strength:g} {layers_label(default.layers)}",
-        selection=plan,
+        selection=space,
         fixed=fixed,
         encode_batch_size=args.encode_batch_size,
         show_progress=not args.no_progress,

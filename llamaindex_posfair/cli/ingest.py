@@ -411,7 +411,9 @@ def run_ingest(args: argparse.Namespace) -> int:
         config = scoped_to(_config(args, recipe), args.source)
         vectors = encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))
         if args.dry_run:
-            print_plan(args, dry_run_plan(client, args.collection, docs, config.encoder_plan(vectors), config), report)
+            print_plan(
+                args, dry_run_plan(client, args.collection, docs, config.point_encoding(vectors), config), report
+            )
             return 0
         report = ingest_documents(client, args.collection, docs, vectors, config, report=report)
     except (CollectionMismatchError, ValueError) as exc:

@@ -105,7 +105,9 @@ def run_ingest_ray(args: argparse.Namespace) -> int:
         config = scoped_to(_config(args, recipe), args.source)
         if args.dry_run:  # the plan needs the encoders' fingerprints and chunking: load them here, not on Ray
             vectors = encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))
-            print_plan(args, dry_run_plan(client, args.collection, docs, config.encoder_plan(vectors), config), report)
+            print_plan(
+                args, dry_run_plan(client, args.collection, docs, config.point_encoding(vectors), config), report
+            )
             return 0
         encoder_set = encoder_set.pinned()
         report = ray_ingest_documents(

@@ -70,7 +70,9 @@ def register(subparsers: Any) -> None:
         default=None,
         help="collections of at most this many nodes are scored exactly (default: the collection's; 0 = never)",
     )
-    g.add_argument("--node-weight", type=float, default=None, help="weight of the node cosine fused with the sub-chunk")
+    g.add_argument(
+        "--node-weight", type=float, default=None, help="weight of the node cosine in the node-weighted score"
+    )
     g.add_argument("--no-subchunks", action="store_true", help="score by the node vector only")
     g.add_argument(
         "--no-bm25", dest="bm25", action="store_false", default=None, help="dense ranking only (no BM25 fusion)"
@@ -85,7 +87,12 @@ def register(subparsers: Any) -> None:
     add_filter_arg(g)
     g.add_argument("--rerank", action="store_true", help="re-score candidates with PosFairRerank")
     g.add_argument("--candidates", type=int, default=20, help="first-stage candidates for --rerank (default 20)")
-    g.add_argument("--fusion-weight", type=float, default=0.0, help="weight of the first-stage score in --rerank")
+    g.add_argument(
+        "--blend-weight",
+        type=float,
+        default=0.0,
+        help="weight of the first-stage score blended into the --rerank score (default 0)",
+    )
     g.add_argument(
         "--endpoint",
         default=None,
@@ -274,8 +281,8 @@ def _reranker(args: argparse.Namespace, encoder: Any, recipe: Any) -> Any:
     """``PosFairRerank`` scoring as the collection does (its recipe); without one, calibrated node scoring."""
     from llamaindex_posfair.integrations.rerank import PosFairRerank
 
-    if not 0.0 <= args.fusion_weight <= 1.0:
-        raise CliError(f"--fusion-weight must lie in [0, 1], got {args.fusion_weight}")
+    if not 0.0 <= args.blend_weight <= 1.0:
+        raise CliError(f"--blend-weight must lie in [0, 1], got {args.blend_weight}")
     if recipe is not None:
         scoring = {k: v for k, v in recipe.rerank_settings(args.vector_name).items() if k != "spec"}
     elif encoder.calibration is None:
@@ -283,7 +290,7 @@ def _reranker(args: argparse.Namespace, encoder: Any, recipe: Any) -> Any:
     else:
         scoring = {}
     return PosFairRerank(
-        top_n=args.top_k, encoder=encoder, keep_retrieval_score=True, fusion_weight=args.fusion_weight, **scoring
+        top_n=args.top_k, encoder=encoder, keep_retrieval_score=True, blend_weight=args.blend_weight, **scoring
     )
 
 

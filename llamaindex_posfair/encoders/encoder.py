@@ -12,8 +12,8 @@ import torch
 from tqdm.auto import tqdm
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
+from llamaindex_posfair.encoders.baskets import baskets_for_batch, pooling_from_sentence_transformer
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, bundled_model_path, resolve_model_path
-from llamaindex_posfair.encoders.plan import plan_for_batch, pooling_from_sentence_transformer
 from llamaindex_posfair.encoders.precision import AUTO
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
 from llamaindex_posfair.encoders.settings import SpecSettings
@@ -295,17 +295,17 @@ class PosFairEncoder(SpecSettings):
 
         features = self._st.preprocess(batch, prompt=prompt)
         features = batch_to_device(features, self.device)
-        plan = None
+        assignment = None
         if config is not None and config.strength > 0.0:
             prompt_length = features.get("prompt_length")
             if isinstance(prompt_length, torch.Tensor):
                 prompt_length = int(prompt_length.flatten()[0])
-            plan = plan_for_batch(
+            assignment = baskets_for_batch(
                 features["input_ids"], features["attention_mask"], self.tokenizer, config, pooling, prompt_length
             )
-            if not bool(plan.active.any()):
-                plan = None
-        result = self._backend.forward(self._st, features, plan, tuple(strengths), strengths)
+            if not bool(assignment.active.any()):
+                assignment = None
+        result = self._backend.forward(self._st, features, assignment, tuple(strengths), strengths)
         emb = result["sentence_embedding"].float()
         if self.normalize:
             emb = torch.nn.functional.normalize(emb, p=2, dim=-1)

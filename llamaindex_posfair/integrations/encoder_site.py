@@ -1,7 +1,7 @@
 """Where the LlamaIndex classes' encoder runs: in this process, or on a ``posfair serve`` server.
 
 :class:`PosFairEmbedding` and :class:`PosFairRerank` keep every LlamaIndex
-concern (fields, events, fusion, sorting, logging) and delegate the model work
+concern (fields, events, blending, sorting, logging) and delegate the model work
 to one small site object with the same calls (``embed``, ``scores`` and their async twins):
 
 * :class:`InProcessEncoder`: a loaded :class:`~llamaindex_posfair.PosFairEncoder`;
@@ -90,7 +90,7 @@ class InProcessEncoder:
         return await asyncio.to_thread(self.embed, texts, role, **kwargs)
 
     def scores(self, query: str, texts: list[str], scoring: ScoringSettings = NODE_SCORING) -> np.ndarray:
-        """Score of each text for the query, in the given order (node cosine, best sub-chunk or fusion)."""
+        """Score of each text for the query, in the given order (node cosine, best sub-chunk or node-weighted)."""
         scorer = NodeScorer(self.encoder, scoring.scoring, scoring.subchunks, scoring.node_weight, scoring.node_source)
         with self._lock:
             return scorer.scores(query, texts)

@@ -25,7 +25,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeRelationship, Te
 
 from llamaindex_posfair.integrations.recipe import Recipe
 from qdrant_tools.chunking import ChunkingConfig, chunk_text, content_hash
-from qdrant_tools.encoding import EncoderPlan, spans_for
+from qdrant_tools.encoding import PointEncoding, spans_for
 from qdrant_tools.ids import document_version, point_id
 
 __all__ = ["PosFairNodeParser"]
@@ -54,16 +54,16 @@ class PosFairNodeParser(NodeParser):
         return "PosFairNodeParser"
 
     @classmethod
-    def from_plan(cls, plan: EncoderPlan, spans_fn: Any, **kwargs: Any) -> PosFairNodeParser:
-        """The parser of an :class:`~qdrant_tools.encoding.EncoderPlan` (its chunking and key)."""
+    def from_encoding(cls, encoding: PointEncoding, spans_fn: Any, **kwargs: Any) -> PosFairNodeParser:
+        """The parser of an :class:`~qdrant_tools.encoding.PointEncoding` (its chunking and key)."""
         parser = cls(
-            chunk_tokens=plan.chunking.chunk_tokens,
-            overlap_tokens=plan.chunking.overlap_tokens,
-            layout_key=plan.chunking_key,
+            chunk_tokens=encoding.chunking.chunk_tokens,
+            overlap_tokens=encoding.chunking.overlap_tokens,
+            layout_key=encoding.chunking_key,
             **kwargs,
         )
         parser._spans_fn = spans_fn
-        parser._fingerprints = dict(plan.fingerprints)
+        parser._fingerprints = dict(encoding.fingerprints)
         return parser
 
     @classmethod
@@ -71,9 +71,9 @@ class PosFairNodeParser(NodeParser):
         """The parser for ``encoder`` (a loaded ``PosFairEncoder``) and a collection ``layout`` (default: the
         shipped one, :meth:`Recipe.for_encoder`)."""
         layout = layout or Recipe.for_encoder(encoder.spec)
-        plan = layout.ingest_settings(show_progress=False).encoder_plan(layout.bind(encoder))
+        encoding = layout.ingest_settings(show_progress=False).point_encoding(layout.bind(encoder))
         spans_fn, _ = spans_for(encoder)
-        return cls.from_plan(plan, spans_fn, **kwargs)
+        return cls.from_encoding(encoding, spans_fn, **kwargs)
 
     @classmethod
     def from_embed_model(cls, embed_model: Any, layout: Recipe | None = None, **kwargs: Any) -> PosFairNodeParser:

@@ -1,4 +1,4 @@
-"""Score candidate texts against a query: node vector, best sub-chunk, or a fusion of both.
+"""Score candidate texts against a query: node vector, best sub-chunk, or both weighted by the node weight.
 
 The query-time counterpart of the sub-chunk layout of ``posfair ingest``, for
 indexes built elsewhere (no re-index): each candidate is cut into the same
@@ -21,12 +21,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llamaindex_posfair.scoring import NODE_WEIGHT, cosine_matrix, fuse_node_scores, max_over_owners
+from llamaindex_posfair.scoring import NODE_WEIGHT, cosine_matrix, max_over_owners, weigh_node_scores
 from qdrant_tools.encoding import document_token_counter, spans_for, subchunk_mean, whole_text_node_vectors
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig, subchunk_text
 
-Scoring = Literal["node", "subchunks", "fusion"]
-SCORINGS: tuple[str, ...] = ("node", "subchunks", "fusion")
+Scoring = Literal["node", "subchunks", "weighted"]
+SCORINGS: tuple[str, ...] = ("node", "subchunks", "weighted")
 #: Where a candidate's node vector comes from: an encoding of its text, or the normalised mean of its
 #: sub-chunk vectors (:func:`qdrant_tools.encoding.subchunk_mean`, what ``node_from_subchunks`` stores).
 NodeSource = Literal["encoded", "subchunk-mean"]
@@ -39,11 +39,11 @@ __all__ = [
     "NodeScorer",
     "NodeSource",
     "Scoring",
-    "ScoringPlan",
     "ScoringSettings",
+    "ScoringTexts",
     "check_scoring",
     "combine_scores",
-    "plan_scoring",
+    "scoring_texts",
     "truncated_texts",
 ]
 
@@ -53,7 +53,7 @@ def check_scoring(scoring: str, node_weight: float, node_source: str = "encoded"
     if node_source not in NODE_SOURCES:
         raise ValueError(f'node_source must be "encoded" or "subchunk-mean", got {node_source!r}')
     if scoring not in SCORINGS:
-        raise ValueError(f'scoring must be "node", "subchunks" or "fusion", got {scoring!r}')
+        raise ValueError(f'scoring must be "node", "subchunks" or "weighted", got {scoring!r}')
     if not 0.0 <= node_weight <= 1.0:
         raise ValueError(f"node_weight must lie in [0, 1], got {node_weight!r}")
 
@@ -89,7 +89,7 @@ NODE_SCORING = ScoringSettings()
 
 
 @dataclass(frozen=True)
-class ScoringPlan:
+class ScoringTexts:
     """What to embed to score candidates: the node texts first (``n_nodes`` of them), then their sub-chunks.
 
     Args:
@@ -106,19 +106,19 @@ class ScoringPlan:
     truncated: tuple[bool, ...] = ()
 
 
-def plan_scoring(
+def scoring_texts(
     texts: Sequence[str],
     scoring: Scoring,
     subchunks: SubchunkConfig,
     spans_fn: Any,
     node_source: NodeSource = "encoded",
     truncated: Sequence[bool] = (),
-) -> ScoringPlan:
+) -> ScoringTexts:
     """The texts to embed for ``scoring`` (pure: no model call); ``spans_fn`` tokenizes for the budget.
 
     Node texts are embedded when the score uses an encoded node vector; sub-chunks when it uses
     sub-chunks or derives the node vector from them (``node_source="subchunk-mean"``). ``truncated``
-    (:func:`truncated_texts`): the texts longer than the window, whose fused score uses the mean of their
+    (:func:`truncated_texts`): the texts longer than the window, whose node-weighted score uses the mean of their
     sub-chunk vectors as the node vector, as :func:`qdrant_tools.encoding.whole_text_node_vectors` stores it.
     """
     derived = node_source == "subchunk-mean"
@@ -130,8 +130,8 @@ def plan_scoring(
             subs = [s.text for s in subchunk_text(text, subchunks, spans_fn)] or [text]
             pieces.extend(subs)
             owners.extend([i] * len(subs))
-    long = tuple(bool(t) for t in truncated) if scoring == "fusion" and nodes else ()
-    return ScoringPlan(nodes + pieces, len(nodes), np.asarray(owners, dtype=np.int64), long)
+    long = tuple(bool(t) for t in truncated) if scoring == "weighted" and nodes else ()
+    return ScoringTexts(nodes + pieces, len(nodes), np.asarray(owners, dtype=np.int64), long)
 
 
 def truncated_texts(encoder: Any, texts: Sequence[str]) -> list[bool]:
@@ -144,27 +144,27 @@ def truncated_texts(encoder: Any, texts: Sequence[str]) -> list[bool]:
 
 
 def combine_scores(
-    query: np.ndarray, vectors: np.ndarray, plan: ScoringPlan, n: int, scoring: Scoring, node_weight: float
+    query: np.ndarray, vectors: np.ndarray, to_embed: ScoringTexts, n: int, scoring: Scoring, node_weight: float
 ) -> np.ndarray:
-    """One score per candidate (float32) from the query vector and the vectors of ``plan.texts``.
+    """One score per candidate (float32) from the query vector and the vectors of ``to_embed.texts``.
 
-    A plan without node texts (``node_source="subchunk-mean"``) scores each node by the mean of its
+    A ScoringTexts without node texts (``node_source="subchunk-mean"``) scores each node by the mean of its
     sub-chunk vectors (:func:`qdrant_tools.encoding.subchunk_mean`).
     """
-    subs = vectors[plan.n_nodes :]
-    if plan.n_nodes or scoring == "subchunks":
-        node_vectors = vectors[: plan.n_nodes]
-        if any(plan.truncated):
+    subs = vectors[to_embed.n_nodes :]
+    if to_embed.n_nodes or scoring == "subchunks":
+        node_vectors = vectors[: to_embed.n_nodes]
+        if any(to_embed.truncated):
             node_vectors = whole_text_node_vectors(
-                node_vectors, [subs[plan.owners == i] for i in range(n)], plan.truncated
+                node_vectors, [subs[to_embed.owners == i] for i in range(n)], to_embed.truncated
             )
     else:
-        node_vectors = np.stack([subchunk_mean(subs[plan.owners == i]) for i in range(n)])
+        node_vectors = np.stack([subchunk_mean(subs[to_embed.owners == i]) for i in range(n)])
     node = cosine_matrix(query, node_vectors) if len(node_vectors) else np.zeros(0, dtype=np.float32)
     if scoring == "node":
         return node
-    best = max_over_owners(cosine_matrix(query, subs), plan.owners, n)
-    return best if scoring == "subchunks" else fuse_node_scores(node, best, node_weight).astype(np.float32)
+    best = max_over_owners(cosine_matrix(query, subs), to_embed.owners, n)
+    return best if scoring == "subchunks" else weigh_node_scores(node, best, node_weight).astype(np.float32)
 
 
 @dataclass
@@ -175,9 +175,9 @@ class NodeScorer:
         encoder: a ``PosFairEncoder`` (or anything with ``encode_queries`` / ``encode_documents``;
             a fast ``tokenizer`` makes sub-chunks follow its tokens).
         scoring: ``"node"`` = one vector per candidate; ``"subchunks"`` = its best
-            sub-chunk; ``"fusion"`` = ``node_weight * node + (1 - node_weight) * best sub-chunk``.
+            sub-chunk; ``"weighted"`` = ``node_weight * node + (1 - node_weight) * best sub-chunk``.
         subchunks: how candidates are cut into sub-chunks.
-        node_weight: weight of the node cosine in ``"fusion"``.
+        node_weight: weight of the node cosine in ``"weighted"``.
         node_source: ``"encoded"`` (the candidate's text) or ``"subchunk-mean"`` (the normalised mean of
             its sub-chunk vectors: as a collection ingested with ``node_from_subchunks`` stores it).
 
@@ -199,11 +199,13 @@ class NodeScorer:
         q = np.asarray(self.encoder.encode_queries([query]), dtype=np.float32)[0]
         if not texts:
             return np.zeros(0, dtype=np.float32)
-        long = truncated_texts(self.encoder, texts) if self.scoring == "fusion" else ()
-        plan = plan_scoring(texts, self.scoring, self.subchunks, spans_for(self.encoder)[0], self.node_source, long)
+        long = truncated_texts(self.encoder, texts) if self.scoring == "weighted" else ()
+        to_embed = scoring_texts(
+            texts, self.scoring, self.subchunks, spans_for(self.encoder)[0], self.node_source, long
+        )
         # nodes and sub-chunks in separate calls: one batch mixing both would pad every sub-chunk to a node's length
-        parts = [plan.texts[: plan.n_nodes], plan.texts[plan.n_nodes :]]
+        parts = [to_embed.texts[: to_embed.n_nodes], to_embed.texts[to_embed.n_nodes :]]
         vectors = np.concatenate(
             [np.asarray(self.encoder.encode_documents(p), dtype=np.float32).reshape(len(p), -1) for p in parts if p]
         )
-        return combine_scores(q, vectors, plan, len(texts), self.scoring, self.node_weight)
+        return combine_scores(q, vectors, to_embed, len(texts), self.scoring, self.node_weight)

@@ -28,7 +28,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import Chunk, SourceDocument
-from qdrant_tools.encoding import EncoderPlan, PlannedChunk, subchunk_spans
+from qdrant_tools.encoding import PlannedChunk, PointEncoding, subchunk_spans
 from qdrant_tools.ids import document_version, node_point_id, point_id
 
 __all__ = ["NODE_METADATA", "hit_to_node", "planned_nodes"]
@@ -87,14 +87,16 @@ def hit_to_node(hit: Any) -> NodeWithScore:
     return NodeWithScore(node=node, score=getattr(hit, "score", None))
 
 
-def _doc_versions(nodes: Sequence[BaseNode], plan: EncoderPlan) -> dict[str, tuple[str, int]]:
+def _doc_versions(nodes: Sequence[BaseNode], encoding: PointEncoding) -> dict[str, tuple[str, int]]:
     """Per document id, the version of its nodes in this call and how many there are."""
     hashes: dict[str, list[str]] = defaultdict(list)
     for node in nodes:
         hashes[_doc_id(node)].append(node.hash)
     return {
         doc: (
-            document_version(hashlib.sha256("\n".join(h).encode()).hexdigest(), plan.chunking_key, plan.fingerprints),
+            document_version(
+                hashlib.sha256("\n".join(h).encode()).hexdigest(), encoding.chunking_key, encoding.fingerprints
+            ),
             len(h),
         )
         for doc, h in hashes.items()
@@ -105,14 +107,16 @@ def _doc_id(node: BaseNode) -> str:
     return node.ref_doc_id or node.node_id
 
 
-def planned_nodes(nodes: Sequence[BaseNode], plan: EncoderPlan, spans_fn: Any, count_tokens: Any) -> list[PlannedChunk]:
+def planned_nodes(
+    nodes: Sequence[BaseNode], encoding: PointEncoding, spans_fn: Any, count_tokens: Any
+) -> list[PlannedChunk]:
     """``nodes`` as points to encode: deterministic ids from the node ids, posfair's payload (with the
     node's metadata top-level, where filters reach it) and LlamaIndex's node record.
 
     Raises:
         ValueError: a node without text, or metadata that uses a reserved payload key.
     """
-    versions = _doc_versions(nodes, plan)
+    versions = _doc_versions(nodes, encoding)
     texts = [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
     empty = [n.node_id for n, t in zip(nodes, texts) if not t.strip()]
     if empty:
@@ -128,16 +132,16 @@ def planned_nodes(nodes: Sequence[BaseNode], plan: EncoderPlan, spans_fn: Any, c
         seen[doc_id] += 1
         source = str(node.metadata.get("file_path", doc_id))
         doc = SourceDocument(doc_id, "", source, node.hash, metadata=node.metadata)
-        spans = None if plan.subchunks is None else subchunk_spans(chunk, plan.subchunks, spans_fn)
+        spans = None if encoding.subchunks is None else subchunk_spans(chunk, encoding.subchunks, spans_fn)
         payload = P.build_payload(
             doc,
             chunk,
             n_chunks=n_chunks,
             version=version,
-            fingerprints=plan.fingerprints,
+            fingerprints=encoding.fingerprints,
             n_tokens=n,
-            truncated=n > plan.max_length,
-            chunking_key=plan.chunking_key,
+            truncated=n > encoding.max_length,
+            chunking_key=encoding.chunking_key,
             subchunk_spans=spans,
         )
         record = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)

@@ -303,13 +303,13 @@ class Recipe(_Frozen):
 
     def rerank_settings(self, vector: str | None = None) -> dict[str, Any]:
         """:class:`~llamaindex_posfair.PosFairRerank` settings that score as this collection does:
-        its encoder, and its sub-chunks (fused with the node cosine when the search fuses it)."""
+        its encoder, and its sub-chunks (weighted with the node cosine when the search weighs it)."""
         layout, weight = self.layout, self.search.node_weight
         if layout.subchunks is None:
             scoring: dict[str, Any] = {"scoring": "node"}
         else:
             scoring = {
-                "scoring": "fusion" if weight > 0 else "subchunks",
+                "scoring": "weighted" if weight > 0 else "subchunks",
                 "subchunk_tokens": layout.subchunks.max_tokens,
                 "subchunk_overlap": layout.subchunks.overlap_sentences,
                 "node_weight": weight,

@@ -58,19 +58,19 @@ class PosFairRerank(BaseNodePostprocessor):
     DUMP-prefixed) :class:`~llamaindex_posfair.PosFairEncoder`; the new score
     is their cosine similarity — of the whole candidate (``scoring="node"``), of
     its best sentence-aligned sub-chunk (``"subchunks"``: a fact late in a long
-    node counts as much as one up front), or a fusion of both. This gives
+    node counts as much as one up front), or both weighted (``"weighted"``). This gives
     position fairness to an existing index (dense, BM25, hybrid) without
     re-indexing: retrieve a generous ``similarity_top_k`` and keep ``top_n``.
     Exact duplicate candidates (same text and source) are dropped first.
 
-    With ``fusion_weight`` ``w > 0`` the score is
+    With ``blend_weight`` ``w > 0`` the score blends both:
     ``(1 - w) * minmax(cosine) + w * minmax(first-stage score)`` over the
     candidates (min-max makes BM25 and cosine scales comparable); with
     ``w = 0`` (default) it is the cosine itself.
 
     With ``endpoint=URL`` the candidates are scored by a ``posfair serve`` server
     (one ``POST /v1/rerank`` with the same scoring settings; same encoder: the
-    constructor checks the server's spec fingerprint); fusion with the first
+    constructor checks the server's spec fingerprint); the blend with the first
     stage, ``top_n`` and events stay here.
 
     Emits LlamaIndex's ``ReRankStartEvent``/``ReRankEndEvent`` and a
@@ -85,12 +85,12 @@ class PosFairRerank(BaseNodePostprocessor):
             ``model_name``/``calibration``/settings (``batch_size`` = candidates per forward pass).
         keep_retrieval_score: copy each node's first-stage score to
             ``node.metadata["retrieval_score"]``.
-        fusion_weight: weight of the first-stage score in ``[0, 1]``.
+        blend_weight: weight of the first-stage score in ``[0, 1]``.
         metadata_mode: what of the node is embedded: ``"none"`` (text only,
             default), ``"embed"``, ``"llm"`` or ``"all"``.
-        scoring: ``"node"``, ``"subchunks"`` or ``"fusion"`` (see above).
+        scoring: ``"node"``, ``"subchunks"`` or ``"weighted"`` (see above).
         subchunk_tokens / subchunk_overlap: sub-chunk budget and sentence overlap.
-        node_weight: weight of the node cosine in ``"fusion"``.
+        node_weight: weight of the node cosine in ``"weighted"``.
         node_source: ``"encoded"`` or ``"subchunk-mean"`` (a node vector derived from the sub-chunks, as
             a collection ingested with node vectors derived from sub-chunks stores it).
         drop_duplicates: drop exact duplicate candidates before scoring.
@@ -119,7 +119,7 @@ class PosFairRerank(BaseNodePostprocessor):
     keep_retrieval_score: bool = Field(
         default=False, description="Keep the first-stage score in node.metadata['retrieval_score']."
     )
-    fusion_weight: float = Field(
+    blend_weight: float = Field(
         default=0.0, ge=0.0, le=1.0, description="Weight of the (min-max normalised) first-stage score in [0, 1]."
     )
     metadata_mode: Literal["none", "embed", "llm", "all"] = Field(
@@ -128,7 +128,7 @@ class PosFairRerank(BaseNodePostprocessor):
     scoring: Scoring = Field(
         default="node",
         description="'node': one vector per candidate; 'subchunks': its best sentence-aligned sub-chunk; "
-        "'fusion': node_weight * node + (1 - node_weight) * best sub-chunk.",
+        "'weighted': node_weight * node + (1 - node_weight) * best sub-chunk.",
     )
     subchunk_tokens: int = Field(
         default=DEFAULT_SUBCHUNKS.max_tokens, ge=4, description="Token budget of a sub-chunk (scoring 'subchunks')."
@@ -137,7 +137,7 @@ class PosFairRerank(BaseNodePostprocessor):
         default=DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
     )
     node_weight: float = Field(
-        default=NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in scoring 'fusion'."
+        default=NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in scoring 'weighted'."
     )
     node_source: NodeSource = Field(
         default="encoded",
@@ -185,7 +185,7 @@ class PosFairRerank(BaseNodePostprocessor):
             collection: a collection written by ``posfair ingest`` (it records its recipe).
             top_n: nodes returned.
             vector: the recipe vector whose encoder scores (default: the one searched).
-            settings: any other field or argument (``endpoint=``, ``fusion_weight=``, ``encoder=`` ...);
+            settings: any other field or argument (``endpoint=``, ``blend_weight=``, ``encoder=`` ...);
                 an encoder setting must agree with the recipe.
 
         Raises:
@@ -272,11 +272,11 @@ class PosFairRerank(BaseNodePostprocessor):
         )
 
     def _ranked(self, nodes: list[NodeWithScore], cosine: np.ndarray) -> list[NodeWithScore]:
-        """The ``top_n`` nodes by cosine (fused with the first-stage score when ``fusion_weight > 0``)."""
-        if self.fusion_weight > 0:
+        """The ``top_n`` nodes by cosine (blended with the first-stage score when ``blend_weight > 0``)."""
+        if self.blend_weight > 0:
             first = np.array([n.score if n.score is not None else np.nan for n in nodes], dtype=np.float64)
             first = np.where(np.isnan(first), np.nanmin(first) if np.isfinite(first).any() else 0.0, first)
-            scores = (1 - self.fusion_weight) * _minmax(cosine) + self.fusion_weight * _minmax(first)
+            scores = (1 - self.blend_weight) * _minmax(cosine) + self.blend_weight * _minmax(first)
         else:
             scores = cosine
         out = []

@@ -250,26 +250,26 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     # ------------------------------------------------------------------ writing
     def _chunk_encoder(self) -> ChunkEncoder:
-        """The encoders of the layout, with their plan; the collection created with the layout if missing."""
+        """The encoders of the layout, with their point encoding; the collection created with the layout if missing."""
         if self._writer is None:
             if self._embed is not None:
                 self._check_write_precision()
             encoder = self._embed.encoder if self._embed is not None else self._recipe.encoder_spec().load()
             vectors = self._recipe.bind(encoder)
-            plan = self._recipe.ingest_settings(show_progress=False).encoder_plan(vectors)
-            metadata = {**(self._recipe.metadata()), **plan.metadata()}
+            encoding = self._recipe.ingest_settings(show_progress=False).point_encoding(vectors)
+            metadata = {**(self._recipe.metadata()), **encoding.metadata()}
             spec = spec_for_vectors(
-                self.collection_name, plan.vector_configs(), None, metadata, sparse=plan.sparse_configs()
+                self.collection_name, encoding.vector_configs(), None, metadata, sparse=encoding.sparse_configs()
             )
-            writer = QdrantWriter(self._client, spec, descriptions=plan.descriptions)
+            writer = QdrantWriter(self._client, spec, descriptions=encoding.descriptions)
             writer.ensure()
-            self._encoder, self._writer = ChunkEncoder(vectors, plan), writer
+            self._encoder, self._writer = ChunkEncoder(vectors, encoding), writer
         return self._encoder
 
     def _encode(self, nodes: Sequence[BaseNode]) -> Any:
         """One :class:`~qdrant_tools.writer.PointBatch` of ``nodes`` (their own embeddings as node vectors)."""
         enc = self._chunk_encoder()
-        chunks = planned_nodes(nodes, enc.plan, enc.spans_fn, document_token_counter(enc.first))
+        chunks = planned_nodes(nodes, enc.encoding, enc.spans_fn, document_token_counter(enc.first))
         given = {}
         if all(n.embedding is not None for n in nodes):
             given[self._node_vector()] = np.asarray([n.embedding for n in nodes], dtype=np.float32)

@@ -191,16 +191,16 @@ class RerankRequest(Wire):
     top_n: int | None = Field(None, gt=0, description="Results returned, best first; None = all.")
     return_documents: bool = Field(False, description="Echo each result's document.")
     model: str | None = Field(None, description="The served model id or its fingerprint; None = the served model.")
-    scoring: Literal["node", "subchunks", "fusion"] = Field(
+    scoring: Literal["node", "subchunks", "weighted"] = Field(
         "node",
         description="'node': cosine of the whole document; 'subchunks': of its best sentence-aligned "
-        "sub-chunk; 'fusion': node_weight * node + (1 - node_weight) * best sub-chunk (as PosFairRerank).",
+        "sub-chunk; 'weighted': node_weight * node + (1 - node_weight) * best sub-chunk (as PosFairRerank).",
     )
     subchunk_tokens: int = Field(DEFAULT_SUBCHUNKS.max_tokens, ge=4, description="Token budget of a sub-chunk.")
     subchunk_overlap: int = Field(
         DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
     )
-    node_weight: float = Field(NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in 'fusion'.")
+    node_weight: float = Field(NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in 'weighted'.")
     node_source: Literal["encoded", "subchunk-mean"] = Field(
         "encoded",
         description="'encoded': the node vector encodes the text; 'subchunk-mean': the normalised mean "

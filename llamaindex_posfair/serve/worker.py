@@ -29,7 +29,7 @@ from llamaindex_posfair.integrations.node_scoring import (
     NODE_SCORING,
     ScoringSettings,
     combine_scores,
-    plan_scoring,
+    scoring_texts,
     truncated_texts,
 )
 from llamaindex_posfair.serve.config import ImageModelSpec
@@ -166,20 +166,19 @@ class EncoderWorker:
 
         n = len(jobs)
         spans_fn = spans_for(self.encoder)[0]
-        plans = [
-            plan_scoring(
+        to_embed = [
+            scoring_texts(
                 j.documents, j.scoring.scoring, j.scoring.subchunks, spans_fn, j.scoring.node_source,
-                truncated=truncated_texts(self.encoder, j.documents) if j.scoring.scoring == "fusion" else (),
+                truncated=truncated_texts(self.encoder, j.documents) if j.scoring.scoring == "weighted" else (),
             )
             for j in jobs
         ]  # fmt: skip
         embedded = self.embed_batch(
-            [EmbedJob((job.query,), "query") for job in jobs]
-            + [EmbedJob(tuple(plan.texts), "document") for plan in plans]
+            [EmbedJob((job.query,), "query") for job in jobs] + [EmbedJob(tuple(t.texts), "document") for t in to_embed]
         )
         return [
             combine_scores(
-                embedded[i].vectors[0], embedded[n + i].vectors, plans[i], len(job.documents),
+                embedded[i].vectors[0], embedded[n + i].vectors, to_embed[i], len(job.documents),
                 job.scoring.scoring, job.scoring.node_weight,
             )
             for i, job in enumerate(jobs)

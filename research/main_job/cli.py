@@ -2,7 +2,7 @@
 
 Runs the main job itself — ``posfair ingest`` into an embedded store, queries
 through ``qdrant_tools.search`` — over node sizes, sub-chunk budgets and
-overlaps, calibration, prefetch limits and fusion weights on the ``dev`` split,
+overlaps, calibration, prefetch limits and node weights on the ``dev`` split,
 chooses the settings to ship there only, and reports them on ``test`` next to
 the shipped single-vector main job::
 
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--node-weights",
         type=float_list,
         default=(0.0, 0.1, 0.2, 0.3, 0.5),
-        help="fusion weights tried (posfair query --node-weight), comma-separated",
+        help="node weights tried (posfair query --node-weight), comma-separated",
     )
     p.add_argument("--finalists", type=int_at_least(1), default=3, help="sub-chunk layouts tuned further")
     p.add_argument("--tolerance", type=float, default=1.0, help="harmonic-mean margin of the rule, in points")

@@ -5,10 +5,10 @@ Pure orchestration over :mod:`research.main_job.system` and the runner
 
 1. **layouts** (selection split, e.g. ``dev``): every node size × sub-chunk
    budget × sentence overlap, ingested with the shipped calibration and queried
-   with the largest prefetch limit and no fusion; the single-vector layout at
+   with the largest prefetch limit and node weight 0; the single-vector layout at
    every node size and calibration beside them;
 2. **finalists**: the best ``finalists`` sub-chunk layouts again with every
-   calibration, the prefetch limits (no fusion) and the node weights (at the
+   calibration, the prefetch limits (node weight 0) and the node weights (at the
    largest prefetch limit);
 3. **choice** (:func:`choose`, the rule is stated there and in ``run.json``);
 4. **report** (reported split, e.g. ``test``): the shipped single-vector main job
@@ -72,7 +72,7 @@ class Setting:
         subchunks: sub-chunk layout, ``None`` = single vector.
         calibration: ``"off"`` or a calibration preset name.
         prefetch_limit: candidates re-scored by MaxSim.
-        node_weight: weight of the node cosine in the fused score.
+        node_weight: weight of the node cosine in the node-weighted score.
         subchunk_int8: int8 sub-chunk vectors.
         scoring: ``"store"``, ``"exact"`` or ``"int8-simulated"`` (see ``MainJobSystem``).
     """
@@ -136,7 +136,7 @@ class MainJobGrid:
         calibrations: ``"off"`` and preset names tried on the finalists.
         layout_calibration: the calibration of the layout stage (the shipped one).
         prefetch_limits: tried on the finalists; the largest is used in the layout stage.
-        node_weights: fusion weights tried on the finalists (at the largest prefetch limit).
+        node_weights: node weights tried on the finalists (at the largest prefetch limit).
         finalists: sub-chunk layouts carried to the finalist stage (the best overlap of each of the
             best node size × budget pairs).
         reference_prefetch_limits: larger prefetch limits reported for the choice (not candidates: on a
@@ -192,7 +192,7 @@ class MainJobGrid:
         return out
 
     def finalist_settings(self, layout: Setting) -> list[Setting]:
-        """Every calibration × prefetch limit (no fusion), and × node weight at the largest prefetch."""
+        """Every calibration × prefetch limit (node weight 0), and × node weight at the largest prefetch."""
         out: list[Setting] = []
         top = max(self.prefetch_limits)
         for c in self.calibrations:

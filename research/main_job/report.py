@@ -53,8 +53,8 @@ def captions(
     )
     sweep = (
         f"The sweep on `{select.name}` (selection split), sorted by harmonic mean: layout stage (every node size "
-        f"× sub-chunk budget × sentence overlap at the shipped calibration, the largest prefetch limit, no "
-        f"fusion; single-vector layouts per calibration), then finalists (calibration × prefetch limit, and × "
+        f"× sub-chunk budget × sentence overlap at the shipped calibration, the largest prefetch limit, node "
+        f"weight 0; single-vector layouts per calibration), then finalists (calibration × prefetch limit, and × "
         f"node weight at the largest prefetch), then reference rows of the choice (int8, larger prefetch limits, "
         f"exact MaxSim; not candidates). " + _COLUMNS
     )

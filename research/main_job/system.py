@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 
 from llamaindex_posfair.eval.harness.systems import EncodeCache
-from llamaindex_posfair.scoring import fuse_node_scores, max_over_owners, unit_rows
+from llamaindex_posfair.scoring import max_over_owners, unit_rows, weigh_node_scores
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument, content_hash
 from qdrant_tools.ingest import IngestConfig, ingest_documents
@@ -278,7 +278,7 @@ def node_scores(
     q = unit_rows(queries)
     cos = q @ unit_rows(vectors.node).T
     sub = int8_roundtrip(vectors.sub) if int8 else vectors.sub  # stored unit vectors, scored as Qdrant scores them
-    out = fuse_node_scores(cos, max_over_owners(q @ sub.T, vectors.owner, len(vectors.ids)), node_weight)
+    out = weigh_node_scores(cos, max_over_owners(q @ sub.T, vectors.owner, len(vectors.ids)), node_weight)
     if prefetch_limit is not None and prefetch_limit < out.shape[1]:
         keep = np.argsort(-cos, axis=1, kind="stable")[:, :prefetch_limit]
         masked = np.full_like(out, -np.inf)

@@ -1,6 +1,6 @@
 """The fast backend against an explicit post-softmax computation of the same math.
 
-The explicit path below forms every attention row, edits the planned rows with
+The explicit path below forms every attention row, edits the assigned rows with
 :func:`calibrate_weights` and multiplies by V: the method exactly as specified,
 with no basket-state merge. (The nnsight reference backend is compared in
 ``test_reference_backend.py``.)
@@ -17,7 +17,7 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 from llamaindex_posfair import CalibrationConfig, PosFairEncoder
 from llamaindex_posfair.backends import fast
-from llamaindex_posfair.calibration.baskets import build_plan
+from llamaindex_posfair.calibration.baskets import assign_baskets
 from llamaindex_posfair.calibration.math import calibrate_weights
 
 
@@ -33,11 +33,11 @@ def _explicit_attention(module, query, key, value, attention_mask, dropout=0.0, 
     if active is not None:
         layer = module.layer_idx
         if layer in active.strengths:
-            plan = active.plan
+            assignment = active.assignment
             edited = calibrate_weights(
-                weights, plan, plan.strength(active.strengths[layer]), basket_weighting=plan.weighting
+                weights, assignment, assignment.strength(active.strengths[layer]), basket_weighting=assignment.weighting
             )
-            weights = torch.where(plan.row_mask.view(plan.row_mask.shape[0], 1, -1, 1), edited, weights)
+            weights = torch.where(assignment.row_mask.view(assignment.row_mask.shape[0], 1, -1, 1), edited, weights)
     out = torch.matmul(weights, v).to(query.dtype)
     return out.transpose(1, 2).contiguous(), None
 
@@ -50,10 +50,10 @@ class _ExplicitBackend:
         AttentionMaskInterface.register("posfair_test_explicit", eager_mask)
         model.set_attn_implementation("posfair_test_explicit")
 
-    def forward(self, st_model, features, plan, layers, strength):
-        if plan is None:
+    def forward(self, st_model, features, assignment, layers, strength):
+        if assignment is None:
             return st_model(features)
-        with fast.calibration_context(plan, layers, strength):
+        with fast.calibration_context(assignment, layers, strength):
             return st_model(features)
 
 
@@ -158,14 +158,14 @@ class _Layer(torch.nn.Module):
     is_causal = False
 
 
-def _calibrated_float64(q, k, v, mask, plan, strength):
+def _calibrated_float64(q, k, v, mask, assignment, strength):
     """Oracle in float64 (a float32 softmax would round the small baskets' mass to 0)."""
     p = torch.softmax((q.double() @ k.double().transpose(-1, -2) * 8**-0.5).masked_fill(~mask, float("-inf")), -1)
     cal = torch.zeros_like(p)
     for b in range(p.shape[0]):
-        n = int(plan.num_baskets[b])
+        n = int(assignment.num_baskets[b])
         for basket in range(n):
-            sel = plan.basket_ids[b] == basket
+            sel = assignment.basket_ids[b] == basket
             cal[b][..., sel] = p[b][..., sel] / p[b][..., sel].sum(-1, keepdim=True) / n
     return (strength * cal + (1 - strength) * p) @ v.double()
 
@@ -179,10 +179,12 @@ def test_a_basket_that_dwarfs_the_others_is_merged_exactly():
     valid = torch.ones(2, 12, dtype=torch.bool)
     valid[1, 10:] = False
     zeros = torch.zeros(2, 12, dtype=torch.long)
-    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=4, skip_single_basket=False, all_rows=True)
+    assignment = assign_baskets(
+        valid, zeros, zeros.float(), valid, basket_size=4, skip_single_basket=False, all_rows=True
+    )
     mask = valid.view(2, 1, 1, 12).expand(2, 1, 12, 12)
-    with fast.calibration_context(plan, (0,), 0.7):
+    with fast.calibration_context(assignment, (0,), 0.7):
         out, _ = fast.posfair_attention_forward(_Layer(), q, k, v, mask, scaling=8**-0.5)
     rows = valid.view(2, 12, 1).expand(2, 12, 2)
-    expected = _calibrated_float64(q, k, v, mask, plan, 0.7).transpose(1, 2)
+    expected = _calibrated_float64(q, k, v, mask, assignment, 0.7).transpose(1, 2)
     assert torch.allclose(out[rows].double(), expected[rows], atol=1e-5)

@@ -2,7 +2,7 @@
 
 The fast backend (SDPA + per-basket attention-state merge) and the reference
 backend (eager attention, post-softmax rows rewritten through nnsight) share only
-the basket plan. They must give the same final embeddings within 1e-5 (float32),
+the basket assignment. They must give the same final embeddings within 1e-5 (float32),
 and their difference must be tiny next to what calibration changes, so that
 agreement is not the trivial agreement of two uncalibrated models.
 """
@@ -20,7 +20,7 @@ from llamaindex_posfair.backends.reference import (
     _edit_weights,
     find_softmax_sites,
 )
-from llamaindex_posfair.calibration.baskets import build_plan
+from llamaindex_posfair.calibration.baskets import assign_baskets
 from llamaindex_posfair.calibration.math import calibrate_weights
 
 CASES = [(strength, layers) for strength in (0.3, 0.5, 1.0) for layers in ("last", "last_half")]
@@ -123,13 +123,13 @@ def test_reference_matches_fast_on_minilm(minilm_pair, mixed_texts, strength, la
     _assert_congruent(minilm_pair, mixed_texts, config, batch_size=5)
 
 
-def test_reference_without_plan_is_the_plain_model(bert_pair, mixed_texts):
+def test_reference_without_assignment_is_the_plain_model(bert_pair, mixed_texts):
     fast_enc, ref_enc = bert_pair
     plain_fast = fast_enc.encode_documents(mixed_texts, calibration=None)
     plain_ref = ref_enc.encode_documents(mixed_texts, calibration=None)
     zero = ref_enc.encode_documents(mixed_texts, calibration=CalibrationConfig(basket_size=16, strength=0.0))
     assert np.abs(plain_fast - plain_ref).max() <= TOLERANCE  # eager vs SDPA, same model
-    assert np.array_equal(zero, plain_ref)  # strength 0 builds no plan
+    assert np.array_equal(zero, plain_ref)  # strength 0 builds no assignment
 
 
 def test_softmax_sites_are_found_generically(bert_pair, qwen3_pair):
@@ -155,9 +155,9 @@ def test_unknown_layer_is_refused(bert_pair, mixed_texts):
     features = ref_enc.sentence_transformer.preprocess(mixed_texts[2:3])
     valid = features["attention_mask"].bool()
     zeros = torch.zeros_like(valid, dtype=torch.long)
-    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=config.basket_size, all_rows=True)
+    assignment = assign_baskets(valid, zeros, zeros.float(), valid, basket_size=config.basket_size, all_rows=True)
     with pytest.raises(ValueError, match=r"layers \[7\] have no attention module"):
-        ref_enc._backend.forward(ref_enc.sentence_transformer, features, plan, (1, 7), 0.5)
+        ref_enc._backend.forward(ref_enc.sentence_transformer, features, assignment, (1, 7), 0.5)
 
 
 def test_single_row_edit_equals_full_where():
@@ -173,9 +173,9 @@ def test_single_row_edit_equals_full_where():
     rows = torch.zeros(batch, length, dtype=torch.bool)
     rows[torch.arange(batch), torch.tensor([0, 7, 29])] = True
     zeros = torch.zeros(batch, length, dtype=torch.long)
-    plan = build_plan(valid, zeros, zeros.float(), rows, basket_size=8)
-    expected = torch.where(rows.view(batch, 1, length, 1), calibrate_weights(weights, plan, 0.6), weights)
-    got = _edit_weights(scores, weights, plan, 0.6)
+    assignment = assign_baskets(valid, zeros, zeros.float(), rows, basket_size=8)
+    expected = torch.where(rows.view(batch, 1, length, 1), calibrate_weights(weights, assignment, 0.6), weights)
+    got = _edit_weights(scores, weights, assignment, 0.6)
     assert torch.allclose(got, expected, atol=1e-7)
     assert not torch.allclose(got, weights, atol=1e-3)  # the rows really changed
     assert torch.allclose(got.sum(-1), torch.ones(batch, heads, length), atol=1e-5)

@@ -12,9 +12,9 @@ from llamaindex_posfair.calibration.baskets import (
     ISOLATED,
     POLICY_EQUAL,
     POLICY_ORIGINAL,
+    assign_baskets,
     basket_gather_index,
     basket_lengths,
-    build_plan,
     isolated_gather_index,
 )
 
@@ -43,13 +43,13 @@ def test_basket_lengths_reject_nonpositive_size():
         basket_lengths(10, 0)
 
 
-def test_plan_marks_padding_isolated_and_content():
+def test_assignment_marks_padding_isolated_and_content():
     valid = torch.tensor([[False, True, True, True, True, True]])  # left padding
     mode = torch.tensor([[0, POLICY_EQUAL, 0, 0, 0, 0]])
-    plan = build_plan(valid, mode, torch.zeros(1, 6), valid, basket_size=2, skip_single_basket=False)
-    assert plan.basket_ids.tolist() == [[EXCLUDED, ISOLATED, 0, 0, 1, 1]]
-    assert plan.num_baskets.tolist() == [2]
-    index, ok = basket_gather_index(plan)
+    assignment = assign_baskets(valid, mode, torch.zeros(1, 6), valid, basket_size=2, skip_single_basket=False)
+    assert assignment.basket_ids.tolist() == [[EXCLUDED, ISOLATED, 0, 0, 1, 1]]
+    assert assignment.num_baskets.tolist() == [2]
+    index, ok = basket_gather_index(assignment)
     assert index[0, 1][ok[0, 1]].tolist() == [4, 5]
 
 
@@ -57,13 +57,13 @@ def test_single_basket_sequences_are_inactive_when_skipping():
     valid = torch.ones(2, 6, dtype=torch.bool)
     valid[1, 3:] = False
     zeros = torch.zeros(2, 6, dtype=torch.long)
-    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=4, skip_single_basket=True)
-    assert plan.active.tolist() == [True, False]
+    assignment = assign_baskets(valid, zeros, zeros.float(), valid, basket_size=4, skip_single_basket=True)
+    assert assignment.active.tolist() == [True, False]
 
 
-# ---------------------------------------------------------------- the vectorised planner vs a plain loop
+# ---------------------------------------------------------------- the vectorised assignment vs a plain loop
 def _loop_basket_ids(valid, mode, basket_size, layout):
-    """Oracle: basket ids by walking each sequence's content positions (the planner before vectorising)."""
+    """Oracle: basket ids by walking each sequence's content positions (the assignment before vectorising)."""
     isolated = (mode != 0) & valid
     content = valid & ~isolated
     ids = torch.full(valid.shape, EXCLUDED, dtype=torch.long)
@@ -76,17 +76,17 @@ def _loop_basket_ids(valid, mode, basket_size, layout):
     return ids
 
 
-def _loop_gather(plan):
+def _loop_gather(assignment):
     """Oracle: basket and isolated key positions, one sequence and basket at a time."""
-    k_max, m_max = max(plan.max_baskets, 1), max(plan.max_basket_len, 1)
-    iso = plan.basket_ids == ISOLATED
+    k_max, m_max = max(assignment.max_baskets, 1), max(assignment.max_basket_len, 1)
+    iso = assignment.basket_ids == ISOLATED
     j_max = max(int(iso.sum(-1).max()), 1)
-    batch = plan.basket_ids.shape[0]
+    batch = assignment.basket_ids.shape[0]
     index, ok = torch.zeros(batch, k_max, m_max, dtype=torch.long), torch.zeros(batch, k_max, m_max, dtype=torch.bool)
     iso_index, iso_ok = torch.zeros(batch, j_max, dtype=torch.long), torch.zeros(batch, j_max, dtype=torch.bool)
     for b in range(batch):
-        for k in range(int(plan.num_baskets[b])):
-            pos = torch.nonzero(plan.basket_ids[b] == k).flatten()
+        for k in range(int(assignment.num_baskets[b])):
+            pos = torch.nonzero(assignment.basket_ids[b] == k).flatten()
             index[b, k, : pos.numel()], ok[b, k, : pos.numel()] = pos, True
         pos = torch.nonzero(iso[b]).flatten()
         iso_index[b, : pos.numel()], iso_ok[b, : pos.numel()] = pos, True
@@ -108,23 +108,23 @@ def padded_batches(draw):
 
 @settings(max_examples=150, deadline=None)
 @given(padded_batches(), st.integers(1, 12), st.sampled_from(["fixed", "equal"]))
-def test_vectorised_plan_equals_the_loop_planner(case, basket_size, layout):
+def test_vectorised_assignment_equals_the_loop_assignment(case, basket_size, layout):
     valid, mode = case
-    plan = build_plan(valid, mode, torch.zeros(valid.shape), valid, basket_size, layout=layout)
-    assert torch.equal(plan.basket_ids, _loop_basket_ids(valid, mode, basket_size, layout))
+    assignment = assign_baskets(valid, mode, torch.zeros(valid.shape), valid, basket_size, layout=layout)
+    assert torch.equal(assignment.basket_ids, _loop_basket_ids(valid, mode, basket_size, layout))
     content = ((mode == 0) & valid).sum(-1).tolist()
     expected = [basket_lengths(c, basket_size, layout) for c in content]
-    assert plan.num_baskets.tolist() == [len(x) for x in expected]
-    assert plan.max_basket_len == max((max(x) for x in expected if x), default=0)
+    assert assignment.num_baskets.tolist() == [len(x) for x in expected]
+    assert assignment.max_basket_len == max((max(x) for x in expected if x), default=0)
 
 
 @settings(max_examples=150, deadline=None)
 @given(padded_batches(), st.integers(1, 12), st.sampled_from(["fixed", "equal"]))
 def test_vectorised_gather_indices_equal_the_loop(case, basket_size, layout):
     valid, mode = case
-    plan = build_plan(valid, mode, torch.zeros(valid.shape), valid, basket_size, layout=layout)
-    index, ok, iso_index, iso_ok = _loop_gather(plan)
-    got_index, got_ok = basket_gather_index(plan)
-    got_iso, got_iso_ok = isolated_gather_index(plan)
+    assignment = assign_baskets(valid, mode, torch.zeros(valid.shape), valid, basket_size, layout=layout)
+    index, ok, iso_index, iso_ok = _loop_gather(assignment)
+    got_index, got_ok = basket_gather_index(assignment)
+    got_iso, got_iso_ok = isolated_gather_index(assignment)
     assert torch.equal(got_ok, ok) and torch.equal(got_index[ok], index[ok])
     assert torch.equal(got_iso_ok, iso_ok) and torch.equal(got_iso[iso_ok], iso_index[iso_ok])

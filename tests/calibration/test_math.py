@@ -12,7 +12,7 @@ from llamaindex_posfair.calibration.baskets import (
     POLICY_FIXED,
     POLICY_NONE,
     POLICY_ORIGINAL,
-    build_plan,
+    assign_baskets,
 )
 from llamaindex_posfair.calibration.math import (
     BasketMerge,
@@ -44,33 +44,35 @@ def batches(draw):
     scores = torch.randn(batch, 2, length, length, generator=gen) * 3
     scores = scores.masked_fill(~valid.view(batch, 1, 1, length), float("-inf"))
     attn = torch.softmax(scores, -1)
-    plan = build_plan(valid, mode, value, valid, basket, layout=layout, skip_single_basket=False, all_rows=True)
-    return plan, attn, scores, valid
+    assignment = assign_baskets(
+        valid, mode, value, valid, basket, layout=layout, skip_single_basket=False, all_rows=True
+    )
+    return assignment, attn, scores, valid
 
 
 @settings(max_examples=60, deadline=None)
 @given(batches(), st.floats(0.0, 1.0))
 def test_rows_sum_to_one(case, strength):
-    plan, attn, _, _ = case
-    out = calibrate_weights(attn, plan, strength)
+    assignment, attn, _, _ = case
+    out = calibrate_weights(attn, assignment, strength)
     assert torch.allclose(out.sum(-1), torch.ones_like(out.sum(-1)), atol=1e-5)
 
 
 @settings(max_examples=60, deadline=None)
 @given(batches())
 def test_zero_strength_is_identity(case):
-    plan, attn, _, _ = case
-    assert torch.equal(calibrate_weights(attn, plan, 0.0), attn)
+    assignment, attn, _, _ = case
+    assert torch.equal(calibrate_weights(attn, assignment, 0.0), attn)
 
 
 @settings(max_examples=60, deadline=None)
 @given(batches())
 def test_full_strength_gives_content_baskets_equal_mass(case):
-    plan, attn, _, _ = case
-    out = calibrate_weights(attn, plan, 1.0)
+    assignment, attn, _, _ = case
+    out = calibrate_weights(attn, assignment, 1.0)
     for b in range(attn.shape[0]):
-        ids = plan.basket_ids[b]
-        k = int(plan.num_baskets[b])
+        ids = assignment.basket_ids[b]
+        k = int(assignment.num_baskets[b])
         if k == 0:
             continue
         masses = torch.stack([out[b][..., ids == i].sum(-1) for i in range(k)], -1)
@@ -80,11 +82,11 @@ def test_full_strength_gives_content_baskets_equal_mass(case):
 @settings(max_examples=60, deadline=None)
 @given(batches(), st.floats(0.05, 1.0))
 def test_ratios_inside_a_basket_are_kept(case, strength):
-    plan, attn, _, _ = case
-    out = calibrate_weights(attn, plan, 1.0)
+    assignment, attn, _, _ = case
+    out = calibrate_weights(attn, assignment, 1.0)
     for b in range(attn.shape[0]):
-        ids = plan.basket_ids[b]
-        for i in range(int(plan.num_baskets[b])):
+        ids = assignment.basket_ids[b]
+        for i in range(int(assignment.num_baskets[b])):
             sel = ids == i
             before = attn[b][..., sel]
             after = out[b][..., sel]
@@ -96,14 +98,14 @@ def test_ratios_inside_a_basket_are_kept(case, strength):
 @settings(max_examples=60, deadline=None)
 @given(batches())
 def test_isolated_tokens_follow_their_policy(case):
-    plan, attn, _, _ = case
-    out = calibrate_weights(attn, plan, 1.0)
+    assignment, attn, _, _ = case
+    out = calibrate_weights(attn, assignment, 1.0)
     for b in range(attn.shape[0]):
-        iso = plan.basket_ids[b] == ISOLATED
-        if not iso.any() or int(plan.num_baskets[b]) == 0:
+        iso = assignment.basket_ids[b] == ISOLATED
+        if not iso.any() or int(assignment.num_baskets[b]) == 0:
             continue
-        code = int(plan.iso_mode[b][iso][0])
-        n_total = int(plan.num_baskets[b]) + int(iso.sum())
+        code = int(assignment.iso_mode[b][iso][0])
+        n_total = int(assignment.num_baskets[b]) + int(iso.sum())
         got = out[b][..., iso].sum(-1)
         if code == POLICY_EQUAL:
             expected = torch.full_like(got, 1.0 / n_total)
@@ -117,8 +119,8 @@ def test_isolated_tokens_follow_their_policy(case):
 @settings(max_examples=60, deadline=None)
 @given(batches(), st.floats(0.0, 1.0))
 def test_padding_gets_no_weight(case, strength):
-    plan, attn, _, valid = case
-    out = calibrate_weights(attn, plan, strength)
+    assignment, attn, _, valid = case
+    out = calibrate_weights(attn, assignment, strength)
     pad = ~valid.view(valid.shape[0], 1, 1, -1).expand_as(out)
     assert torch.all(out[pad] == 0)
 
@@ -127,29 +129,29 @@ def test_padding_gets_no_weight(case, strength):
 @given(batches(), st.floats(0.0, 1.0))
 def test_basket_state_merge_equals_explicit_rows(case, strength):
     """The fast backend's merge gives the same output as calibrating the rows, then a @ V."""
-    plan, attn, scores, _ = case
+    assignment, attn, scores, _ = case
     batch, heads, _rows, length = scores.shape
     values = torch.randn(batch, heads, length, 5, generator=torch.Generator().manual_seed(7))
-    expected = torch.matmul(calibrate_weights(attn, plan, strength), values)
-    k_max = max(plan.max_baskets, 1)
+    expected = torch.matmul(calibrate_weights(attn, assignment, strength), values)
+    k_max = max(assignment.max_baskets, 1)
     lse, outs = [], []
     for k in range(k_max):
-        sel = (plan.basket_ids == k).view(batch, 1, 1, length)
+        sel = (assignment.basket_ids == k).view(batch, 1, 1, length)
         s = scores.masked_fill(~sel, float("-inf"))
         lse_k = torch.logsumexp(s, -1)
         p = torch.exp(s - torch.where(torch.isfinite(lse_k), lse_k, 0.0).unsqueeze(-1))
         lse.append(lse_k)
         outs.append(torch.matmul(p, values))
-    iso = plan.basket_ids == ISOLATED
+    iso = assignment.basket_ids == ISOLATED
     iso_scores = scores.masked_fill(~iso.view(batch, 1, 1, length), float("-inf"))
     got, original = merge_basket_states(
         torch.stack(lse, -1),
         torch.stack(outs, -2),
         iso_scores,
         values,
-        plan.iso_mode,
-        plan.iso_value,
-        plan.active,
+        assignment.iso_mode,
+        assignment.iso_value,
+        assignment.active,
         strength,
     )
     assert torch.allclose(got, expected, atol=1e-5)
@@ -159,27 +161,27 @@ def test_basket_state_merge_equals_explicit_rows(case, strength):
 def test_zero_mass_basket_shares_uniformly():
     valid = torch.ones(1, 4, dtype=torch.bool)
     zeros = torch.zeros(1, 4, dtype=torch.long)
-    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=2, skip_single_basket=False)
+    assignment = assign_baskets(valid, zeros, zeros.float(), valid, basket_size=2, skip_single_basket=False)
     attn = torch.tensor([[[[0.5, 0.5, 0.0, 0.0]]]])
-    out = calibrate_weights(attn, plan, 1.0)
+    out = calibrate_weights(attn, assignment, 1.0)
     assert torch.allclose(out, torch.tensor([[[[0.25, 0.25, 0.25, 0.25]]]]))
 
 
 def test_inactive_sequence_is_unchanged():
     valid = torch.ones(1, 4, dtype=torch.bool)
     zeros = torch.zeros(1, 4, dtype=torch.long)
-    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=8, skip_single_basket=True)
+    assignment = assign_baskets(valid, zeros, zeros.float(), valid, basket_size=8, skip_single_basket=True)
     attn = torch.tensor([[[[0.7, 0.1, 0.1, 0.1]]]])
-    assert not bool(plan.active[0])
-    assert torch.equal(calibrate_weights(attn, plan, 1.0), attn)
+    assert not bool(assignment.active[0])
+    assert torch.equal(calibrate_weights(attn, assignment, 1.0), attn)
 
 
 def test_content_baskets_share_the_remainder_of_original_isolated_mass():
     valid = torch.ones(1, 5, dtype=torch.bool)
     mode = torch.tensor([[POLICY_ORIGINAL, POLICY_NONE, POLICY_NONE, POLICY_NONE, POLICY_NONE]])
-    plan = build_plan(valid, mode, torch.zeros(1, 5), valid, basket_size=2, skip_single_basket=False)
+    assignment = assign_baskets(valid, mode, torch.zeros(1, 5), valid, basket_size=2, skip_single_basket=False)
     attn = torch.tensor([[[[0.6, 0.3, 0.05, 0.03, 0.02]]]])
-    out = calibrate_weights(attn, plan, 1.0)
+    out = calibrate_weights(attn, assignment, 1.0)
     # [CLS] keeps 0.6; two content baskets share 0.4 equally, ratios kept inside each.
     expected = torch.tensor([[[[0.6, 0.2 * 0.3 / 0.35, 0.2 * 0.05 / 0.35, 0.2 * 0.6, 0.2 * 0.4]]]])
     assert torch.allclose(out, expected, atol=1e-6)
@@ -188,9 +190,9 @@ def test_content_baskets_share_the_remainder_of_original_isolated_mass():
 def test_length_weighting_gives_baskets_mass_proportional_to_length():
     valid = torch.ones(1, 5, dtype=torch.bool)
     zeros = torch.zeros(1, 5, dtype=torch.long)
-    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=3, skip_single_basket=False)
+    assignment = assign_baskets(valid, zeros, zeros.float(), valid, basket_size=3, skip_single_basket=False)
     attn = torch.tensor([[[[0.1, 0.1, 0.1, 0.3, 0.4]]]])
-    out = calibrate_weights(attn, plan, 1.0, basket_weighting="length")
+    out = calibrate_weights(attn, assignment, 1.0, basket_weighting="length")
     assert torch.allclose(out[..., :3].sum(-1), torch.tensor(0.6)) and torch.allclose(
         out[..., 3:].sum(-1), torch.tensor(0.4)
     )
@@ -199,9 +201,9 @@ def test_length_weighting_gives_baskets_mass_proportional_to_length():
 def test_per_sequence_strength_scales_each_row():
     valid = torch.ones(2, 4, dtype=torch.bool)
     zeros = torch.zeros(2, 4, dtype=torch.long)
-    plan = build_plan(valid, zeros, zeros.float(), valid, basket_size=2, skip_single_basket=False)
+    assignment = assign_baskets(valid, zeros, zeros.float(), valid, basket_size=2, skip_single_basket=False)
     attn = torch.tensor([[[[0.7, 0.1, 0.1, 0.1]]], [[[0.7, 0.1, 0.1, 0.1]]]])
-    out = calibrate_weights(attn, plan, torch.tensor([0.0, 1.0]))
+    out = calibrate_weights(attn, assignment, torch.tensor([0.0, 1.0]))
     assert torch.equal(out[0], attn[0])
     assert torch.allclose(out[1], torch.tensor([[[0.4375, 0.0625, 0.25, 0.25]]]))
 
@@ -278,13 +280,13 @@ def test_unguarded_merge_reports_a_basket_that_outweighs_the_first_by_far():
 @settings(max_examples=30, deadline=None)
 @given(batches(), st.floats(0.0, 1.0))
 def test_weight_calibration_built_once_serves_every_layer(case, strength):
-    """The plan's part is built once; calibrating two layers' rows equals calibrating each afresh."""
-    plan, attn, _, valid = case
+    """The assignment's part is built once; calibrating two layers' rows equals calibrating each afresh."""
+    assignment, attn, _, valid = case
     allowed = valid.view(valid.shape[0], 1, 1, -1)
-    calibration = WeightCalibration(plan, allowed)
+    calibration = WeightCalibration(assignment, allowed)
     other = torch.softmax(torch.log(attn.clamp(min=1e-30)) * 0.5, -1) * allowed
     for rows in (attn, other):
-        expected = calibrate_weights(rows, plan, strength, key_allowed=allowed)
+        expected = calibrate_weights(rows, assignment, strength, key_allowed=allowed)
         assert torch.allclose(calibration(rows, strength), expected, atol=1e-6)
 
 

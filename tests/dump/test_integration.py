@@ -1,4 +1,4 @@
-"""A saved DUMP model through every component: PosFairEncoder, calibration plan, LlamaIndex, CLI."""
+"""A saved DUMP model through every component: PosFairEncoder, basket assignment, LlamaIndex, CLI."""
 
 from __future__ import annotations
 
@@ -30,20 +30,20 @@ def test_posfair_encoder_without_calibration_equals_sentence_transformers(saved_
     assert np.allclose(enc.encode(TEXTS), expected, atol=1e-5)
 
 
-def test_calibration_plan_isolates_exactly_the_dump_positions(saved_dump_dir, st_model):
+def test_basket_assignment_isolates_exactly_the_dump_positions(saved_dump_dir, st_model):
     from llamaindex_posfair import CalibrationConfig
     from llamaindex_posfair.calibration.baskets import ISOLATED
-    from llamaindex_posfair.encoders.plan import plan_for_batch
+    from llamaindex_posfair.encoders.baskets import baskets_for_batch
 
     features = st_model.preprocess(["short", "word " * 300])
-    plan = plan_for_batch(
+    assignment = baskets_for_batch(
         features["input_ids"],
         features["attention_mask"],
         st_model.tokenizer,
         CalibrationConfig(basket_size=32, strength=0.5),
         "mean",
     )
-    isolated = (plan.basket_ids == ISOLATED) & features["attention_mask"].bool()
+    isolated = (assignment.basket_ids == ISOLATED) & features["attention_mask"].bool()
     assert isolated.tolist() == prefix_mask(features["input_ids"], dump_token_ids(st_model)).tolist()
 
 

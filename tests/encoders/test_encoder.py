@@ -8,7 +8,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from llamaindex_posfair import BUNDLED_MINILM, CalibrationConfig, PosFairEncoder
-from llamaindex_posfair.encoders.plan import plan_for_batch
+from llamaindex_posfair.encoders.baskets import baskets_for_batch
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +128,8 @@ def test_prompt_tokens_can_be_isolated(minilm):
     tok = minilm.tokenizer
     batch = tok(["query: where is the mill", "query: a"], padding=True, return_tensors="pt")
     cfg = CalibrationConfig(isolate=("prompt",), basket_size=2)
-    plan = plan_for_batch(batch["input_ids"], batch["attention_mask"], tok, cfg, "mean", prompt_length=3)
-    assert (plan.basket_ids[0, :3] == -2).all() and (plan.basket_ids[0, 3:] >= 0).all()
+    assignment = baskets_for_batch(batch["input_ids"], batch["attention_mask"], tok, cfg, "mean", prompt_length=3)
+    assert (assignment.basket_ids[0, :3] == -2).all() and (assignment.basket_ids[0, 3:] >= 0).all()
 
 
 def test_dump_tokens_are_isolated_by_default(minilm_path, tmp_path):
@@ -139,9 +139,9 @@ def test_dump_tokens_are_isolated_by_default(minilm_path, tmp_path):
     tok.add_special_tokens({"additional_special_tokens": ["[DUMP_1]", "[DUMP_2]"]})
     ids = tok.convert_tokens_to_ids(["[CLS]", "[DUMP_1]", "[DUMP_2]", "the", "mill", "[SEP]"])
     input_ids = torch.tensor([ids])
-    plan = plan_for_batch(input_ids, torch.ones_like(input_ids), tok, CalibrationConfig(basket_size=2), "cls")
-    assert plan.basket_ids[0].tolist()[:3] == [-2, -2, -2]
-    assert plan.row_mask[0].tolist() == [True, False, False, False, False, False]
+    assignment = baskets_for_batch(input_ids, torch.ones_like(input_ids), tok, CalibrationConfig(basket_size=2), "cls")
+    assert assignment.basket_ids[0].tolist()[:3] == [-2, -2, -2]
+    assert assignment.row_mask[0].tolist() == [True, False, False, False, False, False]
 
 
 def test_plain_transformers_folder_with_explicit_pooling(tiny_qwen3_path, mixed_texts):

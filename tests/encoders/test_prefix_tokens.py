@@ -15,7 +15,7 @@ from transformers import AutoTokenizer
 import llamaindex_posfair.dump
 from llamaindex_posfair.calibration.baskets import POLICY_NONE
 from llamaindex_posfair.calibration.config import CalibrationConfig
-from llamaindex_posfair.encoders import plan as encoder_plan
+from llamaindex_posfair.encoders import baskets as encoder_baskets
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids, prefix_token_ids
 
 
@@ -39,8 +39,8 @@ def test_dump_ids_are_ordered_by_k_not_by_vocabulary_id(shuffled_prefix_tokenize
 
 @pytest.mark.parametrize(
     "call_site",
-    [lambda: encoder_plan.dump_token_ids, lambda: llamaindex_posfair.dump.dump_token_ids],
-    ids=["encoders.plan", "dump"],
+    [lambda: encoder_baskets.dump_token_ids, lambda: llamaindex_posfair.dump.dump_token_ids],
+    ids=["encoders.baskets", "dump"],
 )
 def test_both_layers_see_the_same_ids(call_site, shuffled_prefix_tokenizer):
     """Fails on the old copies: the encoders' one sorted by id, the dump one by k."""
@@ -57,10 +57,10 @@ def test_a_model_wrapper_is_resolved_to_its_tokenizer(shuffled_prefix_tokenizer)
     assert dump_token_ids(Wrapper()) == dump_token_ids(shuffled_prefix_tokenizer) != []
 
 
-def test_plan_isolates_dump_positions_and_leaves_soft_tokens_as_content(shuffled_prefix_tokenizer):
+def test_assignment_isolates_dump_positions_and_leaves_soft_tokens_as_content(shuffled_prefix_tokenizer):
     tok = shuffled_prefix_tokenizer
     d1, d2, s1 = _ids(tok, "[DUMP_1]", "[DUMP_2]", "[SOFT_1]")
     ids = torch.tensor([[tok.cls_token_id, d1, d2, s1, 2000, 2001, tok.sep_token_id]])
-    plan = encoder_plan.plan_for_batch(ids, torch.ones_like(ids), tok, CalibrationConfig(), "cls")
-    by_position = dict(zip(ids[0].tolist(), (plan.iso_mode[0] != POLICY_NONE).tolist()))
+    assignment = encoder_baskets.baskets_for_batch(ids, torch.ones_like(ids), tok, CalibrationConfig(), "cls")
+    by_position = dict(zip(ids[0].tolist(), (assignment.iso_mode[0] != POLICY_NONE).tolist()))
     assert by_position[d1] and by_position[d2] and not by_position[s1]

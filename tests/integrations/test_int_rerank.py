@@ -26,7 +26,7 @@ def cosine_order(enc, query, texts):
 
 
 def test_round_trips_through_to_dict(fake_encoder):
-    rr = PosFairRerank(encoder=fake_encoder, top_n=3, fusion_weight=0.25)
+    rr = PosFairRerank(encoder=fake_encoder, top_n=3, blend_weight=0.25)
     data = rr.to_dict()
     assert data["class_name"] == PosFairRerank.__name__  # not BaseNodePostprocessor's
     again = PosFairRerank.from_dict(data, encoder=fake_encoder)
@@ -55,19 +55,19 @@ def test_keep_retrieval_score_copies_first_stage_score(fake_encoder):
     }
 
 
-def test_full_fusion_weight_keeps_first_stage_order(fake_encoder):
+def test_full_blend_weight_keeps_first_stage_order(fake_encoder):
     bm25 = [3.0, 12.5, 7.1, 0.4]  # BM25-scale scores
-    out = PosFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=1.0).postprocess_nodes(
+    out = PosFairRerank(top_n=4, encoder=fake_encoder, blend_weight=1.0).postprocess_nodes(
         nodes(TEXTS, bm25), query_str="red apples"
     )
     assert [n.node.node_id for n in out] == ["n1", "n2", "n0", "n3"]
     assert out[0].score == pytest.approx(1.0) and out[-1].score == pytest.approx(0.0)
 
 
-def test_partial_fusion_mixes_normalised_scores(fake_encoder):
+def test_partial_blend_mixes_normalised_scores(fake_encoder):
     bm25 = [3.0, 12.5, 7.1, 0.4]
     w = 0.25
-    got = PosFairRerank(top_n=4, encoder=fake_encoder, fusion_weight=w).postprocess_nodes(
+    got = PosFairRerank(top_n=4, encoder=fake_encoder, blend_weight=w).postprocess_nodes(
         nodes(TEXTS, bm25), query_str="red apples"
     )
     cos = (
@@ -87,9 +87,9 @@ def test_scores_every_candidate_in_one_encoder_call(make_fake):
     assert [c[:2] for c in enc.calls] == [("query", 1), ("document", 4)]
 
 
-def test_invalid_fusion_weight_rejected(fake_encoder):
-    with pytest.raises(ValueError, match="fusion_weight"):
-        PosFairRerank(encoder=fake_encoder, fusion_weight=1.5)
+def test_invalid_blend_weight_rejected(fake_encoder):
+    with pytest.raises(ValueError, match="blend_weight"):
+        PosFairRerank(encoder=fake_encoder, blend_weight=1.5)
 
 
 def test_missing_query_raises(fake_encoder):

@@ -1,4 +1,4 @@
-"""NodeScorer and the reranker's scoring choices: node, best sub-chunk, fusion; duplicate candidates."""
+"""NodeScorer and the reranker's scoring choices: node, best sub-chunk, node-weighted; duplicate candidates."""
 
 from __future__ import annotations
 
@@ -44,12 +44,12 @@ def test_a_late_fact_scores_like_an_early_one_by_best_sub_chunk(make_fake):
     assert sub[0] == pytest.approx(sub[1], abs=1e-5)  # the best sub-chunk does not care where it sits
 
 
-def test_fusion_weighs_node_and_best_sub_chunk(make_fake):
+def test_weighted_scoring_weighs_node_and_best_sub_chunk(make_fake):
     enc = make_fake(max_length=512)  # every text within the window: its node vector is encoded
     texts = [LATE, FILLER, EARLY]
     node = NodeScorer(enc, scoring="node").scores("lamp", texts)
     sub = NodeScorer(enc, scoring="subchunks").scores("lamp", texts)
-    fused = NodeScorer(enc, scoring="fusion", node_weight=0.25).scores("lamp", texts)
+    fused = NodeScorer(enc, scoring="weighted", node_weight=0.25).scores("lamp", texts)
     np.testing.assert_allclose(fused, 0.25 * node + 0.75 * sub, atol=1e-6)
 
 
@@ -62,9 +62,9 @@ def test_a_derived_node_vector_is_the_mean_of_the_sub_chunk_vectors(fake_encoder
     assert got[0] == pytest.approx(float(want), abs=1e-5)
 
 
-def test_derived_fusion_encodes_no_node_text(make_fake):
+def test_derived_weighted_scoring_encodes_no_node_text(make_fake):
     enc = make_fake()
-    scorer = NodeScorer(enc, scoring="fusion", node_source="subchunk-mean", node_weight=0.5)
+    scorer = NodeScorer(enc, scoring="weighted", node_source="subchunk-mean", node_weight=0.5)
     scorer.scores("lamp", [LATE, FILLER])
     sub_chunks = sum(len(subchunk_text(t, scorer.subchunks, whitespace_spans)) for t in (LATE, FILLER))
     assert [c.count for c in enc.calls if c.role == "document"] == [sub_chunks]
@@ -76,7 +76,7 @@ def test_unknown_node_source_is_named(fake_encoder):
 
 
 def test_unknown_scoring_is_named(fake_encoder):
-    with pytest.raises(ValueError, match='scoring must be "node", "subchunks" or "fusion"'):
+    with pytest.raises(ValueError, match='scoring must be "node", "subchunks" or "weighted"'):
         NodeScorer(fake_encoder, scoring="max")
 
 
@@ -120,9 +120,9 @@ def test_cosine_scores_are_bounded_and_scale_free(q, d):
     np.testing.assert_allclose(cosine_matrix(3 * q, d * 0.5), s, atol=1e-6)
 
 
-def test_fusion_scores_a_text_longer_than_the_window_by_the_mean_of_its_sub_chunks(make_fake):
+def test_weighted_scoring_scores_a_text_longer_than_the_window_by_the_mean_of_its_sub_chunks(make_fake):
     enc = make_fake(max_length=32)
     cfg = SubchunkConfig(max_tokens=16, overlap_sentences=0)
-    got = NodeScorer(enc, scoring="fusion", subchunks=cfg, node_weight=0.25).scores("lamp", [LATE])
-    derived = NodeScorer(enc, scoring="fusion", subchunks=cfg, node_weight=0.25, node_source="subchunk-mean")
+    got = NodeScorer(enc, scoring="weighted", subchunks=cfg, node_weight=0.25).scores("lamp", [LATE])
+    derived = NodeScorer(enc, scoring="weighted", subchunks=cfg, node_weight=0.25, node_source="subchunk-mean")
     assert got[0] == pytest.approx(float(derived.scores("lamp", [LATE])[0]), abs=1e-5)

@@ -119,7 +119,7 @@ def test_derived_node_vectors_need_sub_chunks():
 
 def test_rerank_settings_follow_the_layout():
     fused = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), search=SearchSettings(node_weight=0.3))
-    assert fused.rerank_settings()["scoring"] == "fusion" and fused.rerank_settings()["node_weight"] == 0.3
+    assert fused.rerank_settings()["scoring"] == "weighted" and fused.rerank_settings()["node_weight"] == 0.3
     single = Recipe.build(EncoderSet.single(EncoderSpec()), NodeLayout(subchunks=None))
     assert single.rerank_settings()["scoring"] == "node"
 
@@ -420,7 +420,7 @@ def test_rerank_from_collection_scores_as_the_collection_does(tmp_path):
         rerank = PosFairRerank.from_collection(client, "c", top_n=2)
     finally:
         client.close()
-    assert rerank.scoring == "fusion" and rerank.node_weight == 0.5 and rerank.subchunk_tokens == 32
+    assert rerank.scoring == "weighted" and rerank.node_weight == 0.5 and rerank.subchunk_tokens == 32
     assert rerank.top_n == 2
     assert rerank.spec.fingerprint() == Recipe.default().encoder_spec().fingerprint()
 

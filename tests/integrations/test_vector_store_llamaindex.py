@@ -102,11 +102,11 @@ def test_ingestion_pipeline_rerun_writes_nothing_new_and_replaces_a_changed_docu
 
 def test_node_parser_cuts_documents_as_ingestion_does(encoder, example_data):
     parser = PosFairNodeParser.from_encoder(encoder)
-    plan = Recipe.for_encoder(encoder.spec).ingest_settings().encoder_plan({"vanilla": encoder})
+    encoding = Recipe.for_encoder(encoder.spec).ingest_settings().point_encoding({"vanilla": encoder})
     text = (example_data / "tides.md").read_text()
     nodes = parser.get_nodes_from_documents([Document(text=text, id_="tides.md")])
     chunks = chunk_text(
-        text, ChunkingConfig(plan.chunking.chunk_tokens, plan.chunking.overlap_tokens), spans_for(encoder)[0]
+        text, ChunkingConfig(encoding.chunking.chunk_tokens, encoding.chunking.overlap_tokens), spans_for(encoder)[0]
     )
     assert [(n.text, n.start_char_idx, n.end_char_idx) for n in nodes] == [
         (c.text, c.start_char, c.end_char) for c in chunks

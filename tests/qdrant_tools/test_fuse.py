@@ -7,7 +7,7 @@ import pytest
 from subchunk_layouts import BM25, DATA, FUSED, PLAIN, QUERY
 from subchunk_layouts import nodes as _nodes
 
-from qdrant_tools.encoding import fused_chunking_key, plan_encoders, subchunk_source_of
+from qdrant_tools.encoding import build_point_encoding, fused_chunking_key, subchunk_source_of
 from qdrant_tools.fuse import FuseError, fuse_collection
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
@@ -117,8 +117,8 @@ def test_a_missing_collection_is_named(client):
 
 def test_the_fused_key_is_the_one_ingestion_writes(encoder):
     kwargs = {"subchunks": SubchunkConfig(24, 0), "sparse": BM25}
-    plain_key = plan_encoders({"calibrated": encoder}, **kwargs).chunking_key
-    fused_key = plan_encoders({"calibrated": encoder}, fused_weight=0.4, **kwargs).chunking_key
+    plain_key = build_point_encoding({"calibrated": encoder}, **kwargs).chunking_key
+    fused_key = build_point_encoding({"calibrated": encoder}, fused_weight=0.4, **kwargs).chunking_key
     assert fused_chunking_key(plain_key, 0.4) == fused_key
     assert subchunk_source_of(plain_key) == "calibrated"
 

@@ -13,7 +13,7 @@ from hypothesis.extra.numpy import arrays
 from subchunk_layouts import BM25, DATA, FUSED, PLAIN, QUERY
 from subchunk_layouts import nodes as _nodes
 
-from qdrant_tools.encoding import fused_rows, plan_encoders
+from qdrant_tools.encoding import build_point_encoding, fused_rows
 from qdrant_tools.ingest import ingest_path
 from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.subchunks import FUSED_VECTOR, SubchunkConfig
@@ -86,7 +86,7 @@ def test_another_weight_takes_the_two_arm_formula(client, encoder):
 )
 def test_a_bad_fused_weight_is_named(encoder, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        plan_encoders({"calibrated": encoder}, **{"subchunks": SubchunkConfig(24, 0), **kwargs})
+        build_point_encoding({"calibrated": encoder}, **{"subchunks": SubchunkConfig(24, 0), **kwargs})
 
 
 @settings(max_examples=50, deadline=None)

@@ -77,9 +77,9 @@ def test_the_single_vector_layout_takes_node_settings():
     assert layout.subchunks is None and layout.node_int8
 
 
-def test_encoder_plan_follows_the_layout(encoder):
-    single = NodeLayout(chunk_tokens=20, overlap_tokens=4, subchunks=None).encoder_plan({"vanilla": encoder})
-    fused = NodeLayout(chunk_tokens=20, overlap_tokens=4, fused_weight=0.5).encoder_plan({"vanilla": encoder})
+def test_point_encoding_follows_the_layout(encoder):
+    single = NodeLayout(chunk_tokens=20, overlap_tokens=4, subchunks=None).point_encoding({"vanilla": encoder})
+    fused = NodeLayout(chunk_tokens=20, overlap_tokens=4, fused_weight=0.5).point_encoding({"vanilla": encoder})
     assert (single.subchunks, single.chunking.chunk_tokens, single.chunking.overlap_tokens) == (None, 20, 4)
     assert fused.subchunks == DEFAULT_SUBCHUNKS and fused.fused_weight == 0.5
     assert fused.chunking_key.startswith(single.chunking_key) and ";fused=0.5" in fused.chunking_key
@@ -87,8 +87,8 @@ def test_encoder_plan_follows_the_layout(encoder):
 
 def test_ingest_settings_plan_through_their_layout(encoder):
     layout = NodeLayout(chunk_tokens=20, subchunks=SubchunkConfig(8, 0))
-    via_settings = IngestConfig(layout=layout).encoder_plan({"vanilla": encoder})
-    assert via_settings == layout.encoder_plan({"vanilla": encoder})
+    via_settings = IngestConfig(layout=layout).point_encoding({"vanilla": encoder})
+    assert via_settings == layout.point_encoding({"vanilla": encoder})
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_a_compact_storage_setting_names_what_it_needs(changes, message):
 
 def test_compact_storage_keeps_the_quantized_copies_in_ram_and_maps_the_originals(encoder):
     layout = NodeLayout(fused_weight=0.5, fused_quantization="int8", node_int8=True, node_on_disk=True)
-    plan = layout.encoder_plan({"vanilla": encoder})
-    configs = {v.name: v for v in plan.vector_configs()}
+    encoding = layout.point_encoding({"vanilla": encoder})
+    configs = {v.name: v for v in encoding.vector_configs()}
     assert configs["subchunks_fused"].on_disk and configs["subchunks_fused"].quantization.kind == "scalar"
     assert configs["vanilla"].on_disk and configs["vanilla"].quantization.kind == "scalar"

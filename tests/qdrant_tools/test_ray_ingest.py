@@ -288,7 +288,7 @@ DRIVER = textwrap.dedent(
         time.sleep(60)  # the test kills -9 the driver here
 
     config = RayIngestConfig(num_workers=1, layout=NodeLayout(chunk_tokens=CHUNK_TOKENS), docs_per_task=2, write_batch_size=8,
-                             token_budget=512, show_progress=False, plan_on="driver")
+                             token_budget=512, show_progress=False, point_encoding_on="driver")
     ray_ingest_path(open_store(storage), "resume", data, recipe, config, on_write=on_write)
     print("FINISHED", flush=True)
 """.replace("CHUNK_TOKENS", str(CHUNK))

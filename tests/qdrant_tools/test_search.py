@@ -231,9 +231,9 @@ def test_the_exact_scan_asks_for_exact_search_where_an_index_would_answer_approx
 
 
 @pytest.mark.parametrize("store", [0, 16], indirect=True)
-def test_up_to_exact_up_to_the_fused_score_is_exact_for_every_node_of_either_ranking(store):
+def test_up_to_exact_up_to_the_node_weighted_score_is_exact_for_every_node_of_either_ranking(store):
     """Below ``exact_up_to`` both arms of the node-weight formula re-score the union of the exact MaxSim and the
-    exact node-cosine rankings, so the fused top 10 is numpy's exact ``0.5 cos + 0.5 MaxSim`` top 10."""
+    exact node-cosine rankings, so the node-weighted top 10 is numpy's exact ``0.5 cos + 0.5 MaxSim`` top 10."""
     queries = _queries()
     settings = SearchSettings(limit=10, exact_up_to=N, sparse=False, node_weight=0.5, fusion_limit=50)
     got = [[int(h.id) for h in search(store, "c", q, settings)] for q in queries]

@@ -52,7 +52,7 @@ def test_maxsim_through_qdrant_equals_numpy_max_over_the_same_vectors(client, en
         assert h.score == pytest.approx(want[h.id], abs=1e-5)
 
 
-def test_fused_score_weighs_the_node_and_the_best_sub_chunk(client, encoder):
+def test_node_weighted_score_weighs_the_node_and_the_best_sub_chunk(client, encoder):
     ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
     pts = {str(p.id): p for p in _points(client)}
     q = encoder.encode_queries(["lighthouse keeper lamp"])[0]
@@ -165,7 +165,7 @@ def test_a_small_collection_is_scored_by_exact_maxsim_over_every_node(client, en
     assert [h.score for h in hits] == pytest.approx([s for _, s in want], abs=1e-5)
 
 
-def test_a_fused_score_in_a_small_collection_considers_every_node(client, encoder):
+def test_a_node_weighted_score_in_a_small_collection_considers_every_node(client, encoder):
     ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
     pts = _points(client)
     q = encoder.encode_queries(["lighthouse keeper lamp"])[0]

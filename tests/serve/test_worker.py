@@ -70,7 +70,7 @@ def test_rerank_batch_scores_as_the_in_process_reranker(tiny_encoder):
         np.testing.assert_allclose(scores, local.scores(job.query, list(job.documents)), atol=1e-5)
 
 
-@pytest.mark.parametrize("scoring", ["subchunks", "fusion"])
+@pytest.mark.parametrize("scoring", ["subchunks", "weighted"])
 def test_rerank_batch_scores_subchunks_as_the_in_process_reranker(tiny_encoder, scoring):
     from llamaindex_posfair.integrations.node_scoring import ScoringSettings
     from qdrant_tools.subchunks import SubchunkConfig
@@ -101,12 +101,12 @@ def test_rerank_batch_derives_node_vectors_as_the_in_process_reranker(tiny_encod
     from qdrant_tools.subchunks import SubchunkConfig
 
     docs = [". ".join(" ".join(WORDS[i : i + 4]) for i in range(0, len(WORDS), 3)) + ".", "A mill. The sea."]
-    derived = ScoringSettings("fusion", SubchunkConfig(8, 0), 0.4, node_source="subchunk-mean")
+    derived = ScoringSettings("weighted", SubchunkConfig(8, 0), 0.4, node_source="subchunk-mean")
     worker = EncoderWorker(tiny_encoder.spec, token_budget=512, encoder=tiny_encoder)
     [got, encoded] = worker.rerank_batch(
         [
             RerankJob("silt", tuple(docs), derived),
-            RerankJob("silt", tuple(docs), ScoringSettings("fusion", SubchunkConfig(8, 0), 0.4)),
+            RerankJob("silt", tuple(docs), ScoringSettings("weighted", SubchunkConfig(8, 0), 0.4)),
         ]
     )
     np.testing.assert_allclose(got, InProcessEncoder(tiny_encoder).scores("silt", docs, derived), atol=1e-5)

@@ -2,7 +2,7 @@
 
 A system (``systems.py``: dense, segment average, rerank; ``chunking_systems.py``:
 best chunk; ``multivector.py``: MaxSim over per-segment vectors in Qdrant;
-``fusion.py``: score fusion of two systems) turns a benchmark into a score
+``mix.py``: a score mix of two systems) turns a benchmark into a score
 matrix through one ``EncodeCache``; ``runner.py`` runs systems on a benchmark
 and scores them per position group with ``eval.metrics``; ``plots.py`` draws
 nDCG@10 by position group. The calibration sweep (``eval.sweep``) builds on it, and so

@@ -52,7 +52,7 @@ def contextual_segment_vectors(
     import torch
     from sentence_transformers.util import batch_to_device
 
-    from llamaindex_posfair.encoders.plan import plan_for_batch
+    from llamaindex_posfair.encoders.baskets import baskets_for_batch
 
     if segment_tokens < 1:
         raise ValueError(f"segment_tokens must be a positive integer, got {segment_tokens}")
@@ -63,7 +63,7 @@ def contextual_segment_vectors(
     for start in range(0, len(texts), batch_size):
         batch = list(texts[start : start + batch_size])
         features = batch_to_device(st.preprocess(batch, prompt=encoder.document_prompt), encoder.device)
-        plan, layers, strength = None, (), 0.0
+        assignment, layers, strength = None, (), 0.0
         if config is not None and config.strength > 0.0:
             pooling = encoder._pooling_for(config)
             layers = config.resolve_layers(encoder.num_layers)
@@ -75,13 +75,13 @@ def contextual_segment_vectors(
             prompt_length = features.get("prompt_length")
             if isinstance(prompt_length, torch.Tensor):
                 prompt_length = int(prompt_length.flatten()[0])
-            plan = plan_for_batch(
+            assignment = baskets_for_batch(
                 features["input_ids"], features["attention_mask"], encoder.tokenizer, config, pooling, prompt_length
             )
-            if not bool(plan.active.any()):
-                plan = None
+            if not bool(assignment.active.any()):
+                assignment = None
         with torch.inference_mode():
-            out = encoder._backend.forward(st, features, plan, layers, strength)
+            out = encoder._backend.forward(st, features, assignment, layers, strength)
         tokens = out["token_embeddings"].float()
         mask = features["attention_mask"]
         for row in range(tokens.shape[0]):

@@ -6,9 +6,9 @@ files (``report.write_outputs`` writes). One run
 1. scores the calibration grid and the named variants on the *selection*
    benchmark (``dev``), picks the best grid point and the best variant by
    harmonic-mean nDCG@10, tries one combination (the best grid point plus every
-   variant option that beat the paper default there) and the fusion weight α;
+   variant option that beat the paper default there) and the mix weight α;
 2. reports vanilla, the paper default, the selected settings, fixed configs
-   (e.g. a preset), the fusion and any baseline systems on the *reported*
+   (e.g. a preset), the score mix and any baseline systems on the *reported*
    benchmark (``test``).
 
 The selection benchmark must be held apart: ``benchmarks.splits.check_held_apart`` refuses one
@@ -17,10 +17,10 @@ reported benchmark, so no table is "dev-selected" on its own test data.
 
 Example:
     >>> from llamaindex_posfair.calibration.config import CalibrationConfig
-    >>> from llamaindex_posfair.eval.sweep.protocol import Protocol, SelectionPlan
+    >>> from llamaindex_posfair.eval.sweep.protocol import Protocol, SelectionSpace
     >>> from llamaindex_posfair.eval.sweep.grid import SweepGrid
-    >>> plan = SelectionPlan(SweepGrid((128,), (0.5, 1.0), ("last_half",)))
-    >>> protocol = Protocol(default=CalibrationConfig(), selection=plan)
+    >>> space = SelectionSpace(SweepGrid((128,), (0.5, 1.0), ("last_half",)))
+    >>> protocol = Protocol(default=CalibrationConfig(), selection=space)
     >>> # outcome = protocol.run(encoder, load_shipped(split="test"), load_shipped(split="dev"))
     >>> # outcome.selection.best_grid.name, [r.name for r in outcome.results]
 """
@@ -34,7 +34,7 @@ from typing import Any
 
 from ..benchmarks.data import PositionBenchmark
 from ..benchmarks.splits import check_held_apart
-from ..harness.fusion import FusionSystem
+from ..harness.mix import ScoreMixSystem
 from ..harness.runner import SystemResult, run_eval
 from ..harness.systems import DenseSystem, EncodeCache, RerankSystem, SegmentAverageSystem
 from .grid import SweepGrid
@@ -42,8 +42,8 @@ from .grid import SweepGrid
 __all__ = [
     "Protocol",
     "ProtocolResult",
-    "SelectionPlan",
     "SelectionRecord",
+    "SelectionSpace",
     "baseline_systems",
     "combine_variants",
     "config_changes",
@@ -60,29 +60,29 @@ GRID_FIELDS = frozenset({"basket_size", "strength", "layers"})
 
 # ------------------------------------------------------------------------ settings
 @dataclass(frozen=True)
-class SelectionPlan:
+class SelectionSpace:
     """What is tuned on the selection benchmark.
 
     Args:
         grid: The (B, λ, layers) grid.
         variants: ``{label: CalibrationConfig}`` of named variants
             (``variants.variant_configs``); empty = none.
-        fusion_alphas: Weights α of the vanilla score tried for fusion, in ``[0, 1]``.
+        mix_alphas: Weights α of the vanilla score tried in the score mix, in ``[0, 1]``.
 
     Raises:
-        ValueError: no fusion weight, or one outside ``[0, 1]``.
+        ValueError: no mix weight, or one outside ``[0, 1]``.
     """
 
     grid: SweepGrid
     variants: Mapping[str, Any] = field(default_factory=dict)
-    fusion_alphas: tuple[float, ...] = tuple(i / 10 for i in range(11))
+    mix_alphas: tuple[float, ...] = tuple(i / 10 for i in range(11))
 
     def __post_init__(self) -> None:
-        if not self.fusion_alphas:
-            raise ValueError("fusion_alphas must name at least one weight, e.g. 0,0.5,1")
-        bad = [a for a in self.fusion_alphas if not 0.0 <= float(a) <= 1.0]
+        if not self.mix_alphas:
+            raise ValueError("mix_alphas must name at least one weight, e.g. 0,0.5,1")
+        bad = [a for a in self.mix_alphas if not 0.0 <= float(a) <= 1.0]
         if bad:
-            raise ValueError(f"fusion_alphas must lie in [0, 1], got {bad[0]!r}; 1 = vanilla only, 0 = calibrated only")
+            raise ValueError(f"mix_alphas must lie in [0, 1], got {bad[0]!r}; 1 = vanilla only, 0 = calibrated only")
 
 
 @dataclass(frozen=True)
@@ -95,13 +95,13 @@ class SelectionRecord:
         vanilla: The vanilla encoder on it.
         grid: One result per grid point, in grid order.
         variants: One result per variant, then the combination if it was tried.
-        fusion: One result per fusion weight.
+        mix: One result per mix weight.
         configs: Label -> ``CalibrationConfig`` of every grid point, variant and combination.
         best_grid: Best grid point (harmonic mean; the first on ties).
         best_variant: Best variant or combination, ``None`` without variants.
         combination: Variant labels combined with the best grid point (empty if none was tried).
-        fused: The calibrated side of fusion: the best of grid and variants.
-        alpha: The chosen fusion weight of the vanilla score.
+        mixed: The calibrated side of the mix: the best of grid and variants.
+        alpha: The chosen mix weight of the vanilla score.
         default: The paper default's result if the grid or a variant scored it.
     """
 
@@ -110,18 +110,18 @@ class SelectionRecord:
     vanilla: SystemResult
     grid: tuple[SystemResult, ...]
     variants: tuple[SystemResult, ...]
-    fusion: tuple[SystemResult, ...]
+    mix: tuple[SystemResult, ...]
     configs: Mapping[str, Any]
     best_grid: SystemResult
     best_variant: SystemResult | None
     combination: tuple[str, ...]
-    fused: SystemResult
+    mixed: SystemResult
     alpha: float
     default: SystemResult | None
 
     @property
     def results(self) -> list[SystemResult]:
-        """Vanilla, grid points and variants (fusion weights excluded), in scoring order."""
+        """Vanilla, grid points and variants (mix weights excluded), in scoring order."""
         return [self.vanilla, *self.grid, *self.variants]
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,8 +131,8 @@ class SelectionRecord:
             "best_grid": self.best_grid.name,
             "best_variant": None if self.best_variant is None else self.best_variant.name,
             "combination": list(self.combination),
-            "fusion_calibrated": self.fused.name,
-            "fusion_alpha": self.alpha,
+            "mix_calibrated": self.mixed.name,
+            "mix_alpha": self.alpha,
         }
 
 
@@ -276,12 +276,12 @@ class Protocol:
         cache_dir: Keep embeddings on disk there (resumable runs); ``None`` = memory only.
 
     Example:
-        >>> # Protocol(default=CalibrationConfig(), selection=SelectionPlan(SweepGrid())).run(enc, test, dev)
+        >>> # Protocol(default=CalibrationConfig(), selection=SelectionSpace(SweepGrid())).run(enc, test, dev)
     """
 
     default: Any
     default_label: str = "paper default"
-    selection: SelectionPlan | None = None
+    selection: SelectionSpace | None = None
     fixed: Mapping[str, Any] = field(default_factory=dict)
     encode_batch_size: int = 16
     show_progress: bool = False
@@ -294,16 +294,16 @@ class Protocol:
         select: PositionBenchmark | None = None,
         baselines: Sequence[Any] = (),
     ) -> ProtocolResult:
-        """Select on ``select`` (if there is a plan), then score every system on ``report``.
+        """Select on ``select`` (if there is a selection space), then score every system on ``report``.
 
         Raises:
             HeldApartError: ``select`` shares queries with ``report``.
-            ValueError: a selection plan without a selection benchmark, or the reverse.
+            ValueError: a selection space without a selection benchmark, or the reverse.
         """
         if (self.selection is None) != (select is None):
             raise ValueError(
-                "pass a selection benchmark exactly when the protocol has a selection plan "
-                f"(plan: {self.selection is not None}, benchmark: {select is not None})"
+                "pass a selection benchmark exactly when the protocol has a selection space "
+                f"(selection: {self.selection is not None}, benchmark: {select is not None})"
             )
         record = None
         if select is not None:
@@ -320,10 +320,10 @@ class Protocol:
         return ProtocolResult(results=results, selection=record, benchmark=report.name)
 
     def select(self, encoder: Any, bench: PositionBenchmark) -> SelectionRecord:
-        """Score the plan on ``bench`` and choose (call ``run``, which checks it is held apart)."""
-        plan = self.selection
-        if plan is None:
-            raise ValueError("this protocol has no selection plan; pass selection=SelectionPlan(...)")
+        """Score the selection space on ``bench`` and choose (call ``run``, which checks it is held apart)."""
+        space = self.selection
+        if space is None:
+            raise ValueError("this protocol has no selection space; pass selection=SelectionSpace(...)")
         cache = EncodeCache(
             [bench.corpus[d] for d in bench.doc_ids],
             [bench.queries[q] for q in bench.query_ids],
@@ -332,35 +332,35 @@ class Protocol:
             cache_dir=self.cache_dir,
             doc_ids=bench.doc_ids,
         )
-        points = dict(plan.grid.points())
-        configs = {**points, **plan.variants}
-        logger.info("grid: %d points, %d variants on %s", len(points), len(plan.variants), bench.name)
-        vanilla, grid, variants = self._score_candidates(encoder, bench, cache, points, plan.variants)
+        points = dict(space.grid.points())
+        configs = {**points, **space.variants}
+        logger.info("grid: %d points, %d variants on %s", len(points), len(space.variants), bench.name)
+        vanilla, grid, variants = self._score_candidates(encoder, bench, cache, points, space.variants)
         best = _best(grid)
         paper = next((r for r in grid if points[r.name] == self.default), None)
-        combo = combine_variants(points[best.name], paper, variants, plan.variants, self.default)
+        combo = combine_variants(points[best.name], paper, variants, space.variants, self.default)
         labels: tuple[str, ...] = ()
-        if combo is not None and combo[1] not in {points[best.name], *plan.variants.values()}:
+        if combo is not None and combo[1] not in {points[best.name], *space.variants.values()}:
             labels, label = tuple(combo[0]), f"{best.name} + " + " + ".join(combo[0])
             configs[label] = combo[1]
             variants += run_eval(
                 bench, [DenseSystem(label, encoder, combo[1], kind="variant")], show_progress_bar=False, cache=cache
             )
-        fused = _best([*grid, *variants])
-        fusion = self._score_fusion(encoder, bench, cache, configs[fused.name], plan.fusion_alphas)
+        mixed = _best([*grid, *variants])
+        mix = self._score_mix(encoder, bench, cache, configs[mixed.name], space.mix_alphas)
         return SelectionRecord(
             benchmark=bench.name,
             split=bench.meta.get("split"),  # type: ignore[arg-type]
             vanilla=vanilla,
             grid=tuple(grid),
             variants=tuple(variants),
-            fusion=tuple(fusion),
+            mix=tuple(mix),
             configs=configs,
             best_grid=best,
             best_variant=_best(variants) if variants else None,
             combination=labels,
-            fused=fused,
-            alpha=float(_best(fusion).params["alpha"]),
+            mixed=mixed,
+            alpha=float(_best(mix).params["alpha"]),
             default=paper,
         )
 
@@ -382,7 +382,7 @@ class Protocol:
         )
         return scored[0], scored[1 : 1 + len(points)], scored[1 + len(points) :]
 
-    def _score_fusion(
+    def _score_mix(
         self,
         encoder: Any,
         bench: PositionBenchmark,
@@ -392,11 +392,11 @@ class Protocol:
     ) -> list[SystemResult]:
         vanilla = DenseSystem("vanilla", encoder, None)
         calibrated = DenseSystem("cal", encoder, calibration)
-        systems = [FusionSystem(f"fusion α={a:g}", vanilla, calibrated, alpha=a) for a in alphas]
+        systems = [ScoreMixSystem(f"mix α={a:g}", vanilla, calibrated, alpha=a) for a in alphas]
         return run_eval(bench, systems, show_progress_bar=False, cache=cache)
 
     def reported_systems(self, encoder: Any, record: SelectionRecord | None) -> list[Any]:
-        """Vanilla, the paper default, the selected settings, the fixed configs and the fusion (no repeats)."""
+        """Vanilla, the paper default, the selected settings, the fixed configs and the score mix (no repeats)."""
         vanilla = DenseSystem("vanilla", encoder, None)
         systems: list[Any] = [vanilla, DenseSystem(self.default_label, encoder, self.default, kind="calibrated")]
         seen = {self.default}
@@ -415,20 +415,20 @@ class Protocol:
         for label, cfg in self.fixed.items():
             add(label, cfg, "preset")
         if record is not None:
-            a, side = record.alpha, record.fused.name
+            a, side = record.alpha, record.mixed.name
             calibrated = DenseSystem("cal", encoder, record.configs[side])
-            systems.append(FusionSystem(f"fusion α={a:g}·vanilla + {1 - a:g}·({side})", vanilla, calibrated, alpha=a))
+            systems.append(ScoreMixSystem(f"mix α={a:g}·vanilla + {1 - a:g}·({side})", vanilla, calibrated, alpha=a))
         return systems
 
 
 # ------------------------------------------------------------------------ captions
 def grid_caption(record: SelectionRecord) -> str:
-    """Caption of ``grid.md``: where the grid ran and the fusion weights tried."""
-    fusion = ", ".join(f"α={r.params['alpha']:g} H={100 * r.ndcg.harmonic:.1f}" for r in record.fusion)
+    """Caption of ``grid.md``: where the grid ran and the mix weights tried."""
+    mix = ", ".join(f"α={r.params['alpha']:g} H={100 * r.ndcg.harmonic:.1f}" for r in record.mix)
     return (
         f"Calibration grid and named variants (over the paper default) on `{record.benchmark}` (selection split), "
         f"sorted by harmonic mean; nDCG@10 ×100; exact retrieval (numpy dot products over normalised vectors). "
-        f"Fusion α (weight of the vanilla score) swept with `{record.fused.name}` as the calibrated side: {fusion}."
+        f"Mix α (weight of the vanilla score) swept with `{record.mixed.name}` as the calibrated side: {mix}."
     )
 
 
@@ -448,7 +448,7 @@ def summary_caption(
         f"encoder (implemented directly on the encoder, like PosFairRerank). Chunk-max = chunks embedded "
         f"alone, passage score = best chunk. Qdrant MaxSim = per-segment vectors in an embedded Qdrant multivector "
         f"collection (MaxSim comparator), scored through Qdrant's `query_points`; contextual segments are pooled "
-        f"from one forward pass over the whole passage. Fusion = α·vanilla + (1−α)·calibrated cosine, α chosen on "
+        f"from one forward pass over the whole passage. Mix = α·vanilla + (1−α)·calibrated cosine, α chosen on "
         f"the selection split. vectors/passage = vectors stored per passage (mean)."
     )
     if record is not None:

@@ -160,7 +160,7 @@ def write_selection(record: SelectionRecord, bench: PositionBenchmark, out: Path
     from .protocol import grid_caption
 
     scored = record.results
-    paths = [write_csv(scored + list(record.fusion), bench.group_order, out / "grid.csv")]
+    paths = [write_csv(scored + list(record.mix), bench.group_order, out / "grid.csv")]
     table = format_markdown(
         sorted(scored, key=lambda r: -r.ndcg.harmonic),
         bench.group_order,

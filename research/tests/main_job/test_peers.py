@@ -43,7 +43,7 @@ def test_passage_scores_take_each_passage_best_node_and_rank_unseen_last():
 
 
 def test_passage_scores_follow_llamaindex_order_not_tied_scores():
-    hits = [[_hit("n1", "b", 0.5), _hit("n2", "a", 0.5)]]  # equal fused scores: the returned order decides
+    hits = [[_hit("n1", "b", 0.5), _hit("n2", "a", 0.5)]]  # equal node-weighted scores: the returned order decides
     assert passage_scores(hits, ["a", "b"]).tolist() == [[-1.0, 0.0]]
 
 

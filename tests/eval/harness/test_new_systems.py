@@ -1,4 +1,4 @@
-"""Chunk-max, Qdrant multivector MaxSim, score fusion and the variant list (fake encoder; fast)."""
+"""Chunk-max, Qdrant multivector MaxSim, score mix and the variant list (fake encoder; fast)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.eval.harness.chunking_systems import ChunkMaxSystem, chunk_corpus
-from llamaindex_posfair.eval.harness.fusion import FusionSystem, fuse
+from llamaindex_posfair.eval.harness.mix import ScoreMixSystem, mix_scores
 from llamaindex_posfair.eval.harness.multivector import QdrantMaxSimSystem, qdrant_maxsim_scores
 from llamaindex_posfair.eval.harness.runner import run_eval
 from llamaindex_posfair.eval.harness.systems import DenseSystem, EncodeCache, canonical_calibration
@@ -88,18 +88,18 @@ def test_qdrant_maxsim_rejects_bad_mode(fake_encoder):
         QdrantMaxSimSystem("mv", fake_encoder, 64, mode="late")
 
 
-def test_fusion_is_the_weighted_sum_and_stores_both_vectors(fake_encoder):
+def test_the_mix_is_the_weighted_sum_and_stores_both_vectors(fake_encoder):
     b = _bench()
     cache = _cache(b)
     cfg = CalibrationConfig(strength=1.0)
     van, calsys = DenseSystem("v", fake_encoder), DenseSystem("c", fake_encoder, cfg)
-    fused = FusionSystem("f", van, calsys, alpha=0.3)
-    np.testing.assert_allclose(fused.score(cache), 0.3 * van.score(cache) + 0.7 * calsys.score(cache), rtol=1e-6)
-    assert fused.vectors_per_passage == 2.0
-    assert FusionSystem("f0", van, calsys, alpha=0.0).vectors_per_passage == 1.0
-    np.testing.assert_array_equal(fuse(van.score(cache), calsys.score(cache), 1.0), van.score(cache))
+    mixed = ScoreMixSystem("f", van, calsys, alpha=0.3)
+    np.testing.assert_allclose(mixed.score(cache), 0.3 * van.score(cache) + 0.7 * calsys.score(cache), rtol=1e-6)
+    assert mixed.vectors_per_passage == 2.0
+    assert ScoreMixSystem("f0", van, calsys, alpha=0.0).vectors_per_passage == 1.0
+    np.testing.assert_array_equal(mix_scores(van.score(cache), calsys.score(cache), 1.0), van.score(cache))
     with pytest.raises(ValueError, match=r"alpha must lie in \[0, 1\], got 1.5"):
-        FusionSystem("f", van, calsys, alpha=1.5)
+        ScoreMixSystem("f", van, calsys, alpha=1.5)
 
 
 def test_canonical_calibration_lets_one_sided_variants_reuse_embeddings():

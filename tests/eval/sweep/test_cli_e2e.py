@@ -48,8 +48,8 @@ def test_default_preset_is_known_and_differs_from_the_default_system():
     assert preset(_defaults().preset) != preset("paper")
 
 
-def test_default_fusion_sweep_includes_both_pure_systems():
-    alphas = _defaults().fusion_alphas
+def test_default_mix_sweep_includes_both_pure_systems():
+    alphas = _defaults().mix_alphas
     assert (alphas[0], alphas[-1]) == (0.0, 1.0) and list(alphas) == sorted(alphas)
 
 
@@ -103,7 +103,7 @@ def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
         "Qdrant MaxSim, independent",
         "Qdrant MaxSim, contextual 128-tok segments, vanilla",
         "Qdrant MaxSim, contextual 128-tok segments, paper default",
-        "fusion α=",
+        "mix α=",
         "best variant",
     ):
         assert any(n.startswith(prefix) for n in names), prefix
@@ -126,7 +126,7 @@ def test_eval_end_to_end_real_minilm(tmp_path, monkeypatch):
     systems = [g["system"] for g in grid]
     assert systems[:2] == ["vanilla", "B=128 λ=1 last"]
     assert systems[2 : 2 + len(VARIANTS)] == list(VARIANTS)
-    assert systems[2 + len(VARIANTS) :] == [f"fusion α={i / 10:g}" for i in range(11)]
+    assert systems[2 + len(VARIANTS) :] == [f"mix α={i / 10:g}" for i in range(11)]
     assert grid[0]["benchmark"] == "needle-prose/dev"
     meta = json.loads((out / "run.json").read_text())
     assert meta["truncated_passages"] == 0 and meta["max_length"] == 512

@@ -12,7 +12,7 @@ from llamaindex_posfair.eval.benchmarks.splits import HeldApartError, check_held
 from llamaindex_posfair.eval.sweep.grid import SweepGrid
 from llamaindex_posfair.eval.sweep.protocol import (
     Protocol,
-    SelectionPlan,
+    SelectionSpace,
     combine_variants,
     grid_caption,
     summary_caption,
@@ -37,24 +37,24 @@ DEFAULT = CalibrationConfig(strength=0.2)  # too weak to remove the planted bias
 
 
 def _protocol(**kw) -> Protocol:
-    plan = SelectionPlan(
+    space = SelectionSpace(
         SweepGrid(basket_sizes=(128,), strengths=(0.2, 1.0), layers=("last_half",)),
         variants={"documents only": CalibrationConfig(strength=0.2, calibrate_queries=False)},
-        fusion_alphas=(0.0, 0.5, 1.0),
+        mix_alphas=(0.0, 0.5, 1.0),
     )
-    return Protocol(default=DEFAULT, default_label="paper default", selection=plan, **kw)
+    return Protocol(default=DEFAULT, default_label="paper default", selection=space, **kw)
 
 
 def test_selection_runs_on_the_selection_split_only(fake_encoder):
     dev, test = _splits()
     outcome = _protocol().run(fake_encoder, test, dev)
     record = outcome.selection
-    assert {r.benchmark for r in [*record.results, *record.fusion]} == {"toy/dev"}
+    assert {r.benchmark for r in [*record.results, *record.mix]} == {"toy/dev"}
     assert {r.benchmark for r in outcome.results} == {"toy/test"}
     assert [r.name for r in record.grid] == ["B=128 λ=0.2 last_half", "B=128 λ=1 last_half"]
-    # strength 1 removes the planted bias: it is chosen, and fusion picks the calibrated side alone
+    # strength 1 removes the planted bias: it is chosen, and the mix picks the calibrated side alone
     assert record.best_grid.name == "B=128 λ=1 last_half" and record.best_grid.ndcg.harmonic == 1.0
-    assert record.alpha == 0.0 and record.fused.name == "B=128 λ=1 last_half"
+    assert record.alpha == 0.0 and record.mixed.name == "B=128 λ=1 last_half"
     assert record.default is record.grid[0]  # the paper default is a grid point
     assert record.best_variant.name == "documents only" and record.combination == ()
 
@@ -71,7 +71,7 @@ def test_reported_systems_name_the_selection_split(fake_encoder):
         "best grid (dev-selected) B=128 λ=1 last_half",
         "best variant (dev-selected): documents only",
         "preset p",
-        "fusion α=0·vanilla + 1·(B=128 λ=1 last_half)",
+        "mix α=0·vanilla + 1·(B=128 λ=1 last_half)",
     ]
 
 
@@ -104,15 +104,15 @@ def test_renumbered_copies_of_the_reported_queries_are_caught():
 
 def test_selection_plan_and_benchmark_come_together(fake_encoder):
     _dev, test = _splits()
-    with pytest.raises(ValueError, match="exactly when the protocol has a selection plan"):
+    with pytest.raises(ValueError, match="exactly when the protocol has a selection space"):
         _protocol().run(fake_encoder, test)
     plain = Protocol(default=DEFAULT).run(fake_encoder, test)
     assert plain.selection is None and [r.name for r in plain.results] == ["vanilla", "paper default"]
 
 
-def test_fusion_alphas_are_checked():
-    with pytest.raises(ValueError, match=r"fusion_alphas must lie in \[0, 1\], got 1.5"):
-        SelectionPlan(SweepGrid(), fusion_alphas=(0.5, 1.5))
+def test_mix_alphas_are_checked():
+    with pytest.raises(ValueError, match=r"mix_alphas must lie in \[0, 1\], got 1.5"):
+        SelectionSpace(SweepGrid(), mix_alphas=(0.5, 1.5))
 
 
 def test_combination_adds_the_variants_that_beat_the_paper_default_in_order_of_gain():

@@ -1,4 +1,4 @@
-"""Turn a tokenised batch and a :class:`CalibrationConfig` into a basket plan."""
+"""Turn a tokenised batch and a :class:`CalibrationConfig` into a basket assignment."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from llamaindex_posfair.calibration.baskets import (
     POLICY_FIXED,
     POLICY_NONE,
     POLICY_ORIGINAL,
-    BasketPlan,
-    build_plan,
+    BasketAssignment,
+    assign_baskets,
 )
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
 
-__all__ = ["ST_POOLING", "plan_for_batch", "pooling_from_sentence_transformer"]
+__all__ = ["ST_POOLING", "baskets_for_batch", "pooling_from_sentence_transformer"]
 
 #: sentence-transformers ``Pooling.pooling_mode`` -> our pooling name.
 ST_POOLING = {
@@ -67,15 +67,15 @@ def _policy_code(policy) -> tuple[int, float]:
     return POLICY_FIXED, float(policy)
 
 
-def plan_for_batch(
+def baskets_for_batch(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor,
     tokenizer: Any,
     config: CalibrationConfig,
     pooling: str,
     prompt_length: int | None = None,
-) -> BasketPlan:
-    """Build the :class:`BasketPlan` for one padded batch.
+) -> BasketAssignment:
+    """Build the :class:`BasketAssignment` for one padded batch.
 
     Args:
         input_ids: ``[B, L]`` token ids.
@@ -120,7 +120,7 @@ def plan_for_batch(
         rows = valid_cpu.clone()
     else:
         raise ValueError(f'pooling must be "cls", "last" or "mean", got {pooling!r}')
-    return build_plan(
+    return assign_baskets(
         valid_cpu,
         mode,
         value,

@@ -1,11 +1,11 @@
-"""Score fusion: ``α·(vanilla cosine) + (1−α)·(calibrated cosine)``, one vector each.
+"""Score mix: ``α·(vanilla cosine) + (1−α)·(calibrated cosine)``, one vector each.
 
 Stores two vectors per passage (the vanilla and the calibrated embedding; one
 when ``α`` is 0 or 1).
 
 Example:
-    >>> from llamaindex_posfair.eval.harness.fusion import FusionSystem
-    >>> # FusionSystem("fusion α=0.3", vanilla_system, calibrated_system, alpha=0.3).score(cache)
+    >>> from llamaindex_posfair.eval.harness.mix import ScoreMixSystem
+    >>> # ScoreMixSystem("mix α=0.3", vanilla_system, calibrated_system, alpha=0.3).score(cache)
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import numpy as np
 
 from .systems import EncodeCache
 
-__all__ = ["FusionSystem", "fuse"]
+__all__ = ["ScoreMixSystem", "mix_scores"]
 
 
-def fuse(first: np.ndarray, second: np.ndarray, alpha: float) -> np.ndarray:
+def mix_scores(first: np.ndarray, second: np.ndarray, alpha: float) -> np.ndarray:
     """``alpha·first + (1−alpha)·second`` (same shapes), ``alpha`` in ``[0, 1]``.
 
     Example:
         >>> import numpy as np
-        >>> fuse(np.array([1.0]), np.array([0.0]), 0.25).tolist()
+        >>> mix_scores(np.array([1.0]), np.array([0.0]), 0.25).tolist()
         [0.25]
     """
     if not 0.0 <= alpha <= 1.0:
@@ -36,7 +36,7 @@ def fuse(first: np.ndarray, second: np.ndarray, alpha: float) -> np.ndarray:
 
 
 @dataclass
-class FusionSystem:
+class ScoreMixSystem:
     """Weighted sum of two systems' scores (usually vanilla and calibrated dense).
 
     Args:
@@ -50,7 +50,7 @@ class FusionSystem:
     first: Any
     second: Any
     alpha: float = 0.5
-    kind: str = "fusion"
+    kind: str = "mix"
     params: dict[str, Any] = field(default_factory=dict)
     vectors_per_passage: float = float("nan")
 
@@ -63,4 +63,4 @@ class FusionSystem:
         self.vectors_per_passage = sum(float(s.vectors_per_passage) for s in used)
 
     def score(self, cache: EncodeCache) -> np.ndarray:
-        return fuse(self.first.score(cache), self.second.score(cache), self.alpha).astype(np.float32)
+        return mix_scores(self.first.score(cache), self.second.score(cache), self.alpha).astype(np.float32)
