@@ -158,7 +158,7 @@ def _image_spec(args: argparse.Namespace, C: Any) -> Any:
         if args.mm_calibration:
             raise CliError("--mm-calibration needs --mm-model (the model it was fitted for)")
         return None
-    return C.ImageModelSpec(model=args.mm_model, calibration=args.mm_calibration, dtype=args.mm_dtype,
+    return C.ImageModelConfig(model=args.mm_model, calibration=args.mm_calibration, dtype=args.mm_dtype,
                             max_pixels=args.mm_max_pixels, replicas=args.mm_replicas,
                             num_gpus=args.mm_num_gpus)  # fmt: skip
 

@@ -22,7 +22,7 @@ _EXPORTS = {
     "BatchingConfig": "llamaindex_posfair.serve.config",
     "RequestLimits": "llamaindex_posfair.serve.config",
     "ScalingConfig": "llamaindex_posfair.serve.config",
-    "ImageModelSpec": "llamaindex_posfair.serve.config",
+    "ImageModelConfig": "llamaindex_posfair.serve.config",
     "TOKEN_ENV": "llamaindex_posfair.serve.config",
     "ServeClient": "llamaindex_posfair.serve.client",
     "ServeError": "llamaindex_posfair.serve.client",

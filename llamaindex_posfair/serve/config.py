@@ -141,7 +141,7 @@ class ApiConfig(_Frozen):
     docs: bool = Field(True, description="Serve /openapi.json, /docs and /redoc.")
 
 
-class ImageModelSpec(_Frozen):
+class ImageModelConfig(_Frozen):
     """The multimodal model of the ``/v1/rerank-images`` deployment.
 
     Args:
@@ -180,7 +180,7 @@ class ServeConfig(_Frozen):
     """
 
     encoder: EncoderSpec = Field(default_factory=EncoderSpec, description="The text encoder.")
-    image: ImageModelSpec | None = Field(None, description="The image reranker; None = no /v1/rerank-images.")
+    image: ImageModelConfig | None = Field(None, description="The image reranker; None = no /v1/rerank-images.")
     batching: BatchingConfig = Field(default_factory=BatchingConfig)
     limits: RequestLimits = Field(default_factory=RequestLimits)
     scaling: ScalingConfig = Field(default_factory=ScalingConfig)

@@ -32,7 +32,7 @@ from llamaindex_posfair.integrations.node_scoring import (
     scoring_texts,
     truncated_texts,
 )
-from llamaindex_posfair.serve.config import ImageModelSpec
+from llamaindex_posfair.serve.config import ImageModelConfig
 from llamaindex_posfair.serve.schemas import TEXT_ROUTES, InputType, ModelCard, file_digest
 
 __all__ = [
@@ -185,8 +185,8 @@ class EncoderWorker:
         ]  # fmt: skip
 
 
-def load_image_scorer(spec: ImageModelSpec) -> Any:
-    """The multimodal adapter an :class:`ImageModelSpec` names (``"tiny"``: a tiny random Qwen2-VL)."""
+def load_image_scorer(spec: ImageModelConfig) -> Any:
+    """The multimodal adapter an :class:`ImageModelConfig` names (``"tiny"``: a tiny random Qwen2-VL)."""
     import torch
 
     if spec.model == "tiny":
@@ -212,7 +212,7 @@ class ImageWorker:
         CalibrationMismatchError: the state was fitted for another model.
     """
 
-    def __init__(self, spec: ImageModelSpec, scorer: Any = None) -> None:
+    def __init__(self, spec: ImageModelConfig, scorer: Any = None) -> None:
         from llamaindex_posfair.multimodal.calibrator import CalibrationState
 
         self.scorer = scorer if scorer is not None else load_image_scorer(spec)

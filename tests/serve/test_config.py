@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from llamaindex_posfair.serve.config import ImageModelSpec, ScalingConfig, ServeConfig, token_digest
+from llamaindex_posfair.serve.config import ImageModelConfig, ScalingConfig, ServeConfig, token_digest
 
 
 def test_fixed_replicas_and_gpus_become_deployment_options():
@@ -34,12 +34,12 @@ def test_bad_replica_ranges_are_named(kwargs, message):
 def test_image_replicas_keep_their_own_gpus():
     text = ScalingConfig(replicas=4, num_gpus=0.5)
     assert (
-        ImageModelSpec(model="m", replicas=2, num_gpus=1)
+        ImageModelConfig(model="m", replicas=2, num_gpus=1)
         .scaling(text)
         .deployment_options()["ray_actor_options"]["num_gpus"]
         == 1
     )
-    assert ImageModelSpec(model="m").scaling(text).num_gpus == 0.5
+    assert ImageModelConfig(model="m").scaling(text).num_gpus == 0.5
 
 
 def test_config_is_frozen_and_keeps_only_the_token_digest():

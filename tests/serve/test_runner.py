@@ -7,13 +7,13 @@ import os
 
 import pytest
 
-from llamaindex_posfair.serve.config import ImageModelSpec, ScalingConfig, ServeConfig
+from llamaindex_posfair.serve.config import ImageModelConfig, ScalingConfig, ServeConfig
 from llamaindex_posfair.serve.runner import ServeStartError, missing_resources, resources_needed, start_failure
 
 
 def test_needs_count_embed_rerank_and_image_replicas():
     cfg = ServeConfig(
-        scaling=ScalingConfig(replicas=4, num_gpus=0.5, num_cpus=1), image=ImageModelSpec(model="m", num_gpus=1)
+        scaling=ScalingConfig(replicas=4, num_gpus=0.5, num_cpus=1), image=ImageModelConfig(model="m", num_gpus=1)
     )
     assert resources_needed(cfg) == {"CPU": 9.0, "GPU": 5.0}
 

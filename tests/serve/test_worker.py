@@ -120,10 +120,10 @@ def test_card_names_the_pinned_spec(tiny_encoder):
 
 
 def test_image_method_without_calibration_is_refused():
-    from llamaindex_posfair.serve.config import ImageModelSpec
+    from llamaindex_posfair.serve.config import ImageModelConfig
     from llamaindex_posfair.serve.worker import ImageJob, ImageWorker
     from research.multimodal.simulator import SimulatedMLLM
 
-    worker = ImageWorker(ImageModelSpec(model="sim"), scorer=SimulatedMLLM())
+    worker = ImageWorker(ImageModelConfig(model="sim"), scorer=SimulatedMLLM())
     with pytest.raises(ValueError, match="method='ours' needs a calibration state, and this server has none"):
         worker.rerank(ImageJob("q", ("a", "b")))
