@@ -1,11 +1,14 @@
-"""May this writer use this collection? One check, one error type.
+"""May this writer or reader use this collection? One home, one error type.
 
 Before the first write, :func:`check_writable` compares a live collection
 with the :class:`~qdrant_tools.spec.CollectionSpec` a run writes: every named
 vector (present, size, distance, multivector or not), the sub-chunk
 multivectors the run would leave out, the sparse vectors and the recorded
 metadata. A mismatch raises :class:`~qdrant_tools.spec.CollectionMismatchError` naming the
-collection's side, this run's side and the fix; nothing is written.
+collection's side, this run's side and the fix; nothing is written. A reader
+compares its query encoder with :func:`stored_fingerprint`, the fingerprint the
+collection's points record for the searched vector (llamaindex-posfair's
+``FingerprintMismatchError``, a ``CollectionMismatchError``, names both).
 
 Example:
     >>> from qdrant_client import QdrantClient
@@ -27,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from qdrant_tools import payload as P
 from qdrant_tools.metadata import metadata_conflicts, read_metadata
 from qdrant_tools.spec import CollectionMismatchError
 
@@ -34,7 +38,14 @@ if TYPE_CHECKING:
     from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["check_writable"]
+__all__ = ["check_writable", "stored_fingerprint"]
+
+
+def stored_fingerprint(client: StoreLike, collection: str, vector: str) -> str | None:
+    """The fingerprint of the encoder that wrote ``vector``, as the collection's points record it (``None``: the
+    collection is empty or records none)."""
+    points, _ = client.scroll(collection, limit=1, with_payload=[P.FINGERPRINTS], with_vectors=False)
+    return (points[0].payload or {}).get(P.FINGERPRINTS, {}).get(vector) if points else None
 
 
 def _describe(vectors: Any) -> str:

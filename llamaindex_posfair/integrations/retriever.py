@@ -33,8 +33,9 @@ from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
 from llamaindex_posfair.integrations.nodes import hit_to_node
 from llamaindex_posfair.integrations.recipe import Recipe, read_recipe
-from qdrant_tools import payload as P
+from qdrant_tools.compat import stored_fingerprint
 from qdrant_tools.search import CollectionVectors, Hit, SearchSettings, asearch, collection_vectors, search
+from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.store.async_store import AsyncStore
 
 if TYPE_CHECKING:
@@ -43,13 +44,9 @@ if TYPE_CHECKING:
 __all__ = ["FingerprintMismatchError", "PosFairRetriever", "RemoteQueryEncoder"]
 
 
-class FingerprintMismatchError(ValueError):
-    """The query encoder is not the encoder that wrote the searched vector."""
-
-
-def _stored_fingerprint(client: StoreLike, collection: str, vector: str) -> str | None:
-    points, _ = client.scroll(collection, limit=1, with_payload=[P.FINGERPRINTS], with_vectors=False)
-    return (points[0].payload or {}).get(P.FINGERPRINTS, {}).get(vector) if points else None
+class FingerprintMismatchError(CollectionMismatchError):
+    """The query encoder is not the encoder that wrote the searched vector
+    (:func:`qdrant_tools.compat.stored_fingerprint`)."""
 
 
 def query_encoder(encoder: Any, stored: str | None, vector: str, collection: str) -> Any:
@@ -229,7 +226,7 @@ class PosFairRetriever(BaseRetriever):
             self.recipe.node_vector(self.settings.vector) if self.recipe else self.settings.vector
         )
         spec = _query_spec(self.recipe, self.vector, spec)
-        stored = _stored_fingerprint(client, collection, self.vector)
+        stored = stored_fingerprint(client, collection, self.vector)
         if endpoint is not None:
             if encoder is not None:
                 raise ValueError("encoder= runs the model here and endpoint= on a server; pass one of them")
