@@ -99,7 +99,9 @@ def posfair_tokens(ids: list[str], texts: list[str], encoder: Any, recipe: Any) 
         for c in ChunkEncoder({name: encoder}, encoding).chunks(SourceDocument(i, t, i, content_hash(t)))
     ]
     nodes = (
-        0 if encoding.node_from_subchunks else sum(min(int(c.payload[P.N_TOKENS]), encoder.max_length) for c in chunks)
+        0
+        if encoding.layout.node_from_subchunks
+        else sum(min(int(c.payload[P.N_TOKENS]), encoder.max_length) for c in chunks)
     )
     subs = [
         c.text[a - c.payload[P.START_CHAR] : b - c.payload[P.START_CHAR]]

@@ -12,7 +12,7 @@
 Embedding is local compute and is never retried.
 
 Example:
-    >>> encoding = build_point_encoding({"calibrated": encoder}, chunk_tokens=None, overlap_tokens=None)  # doctest: +SKIP
+    >>> encoding = build_point_encoding({"calibrated": encoder}, NodeLayout())                       # doctest: +SKIP
     >>> ChunkEncoder({"calibrated": encoder}, encoding).encode(chunks)                               # doctest: +SKIP
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 from qdrant_tools.spec import HnswSpec, QuantizationSpec, SparseVectorConfig, VectorConfig
 from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR, SubchunkConfig, subchunk_text
 from qdrant_tools.writer import PointBatch
+
+if TYPE_CHECKING:  # qdrant_tools.layout imports this module: the layout object is passed in at run time
+    from qdrant_tools.layout import NodeLayout
 
 logger = logging.getLogger(__name__)
 
@@ -166,36 +169,29 @@ def resolve_chunking(
 
 @dataclass(frozen=True)
 class PointEncoding:
-    """What each point of a run is encoded into, and by which encoders: the vectors per node, their sizes and
-    fingerprints, the chunking, sub-chunks, sparse and fused rows (what the driver knows; picklable; no model).
+    """What each point of a run is encoded into, and by which encoders: the run's layout, the vectors per node,
+    their sizes and fingerprints, the resolved chunking and its key, the sparse vector (what the driver knows;
+    picklable; no model).
 
     Args:
+        layout: the collection's :class:`~qdrant_tools.layout.NodeLayout` (node size, sub-chunks, derived node
+            vectors, fused rows, int8 copies, memory-mapping); the one home of those settings.
         dimensions: vector name -> output size.
         fingerprints: vector name -> encoder fingerprint.
         descriptions: vector name -> description for error messages.
         max_length: the smallest encoder window (tokens, special tokens included).
-        chunking: chunk sizes.
-        chunking_key: :func:`chunking_key` of ``chunking``, ``spans_name`` and ``subchunks``.
+        chunking: the node sizes, ``layout``'s resolved against the first encoder's window
+            (:func:`resolve_chunking`).
+        chunking_key: :func:`chunking_key` of ``chunking`` and ``spans_name``, with the sub-chunk, BM25 and
+            fused parts (:func:`build_point_encoding`).
         spans_name: ``"tokenizer"`` or ``"whitespace"`` (see :func:`spans_for`).
-        subchunks: sub-chunk layout: every point also gets a multivector
-            :data:`~qdrant_tools.subchunks.SUBCHUNK_VECTOR` of its sub-chunks, embedded by the
-            encoder of ``subchunk_source``; ``None`` = one vector per point and name.
-        subchunk_int8: the sub-chunk vectors are stored int8 scalar-quantized (4x smaller).
-        subchunk_graph_m: HNSW ``m`` of the sub-chunk multivector (0 = no graph: it only re-scores).
         subchunk_source: the vector whose encoder embeds the sub-chunks: ``"calibrated"`` if the run
-            writes it, else the first vector.
+            writes it, else the first vector (``None`` without sub-chunks).
         sparse: the BM25 model of the sparse vector :data:`~qdrant_tools.sparse.SPARSE_VECTOR` of each
             node's text (hybrid search); ``None`` = no sparse vector.
-        node_from_subchunks: the ``subchunk_source`` vector of a node is :func:`subchunk_mean` of its
-            sub-chunk vectors, not an encoding of the node text (the node text is not encoded for it).
-        fused_weight: also store the multivector :data:`~qdrant_tools.subchunks.FUSED_VECTOR` of
-            :func:`fused_rows` at this node weight (``None``: none); recorded in the collection metadata.
-        node_int8: the dense node vectors also get an int8 scalar-quantized copy (in RAM, beside the
-            float originals), which their HNSW search uses (the candidates of large collections).
-        node_on_disk: the float node vectors are memory-mapped (``NodeLayout.node_on_disk``).
-        fused_quantization: the fused multivector's quantized copy (``NodeLayout.fused_quantization``).
     """
 
+    layout: NodeLayout
     dimensions: dict[str, int]
     fingerprints: dict[str, str]
     descriptions: dict[str, str]
@@ -203,29 +199,22 @@ class PointEncoding:
     chunking: ChunkingConfig
     chunking_key: str
     spans_name: str
-    subchunks: SubchunkConfig | None = None
-    subchunk_int8: bool = False
     subchunk_source: str | None = None
     sparse: Bm25Sparse | None = None
-    subchunk_graph_m: int = 0
-    node_from_subchunks: bool = False
-    fused_weight: float | None = None
-    node_int8: bool = False
-    node_on_disk: bool = False
-    fused_quantization: str | None = None
 
     @property
     def label(self) -> str:
         """Human-readable chunking, for reports."""
         c = self.chunking
+        layout = self.layout
         label = f"{c.chunk_tokens}-token chunks, {c.overlap_tokens} overlap, {self.spans_name} tokens"
-        if self.subchunks is not None:
-            s = self.subchunks
+        if layout.subchunks is not None:
+            s = layout.subchunks
             label += f"; sub-chunks of <= {s.max_tokens} tokens, {s.overlap_sentences}-sentence overlap"
-            if self.node_from_subchunks:
+            if layout.node_from_subchunks:
                 label += "; node vectors = mean of the sub-chunk vectors"
-            if self.fused_weight is not None:
-                label += f"; fused multivector (node weight {self.fused_weight:g})"
+            if layout.fused_weight is not None:
+                label += f"; fused multivector (node weight {layout.fused_weight:g})"
         if self.sparse is not None:
             label += "; BM25 sparse vectors"
         return label
@@ -245,95 +234,79 @@ class PointEncoding:
 
     def vector_configs(self) -> list[VectorConfig]:
         """The collection's named vectors: one dense vector per encoder, plus the sub-chunk multivector
-        (no HNSW graph unless ``subchunk_graph_m`` > 0: it re-scores candidates found through other indexes;
-        memory-mapped when the fused multivector is there, which default queries score instead).
+        (no HNSW graph unless the layout's ``subchunk_graph_m`` > 0: it re-scores candidates found through other
+        indexes; memory-mapped when the fused multivector is there, which default queries score instead).
 
         Example:
-            >>> from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
-            >>> encoding = PointEncoding({"vanilla": 8}, {}, {}, 64, ChunkingConfig(32, 4), "k", "whitespace",
-            ...                    subchunks=DEFAULT_SUBCHUNKS, subchunk_graph_m=16)
+            >>> from qdrant_tools.layout import NodeLayout
+            >>> layout = NodeLayout(subchunk_graph_m=16)
+            >>> encoding = PointEncoding(layout, {"vanilla": 8}, {}, {}, 64, ChunkingConfig(32, 4), "k", "whitespace")
             >>> [(v.name, v.hnsw.m if v.hnsw else None) for v in encoding.vector_configs()]
             [('vanilla', None), ('subchunks', 16)]
         """
-        node_quant = INT8_COPY if self.node_int8 else None
-        node_disk = True if self.node_on_disk else None
+        layout = self.layout
+        node_quant = INT8_COPY if layout.node_int8 else None
+        node_disk = True if layout.node_on_disk else None
         out = [
             VectorConfig(name=n, size=d, quantization=node_quant, on_disk=node_disk) for n, d in self.dimensions.items()
         ]
-        if self.subchunks is not None:
-            quant = INT8_COPY if self.subchunk_int8 else None
+        if layout.subchunks is not None:
+            quant = INT8_COPY if layout.subchunk_int8 else None
             size = self.dimensions[self.source_vector]
             # with the fused rows in RAM, the plain sub-chunks serve other weights and the evidence: memory-mapped
-            on_disk = True if self.fused_weight is not None else None
+            on_disk = True if layout.fused_weight is not None else None
             out.append(
                 VectorConfig(
                     name=SUBCHUNK_VECTOR,
                     size=size,
                     multivector=True,
-                    hnsw=HnswSpec(m=self.subchunk_graph_m),
+                    hnsw=HnswSpec(m=layout.subchunk_graph_m),
                     quantization=quant,
                     on_disk=on_disk,
                 )
             )
-            if self.fused_weight is not None:
-                out.append(fused_vector_config(size, self.fused_quantization))
+            if layout.fused_weight is not None:
+                out.append(fused_vector_config(size, layout.fused_quantization))
         return out
 
     def metadata(self) -> dict[str, Any]:
         """What the collection metadata records of the layout: the fused multivector's weight, if any."""
-        return {} if self.fused_weight is None else {FUSED_WEIGHT_KEY: self.fused_weight}
+        weight = self.layout.fused_weight
+        return {} if weight is None else {FUSED_WEIGHT_KEY: weight}
 
 
 def build_point_encoding(
-    vectors: Mapping[str, Encoder],
-    chunk_tokens: int | None = None,
-    overlap_tokens: int | None = None,
-    subchunks: SubchunkConfig | None = None,
-    subchunk_int8: bool = False,
-    sparse: Bm25Sparse | None = None,
-    subchunk_graph_m: int = 0,
-    node_from_subchunks: bool = False,
-    fused_weight: float | None = None,
-    node_int8: bool = False,
-    node_on_disk: bool = False,
-    fused_quantization: str | None = None,
+    vectors: Mapping[str, Encoder], layout: NodeLayout, sparse: Bm25Sparse | None = None
 ) -> PointEncoding:
-    """Read sizes, fingerprints and the chunking off loaded encoders (chunking follows the first).
+    """The :class:`PointEncoding` that writes ``layout`` with ``vectors``' encoders (and a BM25 vector with
+    ``sparse``): sizes, fingerprints and the chunking read off the loaded encoders (chunking follows the first).
 
-    ``subchunk_graph_m``: HNSW ``m`` of the sub-chunk multivector (0 = no graph);
-    ``node_from_subchunks``, ``fused_weight``, ``node_int8``, ``node_on_disk``, ``fused_quantization``: see
-    :class:`PointEncoding`.
+    :meth:`qdrant_tools.layout.NodeLayout.point_encoding` calls it; ``layout`` has checked its own fields.
 
     Raises:
-        ValueError: ``vectors`` is empty or uses a reserved vector name, the first encoder's window
-            holds no text, ``node_from_subchunks`` or ``fused_weight`` without ``subchunks``, or a
-            ``fused_weight`` outside (0, 1).
+        ValueError: ``vectors`` is empty or uses a reserved vector name, or the first encoder's window
+            holds no text.
     """
     if not vectors:
         raise ValueError("vectors must map at least one vector name to an encoder, e.g. {'calibrated': encoder}")
     for reserved in (SUBCHUNK_VECTOR, FUSED_VECTOR):
         if reserved in vectors:
             raise ValueError(f"the vector name {reserved!r} is reserved for sub-chunk vectors; rename the vector")
-    _check_fused_weight(fused_weight, subchunks)
-    if isinstance(subchunk_graph_m, bool) or not isinstance(subchunk_graph_m, int) or subchunk_graph_m < 0:
-        raise ValueError(f"subchunk_graph_m must be an integer >= 0, got {subchunk_graph_m!r}; 0 (no graph) or 16")
-    if not isinstance(subchunk_int8, bool):
-        raise ValueError(f"subchunk_int8 must be True or False, got {subchunk_int8!r}")
-    if node_from_subchunks and subchunks is None:
-        raise ValueError("node_from_subchunks derives node vectors from sub-chunk vectors; pass subchunks too")
     first = next(iter(vectors.values()))
-    chunking = resolve_chunking(first, chunk_tokens, overlap_tokens)
+    chunking = resolve_chunking(first, layout.chunk_tokens, layout.overlap_tokens)
     _, spans_name = spans_for(first)
     source = None
     key = chunking_key(chunking, spans_name)
-    if subchunks is not None:
+    if layout.subchunks is not None:
         source = "calibrated" if "calibrated" in vectors else next(iter(vectors))
-        key += f";{subchunks.key()};src={source}" + (";node=subchunk-mean" if node_from_subchunks else "")
+        derived = ";node=subchunk-mean" if layout.node_from_subchunks else ""
+        key += f";{layout.subchunks.key()};src={source}{derived}"
     if sparse is not None:
         key += f";bm25={sparse.fingerprint()}"
-    if fused_weight is not None:
-        key = fused_chunking_key(key, fused_weight)
+    if layout.fused_weight is not None:
+        key = fused_chunking_key(key, layout.fused_weight)
     return PointEncoding(
+        layout=layout,
         dimensions={n: int(e.dimension) for n, e in vectors.items()},
         fingerprints={n: e.fingerprint() for n, e in vectors.items()},
         descriptions={n: describe_encoder(e) for n, e in vectors.items()},
@@ -341,16 +314,8 @@ def build_point_encoding(
         chunking=chunking,
         chunking_key=key,
         spans_name=spans_name,
-        subchunks=subchunks,
-        subchunk_int8=subchunk_int8 and subchunks is not None,
         subchunk_source=source,
         sparse=sparse,
-        subchunk_graph_m=subchunk_graph_m if subchunks is not None else 0,
-        node_from_subchunks=node_from_subchunks,
-        fused_weight=fused_weight,
-        node_int8=bool(node_int8),
-        node_on_disk=bool(node_on_disk),
-        fused_quantization=fused_quantization if fused_weight is not None else None,
     )
 
 
@@ -381,15 +346,6 @@ def subchunk_source_of(key: str) -> str | None:
         if part.startswith("src="):
             return part[len("src=") :]
     return None
-
-
-def _check_fused_weight(weight: float | None, subchunks: SubchunkConfig | None) -> None:
-    if weight is None:
-        return
-    if subchunks is None:
-        raise ValueError("fused_weight fuses node and sub-chunk vectors; pass subchunks too")
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < weight < 1.0:
-        raise ValueError(f"fused_weight must lie strictly between 0 and 1, got {weight!r}; e.g. 0.5 (the node weight)")
 
 
 def subchunk_mean(vectors: np.ndarray) -> np.ndarray:
@@ -575,7 +531,7 @@ class ChunkEncoder:
             count_tokens=document_token_counter(self.first),
             max_length=p.max_length,
             skip=skip,
-            subchunks=p.subchunks,
+            subchunks=p.layout.subchunks,
         )
 
     def encode(
@@ -600,8 +556,9 @@ class ChunkEncoder:
         else:
             lengths = [min(int(c.payload[P.N_TOKENS]), self.encoding.max_length) for c in chunks]
             groups = token_budget_batches(lengths, token_budget)
-        subs = self._subchunk_vectors(chunks) if self.encoding.subchunks is not None and chunks else None
-        derived = self.encoding.source_vector if self.encoding.node_from_subchunks and subs is not None else None
+        layout = self.encoding.layout
+        subs = self._subchunk_vectors(chunks) if layout.subchunks is not None and chunks else None
+        derived = self.encoding.source_vector if layout.node_from_subchunks and subs is not None else None
         vectors = {}
         for name, enc in self.vectors.items():
             if name in given:
@@ -614,9 +571,9 @@ class ChunkEncoder:
             source = self.encoding.source_vector
             vectors[source] = whole_text_node_vectors(vectors[source], subs, [c.payload[P.TRUNCATED] for c in chunks])
             vectors[SUBCHUNK_VECTOR] = subs
-            if self.encoding.fused_weight is not None:
-                node = vectors[self.encoding.source_vector]
-                vectors[FUSED_VECTOR] = [fused_rows(n, v, self.encoding.fused_weight) for n, v in zip(node, subs)]
+            if layout.fused_weight is not None:
+                node = vectors[source]
+                vectors[FUSED_VECTOR] = [fused_rows(n, v, layout.fused_weight) for n, v in zip(node, subs)]
         return PointBatch(
             ids=[c.point_id for c in chunks],
             payloads=[c.payload for c in chunks],

@@ -162,25 +162,13 @@ class NodeLayout:
 
     def point_encoding(self, vectors: Mapping[str, Encoder], sparse: Bm25Sparse | None = None) -> PointEncoding:
         """The :class:`~qdrant_tools.encoding.PointEncoding` that writes this layout with ``vectors``' encoders
-        (and a BM25 vector with ``sparse``): their sizes, fingerprints and the chunking key.
+        (and a BM25 vector with ``sparse``): their sizes, fingerprints and the chunking key, and this layout itself
+        (``PointEncoding.layout``).
 
         Raises:
             ValueError: ``vectors`` is empty or uses a reserved name, or the first encoder's window holds no text.
         """
-        return build_point_encoding(
-            vectors,
-            self.chunk_tokens,
-            self.overlap_tokens,
-            self.subchunks,
-            subchunk_int8=self.subchunk_int8,
-            sparse=sparse,
-            subchunk_graph_m=self.subchunk_graph_m,
-            node_from_subchunks=self.node_from_subchunks,
-            fused_weight=self.fused_weight,
-            node_int8=self.node_int8,
-            node_on_disk=self.node_on_disk,
-            fused_quantization=self.fused_quantization,
-        )
+        return build_point_encoding(vectors, self, sparse=sparse)
 
 
 def _is_int(value: Any) -> bool:

@@ -4,7 +4,8 @@ Edges are read from the source with :mod:`ast`, so nothing is imported: every
 ``import`` / ``from ... import`` anywhere in a module (function-level, lazy
 imports included, as they run too), and the string targets of the packages'
 lazy export tables (``{"Name": "module"}`` dicts at module level). The picture the rules
-check is drawn in ``docs/architecture.md``.
+check is drawn in ``docs/architecture.md``. The layer rules see every edge; the cycle check
+leaves out imports under ``if TYPE_CHECKING:``, which only type checkers follow (they never run).
 """
 
 from __future__ import annotations
@@ -62,14 +63,32 @@ def _lazy_targets(tree: ast.Module, importer: str, is_package: bool) -> Iterable
                     yield _absolute(target.lstrip(".") or None, level, importer, is_package)
 
 
-def imports_of(name: str) -> set[str]:
-    """The project modules ``name`` imports (anywhere in the file), itself excluded."""
+def _type_only_imports(tree: ast.Module) -> set[int]:
+    """The ``id`` of every import statement in the body of an ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, ast.If) else None
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
+            out.update(
+                id(sub) for stmt in node.body for sub in ast.walk(stmt) if isinstance(sub, ast.Import | ast.ImportFrom)
+            )
+    return out
+
+
+def imports_of(name: str, runtime_only: bool = False) -> set[str]:
+    """The project modules ``name`` imports (anywhere in the file), itself excluded; ``runtime_only``: not those
+    imported only under ``if TYPE_CHECKING:``."""
     mods = modules()
     path = mods[name]
     is_package = path.name == "__init__.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set(_lazy_targets(tree, name, is_package))
+    skip = _type_only_imports(tree) if runtime_only else set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.ImportFrom):
             base = _absolute(node.module, node.level, name, is_package)
             for alias in node.names:
@@ -83,6 +102,12 @@ def imports_of(name: str) -> set[str]:
 @cache
 def graph() -> dict[str, frozenset[str]]:
     return {name: frozenset(imports_of(name)) for name in modules()}
+
+
+@cache
+def runtime_graph() -> dict[str, frozenset[str]]:
+    """:func:`graph` without the imports made for type checkers only (``if TYPE_CHECKING:``)."""
+    return {name: frozenset(imports_of(name, runtime_only=True)) for name in modules()}
 
 
 def strongly_connected(g: dict[str, frozenset[str]]) -> list[list[str]]:
@@ -151,6 +176,13 @@ def test_the_reader_sees_function_level_relative_and_lazy_imports():
     assert "llamaindex_posfair.multimodal.types" in g["llamaindex_posfair.multimodal"]  # relative: ".types"
 
 
+def test_the_reader_sets_type_only_imports_apart():
+    # qdrant_tools/encoding.py names NodeLayout for type checkers only; qdrant_tools/layout.py imports it to run
+    assert "qdrant_tools.layout" in graph()["qdrant_tools.encoding"]
+    assert "qdrant_tools.layout" not in runtime_graph()["qdrant_tools.encoding"]
+    assert "qdrant_tools.encoding" in runtime_graph()["qdrant_tools.layout"]
+
+
 def test_tarjan_finds_a_planted_cycle():
     g = {"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset({"a"}), "d": frozenset({"a"})}
     assert strongly_connected(g) == [["a", "b", "c"]]
@@ -159,7 +191,8 @@ def test_tarjan_finds_a_planted_cycle():
 
 # --------------------------------------------------------------------------- the rules
 def test_no_import_cycles():
-    assert strongly_connected(graph()) == []
+    """No cycle of imports that run (a type-only import back, under ``if TYPE_CHECKING:``, makes none)."""
+    assert strongly_connected(runtime_graph()) == []
 
 
 def test_qdrant_tools_imports_nothing_from_llamaindex_posfair():

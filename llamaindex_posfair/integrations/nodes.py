@@ -132,7 +132,8 @@ def planned_nodes(
         seen[doc_id] += 1
         source = str(node.metadata.get("file_path", doc_id))
         doc = SourceDocument(doc_id, "", source, node.hash, metadata=node.metadata)
-        spans = None if encoding.subchunks is None else subchunk_spans(chunk, encoding.subchunks, spans_fn)
+        subchunks = encoding.layout.subchunks
+        spans = None if subchunks is None else subchunk_spans(chunk, subchunks, spans_fn)
         payload = P.build_payload(
             doc,
             chunk,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from qdrant_tools.encoding import build_point_encoding, subchunk_mean
+from qdrant_tools.encoding import subchunk_mean
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.subchunks import SubchunkConfig
@@ -57,8 +57,8 @@ def test_switching_node_vectors_re_embeds_every_document(client, encoder):
 
 
 def test_derived_node_vectors_need_sub_chunks(encoder):
-    with pytest.raises(ValueError, match="pass subchunks too"):
-        build_point_encoding({"calibrated": encoder}, subchunks=None, node_from_subchunks=True)
+    with pytest.raises(ValueError, match="need sub-chunks; pass subchunks="):
+        NodeLayout(subchunks=None, node_from_subchunks=True).point_encoding({"calibrated": encoder})
 
 
 @settings(max_examples=50, deadline=None)

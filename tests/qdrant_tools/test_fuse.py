@@ -116,9 +116,9 @@ def test_a_missing_collection_is_named(client):
 
 
 def test_the_fused_key_is_the_one_ingestion_writes(encoder):
-    kwargs = {"subchunks": SubchunkConfig(24, 0), "sparse": BM25}
-    plain_key = build_point_encoding({"calibrated": encoder}, **kwargs).chunking_key
-    fused_key = build_point_encoding({"calibrated": encoder}, fused_weight=0.4, **kwargs).chunking_key
+    layout = NodeLayout(subchunks=SubchunkConfig(24, 0))
+    plain_key = layout.point_encoding({"calibrated": encoder}, sparse=BM25).chunking_key
+    fused_key = build_point_encoding({"calibrated": encoder}, layout.replace(fused_weight=0.4), BM25).chunking_key
     assert fused_chunking_key(plain_key, 0.4) == fused_key
     assert subchunk_source_of(plain_key) == "calibrated"
 

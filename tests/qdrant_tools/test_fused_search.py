@@ -13,8 +13,9 @@ from hypothesis.extra.numpy import arrays
 from subchunk_layouts import BM25, DATA, FUSED, PLAIN, QUERY
 from subchunk_layouts import nodes as _nodes
 
-from qdrant_tools.encoding import build_point_encoding, fused_rows
+from qdrant_tools.encoding import fused_rows
 from qdrant_tools.ingest import ingest_path
+from qdrant_tools.layout import NodeLayout
 from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.subchunks import FUSED_VECTOR, SubchunkConfig
 
@@ -81,12 +82,12 @@ def test_another_weight_takes_the_two_arm_formula(client, encoder):
     [
         ({"fused_weight": 0.0}, "strictly between 0 and 1"),
         ({"fused_weight": 1.0}, "strictly between 0 and 1"),
-        ({"fused_weight": 0.5, "subchunks": None}, "pass subchunks too"),
+        ({"fused_weight": 0.5, "subchunks": None}, "needs sub-chunks; pass subchunks="),
     ],
 )
 def test_a_bad_fused_weight_is_named(encoder, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        build_point_encoding({"calibrated": encoder}, **{"subchunks": SubchunkConfig(24, 0), **kwargs})
+        NodeLayout(**{"subchunks": SubchunkConfig(24, 0), **kwargs}).point_encoding({"calibrated": encoder})
 
 
 @settings(max_examples=50, deadline=None)

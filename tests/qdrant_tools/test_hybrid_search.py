@@ -133,11 +133,10 @@ def test_a_collection_without_bm25_refuses_a_run_that_writes_it(client, encoder)
 
 
 def test_the_ray_driver_adds_the_bm25_vectors_of_the_node_texts(encoder):
-    from qdrant_tools.encoding import build_point_encoding
     from qdrant_tools.ray_ingest import with_sparse
     from qdrant_tools.writer import PointBatch
 
-    plan = build_point_encoding({"vanilla": encoder}, sparse=BM25)
+    plan = NodeLayout(subchunks=None).point_encoding({"vanilla": encoder}, sparse=BM25)
     texts = ["spring tides follow the moon", "bees dance"]
     batch = PointBatch(ids=["a", "b"], payloads=[{"text": t} for t in texts], vectors={"vanilla": np.ones((2, 16))})
     assert with_sparse(batch, plan).sparse == {SPARSE_VECTOR: BM25.embed_documents(texts)}

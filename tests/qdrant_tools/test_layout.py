@@ -80,8 +80,8 @@ def test_the_single_vector_layout_takes_node_settings():
 def test_point_encoding_follows_the_layout(encoder):
     single = NodeLayout(chunk_tokens=20, overlap_tokens=4, subchunks=None).point_encoding({"vanilla": encoder})
     fused = NodeLayout(chunk_tokens=20, overlap_tokens=4, fused_weight=0.5).point_encoding({"vanilla": encoder})
-    assert (single.subchunks, single.chunking.chunk_tokens, single.chunking.overlap_tokens) == (None, 20, 4)
-    assert fused.subchunks == DEFAULT_SUBCHUNKS and fused.fused_weight == 0.5
+    assert (single.layout.subchunks, single.chunking.chunk_tokens, single.chunking.overlap_tokens) == (None, 20, 4)
+    assert fused.layout.subchunks == DEFAULT_SUBCHUNKS and fused.layout.fused_weight == 0.5
     assert fused.chunking_key.startswith(single.chunking_key) and ";fused=0.5" in fused.chunking_key
 
 
