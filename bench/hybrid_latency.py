@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from qdrant_tools.sparse import Bm25Sparse
     from qdrant_tools.store import open_store
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.system import cpu_load
 
     bench = load_shipped("natural-docs", "test")
     encoder = MemoEncoder(EncoderSpec(calibration=None).load(), VectorMemo(args.memo) if args.memo else None)

@@ -66,7 +66,7 @@ def passages(n: int) -> tuple[list[str], list[str]]:
 def time_peer(ids: list[str], texts: list[str], embed: Any) -> tuple[float, int]:
     from llama_index.core import Document
 
-    from research.main_job.peers import splitter_recipe
+    from research.default_pipeline.peers import splitter_recipe
 
     docs = [Document(text=t, id_=i) for i, t in zip(ids, texts)]
     t0 = time.perf_counter()
@@ -177,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from llamaindex_posfair.integrations.recipe import Recipe
-    from research.main_job.peers import bundled_minilm_embedding
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.peers import bundled_minilm_embedding
+    from research.default_pipeline.system import cpu_load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     ids, texts = passages(args.passages)

@@ -1,7 +1,7 @@
 """The default pipeline at 10k-1M nodes: quality and cost of the default search as the collection grows.
 
 The shipped benchmarks' real ``test`` passages (needle-prose and natural-docs, ingested by ``posfair ingest``'s
-own code: :class:`research.main_job.system.StoreIndex`, 254-token nodes, ``DEFAULT_SUBCHUNKS``, BM25,
+own code: :class:`research.default_pipeline.system.StoreIndex`, 254-token nodes, ``DEFAULT_SUBCHUNKS``, BM25,
 the bundled all-MiniLM-L6-v2 uncalibrated) are put inside a collection of *distractor* nodes, until it holds
 ``--sizes`` nodes. Encoding a million real nodes is out of reach on a CPU, so a distractor is built from real
 vectors: ``--per-node`` (10) sub-chunk vectors drawn at random from a pool of encoded real sub-chunks, each
@@ -101,7 +101,7 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> Rea
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
-    from research.main_job import system as main_job
+    from research.default_pipeline import system as pipeline
 
     out = RealNodes()
     chunk_tokens = resolve_chunking(encoder).chunk_tokens
@@ -111,9 +111,9 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> Rea
     for name in BENCHMARKS:
         bench = load_shipped(name, "test")
         ids = list(bench.corpus)
-        index = main_job.StoreIndex.build(encoder, [bench.corpus[d] for d in ids], ids, layout, bm25=True)
+        index = pipeline.StoreIndex.build(encoder, [bench.corpus[d] for d in ids], ids, layout, bm25=True)
         try:
-            config = index.client.get_collection(main_job.COLLECTION).config
+            config = index.client.get_collection(pipeline.COLLECTION).config
             out.config = {
                 "vectors_config": config.params.vectors,
                 "sparse_vectors_config": config.params.sparse_vectors,
@@ -121,7 +121,7 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> Rea
             }
             offset = None
             while True:
-                points, offset = index.client.scroll(main_job.COLLECTION, limit=256, offset=offset, with_vectors=True)
+                points, offset = index.client.scroll(pipeline.COLLECTION, limit=256, offset=offset, with_vectors=True)
                 out.vectors += [dict(p.vector) for p in points]
                 out.payloads += [dict(p.payload) for p in points]
                 out.docs += [f"{name}/{p.payload['doc_id']}" for p in points]
@@ -434,7 +434,7 @@ def measure(
 ) -> list[Row]:
     """Every variant's answers against the exhaustive search of the same collection (over ``exact_queries`` of
     the queries, spread over both benchmarks: :func:`spread`; recall is over those)."""
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.system import cpu_load
 
     answers = {}
     for label, settings in variants.items():  # before the exhaustive scan, which pages in every vector
@@ -550,7 +550,7 @@ def variants(n: int, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 def main(argv: list[str] | None = None) -> None:
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.system import cpu_load
 
     args = parse_args(argv)
     from llamaindex_posfair.integrations.recipe import Recipe

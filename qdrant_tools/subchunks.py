@@ -85,7 +85,7 @@ class SubchunkConfig:
 
 
 #: The default sub-chunk layout of ``posfair ingest``: 32-token sub-chunks without overlap (the evidence:
-#: research/results/main_job/sweep.md, reproduced by ``python -m research.main_job``).
+#: research/results/default_pipeline/sweep.md, reproduced by ``python -m research.default_pipeline``).
 DEFAULT_SUBCHUNKS = SubchunkConfig(max_tokens=32, overlap_sentences=0)
 
 

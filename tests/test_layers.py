@@ -284,9 +284,9 @@ def research_imports(name: str) -> list[str]:
 
 def test_the_research_check_sees_a_planted_import(tmp_path, monkeypatch):
     planted = tmp_path / "planted.py"
-    planted.write_text("def f():\n    from research.main_job.system import cpu_load\n    import research\n")
+    planted.write_text("def f():\n    from research.default_pipeline.system import cpu_load\n    import research\n")
     monkeypatch.setitem(modules(), "llamaindex_posfair.planted", planted)
-    assert research_imports("llamaindex_posfair.planted") == ["research", "research.main_job.system"]
+    assert research_imports("llamaindex_posfair.planted") == ["research", "research.default_pipeline.system"]
 
 
 def test_the_package_imports_nothing_from_research():

@@ -276,7 +276,7 @@ def encoder_set_from_args(args: argparse.Namespace) -> Any:
     """The named vectors the flags describe (an ``EncoderSet`` of one model).
 
     Without calibration flags the sub-chunk layout is stored uncalibrated (calibration buys nothing
-    at 32-token sub-chunks and costs ingest time; research/results/main_job/sweep.md); the
+    at 32-token sub-chunks and costs ingest time; research/results/default_pipeline/sweep.md); the
     single-vector layout and ``--both-vectors`` keep calibration on.
     """
     from llamaindex_posfair.encoders.spec import EncoderSet

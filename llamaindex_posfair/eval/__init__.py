@@ -11,7 +11,7 @@
   split, report on another; tables and plots).
 
 The command only turns flags into a ``sweep.protocol.Protocol``. The sweep that
-chose the shipped layout (``research/main_job``) builds on the same harness
+chose the shipped layout (``research/default_pipeline``) builds on the same harness
 from outside the package.
 
 Shipped benchmarks (``load_shipped``): ``"needle-prose"`` (planted facts in

@@ -1,6 +1,6 @@
 """An encoder that remembers every vector it made, per (fingerprint, role, text), in memory and on disk.
 
-The sweep that chose the default pipeline (:mod:`research.main_job`) ingests the same
+The sweep that chose the default pipeline (:mod:`research.default_pipeline`) ingests the same
 benchmark many times: node texts repeat across sub-chunk settings, sub-chunk
 texts repeat across overlaps and node sizes. :class:`MemoEncoder` wraps any
 encoder with the ingestion ``Encoder`` methods, so ``qdrant_tools.ingest`` runs

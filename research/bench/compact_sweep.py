@@ -72,7 +72,7 @@ class ArmSystem:
 
     def score(self, cache: Any) -> np.ndarray:
         from llamaindex_posfair.scoring import max_over_owners
-        from research.main_job.system import COLLECTION
+        from research.default_pipeline.system import COLLECTION
 
         index = self.pool.get(self.encoder, cache.docs, cache.doc_ids, self.layout, bm25=True)
         target = f"arm{ARMS.index(self.arm)}"
@@ -89,7 +89,7 @@ def systems(encoder: Any, pool: Any) -> list[ArmSystem]:
     """One system per arm over the float layout, with the shipped search."""
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
-    from research.main_job.system import ranked_as
+    from research.default_pipeline.system import ranked_as
 
     recipe = Recipe.default()
     chunk_tokens = recipe.layout.chunk_tokens or resolve_chunking(encoder).chunk_tokens
@@ -102,8 +102,8 @@ def systems(encoder: Any, pool: Any) -> list[ArmSystem]:
 def score(name: str, split: str, encoder: Any) -> list[Any]:
     """``[(harness result, query p50 ms)]`` of every arm on one split."""
     from llamaindex_posfair.eval.harness.runner import run_eval
+    from research.default_pipeline.system import IndexPool
     from research.identifiers import load
-    from research.main_job.system import IndexPool
 
     with IndexPool(max_open=1) as pool:
         arms = systems(encoder, pool)
@@ -151,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
+    from research.default_pipeline.system import cpu_load
     from research.identifiers import load
-    from research.main_job.system import cpu_load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     t0 = time.perf_counter()

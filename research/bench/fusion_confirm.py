@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
-    from research.main_job.peers import bundled_minilm_embedding, llamaindex_peers
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.peers import bundled_minilm_embedding, llamaindex_peers
+    from research.default_pipeline.system import cpu_load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     t0 = time.perf_counter()

@@ -47,7 +47,7 @@ def arm_rankings(index: Any, q: Any, text: str, settings: Any) -> dict[str, list
     """Arm name -> point ids, best first, for one query."""
     from qdrant_tools.search import collection_vectors, search, sparse_request
     from qdrant_tools.sparse import Bm25Sparse
-    from research.main_job.system import COLLECTION
+    from research.default_pipeline.system import COLLECTION
 
     client, name = index.client, COLLECTION
     vectors = collection_vectors(client, name)
@@ -76,7 +76,7 @@ def diagnose(bench: Any, encoder: Any) -> tuple[Counter, dict[str, Counter]]:
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
-    from research.main_job.system import StoreIndex
+    from research.default_pipeline.system import StoreIndex
 
     recipe = Recipe.default()
     c = recipe.layout

@@ -95,7 +95,7 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import SubchunkConfig
-    from research.main_job.system import MainJobSystem, ranked_as
+    from research.default_pipeline.system import DefaultPipelineSystem, ranked_as
 
     recipe = Recipe.default()
     c = recipe.layout
@@ -115,7 +115,7 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
             sparse_weight=g.sparse_weight,
             rrf_k=g.rrf_k,
         )
-        out.append(MainJobSystem(g.label, encoder, layout, search, pool=pool, bm25=True))
+        out.append(DefaultPipelineSystem(g.label, encoder, layout, search, pool=pool, bm25=True))
     return out
 
 
@@ -124,8 +124,8 @@ def score(
 ) -> list[Any]:
     """``[(result, system)]`` of the grid's rows (then the peers) on one split (``bench``: that split, loaded)."""
     from llamaindex_posfair.eval.harness.runner import run_eval
+    from research.default_pipeline.system import IndexPool
     from research.identifiers import load
-    from research.main_job.system import IndexPool
 
     bench = bench if bench is not None else load(name, split)
     with IndexPool(max_open=2) as pool:
@@ -201,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
-    from research.main_job.peers import bundled_minilm_embedding, llamaindex_peers
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.peers import bundled_minilm_embedding, llamaindex_peers
+    from research.default_pipeline.system import cpu_load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     t0 = time.perf_counter()

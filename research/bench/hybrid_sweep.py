@@ -8,7 +8,7 @@ The rule, fixed before the sweep (it is printed with the results):
     before node weight, no BM25 before BM25, RRF before DBSF, the smaller fusion limit,
     plain RRF before weighted RRF or another k).
 
-Every setting is the shipped main job (``posfair ingest`` defaults: 254-token nodes, sentence-aligned
+Every setting is the shipped default pipeline (``posfair ingest`` defaults: 254-token nodes, sentence-aligned
 sub-chunks of <= 32 tokens, uncalibrated all-MiniLM-L6-v2, exact MaxSim below 10,000 nodes), stored in
 the embedded Qdrant Edge store and queried through ``qdrant_tools.search.search`` in one ``query_points``
 call; the grid adds the node's own cosine (weight 0.2-0.5, fused in Qdrant by a formula query), the BM25
@@ -145,7 +145,7 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import SubchunkConfig
-    from research.main_job.system import MainJobSystem, eval_search
+    from research.default_pipeline.system import DefaultPipelineSystem, eval_search
 
     out = []
     for g in GRID:
@@ -161,14 +161,14 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
             sparse_weight=g.sparse_weight,
             rrf_k=g.rrf_k,
         )
-        out.append(MainJobSystem(g.label, encoder, layout, search, pool=pool, bm25=g.bm25))
+        out.append(DefaultPipelineSystem(g.label, encoder, layout, search, pool=pool, bm25=g.bm25))
     return out
 
 
 def score(name: str, split: str, encoder: Any, labels: list[str] | None = None) -> dict[str, Any]:
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.harness.runner import run_eval
-    from research.main_job.system import IndexPool
+    from research.default_pipeline.system import IndexPool
 
     bench = load_shipped(name, split)
     with IndexPool(max_open=3) as pool:  # one store per layout (with and without BM25), shared by the settings
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.encoders.view import CalibrationView
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.system import cpu_load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Probes of two layouts the main job does not ship: where its node and sub-chunk vectors could come from.
+"""Probes of two layouts the default pipeline does not ship: where its node and sub-chunk vectors could come from.
 
 ``posfair ingest`` embeds every node twice over: the node text (one 254-token pass) and each of its
 sentence-aligned sub-chunks (~10 short passes). That is why it ingests at about half the docs/s of
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.system import cpu_load
 
     t0 = time.perf_counter()
     plain = EncoderSpec(calibration=None, dtype=None).load()  # as saved: float32 on any machine

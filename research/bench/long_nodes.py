@@ -61,14 +61,14 @@ def with_candidate(name: str, builder: Any) -> Any:
     return build
 
 
-def systems(main_job: Any, hf_embed: Any, top_k: int) -> list[Any]:
+def systems(pipeline: Any, hf_embed: Any, top_k: int) -> list[Any]:
     """A and B of the default pipeline through the store, then A and B of the swapped LlamaIndex default."""
     from llama_index.core.node_parser import SentenceSplitter
 
     from llamaindex_posfair import PosFairEmbedding
-    from research.main_job.peers import LlamaIndexPeer, posfair_store_recipe
+    from research.default_pipeline.peers import LlamaIndexPeer, posfair_store_recipe
 
-    embed = PosFairEmbedding(encoder=main_job.encoder, embed_batch_size=64)
+    embed = PosFairEmbedding(encoder=pipeline.encoder, embed_batch_size=64)
     default = posfair_store_recipe()
     swapped = posfair_store_recipe(SentenceSplitter(), store_embed_model=embed)
     return [
@@ -113,19 +113,19 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     from llamaindex_posfair.eval.harness.runner import run_eval
-    from research.bench.natural_peers import main_job_system
+    from research.bench.natural_peers import default_pipeline_system
+    from research.default_pipeline.peers import bundled_minilm_embedding
+    from research.default_pipeline.system import cpu_load
     from research.identifiers import load
-    from research.main_job.peers import bundled_minilm_embedding
-    from research.main_job.system import cpu_load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     logging.getLogger("llamaindex_posfair").setLevel(logging.ERROR)
     hf_embed = bundled_minilm_embedding(device="cpu")
-    main_job = main_job_system(args.memo)
+    pipeline = default_pipeline_system(args.memo)
     for name in args.benchmarks.split(","):
         t0 = time.perf_counter()
         bench = load(name, args.split)
-        results = run_eval(bench, systems(main_job, hf_embed, args.top_k))
+        results = run_eval(bench, systems(pipeline, hf_embed, args.top_k))
         print(f"\n{bench.name}: {len(bench.queries)} queries, {len(bench.corpus)} passages; nDCG@10 ×100\n")
         print(table(results, bench))
         print(f"\nwall {time.perf_counter() - t0:.0f} s; load averages {cpu_load()}", flush=True)

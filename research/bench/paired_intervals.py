@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.system import cpu_load
 
     labels = {g.label for g in H.GRID}
     for label in (args.a, args.b):

@@ -1,7 +1,7 @@
 """How should the sub-chunk layout be searched in Qdrant? Recall against exact MaxSim, latency, build cost.
 
 Every alternative holds the *same* vectors: the corpus is ingested once by
-``posfair ingest``'s own code (:class:`research.main_job.system.StoreIndex`:
+``posfair ingest``'s own code (:class:`research.default_pipeline.system.StoreIndex`:
 254-token nodes, ``DEFAULT_SUBCHUNKS``, the bundled all-MiniLM-L6-v2 with
 calibration off), the stored vectors are read back, and the other layouts are
 written from them into the shipped embedded default, Qdrant Edge
@@ -152,7 +152,7 @@ def timed_answers(
 
 
 def measure(name, queries, exact, ask, build_s, bytes_per_node, folder, note="") -> Row:
-    from research.main_job.system import prefetch_recall
+    from research.default_pipeline.system import prefetch_recall
 
     scores, ms = timed_answers(queries, exact.shape[1], ask)
     return Row(
@@ -212,9 +212,9 @@ def build_c(client, v) -> float:
 def ask_search(index, settings):
     from qdrant_tools.search import collection_vectors, search
 
-    vectors = collection_vectors(index.client, "main_job")
+    vectors = collection_vectors(index.client, "pipeline")
     return lambda q: [
-        (index.row_of[h.id], h.score) for h in search(index.client, "main_job", q, settings, vectors=vectors)
+        (index.row_of[h.id], h.score) for h in search(index.client, "pipeline", q, settings, vectors=vectors)
     ]
 
 
@@ -327,7 +327,7 @@ def run(args) -> list[Row]:
     from qdrant_tools.layout import NodeLayout
     from qdrant_tools.search import SearchSettings
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
-    from research.main_job.system import StoreIndex, node_scores, prefetch_recall
+    from research.default_pipeline.system import StoreIndex, node_scores, prefetch_recall
 
     pool, encoder = load_data(args)
     queries = np.asarray(encoder.encode_queries(needle_queries()), dtype=np.float32)
@@ -418,7 +418,7 @@ def table(rows: list[Row]) -> str:
 
 
 def main(argv=None) -> None:
-    from research.main_job.system import cpu_load
+    from research.default_pipeline.system import cpu_load
 
     args = parse_args(argv)
     print(f"load average before: {cpu_load()} ({os.cpu_count()} CPUs)")

@@ -7,7 +7,7 @@ paper), ``dump_only-kK``, ``random_prefix-kK`` (frozen random prefix) and
 
 * the shipped needle benchmark's ``test`` split as a **single vector** per
   passage (plain encoder, ``max_length`` 512: nothing truncated), and
-* the **main job's default layout**: the passages ingested by
+* the **default pipeline's default layout**: the passages ingested by
   :func:`qdrant_tools.ingest.ingest_documents` exactly as ``posfair ingest
   --model M`` stores them (node vectors of the encoder's node size and
   sentence-aligned sub-chunk multivectors, uncalibrated as in the default
@@ -75,20 +75,20 @@ def parse_arms(text: str) -> list[Arm]:
 
 
 def layout_system(name: str, encoder: Any) -> Any:
-    """The main job's default layout for ``encoder`` as a harness system (``score(cache)``).
+    """The default pipeline's default layout for ``encoder`` as a harness system (``score(cache)``).
 
-    :class:`~research.main_job.system.MainJobSystem` with the node size
+    :class:`~research.default_pipeline.system.DefaultPipelineSystem` with the node size
     ``posfair ingest --model M`` picks for this encoder (its window), the shipped
-    sub-chunks, and the shipped search (:func:`~research.main_job.system.eval_search`).
+    sub-chunks, and the shipped search (:func:`~research.default_pipeline.system.eval_search`).
     After ``score``, ``nodes_per_passage(system)`` gives the stored nodes per passage.
     """
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
-    from research.main_job.system import MainJobSystem, eval_search
+    from research.default_pipeline.system import DefaultPipelineSystem, eval_search
 
     layout = NodeLayout(chunk_tokens=resolve_chunking(encoder).chunk_tokens, subchunks=DEFAULT_SUBCHUNKS)
-    return MainJobSystem(name, encoder, layout, eval_search(layout))
+    return DefaultPipelineSystem(name, encoder, layout, eval_search(layout))
 
 
 def nodes_per_passage(system: Any) -> float:

@@ -7,7 +7,7 @@
    whose folder already holds ``train_report.json`` is reused, and an
    interrupted arm resumes from its checkpoint: rerun the same command.
 2. The base model and every trained folder on the shipped needle benchmark's
-   ``test`` split: single vector per passage, and the main job's default
+   ``test`` split: single vector per passage, and the default pipeline's default
    layout (see :mod:`research.dump.experiment`). Per-model results
    are cached in ``MODELS/eval/`` so an interrupted evaluation resumes.
 3. ``OUT/summary.md``, ``OUT/summary.csv`` and ``OUT/run.json`` (commands,
@@ -44,7 +44,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="research/results/dump", help="where summary.md/csv and run.json go")
     p.add_argument("--models", default="runs/dump-experiment", help="where trained folders and eval caches go")
     p.add_argument("--arms", default=DEFAULT_ARMS, help=f"comma-separated arms (default {DEFAULT_ARMS})")
-    p.add_argument("--layout-arms", default=None, help="arms also scored in the main job's layout (default: all)")
+    p.add_argument(
+        "--layout-arms", default=None, help="arms also scored in the default pipeline's layout (default: all)"
+    )
     p.add_argument("--max-steps", type=int, default=40)
     p.add_argument("--train-batch-size", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
@@ -189,7 +191,7 @@ def write_outputs(out: Path, parts: dict[str, list[dict]], caption: str, run: di
     out.mkdir(parents=True, exist_ok=True)
     titles = {
         "single": "Needle `test`, single vector per passage (plain encoder, max_length 512)",
-        "layout": "Needle `test`, the main job's default layout (254-tok nodes + ≤32-tok sub-chunks, uncalibrated, "
+        "layout": "Needle `test`, the default pipeline's default layout (254-tok nodes + ≤32-tok sub-chunks, uncalibrated, "
         "exact MaxSim through the embedded Qdrant Edge store)",
         "in_domain": "In-domain check: held-apart documents of the training corpus",
         "training": "Training runs",
@@ -227,7 +229,7 @@ def write_all(args: argparse.Namespace, trained: list[dict], evals: dict, bench:
         "eval_seconds": {k: {s: v[s].get("seconds") for s in ("single", "layout") if s in v} for k, v in evals.items()},
         "load_average_end": os.getloadavg(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "layout_note": "main job's layout as posfair ingest --model M stores it (qdrant_tools.ingest_documents into "
+        "layout_note": "default pipeline's layout as posfair ingest --model M stores it (qdrant_tools.ingest_documents into "
         "open_store(':memory:'), Qdrant Edge) and as posfair query searches it (qdrant_tools.search: exact MaxSim "
         "at this size)",
         "arms": [{k: v for k, v in r.items() if k != "report"} for r in trained],

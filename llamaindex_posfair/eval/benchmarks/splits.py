@@ -1,6 +1,6 @@
 """Held-apart splits: settings chosen on one split are judged on another that shares no query.
 
-Both evaluations (``posfair eval`` and ``python -m research.main_job``) select on one
+Both evaluations (``posfair eval`` and ``python -m research.default_pipeline``) select on one
 benchmark split and report on another; :func:`check_held_apart` refuses a
 selection benchmark that shares a query with the reported one.
 

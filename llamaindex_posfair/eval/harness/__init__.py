@@ -6,5 +6,5 @@ best chunk; ``multivector.py``: MaxSim over per-segment vectors in Qdrant;
 matrix through one ``EncodeCache``; ``runner.py`` runs systems on a benchmark
 and scores them per position group with ``eval.metrics``; ``plots.py`` draws
 nDCG@10 by position group. The calibration sweep (``eval.sweep``) builds on it, and so
-does the layout sweep in ``research/main_job`` (outside the package).
+does the layout sweep in ``research/default_pipeline`` (outside the package).
 """

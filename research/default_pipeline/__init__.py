@@ -1,6 +1,6 @@
-"""The main-job harness behind ``python -m research.main_job``: what ships, measured through the store.
+"""The default-pipeline harness behind ``python -m research.default_pipeline``: what ships, measured through the store.
 
-``system.py`` is the main job as a system of the harness (ingest into the
+``system.py`` is the default pipeline as a system of the harness (ingest into the
 embedded store, answer through ``qdrant_tools.search``, aggregate nodes to
 passages, record costs); ``encoders.py`` builds the sweep's encoders from one
 ``EncoderSpec`` over the shared ``eval.memo`` cache; ``protocol.py`` sweeps

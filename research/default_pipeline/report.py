@@ -1,8 +1,8 @@
-"""Files of ``python -m research.main_job``: the sweep and the report as CSV + markdown, two plots, ``run.json``.
+"""Files of ``python -m research.default_pipeline``: the sweep and the report as CSV + markdown, two plots, ``run.json``.
 
 Example:
-    >>> from research.main_job.report import write_main_job
-    >>> # write_main_job(outcome, test_bench, dev_bench, "research/results/main_job", meta={...})
+    >>> from research.default_pipeline.report import write_default_pipeline
+    >>> # write_default_pipeline(outcome, test_bench, dev_bench, "research/results/default_pipeline", meta={...})
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.harness.plots import plot_groups, pyplot
 from llamaindex_posfair.eval.metrics import bootstrap_harmonic_diff
 
-from .protocol import MainJobOutcome, Scored
+from .protocol import DefaultPipelineOutcome, Scored
 
-__all__ = ["captions", "plot_frontier", "row", "table_markdown", "write_main_job"]
+__all__ = ["captions", "plot_frontier", "row", "table_markdown", "write_default_pipeline"]
 
 _COLUMNS = (
     "nDCG@10 ×100 per position group, file level (a passage scores its best node; passages without a "
@@ -37,14 +37,14 @@ _COLUMNS = (
 
 
 def captions(
-    outcome: MainJobOutcome, report: PositionBenchmark, select: PositionBenchmark, store: str
+    outcome: DefaultPipelineOutcome, report: PositionBenchmark, select: PositionBenchmark, store: str
 ) -> tuple[str, str]:
     """Captions of ``summary.md`` (reported split) and ``sweep.md`` (selection split)."""
     chosen = outcome.chosen.setting.label()
     summary = (
-        f"The main job on `{report.name}` ({len(report.queries)} queries, {len(report.corpus)} passages): "
+        f"The default pipeline on `{report.name}` ({len(report.queries)} queries, {len(report.corpus)} passages): "
         f"passages ingested by `qdrant_tools.ingest.ingest_documents` into {store}, queries answered by "
-        f"`qdrant_tools.search.search`. First row: the main job as shipped. Chosen on `{select.name}` only: "
+        f"`qdrant_tools.search.search`. First row: the default pipeline as shipped. Chosen on `{select.name}` only: "
         f"{chosen}. `[exact]` = the same vectors scored by exact MaxSim (no prefetch bound); `int8` through the "
         f"store = int8 sub-chunk collection (scalar quantization as the store applies it; qdrant-client's "
         f"local mode ignores it); `[int8-simulated]` = the query in numpy (as the store runs it: two-stage, or exact in a small collection) with sub-chunk vectors rounded "
@@ -170,8 +170,8 @@ def plot_frontier(sweep: Sequence[Scored], chosen: Scored, path: Path, title: st
     return path
 
 
-def write_main_job(
-    outcome: MainJobOutcome,
+def write_default_pipeline(
+    outcome: DefaultPipelineOutcome,
     report: PositionBenchmark,
     select: PositionBenchmark,
     out: str | Path,
@@ -198,9 +198,9 @@ def write_main_job(
         paths.append(out / name)
     results = [replace(s.result, name=_short(s)) for s in outcome.reported if s.setting.scoring != "int8-simulated"]
     paths.append(
-        plot_groups(results, report.group_order, out / "ndcg_by_group.png", title=f"main job on {report.name}")
+        plot_groups(results, report.group_order, out / "ndcg_by_group.png", title=f"default pipeline on {report.name}")
     )
-    title = f"{model_label} main job on {select.name}: storage vs harmonic"
+    title = f"{model_label} default pipeline on {select.name}: storage vs harmonic"
     paths.append(plot_frontier(outcome.sweep, outcome.chosen, out / "frontier.png", title=title))
     (out / "run.json").write_text(json.dumps(dict(meta), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths.append(out / "run.json")

@@ -1,6 +1,6 @@
-"""Evidence for the main job's defaults: sweep on a held-apart split, choose there, report on another.
+"""Evidence for the default pipeline's defaults: sweep on a held-apart split, choose there, report on another.
 
-Pure orchestration over :mod:`research.main_job.system` and the runner
+Pure orchestration over :mod:`research.default_pipeline.system` and the runner
 (no argparse, no files; ``report`` writes). One run
 
 1. **layouts** (selection split, e.g. ``dev``): every node size × sub-chunk
@@ -11,14 +11,14 @@ Pure orchestration over :mod:`research.main_job.system` and the runner
    calibration, the prefetch limits (node weight 0) and the node weights (at the
    largest prefetch limit);
 3. **choice** (:func:`choose`, the rule is stated there and in ``run.json``);
-4. **report** (reported split, e.g. ``test``): the shipped single-vector main job
+4. **report** (reported split, e.g. ``test``): the shipped single-vector default pipeline
    (the baseline of every interval), the single-vector layouts, the choice, the
    choice with int8 sub-chunks, and the choice scored by exact MaxSim (the
    prefetch's cost), and with larger prefetch limits (the prefetch's recall curve).
 
 Example:
-    >>> from research.main_job.protocol import MainJobGrid
-    >>> MainJobGrid(node_tokens=(510,), subchunk_tokens=(48,), subchunk_overlaps=(1,)).layout_count()
+    >>> from research.default_pipeline.protocol import DefaultPipelineGrid
+    >>> DefaultPipelineGrid(node_tokens=(510,), subchunk_tokens=(48,), subchunk_overlaps=(1,)).layout_count()
     1
 """
 
@@ -37,13 +37,13 @@ from qdrant_tools.layout import NodeLayout
 from qdrant_tools.search import SearchSettings
 from qdrant_tools.subchunks import SubchunkConfig
 
-from .system import IndexPool, MainJobStats, MainJobSystem, Scoring, cpu_load, eval_search, layout_label
+from .system import DefaultPipelineStats, DefaultPipelineSystem, IndexPool, Scoring, cpu_load, eval_search, layout_label
 
 __all__ = [
     "SELECTION_RULE",
-    "MainJobGrid",
-    "MainJobOutcome",
-    "MainJobProtocol",
+    "DefaultPipelineGrid",
+    "DefaultPipelineOutcome",
+    "DefaultPipelineProtocol",
     "Scored",
     "Setting",
     "choose",
@@ -65,7 +65,7 @@ EncoderFor = Callable[[int, str], Any]
 
 @dataclass(frozen=True)
 class Setting:
-    """One main-job configuration: how it is stored and how it is queried.
+    """One default-pipeline configuration: how it is stored and how it is queried.
 
     Args:
         node_tokens: node size (``chunk_tokens``).
@@ -74,7 +74,7 @@ class Setting:
         prefetch_limit: candidates re-scored by MaxSim.
         node_weight: weight of the node cosine in the node-weighted score.
         subchunk_int8: int8 sub-chunk vectors.
-        scoring: ``"store"``, ``"exact"`` or ``"int8-simulated"`` (see ``MainJobSystem``).
+        scoring: ``"store"``, ``"exact"`` or ``"int8-simulated"`` (see ``DefaultPipelineSystem``).
     """
 
     node_tokens: int
@@ -117,7 +117,7 @@ class Scored:
 
     setting: Setting
     result: SystemResult
-    stats: MainJobStats
+    stats: DefaultPipelineStats
     stage: str = ""
 
     @property
@@ -126,7 +126,7 @@ class Scored:
 
 
 @dataclass(frozen=True)
-class MainJobGrid:
+class DefaultPipelineGrid:
     """What the sweep tries.
 
     Args:
@@ -229,13 +229,13 @@ def choose(scored: Sequence[Scored], tolerance: float = 0.01, bytes_slack: float
 
 
 @dataclass(frozen=True)
-class MainJobOutcome:
+class DefaultPipelineOutcome:
     """Everything one run measured.
 
     Attributes:
         sweep: every setting scored on the selection split (layout stage, then finalists).
         chosen: the choice (scored on the selection split).
-        reported: the reported systems on the reported split; the first is the shipped main job.
+        reported: the reported systems on the reported split; the first is the shipped default pipeline.
         references: exact-MaxSim and int8 rows of the finalists on the selection split (not candidates).
         notes: timing context (load averages, wall seconds, builds).
     """
@@ -248,24 +248,24 @@ class MainJobOutcome:
 
 
 @dataclass
-class MainJobProtocol:
+class DefaultPipelineProtocol:
     """Sweep on ``select``, choose there, report on ``report``.
 
     Args:
         encoder_for: ``(node_tokens, calibration name) -> encoder`` (e.g. ``encoders.SpecEncoders``).
         grid: what to try.
-        shipped: the main job as shipped today (the baseline of the report).
-        client_factory: how a store is opened (default: ``main_job.DEFAULT_CLIENT_FACTORY``).
+        shipped: the default pipeline as shipped today (the baseline of the report).
+        client_factory: how a store is opened (default: ``pipeline.DEFAULT_CLIENT_FACTORY``).
         show_progress: tqdm over systems.
     """
 
     encoder_for: EncoderFor
-    grid: MainJobGrid = field(default_factory=MainJobGrid)
+    grid: DefaultPipelineGrid = field(default_factory=DefaultPipelineGrid)
     shipped: Setting = field(default_factory=lambda: Setting(254, None, "paper"))
     client_factory: Callable[[str], Any] | None = None
     show_progress: bool = False
 
-    def run(self, select: PositionBenchmark, report: PositionBenchmark) -> MainJobOutcome:
+    def run(self, select: PositionBenchmark, report: PositionBenchmark) -> DefaultPipelineOutcome:
         """Raises: HeldApartError: ``select`` shares queries with ``report``."""
         check_held_apart(select, report)
         t0, load0 = time.perf_counter(), cpu_load()
@@ -285,7 +285,7 @@ class MainJobProtocol:
             "report_seconds": round(time.perf_counter() - t1, 1),
             "finalist_layouts": [f.label() for f in finalists],
         }
-        return MainJobOutcome(sweep, chosen, reported, refs, notes)
+        return DefaultPipelineOutcome(sweep, chosen, reported, refs, notes)
 
     def finalist_layouts(self, layouts: Sequence[Scored]) -> list[Setting]:
         """The rule's pick among the sub-chunk layouts of the layout stage, then the rule's pick of each
@@ -329,7 +329,7 @@ class MainJobProtocol:
         by_setting = {s: Scored(s, r, m.stats, stage) for s, r, m in zip(order, results, systems)}
         return [by_setting[s] for s in settings]
 
-    def _system(self, s: Setting, pool: IndexPool) -> MainJobSystem:
+    def _system(self, s: Setting, pool: IndexPool) -> DefaultPipelineSystem:
         encoder = self.encoder_for(s.node_tokens, s.calibration)
         search = eval_search(s.layout, s.prefetch_limit, s.node_weight, self.grid.depth, self.grid.exact_up_to)
-        return MainJobSystem(s.label(), encoder, s.layout, search, scoring=s.scoring, pool=pool)
+        return DefaultPipelineSystem(s.label(), encoder, s.layout, search, scoring=s.scoring, pool=pool)

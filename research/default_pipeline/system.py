@@ -1,4 +1,4 @@
-"""The main job itself as a system of the harness: ingest into the embedded store, retrieve through it.
+"""The default pipeline itself as a system of the harness: ingest into the embedded store, retrieve through it.
 
 What is measured is what ships: the benchmark's passages are written as
 documents (``doc_id`` = passage id) by :func:`qdrant_tools.ingest.ingest_documents`
@@ -7,8 +7,8 @@ and the node hits are aggregated to file level (a passage scores its best
 node; a passage without a node among the hits scores ``-inf`` and ranks after
 every hit, last among ties by the metrics' pessimistic tie rule).
 
-Besides quality, a :class:`MainJobSystem` records what the layout costs
-(:class:`MainJobStats`): vectors and bytes per node, ingest chunks/s, query
+Besides quality, a :class:`DefaultPipelineSystem` records what the layout costs
+(:class:`DefaultPipelineStats`): vectors and bytes per node, ingest chunks/s, query
 latency through the store, and — for the sub-chunk layout — the prefetch's
 recall against exact MaxSim over every stored sub-chunk vector (numpy).
 
@@ -18,11 +18,11 @@ The store is pluggable: ``client_factory(folder) -> client``; the default is
 Example:
     >>> from qdrant_tools.layout import NodeLayout
     >>> from qdrant_tools.subchunks import SubchunkConfig
-    >>> from research.main_job.system import MainJobSystem, eval_search
+    >>> from research.default_pipeline.system import DefaultPipelineSystem, eval_search
     >>> layout = NodeLayout(chunk_tokens=510, subchunks=SubchunkConfig(48, 1))
     >>> eval_search(layout, prefetch_limit=50).limit
     50
-    >>> # system = MainJobSystem("main job", encoder, layout, eval_search(layout))
+    >>> # system = DefaultPipelineSystem("default pipeline", encoder, layout, eval_search(layout))
     >>> # run_eval(bench, [system])[0].ndcg.harmonic, system.stats.query_p50_ms
 """
 
@@ -53,9 +53,9 @@ from qdrant_tools.subchunks import SUBCHUNK_VECTOR
 
 __all__ = [
     "DEFAULT_CLIENT_FACTORY",
+    "DefaultPipelineStats",
+    "DefaultPipelineSystem",
     "IndexPool",
-    "MainJobStats",
-    "MainJobSystem",
     "NodeVectors",
     "StorageStats",
     "StoreIndex",
@@ -69,7 +69,7 @@ __all__ = [
     "prefetch_recall",
 ]
 
-COLLECTION = "main_job"
+COLLECTION = "pipeline"
 
 
 def local_store(folder: str) -> Any:
@@ -319,7 +319,7 @@ def _vector_name(encoder: Any) -> str:
 
 @dataclass
 class StoreIndex:
-    """A benchmark corpus ingested by the main job into an embedded store (built by :meth:`build`).
+    """A benchmark corpus ingested by the default pipeline into an embedded store (built by :meth:`build`).
 
     Attributes:
         storage: vectors and bytes.
@@ -356,7 +356,7 @@ class StoreIndex:
             folder: the store's folder (created; default: a new temporary folder, removed on close).
             bm25: also store a BM25 sparse vector of each node (:func:`ingest_config`).
         """
-        folder = Path(folder or tempfile.mkdtemp(prefix="posfair-main-job-"))
+        folder = Path(folder or tempfile.mkdtemp(prefix="posfair-default-pipeline-"))
         folder.mkdir(parents=True, exist_ok=True)
         docs = [SourceDocument(d, t, d, content_hash(t)) for d, t in zip(doc_ids, texts)]
         client = client_factory(str(folder))
@@ -495,8 +495,8 @@ class IndexPool:
 
 # ------------------------------------------------------------------ the system
 @dataclass(frozen=True)
-class MainJobStats:
-    """What one main-job system cost, next to its quality.
+class DefaultPipelineStats:
+    """What one default-pipeline system cost, next to its quality.
 
     Attributes:
         storage: vectors and bytes.
@@ -526,8 +526,8 @@ Scoring = Literal["store", "exact", "int8-simulated"]
 
 
 @dataclass
-class MainJobSystem:
-    """The main job as a ``RetrievalSystem``: ingest ``cache.docs`` with ``layout``, query through the store.
+class DefaultPipelineSystem:
+    """The default pipeline as a ``RetrievalSystem``: ingest ``cache.docs`` with ``layout``, query through the store.
 
     Args:
         name: Row label.
@@ -543,7 +543,7 @@ class MainJobSystem:
             (:func:`ingest_config`).
 
     Attributes:
-        stats: :class:`MainJobStats`, set by ``score``.
+        stats: :class:`DefaultPipelineStats`, set by ``score``.
     """
 
     name: str
@@ -553,10 +553,10 @@ class MainJobSystem:
     scoring: Scoring = "store"
     pool: IndexPool | None = None
     bm25: bool = False
-    kind: str = "main-job"
+    kind: str = "default-pipeline"
     params: dict[str, Any] = field(default_factory=dict)
     vectors_per_passage: float = float("nan")
-    stats: MainJobStats | None = None
+    stats: DefaultPipelineStats | None = None
 
     def __post_init__(self) -> None:
         if self.scoring not in ("store", "exact", "int8-simulated"):
@@ -577,7 +577,7 @@ class MainJobSystem:
                 pool.close()
         ingest = index.storage.nodes / index.ingest_seconds if index.ingest_seconds > 0 else float("nan")
         ms = 1000.0 * seconds if len(seconds) else np.array([np.nan])
-        self.stats = MainJobStats(
+        self.stats = DefaultPipelineStats(
             storage=index.storage,
             ingest_chunks_per_second=ingest,
             query_p50_ms=float(np.percentile(ms, 50)),

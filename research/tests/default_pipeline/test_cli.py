@@ -1,16 +1,16 @@
-"""``python -m research.main_job`` user errors: one line on stderr, exit status 2, before any model loads."""
+"""``python -m research.default_pipeline`` user errors: one line on stderr, exit status 2, before any model loads."""
 
 from __future__ import annotations
 
 import pytest
 
-from research.main_job.cli import build_parser, main
+from research.default_pipeline.cli import build_parser, main
 
 
 def _error(capsys, argv: list[str]) -> str:
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("python -m research.main_job: error: ") and "Traceback" not in err
+    assert err.startswith("python -m research.default_pipeline: error: ") and "Traceback" not in err
     return err
 
 

@@ -1,4 +1,4 @@
-"""The encoders of the main-job sweep, built from one ``EncoderSpec``.
+"""The encoders of the default-pipeline sweep, built from one ``EncoderSpec``.
 
 One model load per window (a node size longer than the model's default window
 loads it with a longer ``max_length``), a calibration view per calibration
@@ -9,7 +9,7 @@ are stored once, under the plain encoder of the longest window — after the
 claim is checked on probe texts (``MemoEncoder.share_short_texts``).
 
 Example:
-    >>> from research.main_job.encoders import SpecEncoders
+    >>> from research.default_pipeline.encoders import SpecEncoders
     >>> # encoders = SpecEncoders(EncoderSpec(), VectorMemo("~/.cache/memo"), probes=texts, windows={510: 512})
     >>> # encoders(510, "paper").encode_documents(["..."])
 """
@@ -36,7 +36,7 @@ def calibration_named(name: str) -> Any:
 
 
 class SpecEncoders:
-    """``(node_tokens, calibration name) -> MemoEncoder`` for the main-job sweep.
+    """``(node_tokens, calibration name) -> MemoEncoder`` for the default-pipeline sweep.
 
     Args:
         spec: the encoder as shipped (its calibration is replaced per name; its ``max_length`` is the

@@ -3,7 +3,7 @@
 Each peer indexes the benchmark's passages as LlamaIndex ``Document`` objects (``id_`` =
 passage id) with a recipe from LlamaIndex's documentation, answers every query
 through that recipe's retriever (and postprocessors), and is scored at passage
-(file) level as the main job is (:mod:`.system`): a passage scores its best node
+(file) level as the default pipeline is (:mod:`.system`): a passage scores its best node
 (:func:`llamaindex_posfair.scoring.max_over_owners`), a passage without a node among the
 hits scores ``-inf`` and ranks last. A node's score is its place in the list
 LlamaIndex returns (``-rank``), so ties are broken as LlamaIndex breaks them (this
@@ -27,7 +27,7 @@ index: all in) and query p50/p99 in ms (retrieval and postprocessing; the query
 embedding is computed beforehand and excluded).
 
 Example:
-    >>> from research.main_job.peers import llamaindex_peers
+    >>> from research.default_pipeline.peers import llamaindex_peers
     >>> # peers = llamaindex_peers(bundled_minilm_embedding())
     >>> # run_eval(load_shipped("natural-docs", "dev"), peers)[0].ndcg.harmonic, peers[0].stats.query_p50_ms
 """
@@ -204,7 +204,7 @@ class LlamaIndexPeer:
         ValueError: ``top_k`` is not a positive integer.
 
     Example:
-        >>> from research.main_job.peers import LlamaIndexPeer, splitter_recipe
+        >>> from research.default_pipeline.peers import LlamaIndexPeer, splitter_recipe
         >>> # peer = LlamaIndexPeer("SentenceSplitter 128/20", embed, splitter_recipe(128, 20))
         >>> # run_eval(bench, [peer]); peer.stats.query_p50_ms
     """

@@ -1,4 +1,4 @@
-"""The main-job sweep chooses on the selection split only, by its stated rule, and reports on the other."""
+"""The default-pipeline sweep chooses on the selection split only, by its stated rule, and reports on the other."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.harness.runner import SystemResult
 from llamaindex_posfair.eval.metrics import summarize
 from qdrant_tools.subchunks import SubchunkConfig
-from research.main_job.protocol import MainJobGrid, MainJobProtocol, Scored, Setting, choose
-from research.main_job.system import MainJobStats, StorageStats
+from research.default_pipeline.protocol import DefaultPipelineGrid, DefaultPipelineProtocol, Scored, Setting, choose
+from research.default_pipeline.system import DefaultPipelineStats, StorageStats
 
 SMALL, LARGE = SubchunkConfig(32, 0), SubchunkConfig(128, 0)
 
@@ -21,9 +21,9 @@ SMALL, LARGE = SubchunkConfig(32, 0), SubchunkConfig(128, 0)
 def _scored(setting: Setting, groups: dict[str, float], n_sub: int = 4, bench: str = "dev") -> Scored:
     values = {f"q{i}": v for i, v in enumerate(groups.values())}
     summary = summarize(values, {f"q{i}": g for i, g in enumerate(groups)})
-    result = SystemResult(setting.label(), "main-job", {}, bench, summary, {10: 1.0}, 1.0, 0.0, values)
+    result = SystemResult(setting.label(), "default-pipeline", {}, bench, summary, {10: 1.0}, 1.0, 0.0, values)
     storage = StorageStats(nodes=10, passages=10, dim=4, dense_per_node=1, subchunk_vectors=10 * n_sub)
-    return Scored(setting, result, MainJobStats(storage, 1.0, 1.0, 1.0))
+    return Scored(setting, result, DefaultPipelineStats(storage, 1.0, 1.0, 1.0))
 
 
 def test_choose_prefers_fewer_bytes_within_the_tolerance():
@@ -47,7 +47,7 @@ def test_choose_breaks_identical_results_by_calibration_off():
     assert choose([plain, calibrated]).setting == plain.setting
 
 
-class Planted(MainJobProtocol):
+class Planted(DefaultPipelineProtocol):
     """Scores are planted: on dev the small budget wins, on test the large one (a dev/test disagreement)."""
 
     calls: list[tuple[str, Setting]]
@@ -67,7 +67,9 @@ def _bench(name: str, query: str) -> PositionBenchmark:
 
 
 def test_the_sweep_selects_on_dev_only_and_reports_the_choice_on_test():
-    grid = MainJobGrid(node_tokens=(510,), subchunk_tokens=(32, 128), subchunk_overlaps=(0,), calibrations=("paper",))
+    grid = DefaultPipelineGrid(
+        node_tokens=(510,), subchunk_tokens=(32, 128), subchunk_overlaps=(0,), calibrations=("paper",)
+    )
     protocol = Planted(encoder_for=lambda n, c: None, grid=grid)
     outcome = protocol.run(_bench("dev", "dev question"), _bench("test", "test question"))
     assert outcome.chosen.setting.subchunks == SMALL  # dev's winner, although LARGE wins on test
@@ -81,13 +83,13 @@ def test_the_sweep_selects_on_dev_only_and_reports_the_choice_on_test():
 def test_a_selection_split_sharing_queries_with_the_report_is_refused():
     from llamaindex_posfair.eval.benchmarks.splits import HeldApartError
 
-    protocol = Planted(encoder_for=lambda n, c: None, grid=MainJobGrid(node_tokens=(510,)))
+    protocol = Planted(encoder_for=lambda n, c: None, grid=DefaultPipelineGrid(node_tokens=(510,)))
     with pytest.raises(HeldApartError):
         protocol.run(_bench("dev", "same question"), _bench("test", "same question"))
 
 
 def test_finalists_get_every_calibration_prefetch_and_weight():
-    grid = MainJobGrid(calibrations=("off", "paper"), prefetch_limits=(20, 100), node_weights=(0.0, 0.3))
+    grid = DefaultPipelineGrid(calibrations=("off", "paper"), prefetch_limits=(20, 100), node_weights=(0.0, 0.3))
     settings = grid.finalist_settings(Setting(510, SMALL, "paper", 100, 0.0))
     got = {(s.calibration, s.prefetch_limit, s.node_weight) for s in settings}
     assert got == {(c, p, 0.0) for c in ("off", "paper") for p in (20, 100)} | {("off", 100, 0.3), ("paper", 100, 0.3)}
@@ -106,11 +108,11 @@ def test_a_tiny_real_sweep_runs_through_the_store(fake_encoder_factory):
         groups = {q: ("begin", "end")[i % 2] for i, q in enumerate(queries)}
         return PositionBenchmark(name, docs, queries, qrels, groups)
 
-    grid = MainJobGrid(
+    grid = DefaultPipelineGrid(
         node_tokens=(12,), subchunk_tokens=(8,), subchunk_overlaps=(0,), calibrations=("off",),
         prefetch_limits=(3, 6), node_weights=(0.0, 0.5), finalists=1,
     )  # fmt: skip
-    protocol = MainJobProtocol(lambda n, c: enc, grid, client_factory=lambda folder: QdrantClient(":memory:"))
+    protocol = DefaultPipelineProtocol(lambda n, c: enc, grid, client_factory=lambda folder: QdrantClient(":memory:"))
     outcome = protocol.run(bench("dev", 1), bench("test", 2))
     assert outcome.reported[0].setting.subchunks is None
     assert {s.stage for s in outcome.sweep} == {"layout", "finalist"}

@@ -1,4 +1,4 @@
-"""LlamaIndex peers (``eval/main_job/peers.py``): passage-level aggregation, every peer through the harness, BM25 fusion."""
+"""LlamaIndex peers (``research/default_pipeline/peers.py``): passage-level aggregation, every peer through the harness, BM25 fusion."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNode
 
 from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.harness.runner import run_eval
-from research.main_job.peers import (
+from research.default_pipeline.peers import (
     LlamaIndexPeer,
     hybrid_recipe,
     llamaindex_peers,
@@ -102,7 +102,7 @@ def test_hybrid_finds_a_rare_keyword_that_the_dense_fake_misses(embed):
 @pytest.mark.slow
 def test_real_minilm_default_peer_truncates_where_small_chunks_do_not():
     """The defaults embed a passage's first 256 tokens only: a fact at the end of a long passage is lost."""
-    from research.main_job.peers import bundled_minilm_embedding
+    from research.default_pipeline.peers import bundled_minilm_embedding
 
     embed = bundled_minilm_embedding(device="cpu")
     garden = (

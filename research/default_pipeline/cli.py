@@ -1,20 +1,20 @@
-"""``python -m research.main_job``: the sweep behind the main job's defaults.
+"""``python -m research.default_pipeline``: the sweep behind the default pipeline's defaults.
 
-Runs the main job itself — ``posfair ingest`` into an embedded store, queries
+Runs the default pipeline itself — ``posfair ingest`` into an embedded store, queries
 through ``qdrant_tools.search`` — over node sizes, sub-chunk budgets and
 overlaps, calibration, prefetch limits and node weights on the ``dev`` split,
 chooses the settings to ship there only, and reports them on ``test`` next to
-the shipped single-vector main job::
+the shipped single-vector default pipeline::
 
-    python -m research.main_job --out-dir research/results/main_job
+    python -m research.default_pipeline --out-dir research/results/default_pipeline
 
 writes ``summary.md/csv`` (test), ``sweep.md/csv`` (dev), ``ndcg_by_group.png``,
 ``frontier.png`` (harmonic nDCG@10 vs vector bytes per passage) and ``run.json`` (the
 choice, the rule and the command). Embeddings are memoised on disk
 (``--cache-dir``), so a rerun takes minutes.
 
-This module only handles arguments; the sweep is ``research/main_job/protocol.py``
-and the files are written by ``research/main_job/report.py``.
+This module only handles arguments; the sweep is ``research/default_pipeline/protocol.py``
+and the files are written by ``research/default_pipeline/report.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from llamaindex_posfair.cli.eval import add_data_args, cache_dir_from_args, floa
 from llamaindex_posfair.cli.options import CliError, error_message, int_at_least
 from research import _cli
 
-PROG = "python -m research.main_job"
+PROG = "python -m research.default_pipeline"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,11 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="model path or name (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--threads", type=int_at_least(1), default=None, help="torch CPU threads (default: torch's)")
     p.add_argument(
-        "--out-dir", default="research/results/main_job", help="output folder (default research/results/main_job)"
+        "--out-dir",
+        default="research/results/default_pipeline",
+        help="output folder (default research/results/default_pipeline)",
     )
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
     p.add_argument(
-        "--cache-dir", default=None, help="embedding memo folder (default: ~/.cache/llamaindex_posfair/main_job)"
+        "--cache-dir", default=None, help="embedding memo folder (default: ~/.cache/llamaindex_posfair/pipeline)"
     )
     p.add_argument("--no-cache", action="store_true", help="keep embeddings in memory only")
     return p
@@ -121,9 +123,9 @@ def _overlaps(text: str) -> tuple[int, ...]:
 
 
 def _grid(args: argparse.Namespace) -> Any:
-    from research.main_job.protocol import MainJobGrid
+    from research.default_pipeline.protocol import DefaultPipelineGrid
 
-    return MainJobGrid(
+    return DefaultPipelineGrid(
         node_tokens=tuple(args.chunk_tokens_grid),
         subchunk_tokens=tuple(args.subchunk_tokens_grid),
         subchunk_overlaps=_overlaps(args.subchunk_overlaps),
@@ -142,17 +144,17 @@ def _encoders(args: argparse.Namespace, select: Any, grid: Any) -> Any:
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.eval.memo import VectorMemo
     from qdrant_tools.subchunks import SubchunkConfig, subchunk_text
-    from research.main_job.encoders import SpecEncoders, calibration_named
+    from research.default_pipeline.encoders import SpecEncoders, calibration_named
 
     for name in grid.calibrations:
         calibration_named(name)  # unknown presets fail here, before any model loads
     probes = [s.text for t in list(select.corpus.values())[:8] for s in subchunk_text(t, SubchunkConfig(140, 0))]
-    memo = VectorMemo(cache_dir_from_args(args, "main_job"))
+    memo = VectorMemo(cache_dir_from_args(args, "pipeline"))
     return SpecEncoders(EncoderSpec(model=args.model or BUNDLED_MINILM), memo, probes, _pairs(args.windows))
 
 
 def _store_label(exact_up_to: int) -> str:
-    from research.main_job.system import DEFAULT_CLIENT_FACTORY
+    from research.default_pipeline.system import DEFAULT_CLIENT_FACTORY
 
     store = f"the embedded store `{DEFAULT_CLIENT_FACTORY.__module__}.{DEFAULT_CLIENT_FACTORY.__name__}`"
     if exact_up_to > 0:
@@ -164,13 +166,13 @@ def _store_label(exact_up_to: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Handler: flags -> ``MainJobProtocol`` -> ``write_main_job``."""
+    """Handler: flags -> ``DefaultPipelineProtocol`` -> ``write_default_pipeline``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     t0 = time.perf_counter()
     import torch
 
-    from research.main_job.protocol import SELECTION_RULE, MainJobProtocol
-    from research.main_job.report import write_main_job
+    from research.default_pipeline.protocol import SELECTION_RULE, DefaultPipelineProtocol
+    from research.default_pipeline.report import write_default_pipeline
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -182,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         grid = _grid(args)
         report, select = load_split(args, args.split), load_split(args, args.select_split)
         encoders = _encoders(args, select, grid)
-        outcome = MainJobProtocol(encoders, grid, show_progress=not args.no_progress).run(select, report)
+        outcome = DefaultPipelineProtocol(encoders, grid, show_progress=not args.no_progress).run(select, report)
     except (ValueError, KeyError, OSError) as exc:  # also SplitError, HeldApartError, unknown presets
         raise CliError(error_message(exc)) from None
     meta = {
@@ -198,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         "chosen_on_select": {"harmonic": outcome.chosen.harmonic, "psi": outcome.chosen.result.ndcg.psi},
         **outcome.notes,
     }
-    table, _ = write_main_job(outcome, report, select, args.out_dir, meta=meta, model_label="all-MiniLM-L6-v2")
+    table, _ = write_default_pipeline(outcome, report, select, args.out_dir, meta=meta, model_label="all-MiniLM-L6-v2")
     print(table)
     print(
         f"wrote {args.out_dir}/summary.md, summary.csv, sweep.md, sweep.csv, ndcg_by_group.png, frontier.png, run.json"

@@ -1,4 +1,4 @@
-"""The main job as a harness system: file-level aggregation, storage accounting, numpy/store congruence."""
+"""The default pipeline as a harness system: file-level aggregation, storage accounting, numpy/store congruence."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from llamaindex_posfair.eval.harness.systems import EncodeCache
 from llamaindex_posfair.eval.metrics import rank_scores
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.subchunks import SubchunkConfig
-from research.main_job.system import (
+from research.default_pipeline.system import (
+    DefaultPipelineSystem,
     IndexPool,
-    MainJobSystem,
     StorageStats,
     StoreIndex,
     eval_search,
@@ -35,7 +35,7 @@ def plain(fake_encoder_factory):
     return fake_encoder_factory(dimension=64, max_length=64, calibration=None)
 
 
-def _score(system: MainJobSystem, docs: dict[str, str], queries: list[str]) -> np.ndarray:
+def _score(system: DefaultPipelineSystem, docs: dict[str, str], queries: list[str]) -> np.ndarray:
     cache = EncodeCache(list(docs.values()), queries, doc_ids=list(docs))
     return system.score(cache)
 
@@ -49,7 +49,7 @@ def test_file_score_is_the_best_node_of_the_passage(plain):
     docs = {"a": "alpha beta gamma delta zebra zebra zebra zebra", "b": "zebra alpha beta gamma"}
     layout = NodeLayout(chunk_tokens=4, overlap_tokens=0, subchunks=None)
     with _pool() as pool:
-        scores = _score(MainJobSystem("mj", plain, layout, eval_search(layout), pool=pool), docs, ["zebra"])
+        scores = _score(DefaultPipelineSystem("mj", plain, layout, eval_search(layout), pool=pool), docs, ["zebra"])
     q = plain.encode_queries(["zebra"])[0]
     nodes = plain.encode_documents(["alpha beta gamma delta", "zebra zebra zebra zebra", "zebra alpha beta gamma"])
     assert scores[0, 0] == pytest.approx(max(q @ nodes[0], q @ nodes[1]), abs=1e-5)
@@ -61,7 +61,7 @@ def test_file_score_of_a_sub_chunk_layout_is_its_best_sub_chunk(plain):
     docs = {"a": "Alpha beta gamma. Zebra zebra zebra. Delta delta delta.", "b": "Zebra alpha beta. Gamma gamma."}
     layout = NodeLayout(chunk_tokens=64, subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0))
     with _pool() as pool:
-        scores = _score(MainJobSystem("mj", plain, layout, eval_search(layout), pool=pool), docs, ["zebra"])
+        scores = _score(DefaultPipelineSystem("mj", plain, layout, eval_search(layout), pool=pool), docs, ["zebra"])
     q = plain.encode_queries(["zebra"])[0]
     subs = plain.encode_documents(["Zebra zebra zebra.", "Zebra alpha beta."])
     np.testing.assert_allclose(scores[0], [q @ subs[0], q @ subs[1]], atol=1e-5)
@@ -71,7 +71,7 @@ def test_passages_without_a_returned_node_score_minus_inf_and_rank_last(plain):
     docs = {"a": "zebra zebra", "b": "alpha beta", "c": "gamma zebra"}
     layout = NodeLayout(chunk_tokens=8, subchunks=None)
     with _pool() as pool:
-        system = MainJobSystem("mj", plain, layout, eval_search(layout, depth=1), pool=pool)
+        system = DefaultPipelineSystem("mj", plain, layout, eval_search(layout, depth=1), pool=pool)
         scores = _score(system, docs, ["zebra"])
     assert np.isfinite(scores[0]).tolist() == [True, False, False]
     # "c" is relevant but was not returned: tied at -inf with "b", it ranks after it (pessimistic tie rule)
@@ -86,7 +86,7 @@ def test_storage_accounting_of_a_known_corpus(plain):
     docs = {"a": "One fish. Two fish. Red fish. Blue fish."}
     layout = NodeLayout(chunk_tokens=8, subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0))
     with _pool() as pool:
-        system = MainJobSystem("mj", plain, layout, eval_search(layout), pool=pool)
+        system = DefaultPipelineSystem("mj", plain, layout, eval_search(layout), pool=pool)
         _score(system, docs, ["fish"])
     s = system.stats.storage
     assert (s.nodes, s.subchunk_vectors, s.dim) == (1, 2, 64)
