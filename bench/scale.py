@@ -219,9 +219,12 @@ class Built:
         self.open_s = time.perf_counter() - t0
 
 
-def create(store: Any, real: RealNodes, subchunk_m: int | None, storage: Any) -> None:
+def create(
+    store: Any, real: RealNodes, subchunk_m: int | None, storage: Any, max_segment_mb: int | None = None
+) -> None:
     """The collection with the real store's layout (``subchunk_m``: an HNSW graph on the sub-chunks), its vectors
-    kept as the arm ``storage`` of :mod:`research.storage_arms` says."""
+    kept as the arm ``storage`` of :mod:`research.storage_arms` says (``max_segment_mb``: Qdrant's
+    ``max_segment_size``, so that no optimization merges segments past it)."""
     from research.storage_arms import arm_vectors
 
     vectors = arm_vectors(dict(real.config["vectors_config"]), storage)
@@ -233,11 +236,17 @@ def create(store: Any, real: RealNodes, subchunk_m: int | None, storage: Any) ->
         vectors_config=vectors,
         sparse_vectors_config=real.config["sparse_vectors_config"],
         metadata=real.config["metadata"],
+        optimizers_config=models.OptimizersConfigDiff(max_segment_size=max_segment_mb * 1024)
+        if max_segment_mb
+        else None,
     )
 
 
 def build(n: int, real: RealNodes, pool_: Pool, args: argparse.Namespace, work: Path) -> Built:
-    """Real nodes at random positions among ``n - len(real)`` distractors; upserts timed apart from generation."""
+    """Real nodes at random positions among ``n - len(real)`` distractors; upserts timed apart from generation.
+
+    With ``args.index_every``, the index is built each time that many more points are written (so that one
+    optimization rewrites only those), and ``index_s`` sums every build."""
     from qdrant_tools.sparse import SPARSE_VECTOR
     from qdrant_tools.store import open_store
     from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
@@ -248,20 +257,22 @@ def build(n: int, real: RealNodes, pool_: Pool, args: argparse.Namespace, work: 
     doc_of = {int(ids[i]): d for i, d in enumerate(real.docs)}
     folder = work / f"n{n}"
     store = open_store(folder, auto_index=False)
-    create(store, real, args.subchunk_m, args.storage)
+    create(store, real, args.subchunk_m, args.storage, args.max_segment_mb)
     real_batches = [
         list(zip(real.vectors[s : s + 256], real.payloads[s : s + 256])) for s in range(0, len(real.docs), 256)
     ]
-    write_s, row = 0.0, 0
+    write_s, index_s, row, indexed = 0.0, 0.0, 0, 0
     for batch in itertools.chain(real_batches, distractors(pool_, n - len(real.docs), rng, args, node_name)):
         points = [models.PointStruct(id=int(ids[row + i]), vector=v, payload=p) for i, (v, p) in enumerate(batch)]
         t0 = time.perf_counter()
         store.upsert(COLLECTION, points)
         write_s += time.perf_counter() - t0
         row += len(batch)
-    t0 = time.perf_counter()
-    store.build_index(COLLECTION)
-    return Built(store, folder, n, doc_of, write_s, time.perf_counter() - t0)
+        if args.index_every and row - indexed >= args.index_every:
+            index_s += store.build_index(COLLECTION)
+            indexed = row
+    index_s += store.build_index(COLLECTION)
+    return Built(store, folder, n, doc_of, write_s, index_s)
 
 
 # ------------------------------------------------------------------ queries
@@ -525,6 +536,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="score only this many queries (spread over both benchmarks) exhaustively for the recall reference "
         "(default: all; the exhaustive scan reads every vector for each query)",
     )
+    ap.add_argument(
+        "--index-every",
+        type=int,
+        default=None,
+        help="build the index each time this many more points are written (default: once, after all writes)",
+    )
+    ap.add_argument(
+        "--max-segment-mb",
+        type=int,
+        default=None,
+        help="Qdrant's max_segment_size in MB: no optimization merges segments past it (default: Qdrant's)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", default="~/.cache/llamaindex_posfair/scale", help="embedding memo folder")
     return ap.parse_args(argv)
@@ -578,7 +601,11 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(tempfile.mkdtemp(prefix="posfair-scale-"))
         try:
             built = build(n, real, pool_, args, work)
-            print(f"{n:,} nodes: written in {built.write_s:.1f} s, indexed in {built.index_s:.1f} s", flush=True)
+            segments = built.store.get_collection(COLLECTION).segments_count
+            print(
+                f"{n:,} nodes: written in {built.write_s:.1f} s, indexed in {built.index_s:.1f} s, {segments} segments",
+                flush=True,
+            )
             built.reopen(not args.no_warm)
             print(f"{n:,} nodes: reopened in {built.open_s:.1f} s ({'cold' if args.no_warm else 'warmed'})", flush=True)
             rows += measure(built, queries, *variants(n, args), exact_queries=args.exact_queries)
