@@ -36,6 +36,8 @@ exactly), the query of larger collections forced at every size (``exact_up_to=0`
 the node vector's HNSW, BM25 and, with ``--subchunk-m``, the sub-chunk graph), ``--prefetch`` variants of it
 (a fixed number of node-vector candidates) and, with ``--exact``, exact scoring forced at every size.
 Each search's five slowest queries are printed with the time Python's garbage collector ran inside them.
+Peak memory is printed twice: the kernel's ``ru_maxrss``, and the peaks of resident, anonymous and file-backed
+memory sampled every 0.5 s by a child process (:class:`MemoryPeaks`).
 Embeddings are memoised under ``--cache``.
 
 Usage::
@@ -184,6 +186,50 @@ def anon_mb() -> float:
     """Anonymous resident memory of this process now (``RssAnon``: what cannot be paged back to a file), MB."""
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) / 1e3 for line in f if line.startswith("RssAnon:"))
+
+
+_PEAKS_CHILD = """
+import os, sys, time
+status, out = f"/proc/{sys.argv[1]}/status", sys.argv[2]
+peaks = {"VmRSS": 0, "RssAnon": 0, "RssFile": 0}
+while os.path.exists(status):
+    try:
+        with open(status) as f:
+            for line in f:
+                key = line.split(":")[0]
+                if key in peaks:
+                    peaks[key] = max(peaks[key], int(line.split()[1]))
+    except OSError:
+        break
+    with open(out + ".tmp", "w") as f:
+        f.write(" ".join(str(peaks[k]) for k in ("VmRSS", "RssAnon", "RssFile")))
+    os.replace(out + ".tmp", out)
+    time.sleep(0.5)
+"""
+
+
+class MemoryPeaks:
+    """Peak resident, anonymous and file-backed memory of this process, sampled every 0.5 s by a child process
+    (a thread of this one would stall while Qdrant Edge holds the interpreter lock, as through an index build)."""
+
+    def __enter__(self) -> MemoryPeaks:
+        import subprocess
+
+        self._out = Path(tempfile.mkdtemp(prefix="posfair-peaks-")) / "peaks"
+        self._child = subprocess.Popen([sys.executable, "-c", _PEAKS_CHILD, str(os.getpid()), str(self._out)])
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._child.kill()
+        self._child.wait()
+        shutil.rmtree(self._out.parent, ignore_errors=True)
+
+    def gb(self) -> tuple[float, float, float]:
+        """``(VmRSS, RssAnon, RssFile)`` peaks so far, GB (zeros before the first sample)."""
+        try:
+            return tuple(int(x) / 1e6 for x in self._out.read_text().split())  # type: ignore[return-value]
+        except (FileNotFoundError, ValueError):
+            return 0.0, 0.0, 0.0
 
 
 def folder_mb(folder: Path) -> float:
@@ -441,7 +487,12 @@ def spread(queries: Queries, n: int | None) -> tuple[Queries, list[int]]:
 
 
 def measure(
-    built: Built, queries: Queries, variants: dict[str, Any], exact: Any, exact_queries: int | None = None
+    built: Built,
+    queries: Queries,
+    variants: dict[str, Any],
+    exact: Any,
+    exact_queries: int | None = None,
+    peaks: MemoryPeaks | None = None,
 ) -> list[Row]:
     """Every variant's answers against the exhaustive search of the same collection (over ``exact_queries`` of
     the queries, spread over both benchmarks: :func:`spread`; recall is over those)."""
@@ -454,6 +505,8 @@ def measure(
         answers[label] = got, ms, ram
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     print(f"  peak RSS up to the searches (build included, before the exhaustive reference): {peak:.1f} GB", flush=True)
+    if peaks is not None:
+        print(f"  {describe(peaks)}", flush=True)
     sub, keep = spread(queries, exact_queries)
     if len(keep) < len(queries.ids):
         print(f"  exhaustive reference over {len(keep)} of {len(queries.ids)} queries", flush=True)
@@ -597,24 +650,40 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     rows = []
-    for n in (int(x) for x in args.sizes.split(",")):
-        work = Path(tempfile.mkdtemp(prefix="posfair-scale-"))
-        try:
-            built = build(n, real, pool_, args, work)
-            segments = built.store.get_collection(COLLECTION).segments_count
-            print(
-                f"{n:,} nodes: written in {built.write_s:.1f} s, indexed in {built.index_s:.1f} s, {segments} segments",
-                flush=True,
-            )
-            built.reopen(not args.no_warm)
-            print(f"{n:,} nodes: reopened in {built.open_s:.1f} s ({'cold' if args.no_warm else 'warmed'})", flush=True)
-            rows += measure(built, queries, *variants(n, args), exact_queries=args.exact_queries)
-            built.store.close()
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        print(table(rows), flush=True)
+    with MemoryPeaks() as peaks:
+        for n in (int(x) for x in args.sizes.split(",")):
+            rows += measure_size(n, real, pool_, queries, args, peaks)
+            print(table(rows), flush=True)
+        print(f"\n{describe(peaks)}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-    print(f"\npeak RSS {peak:.1f} GB; load average after: {cpu_load()}")
+    print(f"peak RSS {peak:.1f} GB; load average after: {cpu_load()}")
+
+
+def measure_size(
+    n: int, real: RealNodes, pool_: Pool, queries: Queries, args: argparse.Namespace, peaks: MemoryPeaks
+) -> list[Row]:
+    """Build, reopen and measure one collection of ``n`` nodes; its rows."""
+    work = Path(tempfile.mkdtemp(prefix="posfair-scale-"))
+    try:
+        built = build(n, real, pool_, args, work)
+        segments = built.store.get_collection(COLLECTION).segments_count
+        print(
+            f"{n:,} nodes: written in {built.write_s:.1f} s, indexed in {built.index_s:.1f} s, {segments} segments; "
+            f"{describe(peaks)}",
+            flush=True,
+        )
+        built.reopen(not args.no_warm)
+        print(f"{n:,} nodes: reopened in {built.open_s:.1f} s ({'cold' if args.no_warm else 'warmed'})", flush=True)
+        rows = measure(built, queries, *variants(n, args), exact_queries=args.exact_queries, peaks=peaks)
+        built.store.close()
+        return rows
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def describe(peaks: MemoryPeaks) -> str:
+    rss, anon, file = peaks.gb()
+    return f"sampled peaks so far: resident {rss:.1f} GB, anonymous {anon:.1f} GB, file-backed {file:.1f} GB"
 
 
 if __name__ == "__main__":
