@@ -47,7 +47,8 @@ Usage::
     nice -n 5 python bench/scale.py --sizes 10000 --subchunk-m 16         # with the sub-chunk graph
     nice -n 5 python bench/scale.py --sizes 100000 --storage 1            # fused int8 copy, originals on disk
     nice -n 5 python bench/scale.py --sizes 5000,10000 --exact --prefetch 1000   # exact scoring against candidates
-    nice -n 5 python bench/scale.py --sizes 1000000 --exact-queries 30          # the reference over 30 queries
+    nice -n 5 python bench/scale.py --sizes 1000000 --exact-queries 30 --index-every 333334 --max-segment-mb 7500
+        # a million nodes: the reference over 30 queries, the index built in three parts (docs/storage.md)
 """
 
 from __future__ import annotations
@@ -230,6 +231,10 @@ class MemoryPeaks:
             return tuple(int(x) / 1e6 for x in self._out.read_text().split())  # type: ignore[return-value]
         except (FileNotFoundError, ValueError):
             return 0.0, 0.0, 0.0
+
+    def describe(self) -> str:
+        rss, anon, file = self.gb()
+        return f"sampled peaks so far: resident {rss:.1f} GB, anonymous {anon:.1f} GB, file-backed {file:.1f} GB"
 
 
 def folder_mb(folder: Path) -> float:
@@ -506,7 +511,7 @@ def measure(
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     print(f"  peak RSS up to the searches (build included, before the exhaustive reference): {peak:.1f} GB", flush=True)
     if peaks is not None:
-        print(f"  {describe(peaks)}", flush=True)
+        print(f"  {peaks.describe()}", flush=True)
     sub, keep = spread(queries, exact_queries)
     if len(keep) < len(queries.ids):
         print(f"  exhaustive reference over {len(keep)} of {len(queries.ids)} queries", flush=True)
@@ -654,7 +659,7 @@ def main(argv: list[str] | None = None) -> None:
         for n in (int(x) for x in args.sizes.split(",")):
             rows += measure_size(n, real, pool_, queries, args, peaks)
             print(table(rows), flush=True)
-        print(f"\n{describe(peaks)}")
+        print(f"\n{peaks.describe()}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
     print(f"peak RSS {peak:.1f} GB; load average after: {cpu_load()}")
 
@@ -669,7 +674,7 @@ def measure_size(
         segments = built.store.get_collection(COLLECTION).segments_count
         print(
             f"{n:,} nodes: written in {built.write_s:.1f} s, indexed in {built.index_s:.1f} s, {segments} segments; "
-            f"{describe(peaks)}",
+            f"{peaks.describe()}",
             flush=True,
         )
         built.reopen(not args.no_warm)
@@ -679,11 +684,6 @@ def measure_size(
         return rows
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def describe(peaks: MemoryPeaks) -> str:
-    rss, anon, file = peaks.gb()
-    return f"sampled peaks so far: resident {rss:.1f} GB, anonymous {anon:.1f} GB, file-backed {file:.1f} GB"
 
 
 if __name__ == "__main__":
