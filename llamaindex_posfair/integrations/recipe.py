@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -50,7 +51,17 @@ from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["Recipe", "default_layout", "layout_fields", "read_recipe"]
+__all__ = [
+    "Recipe",
+    "default_layout",
+    "layout_fields",
+    "read_recipe",
+    "search_changes",
+    "switched_search",
+    "write_recipe",
+]
+
+logger = logging.getLogger(__name__)
 
 #: EncoderSpec fields a recipe records: those that shape the vectors (run-time fields stay the reader's,
 #: and ``trust_remote_code`` is always the reader's own opt-in).
@@ -77,19 +88,24 @@ class _Frozen(BaseModel):
 
 
 #: The default search: the node cosine fused with its best sub-chunk at weight 0.5 (one MaxSim over the fused
-#: multivector of :func:`default_layout`), fused with BM25 by weighted RRF (BM25 weight 1.5, ``k`` = 60, 100
-#: nodes per ranking), scored exactly up to 5,000 nodes and over 2% of the nodes (300 to 2,000) re-scored from
-#: BM25 and HNSW candidates above that; the evidence is research/results/hybrid_sweep/sweep.md.
+#: multivector of :func:`default_layout`), fused with BM25 by distribution-based score fusion (DBSF: each ranking's
+#: scores normalised by its mean +- 3 sigma, then summed; 100 nodes per ranking), scored exactly up to 5,000 nodes
+#: and over 2% of the nodes (300 to 2,000) re-scored from BM25 and HNSW candidates above that. The evidence is
+#: docs/evidence.md ("DBSF, the default fusion"); collections written with the earlier weighted RRF keep it until
+#: switched (:data:`RRF_SEARCH`, ``posfair collection set-search``).
 DEFAULT_SEARCH = SearchSettings(
     node_weight=NODE_WEIGHT,
-    fusion="rrf",
+    fusion="dbsf",
     fusion_limit=100,
-    sparse_weight=1.5,
-    rrf_k=60,
     prefetch_limit=300,
     prefetch_max=2000,
     exact_up_to=5000,
 )
+#: The default search of collections written before DBSF: the same candidates fused by weighted RRF
+#: (BM25 weight 1.5, ``k`` = 60).
+RRF_SEARCH = DEFAULT_SEARCH.overridden(fusion="rrf", sparse_weight=1.5, rrf_k=60)
+#: The search fields that say how the dense and the BM25 rankings are fused.
+FUSION_FIELDS = ("fusion", "fusion_limit", "sparse_weight", "rrf_k")
 DEFAULT_BM25 = True
 #: New collections derive node vectors from their sub-chunk vectors (``NodeLayout.node_from_subchunks``;
 #: collections written before the field record none and read as encoded).
@@ -366,6 +382,75 @@ class Recipe(_Frozen):
             raise CollectionMismatchError(_contradiction("the collection", shown[not bm25], flag, shown[bm25]))
 
 
+def switched_search(search: SearchSettings, fusion: Literal["rrf", "dbsf"], **given: Any) -> SearchSettings:
+    """``search`` with the fusion fields of ``fusion``'s shipped search (:data:`DEFAULT_SEARCH` for DBSF,
+    :data:`RRF_SEARCH` for weighted RRF), ``given`` fusion fields on top; every other field is kept.
+
+    Example:
+        >>> s = switched_search(RRF_SEARCH, "dbsf")
+        >>> (s.fusion, s.sparse_weight, s.rrf_k, s.fusion_limit) == ("dbsf", 1.0, None, 100), s == DEFAULT_SEARCH
+        (True, True)
+
+    Raises:
+        ValueError: a field that is not a fusion field, or a setting that does not fit the fusion (named).
+    """
+    if fusion not in ("rrf", "dbsf"):
+        raise ValueError(f'fusion must be "rrf" or "dbsf", got {fusion!r}')
+    other = sorted(set(given) - set(FUSION_FIELDS))
+    if other:
+        raise ValueError(f"{other} are not fusion settings; the fusion settings are {list(FUSION_FIELDS)}")
+    base = DEFAULT_SEARCH if fusion == "dbsf" else RRF_SEARCH
+    fields = {f: getattr(base, f) for f in FUSION_FIELDS}
+    fields.update({k: v for k, v in given.items() if v is not None})
+    return dataclasses.replace(search, **fields)
+
+
+def search_changes(before: SearchSettings, after: SearchSettings) -> list[str]:
+    """``"field: before -> after"`` for every search field that differs.
+
+    Example:
+        >>> search_changes(RRF_SEARCH, DEFAULT_SEARCH)
+        ["fusion: 'rrf' -> 'dbsf'", 'sparse_weight: 1.5 -> 1.0', 'rrf_k: 60 -> None']
+    """
+    return [
+        f"{f.name}: {getattr(before, f.name)!r} -> {getattr(after, f.name)!r}"
+        for f in dataclasses.fields(SearchSettings)
+        if getattr(before, f.name) != getattr(after, f.name)
+    ]
+
+
+def write_recipe(client: StoreLike, collection: str, recipe: Recipe) -> None:
+    """Record ``recipe`` in ``collection``'s metadata (replacing the recorded one; no point is touched).
+
+    Raises:
+        LookupError: the collection does not exist.
+    """
+    if not client.collection_exists(collection):
+        raise LookupError(f"collection {collection!r} not found")
+    client.update_collection(collection, metadata=recipe.metadata())
+
+
+#: Collections already told (once per process) that they search with another fusion than the default.
+_FUSION_NOTICED: set[str] = set()
+
+
+def notice_search_default(recipe: Recipe, collection: str) -> None:
+    """Log once per collection that its recorded fusion is not the current default, and how to switch."""
+    fusion = recipe.search.fusion
+    if fusion == DEFAULT_SEARCH.fusion or collection in _FUSION_NOTICED or recipe.bm25 is None:
+        return
+    _FUSION_NOTICED.add(collection)
+    logger.warning(
+        "collection %r searches with %s fusion, as recorded when it was written; new collections use %s "
+        "(docs/evidence.md). Switch it without re-embedding: posfair collection set-search %s --fusion %s",
+        collection,
+        fusion.upper(),
+        DEFAULT_SEARCH.fusion.upper(),
+        collection,
+        DEFAULT_SEARCH.fusion,
+    )
+
+
 def _recorded(spec: EncoderSpec) -> EncoderSpec:
     """``spec`` with its dtype resolved on its device and the run-time fields at their defaults (what a recipe
     records: the precision the vectors were computed in, never ``"auto"``)."""
@@ -393,8 +478,11 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
-def read_recipe(client: StoreLike, collection: str) -> Recipe | None:
+def read_recipe(client: StoreLike, collection: str, *, notice: bool = True) -> Recipe | None:
     """The recipe recorded in ``collection`` (``None``: written before recipes, or not by posfair ingest).
+
+    With ``notice``, a collection whose recorded fusion is not the current default is told so once
+    (:func:`notice_search_default`).
 
     Raises:
         LookupError: the collection does not exist.
@@ -404,9 +492,12 @@ def read_recipe(client: StoreLike, collection: str) -> Recipe | None:
     if data is None:
         return None
     try:
-        return Recipe.model_validate(data)
+        recipe = Recipe.model_validate(data)
     except ValueError as exc:
         raise ValueError(
             f"collection {collection!r} records a recipe this version of llamaindex-posfair cannot read ({exc}); "
             "upgrade llamaindex-posfair, or re-ingest into a new collection"
         ) from None
+    if notice:
+        notice_search_default(recipe, collection)
+    return recipe

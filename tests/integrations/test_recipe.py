@@ -10,6 +10,7 @@ import pytest
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
 from llamaindex_posfair.integrations.recipe import (
+    RRF_SEARCH,
     Recipe,
     read_recipe,
 )
@@ -47,7 +48,7 @@ def test_default_recipe_is_the_default_pipeline_uncalibrated_with_32_token_subch
     assert list(r.vectors) == ["vanilla"] and r.node_vector() == "vanilla"
     assert r.encoder_spec().calibration is None and r.layout.subchunks.max_tokens == 32
     assert r.encoder_spec().weights is not None  # pinned: a changed model folder is refused at load
-    assert r.sparse_encoder() is not None and (r.search.node_weight, r.search.fusion) == (0.5, "rrf")
+    assert r.sparse_encoder() is not None and (r.search.node_weight, r.search.fusion) == (0.5, "dbsf")
 
 
 def test_recipe_records_no_run_time_fields():
@@ -124,16 +125,16 @@ def test_rerank_settings_follow_the_layout():
     assert single.rerank_settings()["scoring"] == "node"
 
 
-def test_the_default_search_is_weighted_rrf_at_node_weight_one_half():
+def test_the_default_search_is_dbsf_at_node_weight_one_half():
     s = Recipe.default().search
-    assert (s.fusion, s.sparse_weight, s.rrf_k, s.node_weight) == ("rrf", 1.5, 60, 0.5)
+    assert (s.fusion, s.sparse_weight, s.rrf_k, s.node_weight) == ("dbsf", 1.0, None, 0.5)
 
 
 def test_a_search_recorded_as_its_former_fields_still_reads():
     data = Recipe.default().model_dump(mode="json")
     data["search"] = {"vector": None, "node_weight": 0.5, "fusion": "rrf", "fusion_limit": 100, "sparse_weight": 1.5}
     data["search"].update(rrf_k=60, prefetch_limit=300, prefetch_max=2000, exact_up_to=5000)
-    assert Recipe.model_validate(data).search == Recipe.default().search
+    assert Recipe.model_validate(data).search == RRF_SEARCH
 
 
 def test_a_recipe_round_trips_through_its_metadata():

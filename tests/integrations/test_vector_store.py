@@ -226,10 +226,10 @@ def test_a_reopened_store_reads_the_layout_and_queries_without_an_embed_model(st
 
 
 def test_search_overrides_change_the_fusion_of_every_query(store, client, embed):
-    dbsf = PosFairVectorStore("docs", client=client, search_overrides={"fusion": "dbsf"})
+    rrf = PosFairVectorStore("docs", client=client, search_overrides={"fusion": "rrf"})
     q = _query(embed, "why does the moon raise tidal bulges")
-    assert _names(dbsf.query(q))[0] == "ocean"
-    assert dbsf.query(q).similarities != store.query(q).similarities  # DBSF sums normalised scores, RRF ranks
+    assert _names(rrf.query(q))[0] == "ocean"
+    assert rrf.query(q).similarities != store.query(q).similarities  # DBSF sums normalised scores, RRF ranks
 
 
 def test_a_bad_search_override_is_refused_and_nothing_is_lost(store, client):
