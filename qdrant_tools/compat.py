@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from qdrant_tools import payload as P
 from qdrant_tools.metadata import metadata_conflicts, read_metadata
 from qdrant_tools.spec import CollectionMismatchError
@@ -38,7 +40,12 @@ if TYPE_CHECKING:
     from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["check_writable", "stored_fingerprint"]
+__all__ = ["SAME_ENCODER_COSINE", "check_same_encoder", "check_writable", "stored_fingerprint"]
+
+#: Two vectors of one text are the same encoder's when their cosine is at least this: another precision or
+#: batch of the same model stays above 0.9999 (bfloat16 against float32: research/bench/batch_rounding.py),
+#: another model of the same size falls far below.
+SAME_ENCODER_COSINE = 0.99
 
 
 def stored_fingerprint(client: StoreLike, collection: str, vector: str) -> str | None:
@@ -46,6 +53,43 @@ def stored_fingerprint(client: StoreLike, collection: str, vector: str) -> str |
     collection is empty or records none)."""
     points, _ = client.scroll(collection, limit=1, with_payload=[P.FINGERPRINTS], with_vectors=False)
     return (points[0].payload or {}).get(P.FINGERPRINTS, {}).get(vector) if points else None
+
+
+def check_same_encoder(
+    collection: str, encoder: str, model: str, expected: Sequence[float], given: Sequence[float], what: str
+) -> None:
+    """Raise unless ``given`` (``model``'s vector of one text) is ``expected`` (the vector the collection's
+    ``encoder`` computes for the same text): the check that keeps another embedding model from querying or
+    writing a collection whose vectors it did not compute.
+
+    Args:
+        collection: the collection, for the message.
+        encoder: the collection's encoder (e.g. its model name), for the message.
+        model: the embedding model being checked, for the message.
+        expected: the collection encoder's vector.
+        given: the checked model's vector of the same text.
+        what: what was compared (e.g. ``"the query"``, ``"node 'n1'"``), for the message.
+
+    Raises:
+        CollectionMismatchError: another size, or a cosine below :data:`SAME_ENCODER_COSINE` (both models named).
+    """
+    a, b = np.asarray(expected, dtype=np.float64).ravel(), np.asarray(given, dtype=np.float64).ravel()
+    fix = (
+        f"embed with the collection's encoder (PosFairEmbedding(model_name={encoder!r}) or the same model), "
+        "or write a new collection for this model"
+    )
+    if a.shape != b.shape:
+        raise CollectionMismatchError(
+            f"embed model {model} gives {b.size}-dimensional vectors, but collection {collection!r} holds "
+            f"{a.size}-dimensional vectors of {encoder}; {fix}"
+        )
+    cosine = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
+    if cosine < SAME_ENCODER_COSINE:
+        raise CollectionMismatchError(
+            f"embed model {model} is not the encoder of collection {collection!r} ({encoder}): their vectors of "
+            f"{what} have cosine {cosine:.3f} (the same encoder gives >= {SAME_ENCODER_COSINE}); nothing was "
+            f"written. {fix[0].upper()}{fix[1:]}"
+        )
 
 
 def _describe(vectors: Any) -> str:

@@ -343,12 +343,24 @@ class SearchSettings:
 
 @dataclass(frozen=True)
 class Hit:
-    """One result: point id, score, payload, and (if asked) the best sub-chunk's document offsets."""
+    """One result of :func:`search`.
+
+    Args:
+        id: the point id.
+        score: the hit's relevance in [0, 1] (:func:`relevance`): its dense similarity to the query (the
+            node-weighted cosine the dense ranking uses), never above the score of a hit ranked before it, so
+            one cutoff means the same for every query and keeps a prefix of the ranking.
+        payload: the point's payload.
+        evidence: the document offsets of its best-matching sub-chunk (if asked).
+        fusion_score: the value the dense and BM25 rankings were fused to (RRF or DBSF, the order of the
+            hits); ``None`` when the query was not fused.
+    """
 
     id: str
     score: float
     payload: dict[str, Any]
     evidence: tuple[int, int] | None = None
+    fusion_score: float | None = None
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -587,34 +599,135 @@ def _advise_fused(collection: str, vectors: CollectionVectors, settings: SearchS
     )
 
 
-def _evidence_request(points: Sequence[Any], sub: str, limit: int | None) -> dict[str, Any]:
-    """The ``retrieve`` arguments that read the sub-chunk vectors and spans of the best ``limit`` hits."""
-    ids = [p.id for p in points][:limit]
-    return {"ids": ids, "with_payload": [P.SUBCHUNK_SPANS], "with_vectors": [sub]}
+def _row_vector(vectors: CollectionVectors, settings: SearchSettings) -> str | None:
+    """The multivector whose rows give a hit's dense score and evidence: the fused multivector written at the
+    search's node weight, else the sub-chunk multivector (``None``: a node-vector search)."""
+    if vectors.subchunks is None or not settings.subchunks:
+        return None
+    return vectors.fused if settings.node_weight > 0 and vectors.fuses_at(settings.node_weight) else vectors.subchunks
 
 
-def _best_spans(records: Sequence[Any], q: np.ndarray, sub: str) -> dict[str, tuple[int, int]]:
-    """Point id -> document offsets of its best-matching sub-chunk."""
-    out = {}
-    for r in records:
-        spans = (r.payload or {}).get(P.SUBCHUNK_SPANS)
-        vecs = np.asarray((r.vector or {}).get(sub) or [], dtype=np.float32)
-        if spans and len(vecs) == len(spans):
-            best = int(np.argmax(vecs @ q / np.maximum(np.linalg.norm(vecs, axis=1), 1e-12)))
-            out[str(r.id)] = (int(spans[best][0]), int(spans[best][1]))
+def _reads(vectors: CollectionVectors, settings: SearchSettings, fused: bool) -> list[str]:
+    """The vectors :func:`search` reads back per hit: the rows of its evidence and, for a fused query, what
+    gives its dense score (the node vector too when the rows are sub-chunks weighed with the node cosine)."""
+    rows = _row_vector(vectors, settings)
+    if not fused:
+        return [rows] if rows is not None and settings.evidence and settings.evidence_limit != 0 else []
+    node = vectors.node_vector(settings.vector)
+    if rows is None:
+        return [node]
+    if rows == vectors.subchunks and settings.node_weight > 0:
+        return [rows, node]
+    return [rows]
+
+
+def _read_request(points: Sequence[Any], reads: list[str], settings: SearchSettings, fused: bool) -> dict[str, Any]:
+    """The ``retrieve`` arguments that read ``reads`` (and the sub-chunk spans) of the hits that need them:
+    every hit of a fused query (its dense score), else the best ``evidence_limit`` (their evidence)."""
+    ids = [p.id for p in points] if fused else [p.id for p in points][: settings.evidence_limit]
+    return {"ids": ids, "with_payload": [P.SUBCHUNK_SPANS], "with_vectors": reads}
+
+
+def _cosines(rows: Any, q: np.ndarray) -> np.ndarray:
+    rows = np.asarray(rows if rows is not None else [], dtype=np.float32)
+    if rows.size == 0:
+        return np.zeros(0, dtype=np.float32)
+    rows = rows.reshape(-1, q.shape[0])
+    return rows @ q / np.maximum(np.linalg.norm(rows, axis=1), 1e-12)
+
+
+def _dense_score(record: Any, q: np.ndarray, vectors: CollectionVectors, settings: SearchSettings) -> float | None:
+    """A read-back hit's dense score, as the dense ranking computes it (``None``: its vectors were not read)."""
+    got = record.vector or {}
+    rows = _row_vector(vectors, settings)
+    if rows is not None and rows == vectors.fused:
+        row_scores = np.asarray(got.get(rows) or [], dtype=np.float32).reshape(-1, q.shape[0]) @ q  # dot product rows
+        return float(row_scores.max()) if row_scores.size else None
+    node_weight = settings.node_weight if rows is not None else 1.0
+    score = 0.0
+    if rows is not None:
+        best = _cosines(got.get(rows), q)
+        if best.size == 0:
+            return None
+        score += (1.0 - node_weight) * float(best.max())
+    if node_weight > 0:
+        node = _cosines(got.get(vectors.node_vector(settings.vector)), q)
+        if node.size == 0:
+            return None
+        score += node_weight * float(node[0])
+    return score
+
+
+def _best_span(record: Any, q: np.ndarray, rows: str | None, vectors: CollectionVectors) -> tuple[int, int] | None:
+    """The document offsets of a read-back hit's best-matching sub-chunk (``None``: no spans or rows). A fused row
+    adds the same node term to every sub-chunk, so its best dot product is the best sub-chunk's."""
+    spans = (record.payload or {}).get(P.SUBCHUNK_SPANS)
+    got = (record.vector or {}).get(rows) if rows is not None else None
+    if rows is not None and rows == vectors.fused:
+        scores = np.asarray(got or [], dtype=np.float32).reshape(-1, q.shape[0]) @ q
+    else:
+        scores = _cosines(got, q)
+    if not spans or len(scores) != len(spans):
+        return None
+    best = int(np.argmax(scores))
+    return int(spans[best][0]), int(spans[best][1])
+
+
+def relevance(scores: Sequence[float]) -> list[float]:
+    """Scores in ranking order as relevance in [0, 1]: each clipped to [0, 1] and capped by the one before it,
+    so a score cutoff keeps a prefix of the ranking.
+
+    Example:
+        >>> relevance([0.62, 0.71, 0.4, -0.1])
+        [0.62, 0.62, 0.4, 0.0]
+    """
+    out: list[float] = []
+    for s in scores:
+        value = min(max(float(s), 0.0), 1.0)
+        out.append(min(value, out[-1]) if out else value)
     return out
 
 
-def _evidence_vector(vectors: CollectionVectors, settings: SearchSettings) -> str | None:
-    """The multivector whose best row is a hit's evidence (``None``: no evidence asked or none stored)."""
-    wanted = settings.evidence and settings.subchunks and settings.evidence_limit != 0
-    return vectors.subchunks if wanted else None
+def _hits(
+    points: Sequence[Any],
+    records: Sequence[Any],
+    q: np.ndarray,
+    vectors: CollectionVectors,
+    settings: SearchSettings,
+    fused: bool,
+    evidence: bool,
+) -> list[Hit]:
+    """``query_points`` answers as :class:`Hit` objects: relevance scores (the dense score read back for a fused
+    query, Qdrant's own dense score otherwise) and the evidence of the best ``evidence_limit`` hits."""
+    by_id = {str(r.id): r for r in records}
+    rows = _row_vector(vectors, settings)
+    raw = []
+    for p in points:
+        record = by_id.get(str(p.id))
+        dense = _dense_score(record, q, vectors, settings) if fused and record is not None else None
+        raw.append(float(p.score) if not fused else (dense if dense is not None else 0.0))
+    limit = len(points) if settings.evidence_limit is None else settings.evidence_limit
+    out = []
+    for i, (p, score) in enumerate(zip(points, relevance(raw))):
+        record = by_id.get(str(p.id))
+        span = _best_span(record, q, rows, vectors) if evidence and i < limit and record is not None else None
+        out.append(Hit(str(p.id), score, dict(p.payload or {}), span, float(p.score) if fused else None))
+    return out
 
 
-def hits_of(points: Sequence[Any], evidence: Mapping[str, tuple[int, int]] | None = None) -> list[Hit]:
-    """``query_points`` answers as :class:`Hit` objects (``evidence``: point id -> its span, where known)."""
-    evidence = evidence or {}
-    return [Hit(str(p.id), float(p.score), dict(p.payload or {}), evidence.get(str(p.id))) for p in points]
+def hits_of(points: Sequence[Any]) -> list[Hit]:
+    """``query_points`` answers of a BM25-only query (:func:`sparse_request`) as :class:`Hit` objects: the
+    BM25 score as is (not a relevance in [0, 1]; docs/vector-store.md, "Scores")."""
+    return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+
+
+def _fused(request: Mapping[str, Any]) -> bool:
+    """Whether a :func:`query_request` fuses the dense and BM25 rankings (its scores are fusion values)."""
+    return isinstance(request.get("query"), models.FusionQuery | models.RrfQuery)
+
+
+def _wants_evidence(settings: SearchSettings) -> bool:
+    return settings.evidence and settings.subchunks and settings.evidence_limit != 0
 
 
 def _advise(collection: str, vectors: CollectionVectors, settings: SearchSettings) -> None:
@@ -653,11 +766,19 @@ def search(
     _advise(collection, vectors, settings)
     request = query_request(query_vector, settings, vectors, query_filter=query_filter, sparse_query=sparse_query)
     points = client.query_points(collection, **request, with_payload=True).points
-    sub = _evidence_vector(vectors, settings)
-    if sub is None or not points:
-        return hits_of(points)
-    records = client.retrieve(collection, **_evidence_request(points, sub, settings.evidence_limit))
-    return hits_of(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))
+    fused, reads = _fused(request), []
+    if points:
+        reads = _reads(vectors, settings, fused)
+    records = client.retrieve(collection, **_read_request(points, reads, settings, fused)) if reads else []
+    return _hits(
+        points,
+        records,
+        _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)),
+        vectors,
+        settings,
+        fused,
+        _wants_evidence(settings),
+    )
 
 
 async def asearch(
@@ -674,8 +795,16 @@ async def asearch(
     _advise(collection, vectors, settings)
     request = query_request(query_vector, settings, vectors, query_filter=query_filter, sparse_query=sparse_query)
     points = (await aclient.query_points(collection, **request, with_payload=True)).points
-    sub = _evidence_vector(vectors, settings)
-    if sub is None or not points:
-        return hits_of(points)
-    records = await aclient.retrieve(collection, **_evidence_request(points, sub, settings.evidence_limit))
-    return hits_of(points, _best_spans(records, _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)), sub))
+    fused, reads = _fused(request), []
+    if points:
+        reads = _reads(vectors, settings, fused)
+    records = await aclient.retrieve(collection, **_read_request(points, reads, settings, fused)) if reads else []
+    return _hits(
+        points,
+        records,
+        _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)),
+        vectors,
+        settings,
+        fused,
+        _wants_evidence(settings),
+    )

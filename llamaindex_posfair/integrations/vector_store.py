@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     MetadataFilters,
@@ -53,6 +53,7 @@ from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
 from llamaindex_posfair.integrations.nodes import hit_to_node, planned_nodes
 from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, read_recipe
+from qdrant_tools.compat import check_same_encoder
 from qdrant_tools.encoding import ChunkEncoder, document_token_counter
 from qdrant_tools.search import (
     CollectionVectors,
@@ -124,6 +125,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
     _recipe: Recipe = PrivateAttr()
     _embed: Any = PrivateAttr(default=None)
     _encoder: Any = PrivateAttr(default=None)
+    _own: Any = PrivateAttr(default=None)
+    _trusted: bool = PrivateAttr(default=False)
     _writer: Any = PrivateAttr(default=None)
     _vectors: CollectionVectors | None = PrivateAttr(default=None)
     _bm25: Bm25Sparse | None = PrivateAttr(default=None)
@@ -199,13 +202,25 @@ class PosFairVectorStore(BasePydanticVectorStore):
             return recipe
         if layout is not None:
             return layout
-        spec = self._embed.spec if self._embed is not None else EncoderSpec(calibration=None)
+        spec = self._embed.spec if _is_posfair(self._embed) else EncoderSpec(calibration=None)
         return Recipe.for_encoder(spec)
 
     def _check_embed_model(self) -> None:
-        """The embed model must be the encoder that writes (and queries) the searched vector."""
+        """The embed model must be the encoder that writes (and queries) the searched vector: a
+        ``PosFairEmbedding`` by its spec, any other LlamaIndex embedding by its vector of one text
+        (:func:`qdrant_tools.compat.check_same_encoder`). Without an embed model, the embeddings the
+        index sends are checked on the first query and on every ``add`` (:meth:`_check_given`)."""
         if self._embed is None:
             return
+        if not _is_posfair(self._embed):
+            expected = self._own_encoder().encode_documents([PROBE_TEXT])[0]
+            given = self._embed.get_text_embedding(PROBE_TEXT)
+            check_same_encoder(
+                self.collection_name, self._encoder_name(), _model_name(self._embed), expected, given, "one text"
+            )
+            self._trusted = True
+            return
+        self._trusted = True
         spec = self._embed.spec.resolved()
         given = {f: getattr(spec, f) for f in RECORDED_FIELDS if f != "weights"}
         try:
@@ -223,6 +238,44 @@ class PosFairVectorStore(BasePydanticVectorStore):
             )
         if not same_precision(stored.dtype, spec.dtype):
             notice_precision_difference(f"collection {self.collection_name!r}", stored.dtype, spec.dtype)
+
+    def _encoder_name(self) -> str:
+        return str(self._recipe.encoder_spec().model)
+
+    def _own_encoder(self) -> Any:
+        """The collection's encoder of the searched vector, loaded here once (a ``PosFairEmbedding`` embed
+        model's own encoder when it is one)."""
+        if self._own is None:
+            encoder = self._embed.encoder if _is_posfair(self._embed) else self._recipe.encoder_spec().load()
+            self._own = self._recipe.bind(encoder)[self._node_vector()]
+        return self._own
+
+    def _check_given(self, texts: Sequence[str], embedding: Any, what: str, query: bool = False) -> None:
+        """Unless the embed model is known to be the collection's encoder, check one embedding the index sent
+        against the collection encoder's vector of the same text (raises before anything is written)."""
+        if self._trusted or embedding is None or not texts or not texts[0].strip():
+            return
+        own = self._own_encoder()
+        expected = (own.encode_queries if query else own.encode_documents)([texts[0]])[0]
+        check_same_encoder(
+            self.collection_name, self._encoder_name(), "the index's embed model", expected, embedding, what
+        )
+        if query:
+            self._trusted = True
+
+    def _check_nodes(self, nodes: Sequence[BaseNode]) -> None:
+        """The first node with an embedding is the collection encoder's vector of its text (see :meth:`_check_given`)."""
+        node = next((n for n in nodes if n.embedding is not None), None)
+        if node is None:
+            return
+        try:  # LlamaIndex embeds a node's text with its metadata; an app may embed the text alone
+            self._check_given(
+                [node.get_content(metadata_mode=MetadataMode.EMBED)], node.embedding, f"node {node.node_id!r}"
+            )
+        except CollectionMismatchError:
+            self._check_given(
+                [node.get_content(metadata_mode=MetadataMode.NONE)], node.embedding, f"node {node.node_id!r}"
+            )
 
     def _check_write_precision(self) -> None:
         """Nodes are added in the collection's recorded precision (queries may use another one)."""
@@ -252,9 +305,9 @@ class PosFairVectorStore(BasePydanticVectorStore):
     def _chunk_encoder(self) -> ChunkEncoder:
         """The encoders of the layout, with their point encoding; the collection created with the layout if missing."""
         if self._writer is None:
-            if self._embed is not None:
+            if _is_posfair(self._embed):
                 self._check_write_precision()
-            encoder = self._embed.encoder if self._embed is not None else self._recipe.encoder_spec().load()
+            encoder = self._embed.encoder if _is_posfair(self._embed) else self._recipe.encoder_spec().load()
             vectors = self._recipe.bind(encoder)
             encoding = self._recipe.ingest_settings(show_progress=False).point_encoding(vectors)
             metadata = {**(self._recipe.metadata()), **encoding.metadata()}
@@ -284,6 +337,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         Raises:
             ValueError: a node without text, metadata on a reserved key, or an embedding of another size.
         """
+        self._check_nodes(nodes)
         with self._write_lock:
             for start in range(0, len(nodes), self.batch_size):
                 batch = self._encode(nodes[start : start + self.batch_size])
@@ -293,6 +347,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """:meth:`add` with the upserts through the async client; the encoding runs in a worker thread."""
+        await asyncio.to_thread(self._check_nodes, nodes)
         for start in range(0, len(nodes), self.batch_size):
             batch = await asyncio.to_thread(self._encode, nodes[start : start + self.batch_size])
             points = self._writer.points_of(batch)
@@ -325,6 +380,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             )
         if query.query_embedding is None:
             raise ValueError("PosFairVectorStore needs query.query_embedding: give the index a PosFairEmbedding")
+        self._check_given([query.query_str or ""], query.query_embedding, "the query", query=True)
         settings = self._search.overridden(evidence=True, limit=top_k, evidence_limit=self.evidence_hits)
         return "dense", {
             "query_vector": query.query_embedding,
@@ -435,6 +491,20 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     async def aclear(self) -> None:
         await asyncio.to_thread(self.clear)
+
+
+#: The text a non-posfair embed model and the collection's encoder both embed to show they are one model.
+PROBE_TEXT = "The tide rises twice a day; a lighthouse keeper logs its height at dawn and at dusk."
+
+
+def _is_posfair(embed: Any) -> bool:
+    """Whether ``embed`` is a ``PosFairEmbedding`` (it carries the spec of its encoder)."""
+    return embed is not None and isinstance(getattr(embed, "spec", None), EncoderSpec)
+
+
+def _model_name(embed: Any) -> str:
+    name = getattr(embed, "model_name", None)
+    return f"{type(embed).__name__}({name!r})" if name else type(embed).__name__
 
 
 def _selection(node_ids: list[str] | None, filters: MetadataFilters | None) -> models.Filter:

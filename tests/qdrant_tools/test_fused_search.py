@@ -26,8 +26,8 @@ def _unit(x):
 
 
 def _settled(hits):
-    """RRF scores, and the nodes scored above the last one (RRF ties come in either order)."""
-    scores = [round(h.score, 4) for h in hits]
+    """RRF scores (the fusion values), and the nodes scored above the last one (RRF ties come in either order)."""
+    scores = [round(h.fusion_score, 4) for h in hits]
     return scores, {n for n, x in zip(_nodes(hits), scores) if x > scores[-1]}
 
 
