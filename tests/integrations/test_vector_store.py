@@ -102,7 +102,7 @@ def test_sparse_mode_ranks_by_bm25_alone(store, embed):
 
 def test_an_unsupported_query_mode_is_refused(store, embed):
     with pytest.raises(ValueError, match="not supported by PosFairVectorStore"):
-        store.query(_query(embed, "moon", mode=VectorStoreQueryMode.MMR))
+        store.query(_query(embed, "moon", mode=VectorStoreQueryMode.SVM))
 
 
 def _f(key, value, op=FilterOperator.EQ):
