@@ -428,7 +428,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
                     f"query mode {query.mode.value!r} (alpha={query.alpha!r}) ranks by BM25: give query_str "
                     "(a non-empty query)"
                 )
-            return _Plan("sparse", {"sparse_query": sparse, "limit": query.sparse_top_k or query.similarity_top_k}, flt)
+            limit = (query.sparse_top_k or query.similarity_top_k) if query.mode in _SPARSE_MODES else _hits(query)
+            return _Plan("sparse", {"sparse_query": sparse, "limit": limit}, flt)
         if query.mode not in (*_DENSE_MODES, VectorStoreQueryMode.MMR):
             raise ValueError(
                 f"query mode {query.mode.value!r} is not supported by PosFairVectorStore; use "
@@ -436,9 +437,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
             )
         if query.query_embedding is None:
             raise _no_embedding(query)
-        limit = query.similarity_top_k
-        if query.mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k:
-            limit = query.hybrid_top_k
+        limit = _hits(query)
         mmr = None
         if query.mode == VectorStoreQueryMode.MMR:
             mmr = kwargs.get("mmr_threshold", query.mmr_threshold)
@@ -462,8 +461,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
         if self._bm25 is not None:
             return
         asked = []
-        if query.mode == VectorStoreQueryMode.HYBRID:
-            asked.append("mode='hybrid'")
+        if query.mode in (VectorStoreQueryMode.HYBRID, *_SPARSE_MODES):
+            asked.append(f"mode={query.mode.value!r}")
         if query.sparse_top_k is not None:
             asked.append(f"sparse_top_k={query.sparse_top_k}")
         if query.alpha not in (None, 1.0):
@@ -706,6 +705,13 @@ def _no_embedding(query: VectorStoreQuery) -> ValueError:
     )
 
 
+def _hits(query: VectorStoreQuery) -> int:
+    """The hits a ranking query returns: ``hybrid_top_k`` in ``HYBRID`` mode when given, else ``similarity_top_k``."""
+    if query.mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k:
+        return query.hybrid_top_k
+    return query.similarity_top_k
+
+
 def _alpha_settings(alpha: float | None, search: SearchSettings) -> dict[str, Any]:
     """The search settings that weigh the dense ranking by ``alpha`` against BM25's ``1 - alpha``.
 
@@ -718,6 +724,8 @@ def _alpha_settings(alpha: float | None, search: SearchSettings) -> dict[str, An
         raise ValueError(f"alpha must lie in [0, 1] (1: dense only, 0: BM25 only, 0.5: equal weights), got {alpha!r}")
     if alpha == 1.0:
         return {"sparse": False}
+    if alpha == 0.0:  # the ranking modes answer alpha=0 by BM25 alone before they get here
+        raise ValueError("alpha=0 ranks by BM25 alone, but MMR re-ranks the dense search's candidates; give alpha > 0")
     if search.fusion == "dbsf":
         if alpha != 0.5:
             raise ValueError(
