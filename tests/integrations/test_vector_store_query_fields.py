@@ -134,6 +134,8 @@ def test_bm25_fields_on_a_collection_without_bm25_are_refused(client, embed):
     plain.add(_nodes(embed))
     with pytest.raises(ValueError, match="stores no BM25 vectors.*sparse_top_k=2"):
         plain.query(_query(embed, "moon", sparse_top_k=2))
+    with pytest.raises(ValueError, match="stores no BM25 vectors.*mode='sparse'"):
+        plain.query(_query(embed, "moon", mode=VectorStoreQueryMode.SPARSE))
     assert len(plain.query(_query(embed, "moon")).nodes) == 3
 
 
@@ -170,9 +172,13 @@ async def test_mmr_through_the_async_client_chooses_the_same(mmr_store):
     assert (await mmr_store.aquery(_mmr(0.3))).ids == ["a", "b"]
 
 
-def test_mmr_prefetch_settings_are_checked(mmr_store):
+def test_mmr_prefetch_settings_and_alpha_are_checked(mmr_store):
     with pytest.raises(ValueError, match="mmr_prefetch_k must be a positive integer, got 0"):
         mmr_store.query(_mmr(0.3), mmr_prefetch_k=0)
+    query = _mmr(0.3)
+    query.alpha = 0.0
+    with pytest.raises(ValueError, match="alpha=0 ranks by BM25 alone, but MMR re-ranks"):
+        mmr_store.query(query)
 
 
 # ---------------------------------------------------------------------- filters, ids, embeddings, empty queries
