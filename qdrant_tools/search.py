@@ -227,6 +227,8 @@ class SearchSettings:
         fusion: how the dense ranking (best sub-chunk) and the BM25 ranking are fused in Qdrant:
             ``"rrf"`` (reciprocal rank fusion) or ``"dbsf"`` (distribution-based score fusion).
         fusion_limit: candidates of each ranking that enter the fusion.
+        sparse_limit: candidates of the BM25 ranking that enter the fusion (``None``: as many as the dense
+            ranking's, the larger of ``limit`` and ``fusion_limit``); LlamaIndex's ``sparse_top_k``.
         sparse_weight: weight of the BM25 ranking against the dense ranking's 1.0 in reciprocal rank fusion
             (weighted RRF, one ``RrfQuery``; 1.0 = plain RRF). DBSF takes no weights: it must be 1.0 there.
         rrf_k: the ``k`` of reciprocal rank fusion, ``1 / (k + rank)`` (``None`` = Qdrant's default, 2;
@@ -249,6 +251,7 @@ class SearchSettings:
     sparse: bool = True
     fusion: Literal["rrf", "dbsf"] = "rrf"
     fusion_limit: int = 50
+    sparse_limit: int | None = None
     sparse_weight: float = 1.0
     rrf_k: int | None = None
 
@@ -280,6 +283,9 @@ class SearchSettings:
             raise ValueError(f'fusion must be "rrf" or "dbsf", got {self.fusion!r}')
         if not isinstance(self.fusion_limit, int) or self.fusion_limit < 1:
             raise ValueError(f"fusion_limit must be a positive integer, got {self.fusion_limit!r}; typical 20-100")
+        sparse = self.sparse_limit
+        if sparse is not None and (isinstance(sparse, bool) or not isinstance(sparse, int) or sparse < 1):
+            raise ValueError(f"sparse_limit must be None or a positive integer, got {sparse!r}; typical 20-100")
         self._check_rrf()
 
     def _check_rrf(self) -> None:
@@ -520,7 +526,9 @@ def _hybrid_request(q, sparse_query, vector, settings, query_filter, vectors) ->
     dense = _dense_parts(q, vector, settings, vectors, query_filter, limit, sparse_query)
     arms = [
         models.Prefetch(**dense, limit=limit),
-        models.Prefetch(query=sparse_query, using=vectors.sparse, limit=limit, filter=query_filter),
+        models.Prefetch(
+            query=sparse_query, using=vectors.sparse, limit=settings.sparse_limit or limit, filter=query_filter
+        ),
     ]
     return {"prefetch": arms, "query": settings.fusion_query(), "limit": settings.limit}
 

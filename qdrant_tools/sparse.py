@@ -11,6 +11,15 @@ job: create the sparse vector with ``models.SparseVectorParams(modifier=
 models.Modifier.IDF)`` and Qdrant multiplies each query term by
 ``ln(1 + (N - n + 0.5) / (n + 0.5))`` over the points that hold the vector.
 
+Chinese and Japanese are written without spaces, and the word tokenizer takes a whole
+run of such characters for one token, so a query word inside a sentence never matches.
+With ``cjk_bigrams`` (the default for new settings) each run of Han, Hiragana or Katakana
+characters is first rewritten as its overlapping character bigrams (``東京の天気`` ->
+``東京 京の の天 天気``; one character stays itself), as Lucene's CJK analyzer does; text
+without such characters is tokenised exactly as before. :meth:`Bm25Sparse.settings`
+records the flag; settings recorded before it existed (without the key) keep it off,
+so a collection keeps the vectors it was written with.
+
 Why client-side vectors rather than ``models.Document(text, model="qdrant/bm25")``:
 a ``Document`` is turned into a vector by *Qdrant itself*, which needs a Qdrant
 server with BM25 inference (or fastembed installed next to qdrant-client's
@@ -23,7 +32,8 @@ sending these vectors (recommended: one ingestion path for every store),
 or let the server embed with the same settings:
 ``models.Document(text=..., model="qdrant/bm25", options=bm25.server_options())``
 (Qdrant documents its ``Bm25Config`` as portable between server and Edge; we
-have not compared a server's vectors with these here).
+have not compared a server's vectors with these here). A server does not split CJK
+runs into bigrams: for Chinese or Japanese text, send the vectors computed here.
 
 Example:
     >>> from qdrant_tools.sparse import Bm25Sparse
@@ -35,6 +45,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -47,6 +58,12 @@ from qdrant_tools.store.enums import to_edge
 SPARSE_VECTOR = "bm25"
 #: Qdrant's BM25 inference model name (what a server would embed ``models.Document`` with).
 SERVER_MODEL = "qdrant/bm25"
+#: The settings key recording that runs of Chinese / Japanese characters are split into bigrams.
+CJK_BIGRAMS = "cjk_bigrams"
+#: A run of Han (CJK unified ideographs and their extensions, compatibility ideographs), Hiragana or Katakana.
+_CJK_RUN = re.compile(
+    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
+)
 #: Defaults filled into the settings, so that "unset" and "set to the default" describe the same vectors.
 _DEFAULTS: dict[str, Any] = {
     "k": 1.2,
@@ -92,6 +109,23 @@ def _edge_config(c: models.Bm25Config) -> E.Bm25Config:
     )
 
 
+def cjk_bigrams(text: str) -> str:
+    """``text`` with each run of Chinese / Japanese characters replaced by its overlapping character bigrams,
+    space-separated (a one-character run stays itself); other text is returned unchanged.
+
+    Example:
+        >>> cjk_bigrams("Tokyo 東京の天気 today")
+        'Tokyo  東京 京の の天 天気  today'
+    """
+
+    def split(run: re.Match[str]) -> str:
+        chars = run.group()
+        pairs = [chars[i : i + 2] for i in range(len(chars) - 1)] or [chars]
+        return f" {' '.join(pairs)} "
+
+    return _CJK_RUN.sub(split, text)
+
+
 def _normalised(config: models.Bm25Config | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> models.Bm25Config:
     given = config.model_dump(exclude_none=True) if isinstance(config, models.Bm25Config) else dict(config or {})
     given.update({k: v for k, v in fields.items() if v is not None})
@@ -115,9 +149,12 @@ class Bm25Sparse:
     """BM25 sparse vectors of documents and queries, the same on every Qdrant store (see the module docstring).
 
     Args:
-        config: the settings, as ``qdrant_client.models.Bm25Config`` (or its dict); None = standard BM25
-            for English (k=1.2, b=0.75, avg_len=256, word tokenizer, lowercase, English stopwords and
-            Snowball stemmer).
+        config: the settings, as ``qdrant_client.models.Bm25Config`` (or its dict, or what :meth:`settings`
+            returned); None = standard BM25 for English (k=1.2, b=0.75, avg_len=256, word tokenizer,
+            lowercase, English stopwords and Snowball stemmer).
+        cjk_bigrams: split runs of Chinese / Japanese characters into character bigrams before tokenising
+            (:func:`cjk_bigrams`). Default: on, except for a settings mapping without the
+            :data:`CJK_BIGRAMS` key (settings recorded before the flag existed: off, the vectors they wrote).
         **fields: single ``Bm25Config`` fields overriding ``config``, e.g. ``language="french"``,
             ``stopwords=models.StopwordsSet()`` (none), ``stemmer=models.DisabledStemmerParams(type="none")``,
             ``avg_len=120`` (set it near the corpus' mean document length in tokens).
@@ -139,7 +176,19 @@ class Bm25Sparse:
         (3, True)
     """
 
-    def __init__(self, config: models.Bm25Config | Mapping[str, Any] | None = None, **fields: Any) -> None:
+    def __init__(
+        self,
+        config: models.Bm25Config | Mapping[str, Any] | None = None,
+        *,
+        cjk_bigrams: bool | None = None,
+        **fields: Any,
+    ) -> None:
+        if isinstance(config, Mapping):
+            config = dict(config)
+            recorded = bool(config.pop(CJK_BIGRAMS, False))
+        else:
+            recorded = True
+        self._cjk = recorded if cjk_bigrams is None else bool(cjk_bigrams)
         self._config = _normalised(config, fields)
         try:
             self._model = E.Bm25(_edge_config(self._config))
@@ -156,12 +205,17 @@ class Bm25Sparse:
         return self._config.model_copy(deep=True)
 
     def settings(self) -> dict[str, Any]:
-        """Every setting that shapes the vectors, JSON-ready, defaults filled in (equal settings, equal dicts)."""
-        return {"model": "bm25", **self._config.model_dump(mode="json", exclude_none=True)}
+        """Every setting that shapes the vectors, JSON-ready, defaults filled in (equal settings, equal dicts).
+        :data:`CJK_BIGRAMS` is recorded when on (its absence means off, as in settings recorded before it)."""
+        flags = {CJK_BIGRAMS: True} if self._cjk else {}
+        return {"model": "bm25", **self._config.model_dump(mode="json", exclude_none=True), **flags}
 
     def fingerprint(self) -> str:
-        """Stable 16-hex-digit hash of :meth:`settings`."""
-        blob = json.dumps(self.settings(), sort_keys=True, separators=(",", ":"))
+        """Stable 16-hex-digit hash of :meth:`settings` without :data:`CJK_BIGRAMS`: the flag changes the vectors
+        of Chinese and Japanese text only, so the document versions (and point ids) ingestion derives from this
+        hash stay those of before the flag for every text; a collection's recipe records the flag itself."""
+        model = {k: v for k, v in self.settings().items() if k != CJK_BIGRAMS}
+        blob = json.dumps(model, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def describe(self) -> str:
@@ -170,11 +224,12 @@ class Bm25Sparse:
         return f"bm25(k={c.k}, b={c.b}, avg_len={c.avg_len}, language={c.language}, fingerprint {self.fingerprint()})"
 
     def server_options(self) -> models.Bm25Config:
-        """The settings as a server's ``models.Document(model="qdrant/bm25", options=...)`` takes them."""
+        """The settings as a server's ``models.Document(model="qdrant/bm25", options=...)`` takes them (a server
+        does not split CJK runs into bigrams: its vectors of Chinese or Japanese text differ)."""
         return self.config
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._config.model_dump(mode="json", exclude_none=True),))
+        return (type(self), (self.settings(),))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Bm25Sparse) and self.settings() == other.settings()
@@ -188,7 +243,7 @@ class Bm25Sparse:
     # ------------------------------------------------------------------ vectors
     def embed_document(self, text: str) -> models.SparseVector:
         """The BM25 term-frequency weights of a document (empty if no token survives)."""
-        return _client(self._model.embed_document(text))
+        return _client(self._model.embed_document(self._pretokenised(text)))
 
     def embed_documents(self, texts: Iterable[str]) -> list[models.SparseVector]:
         """:meth:`embed_document` of each text."""
@@ -196,11 +251,14 @@ class Bm25Sparse:
 
     def embed_query(self, text: str) -> models.SparseVector:
         """A query: weight 1.0 per distinct token (the collection's IDF modifier weighs the terms)."""
-        return _client(self._model.embed_query(text))
+        return _client(self._model.embed_query(self._pretokenised(text)))
 
     def embed_queries(self, texts: Iterable[str]) -> list[models.SparseVector]:
         """:meth:`embed_query` of each text."""
         return [self.embed_query(t) for t in texts]
+
+    def _pretokenised(self, text: str) -> str:
+        return cjk_bigrams(text) if self._cjk else text
 
 
 def _client(v: E.SparseVector) -> models.SparseVector:

@@ -37,6 +37,9 @@ __all__ = ["NODE_METADATA", "hit_to_node", "planned_nodes"]
 NODE_METADATA = (P.DOC_ID, P.FILE_NAME, P.SOURCE, P.CHUNK_INDEX, P.START_CHAR, P.END_CHAR)
 #: Metadata posfair adds to a returned node that stays out of LLM prompts and embeddings.
 EVIDENCE_KEYS = ("evidence_start_char", "evidence_end_char")
+#: Metadata of a returned node holding the value its dense and BM25 rankings were fused to (the node's
+#: score is its relevance in [0, 1]; this is what ordered it).
+FUSION_SCORE = "fusion_score"
 _HIDDEN_FROM_LLM = (P.SOURCE, P.CHUNK_INDEX, P.START_CHAR, P.END_CHAR, *EVIDENCE_KEYS)
 #: LlamaIndex's node record in a payload (llama-index-vector-stores-qdrant's field).
 NODE_CONTENT = "_node_content"
@@ -72,18 +75,21 @@ def hit_to_node(hit: Any) -> NodeWithScore:
 
     A node the vector store wrote comes back as it was given (id, metadata, relationships);
     the evidence span, when the search returned one, is added to its metadata
-    (``evidence_start_char`` / ``evidence_end_char``, document offsets), hidden from the LLM.
+    (``evidence_start_char`` / ``evidence_end_char``, document offsets), and so is the fusion value of a
+    hybrid query (``fusion_score``), both hidden from the LLM and the embedding.
     """
     payload = hit.payload or {}
     if NODE_CONTENT in payload:
         node = metadata_dict_to_node(payload, text=str(payload.get(P.TEXT, "")))
     else:
         node = _ingested_node(hit)
-    evidence = getattr(hit, "evidence", None)
-    if evidence is not None:
-        node.metadata.update(dict(zip(EVIDENCE_KEYS, evidence)))
-        node.excluded_llm_metadata_keys = list({*node.excluded_llm_metadata_keys, *EVIDENCE_KEYS})
-        node.excluded_embed_metadata_keys = list({*node.excluded_embed_metadata_keys, *EVIDENCE_KEYS})
+    shown = dict(zip(EVIDENCE_KEYS, getattr(hit, "evidence", None) or ()))
+    if getattr(hit, "fusion_score", None) is not None:
+        shown[FUSION_SCORE] = hit.fusion_score
+    if shown:
+        node.metadata.update(shown)
+        node.excluded_llm_metadata_keys = list({*node.excluded_llm_metadata_keys, *shown})
+        node.excluded_embed_metadata_keys = list({*node.excluded_embed_metadata_keys, *shown})
     return NodeWithScore(node=node, score=getattr(hit, "score", None))
 
 

@@ -49,10 +49,11 @@ from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
 
 if TYPE_CHECKING:
-    from qdrant_tools.store.protocol import StoreLike
+    from qdrant_tools.store.protocol import AsyncStoreLike, StoreLike
 
 __all__ = [
     "Recipe",
+    "aread_recipe",
     "default_layout",
     "layout_fields",
     "read_recipe",
@@ -488,7 +489,24 @@ def read_recipe(client: StoreLike, collection: str, *, notice: bool = True) -> R
         LookupError: the collection does not exist.
         ValueError: the recorded recipe is not one this version understands (names the fix).
     """
-    data = read_metadata(client, collection).get(RECIPE_KEY)
+    return _recipe_of(read_metadata(client, collection), collection, notice)
+
+
+async def aread_recipe(aclient: AsyncStoreLike, collection: str) -> Recipe | None:
+    """:func:`read_recipe` through an async client (an ``AsyncQdrantClient`` or an ``AsyncStore``).
+
+    Raises:
+        LookupError / ValueError: as :func:`read_recipe`.
+    """
+    if not await aclient.collection_exists(collection):
+        raise LookupError(f"collection {collection!r} not found")
+    config = (await aclient.get_collection(collection)).config
+    return _recipe_of(dict(getattr(config, "metadata", None) or {}), collection, notice=True)
+
+
+def _recipe_of(metadata: dict[str, Any], collection: str, notice: bool) -> Recipe | None:
+    """The recipe in a collection's metadata (``None``: it records none); ``notice``: see :func:`read_recipe`."""
+    data = metadata.get(RECIPE_KEY)
     if data is None:
         return None
     try:

@@ -15,8 +15,23 @@ collection (one notice: rankings agree) but does not add nodes to it.
 
 Query modes: ``DEFAULT``, ``HYBRID`` and ``SEMANTIC_HYBRID`` run the default search
 (dense ranking fused with BM25 as the layout's search says); ``SPARSE`` and
-``TEXT_SEARCH`` rank by BM25 alone; other modes raise. ``alpha``, ``sparse_top_k``
-and ``hybrid_top_k`` are not used: the layout's search fixes the fusion.
+``TEXT_SEARCH`` rank by BM25 alone; ``MMR`` re-ranks the default search's best
+candidates by maximal marginal relevance over their node vectors (``mmr_threshold``);
+other modes raise. The query's other fields, as LlamaIndex's ``QdrantVectorStore`` reads them:
+
+=====================  ===================================================================
+``hybrid_top_k``       ``HYBRID`` mode: the fused hits returned (else ``similarity_top_k``)
+``sparse_top_k``       the BM25 ranking's candidates entering the fusion; ``SPARSE`` mode:
+                       the hits returned
+``alpha``              the dense ranking's weight against BM25's ``1 - alpha`` in weighted
+                       reciprocal rank fusion (1: dense only, 0: BM25 only; ``None``: the
+                       layout's weights); refused where the search fuses by DBSF
+``qdrant_filters=``    a native ``qdrant_client.models.Filter``, required beside the
+                       ``MetadataFilters`` (``query(q, qdrant_filters=...)``, ``get_nodes``)
+=====================  ===================================================================
+
+The result's ``ids`` are node ids. A store given only ``aclient=`` (an async app) reads the
+collection's layout on its first async call; its synchronous methods refuse.
 
 Example:
     >>> from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex
@@ -32,12 +47,15 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.indices.query.embedding_utils import get_top_k_mmr_embeddings
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
@@ -52,7 +70,7 @@ from llamaindex_posfair.encoders.precision import notice_precision_difference, p
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
 from llamaindex_posfair.integrations.nodes import hit_to_node, planned_nodes
-from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, read_recipe
+from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, aread_recipe, read_recipe
 from qdrant_tools.compat import check_same_encoder
 from qdrant_tools.encoding import ChunkEncoder, document_token_counter
 from qdrant_tools.search import (
@@ -78,6 +96,8 @@ __all__ = ["PosFairVectorStore"]
 _DENSE_MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.SEMANTIC_HYBRID)
 _SPARSE_MODES = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
 _SCROLL_PAGE = 256
+#: MMR re-ranks this many times ``similarity_top_k`` candidates (LlamaIndex's default prefetch factor).
+MMR_PREFETCH_FACTOR = 4.0
 
 
 class PosFairVectorStore(BasePydanticVectorStore):
@@ -86,8 +106,10 @@ class PosFairVectorStore(BasePydanticVectorStore):
     Args:
         collection_name: the Qdrant collection (created on the first ``add``).
         client: a ``QdrantClient`` or the embedded store (:func:`qdrant_tools.store.open_store`); the caller
-            closes it. Or pass ``path`` / ``url``.
-        aclient: an ``AsyncQdrantClient`` of the same server, for the async methods (with ``url`` one is made).
+            closes it. Or pass ``path`` / ``url``, or ``aclient`` alone.
+        aclient: an ``AsyncQdrantClient`` (or :class:`~qdrant_tools.store.async_store.AsyncStore`) for the async
+            methods (with ``url`` one is made). Given alone, the store is async only: the collection's layout
+            is read on the first async call, and the synchronous methods refuse.
         path: an embedded storage folder (opened here with ``warm=True``: an existing collection's files are
             read into the page cache when it is first used; :meth:`close` closes it).
         url: a Qdrant server (API key from ``api_key`` or ``$QDRANT_API_KEY``).
@@ -105,7 +127,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
     Raises:
         CollectionMismatchError: the embed model is not the encoder the collection was written with.
         ValueError: the collection exists but was not written by posfair (adopt it with
-            ``posfair storage migrate --from-llamaindex``), or none or several of client / path / url.
+            ``posfair storage migrate --from-llamaindex``), or none or several of client / path / url
+            (``aclient`` alone is accepted).
     """
 
     stores_text: bool = True
@@ -119,7 +142,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         default_factory=dict, description="SearchSettings fields set over the collection's default search."
     )
 
-    _client: StoreLike = PrivateAttr()
+    _client: StoreLike | None = PrivateAttr(default=None)
     _aclient: AsyncStoreLike | None = PrivateAttr(default=None)
     _owns_client: bool = PrivateAttr(default=False)
     _recipe: Recipe = PrivateAttr()
@@ -132,6 +155,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
     _bm25: Bm25Sparse | None = PrivateAttr(default=None)
     _search: SearchSettings = PrivateAttr()
     _write_lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _layout_given: Recipe | None = PrivateAttr(default=None)
+    _ready: bool = PrivateAttr(default=False)
 
     def __init__(
         self,
@@ -154,14 +179,14 @@ class PosFairVectorStore(BasePydanticVectorStore):
             evidence_hits=evidence_hits,
             search_overrides=dict(search_overrides or {}),
         )
-        self._client, self._owns_client = _open(client, path, url, api_key)
+        self._client, self._owns_client = _open(client, aclient, path, url, api_key)
         self._aclient = _async_face(self._client, aclient, url, api_key)
         self._embed = embed_model
+        self._layout_given = layout
+        if self._client is None:
+            return  # async only: the layout is read on the first async call (_aready)
         try:
-            self._recipe = self._read_or_new_recipe(layout)
-            self._bm25 = self._recipe.sparse_encoder()
-            self._check_embed_model()
-            self._search = self._recipe.search.overridden(**self.search_overrides)
+            self._prepare(self._read_or_new_recipe(layout))
         except BaseException:
             self.close()
             raise
@@ -171,7 +196,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         return "PosFairVectorStore"
 
     @property
-    def client(self) -> StoreLike:
+    def client(self) -> StoreLike | None:
         return self._client
 
     @property
@@ -180,7 +205,16 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     @property
     def layout(self) -> Recipe:
-        """The collection's layout (its recipe): encoders, node and sub-chunk sizes, BM25, default search."""
+        """The collection's layout (its recipe): encoders, node and sub-chunk sizes, BM25, default search.
+
+        Raises:
+            ValueError: an async-only store that has not made an async call yet.
+        """
+        if not self._ready:
+            raise ValueError(
+                "this PosFairVectorStore has only an async client and has not read its layout yet; await one "
+                "async call first (e.g. aget_nodes or aquery), or pass client= as well"
+            )
         return self._recipe
 
     def close(self) -> None:
@@ -189,17 +223,50 @@ class PosFairVectorStore(BasePydanticVectorStore):
             self._client.close()
             self._owns_client = False
 
-    # ------------------------------------------------------------------ layout
+    # ------------------------------------------------------------------ clients and layout
+    def _sync_client(self, method: str) -> StoreLike:
+        """The synchronous client, for ``method``.
+
+        Raises:
+            ValueError: the store was given only ``aclient=``.
+        """
+        if self._client is None:
+            raise ValueError(
+                f"PosFairVectorStore.{method} needs a synchronous client, but this store was given only aclient=; "
+                "use the async methods (aquery, aget_nodes, async_add, adelete, adelete_nodes, aclear), or pass "
+                "client= as well"
+            )
+        return self._client
+
+    def _prepare(self, recipe: Recipe) -> None:
+        """Adopt ``recipe`` (the collection's layout): its BM25 model and search; the embed model is checked."""
+        self._recipe = recipe
+        self._bm25 = recipe.sparse_encoder()
+        self._check_embed_model()
+        self._search = recipe.search.overridden(**self.search_overrides)
+        self._ready = True
+
+    async def _aready(self) -> None:
+        """Read the layout through the async client if the store has not read it yet (``aclient=`` alone)."""
+        if self._ready:
+            return
+        if await self._aclient.collection_exists(self.collection_name):
+            recipe = await aread_recipe(self._aclient, self.collection_name)
+            if recipe is None:
+                raise _not_posfair(self.collection_name)
+        else:
+            recipe = self._new_recipe(self._layout_given)
+        self._prepare(recipe)
+
     def _read_or_new_recipe(self, layout: Recipe | None) -> Recipe:
         if self._client.collection_exists(self.collection_name):
             recipe = read_recipe(self._client, self.collection_name)
             if recipe is None:
-                raise ValueError(
-                    f"collection {self.collection_name!r} was not written by posfair (it records no layout); adopt "
-                    f"a LlamaIndex collection with `posfair storage migrate --from-llamaindex {self.collection_name} "
-                    "--to NEW`, or choose a new collection name"
-                )
+                raise _not_posfair(self.collection_name)
             return recipe
+        return self._new_recipe(layout)
+
+    def _new_recipe(self, layout: Recipe | None) -> Recipe:
         if layout is not None:
             return layout
         spec = self._embed.spec if _is_posfair(self._embed) else EncoderSpec(calibration=None)
@@ -315,7 +382,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
                 self.collection_name, encoding.vector_configs(), None, metadata, sparse=encoding.sparse_configs()
             )
             writer = QdrantWriter(self._client, spec, descriptions=encoding.descriptions)
-            writer.ensure()
+            if self._client is not None:  # async only: async_add creates the collection (_aensure_collection)
+                writer.ensure()
             self._encoder, self._writer = ChunkEncoder(vectors, encoding), writer
         return self._encoder
 
@@ -337,6 +405,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         Raises:
             ValueError: a node without text, metadata on a reserved key, or an embedding of another size.
         """
+        self._sync_client("add")
         self._check_nodes(nodes)
         with self._write_lock:
             for start in range(0, len(nodes), self.batch_size):
@@ -347,65 +416,144 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
         """:meth:`add` with the upserts through the async client; the encoding runs in a worker thread."""
+        await self._aready()
         await asyncio.to_thread(self._check_nodes, nodes)
         for start in range(0, len(nodes), self.batch_size):
             batch = await asyncio.to_thread(self._encode, nodes[start : start + self.batch_size])
+            await self._aensure_collection()
             points = self._writer.points_of(batch)
             await self._aclient.upsert(self.collection_name, points=points, wait=True)
         self._vectors = None
         return [n.node_id for n in nodes]
+
+    async def _aensure_collection(self) -> None:
+        """Create the collection in the async client's store if it lacks it (an app may give a separate store)."""
+        if await self._aclient.collection_exists(self.collection_name):
+            return
+        spec = self._writer.spec
+        await self._aclient.create_collection(self.collection_name, **spec.create_kwargs())
+        with warnings.catch_warnings():  # local mode keeps no payload index and says so
+            warnings.simplefilter("ignore")
+            for index in spec.payload_indexes:
+                kind = models.PayloadSchemaType(index.type)
+                await self._aclient.create_payload_index(self.collection_name, index.field, kind, wait=True)
 
     # ------------------------------------------------------------------ querying
     def _sparse_query(self, text: str | None) -> Any:
         bm25 = self._bm25
         return bm25.embed_query(text) if bm25 is not None and text and text.strip() else None
 
-    def _plan_query(self, query: VectorStoreQuery) -> tuple[str, dict[str, Any]]:
-        """``("dense", search kwargs)`` or ``("sparse", query_points kwargs)`` of a LlamaIndex query.
+    def _filter(
+        self,
+        filters: MetadataFilters | None,
+        *,
+        doc_ids: Sequence[str] | None = None,
+        node_ids: Sequence[str] | None = None,
+        qdrant_filters: Any = None,
+    ) -> models.Filter | None:
+        """The Qdrant filter of ``filters`` and the ids, with a native ``qdrant_filters`` required beside them.
 
         Raises:
-            ValueError: an unsupported mode, or a query without the embedding / text its mode needs.
+            TypeError: ``qdrant_filters`` is not a ``qdrant_client.models.Filter``.
+            UnsupportedFilterError: see :func:`~llamaindex_posfair.integrations.filters.to_qdrant_filter`.
         """
-        flt = to_qdrant_filter(query.filters, doc_ids=query.doc_ids, node_ids=query.node_ids)
-        top_k = query.similarity_top_k
-        if query.mode in _SPARSE_MODES:
+        if qdrant_filters is not None and not isinstance(qdrant_filters, models.Filter):
+            raise TypeError(
+                f"qdrant_filters must be a qdrant_client.models.Filter, got {type(qdrant_filters).__name__}; "
+                "e.g. models.Filter(must=[models.FieldCondition(key='lang', match=models.MatchValue(value='en'))])"
+            )
+        extra = [] if qdrant_filters is None else [qdrant_filters]
+        return to_qdrant_filter(filters, doc_ids=doc_ids, node_ids=node_ids, extra=extra)
+
+    def _plan_query(self, query: VectorStoreQuery, kwargs: Mapping[str, Any]) -> _Plan:
+        """How to answer a LlamaIndex query: a BM25 ranking, the default search, or MMR over its candidates.
+
+        Raises:
+            ValueError: an unsupported mode, an empty query, a query without the embedding / text its mode
+                needs, or a BM25 setting (``sparse_top_k``, ``alpha``, ``HYBRID``) on a collection without BM25.
+        """
+        flt = self._filter(
+            query.filters, doc_ids=query.doc_ids, node_ids=query.node_ids, qdrant_filters=kwargs.get("qdrant_filters")
+        )
+        self._check_bm25_fields(query)
+        if query.mode in _SPARSE_MODES or (query.mode in _DENSE_MODES and query.alpha == 0.0):
             sparse = self._sparse_query(query.query_str)
             if sparse is None:
-                raise ValueError(f"query mode {query.mode.value!r} ranks by BM25: give query_str (a non-empty query)")
-            return "sparse", {"sparse_query": sparse, "limit": top_k, "query_filter": flt}
-        if query.mode not in _DENSE_MODES:
+                raise ValueError(
+                    f"query mode {query.mode.value!r} (alpha={query.alpha!r}) ranks by BM25: give query_str "
+                    "(a non-empty query)"
+                )
+            limit = (query.sparse_top_k or query.similarity_top_k) if query.mode in _SPARSE_MODES else _hits(query)
+            return _Plan("sparse", {"sparse_query": sparse, "limit": limit}, flt)
+        if query.mode not in (*_DENSE_MODES, VectorStoreQueryMode.MMR):
             raise ValueError(
                 f"query mode {query.mode.value!r} is not supported by PosFairVectorStore; use "
-                f"{[m.value for m in (*_DENSE_MODES, *_SPARSE_MODES)]}"
+                f"{[m.value for m in (*_DENSE_MODES, *_SPARSE_MODES, VectorStoreQueryMode.MMR)]}"
             )
         if query.query_embedding is None:
-            raise ValueError("PosFairVectorStore needs query.query_embedding: give the index a PosFairEmbedding")
+            raise _no_embedding(query)
         self._check_given([query.query_str or ""], query.query_embedding, "the query", query=True)
-        settings = self._search.overridden(evidence=True, limit=top_k, evidence_limit=self.evidence_hits)
-        return "dense", {
+        limit = _hits(query)
+        mmr = None
+        if query.mode == VectorStoreQueryMode.MMR:
+            mmr = kwargs.get("mmr_threshold", query.mmr_threshold)
+            limit = _mmr_candidates(query.similarity_top_k, kwargs)
+        settings = self._search.overridden(
+            evidence=True,
+            limit=limit,
+            evidence_limit=self.evidence_hits,
+            sparse_limit=query.sparse_top_k,
+            **_alpha_settings(query.alpha, self._search),
+        )
+        args = {
             "query_vector": query.query_embedding,
             "settings": settings,
-            "query_filter": flt,
             "sparse_query": self._sparse_query(query.query_str),
         }
+        return _Plan("mmr" if query.mode == VectorStoreQueryMode.MMR else "dense", args, flt, mmr)
+
+    def _check_bm25_fields(self, query: VectorStoreQuery) -> None:
+        """A query that weighs or sizes the BM25 ranking needs a collection that stores BM25."""
+        if self._bm25 is not None:
+            return
+        asked = []
+        if query.mode in (VectorStoreQueryMode.HYBRID, *_SPARSE_MODES):
+            asked.append(f"mode={query.mode.value!r}")
+        if query.sparse_top_k is not None:
+            asked.append(f"sparse_top_k={query.sparse_top_k}")
+        if query.alpha not in (None, 1.0):
+            asked.append(f"alpha={query.alpha}")
+        if asked:
+            raise ValueError(
+                f"collection {self.collection_name!r} stores no BM25 vectors (written without BM25), so "
+                f"{', '.join(asked)} cannot be honoured; query in the default mode without them, or write the "
+                "nodes into a collection with BM25 (the default layout)"
+            )
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        """The ``similarity_top_k`` best nodes for ``query`` (see the module docstring for the modes).
+        """The ``similarity_top_k`` best nodes for ``query`` (see the module docstring for the modes and fields).
+
+        Args:
+            query: the LlamaIndex query.
+            **kwargs: ``qdrant_filters`` (a native Qdrant filter), and for MMR ``mmr_threshold``,
+                ``mmr_prefetch_k`` or ``mmr_prefetch_factor``.
 
         Raises:
             UnsupportedFilterError: a filter operator the translation does not know.
-            ValueError: see :meth:`_plan_query`.
+            ValueError: see :meth:`_plan_query`; or the store has only an async client.
         """
-        if self._vectors is None and not self._client.collection_exists(self.collection_name):
+        client = self._sync_client("query")
+        if self._vectors is None and not client.collection_exists(self.collection_name):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        kind, args = self._plan_query(query)
+        plan = self._plan_query(query, kwargs)
         vectors = self._current_vectors()
-        if kind == "sparse":
-            request = sparse_request(args["sparse_query"], vectors, args["limit"], args["query_filter"])
-            points = self._client.query_points(self.collection_name, **request, with_payload=True).points
-            hits = hits_of(points)
-        else:
-            hits = search(self._client, self.collection_name, vectors=vectors, **args)
+        if plan.kind == "sparse":
+            request = sparse_request(plan.args["sparse_query"], vectors, plan.args["limit"], plan.query_filter)
+            return _result(hits_of(client.query_points(self.collection_name, **request, with_payload=True).points))
+        hits = search(client, self.collection_name, vectors=vectors, query_filter=plan.query_filter, **plan.args)
+        if plan.kind == "mmr":
+            records = client.retrieve(self.collection_name, **self._vector_request(hits)) if hits else []
+            hits = self._mmr(hits, records, query, plan.mmr_threshold)
         return _result(hits)
 
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
@@ -414,38 +562,116 @@ class PosFairVectorStore(BasePydanticVectorStore):
         (:class:`qdrant_tools.store.async_store.AsyncStore`)."""
         if self._vectors is None and not await self._aclient.collection_exists(self.collection_name):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
-        kind, args = self._plan_query(query)
+        await self._aready()
+        plan = self._plan_query(query, kwargs)
         vectors = await self._acurrent_vectors()
-        if kind == "sparse":
-            request = sparse_request(args["sparse_query"], vectors, args["limit"], args["query_filter"])
+        if plan.kind == "sparse":
+            request = sparse_request(plan.args["sparse_query"], vectors, plan.args["limit"], plan.query_filter)
             points = (await self._aclient.query_points(self.collection_name, **request, with_payload=True)).points
             return _result(hits_of(points))
-        return _result(await asearch(self._aclient, self.collection_name, vectors=vectors, **args))
+        hits = await asearch(
+            self._aclient, self.collection_name, vectors=vectors, query_filter=plan.query_filter, **plan.args
+        )
+        if plan.kind == "mmr":
+            records = await self._aclient.retrieve(self.collection_name, **self._vector_request(hits)) if hits else []
+            hits = self._mmr(hits, records, query, plan.mmr_threshold)
+        return _result(hits)
+
+    def _vector_request(self, hits: Sequence[Hit]) -> dict[str, Any]:
+        """The ``retrieve`` arguments that read the node vectors of ``hits``."""
+        return {"ids": [h.id for h in hits], "with_payload": False, "with_vectors": [self._node_vector()]}
+
+    def _mmr(
+        self, hits: Sequence[Hit], records: Sequence[Any], query: VectorStoreQuery, threshold: float | None
+    ) -> list[Hit]:
+        """The ``similarity_top_k`` of ``hits`` chosen by maximal marginal relevance over their node vectors
+        (LlamaIndex's ``get_top_k_mmr_embeddings``; ``threshold`` 1: relevance only, 0: diversity first),
+        each scored by its MMR value."""
+        name = self._node_vector()
+        stored = {str(r.id): (r.vector or {}).get(name) for r in records}
+        known = [h for h in hits if stored.get(h.id) is not None]
+        if not known:
+            return []
+        scores, ids = get_top_k_mmr_embeddings(
+            list(query.query_embedding),
+            [list(stored[h.id]) for h in known],
+            similarity_top_k=query.similarity_top_k,
+            embedding_ids=[h.id for h in known],
+            mmr_threshold=threshold,
+        )
+        by_id = {h.id: h for h in known}
+        return [dataclasses.replace(by_id[i], score=float(s)) for s, i in zip(scores, ids)]
 
     # ------------------------------------------------------------------ reading and deleting
     def get_nodes(
-        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **kwargs: Any
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
     ) -> list[BaseNode]:
-        """The stored nodes with these ids and/or matching ``filters`` (all nodes when neither is given)."""
-        if not self._client.collection_exists(self.collection_name):
-            return []
-        flt = to_qdrant_filter(filters, node_ids=node_ids)
-        return [hit_to_node(r).node for r in self._scroll(flt)]
+        """The stored nodes with these ids and/or matching ``filters`` (all nodes when neither is given), each
+        with its embedding (the node vector).
 
-    async def aget_nodes(
-        self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None, **kwargs: Any
-    ) -> list[BaseNode]:
-        return await asyncio.to_thread(self.get_nodes, node_ids, filters)
+        Args:
+            node_ids: only these nodes.
+            filters: only the nodes matching these metadata filters.
+            limit: at most this many nodes (``None``: all).
+            **kwargs: ``qdrant_filters``, a native Qdrant filter required beside the others.
 
-    def _scroll(self, flt: models.Filter | None) -> list[Any]:
+        Raises:
+            ValueError: the collection does not exist (nothing was added yet, or :meth:`clear` deleted it), as
+                LlamaIndex's ``QdrantVectorStore``; or the store has only an async client.
+        """
+        client = self._sync_client("get_nodes")
+        if not client.collection_exists(self.collection_name):
+            raise _missing(self.collection_name)
+        flt = self._filter(filters, node_ids=node_ids, qdrant_filters=kwargs.get("qdrant_filters"))
         out, offset = [], None
         while True:
-            points, offset = self._client.scroll(
-                self.collection_name, scroll_filter=flt, limit=_SCROLL_PAGE, offset=offset, with_payload=True
-            )
+            points, offset = client.scroll(self.collection_name, **self._scroll_page(flt, limit, len(out), offset))
             out.extend(points)
-            if offset is None:
-                return out
+            if offset is None or (limit is not None and len(out) >= limit):
+                return [self._stored_node(r) for r in out]
+
+    async def aget_nodes(
+        self,
+        node_ids: list[str] | None = None,
+        filters: MetadataFilters | None = None,
+        limit: int | None = None,
+        **kwargs: Any,
+    ) -> list[BaseNode]:
+        """:meth:`get_nodes` through the async client."""
+        if not await self._aclient.collection_exists(self.collection_name):
+            raise _missing(self.collection_name)
+        await self._aready()
+        flt = self._filter(filters, node_ids=node_ids, qdrant_filters=kwargs.get("qdrant_filters"))
+        out, offset = [], None
+        while True:
+            page = self._scroll_page(flt, limit, len(out), offset)
+            points, offset = await self._aclient.scroll(self.collection_name, **page)
+            out.extend(points)
+            if offset is None or (limit is not None and len(out) >= limit):
+                return [self._stored_node(r) for r in out]
+
+    def _scroll_page(self, flt: models.Filter | None, limit: int | None, read: int, offset: Any) -> dict[str, Any]:
+        """The ``scroll`` arguments of the next page: payloads and node vectors, at most ``limit - read`` points."""
+        size = _SCROLL_PAGE if limit is None else max(1, min(_SCROLL_PAGE, limit - read))
+        return {
+            "scroll_filter": flt,
+            "limit": size,
+            "offset": offset,
+            "with_payload": True,
+            "with_vectors": [self._node_vector()],
+        }
+
+    def _stored_node(self, record: Any) -> BaseNode:
+        """A scrolled point as its node, with the node vector as its embedding."""
+        node = hit_to_node(record).node
+        vector = (record.vector or {}).get(self._node_vector()) if isinstance(record.vector, dict) else None
+        if vector is not None:
+            node.embedding = [float(x) for x in vector]
+        return node
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete every node of the document ``ref_doc_id`` (LlamaIndex's ``index.delete_ref_doc``)."""
@@ -470,10 +696,11 @@ class PosFairVectorStore(BasePydanticVectorStore):
         await self._adelete(_selection(node_ids, filters))
 
     def _delete(self, flt: models.Filter) -> None:
-        if self._client.collection_exists(self.collection_name):
+        client = self._sync_client("delete")
+        if client.collection_exists(self.collection_name):
             with self._write_lock:
                 selector = models.FilterSelector(filter=flt)
-                self._client.delete(self.collection_name, points_selector=selector, wait=True)
+                client.delete(self.collection_name, points_selector=selector, wait=True)
                 self._vectors = None
 
     async def _adelete(self, flt: models.Filter) -> None:
@@ -484,13 +711,105 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     def clear(self) -> None:
         """Delete the collection (its layout is kept by this store: the next ``add`` recreates it)."""
+        client = self._sync_client("clear")
         with self._write_lock:
-            if self._client.collection_exists(self.collection_name):
-                self._client.delete_collection(self.collection_name)
+            if client.collection_exists(self.collection_name):
+                client.delete_collection(self.collection_name)
             self._writer, self._vectors = None, None
 
     async def aclear(self) -> None:
-        await asyncio.to_thread(self.clear)
+        """:meth:`clear` through the async client."""
+        if await self._aclient.collection_exists(self.collection_name):
+            await self._aclient.delete_collection(self.collection_name)
+        self._writer, self._vectors = None, None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """How a query is answered: ``kind`` ``"sparse"`` (``args``: the BM25 query and limit), ``"dense"`` or
+    ``"mmr"`` (``args``: :func:`~qdrant_tools.search.search` keywords), under ``query_filter``."""
+
+    kind: str
+    args: dict[str, Any]
+    query_filter: models.Filter | None
+    mmr_threshold: float | None = None
+
+
+def _not_posfair(collection: str) -> ValueError:
+    return ValueError(
+        f"collection {collection!r} was not written by posfair (it records no layout); adopt a LlamaIndex "
+        f"collection with `posfair storage migrate --from-llamaindex {collection} --to NEW`, or choose a new "
+        "collection name"
+    )
+
+
+def _missing(collection: str) -> ValueError:
+    return ValueError(
+        f"Collection {collection} not found: nothing was added to it yet, or clear() deleted it; add nodes first"
+    )
+
+
+def _no_embedding(query: VectorStoreQuery) -> ValueError:
+    if not (query.query_str or "").strip():
+        return ValueError(
+            f"the query is empty (query_str={query.query_str!r}, no query_embedding): ask a non-empty question, "
+            "e.g. retriever.retrieve('how do tides form?')"
+        )
+    return ValueError(
+        f"query mode {query.mode.value!r} needs query.query_embedding: give the index an embed model (e.g. "
+        "PosFairEmbedding), or use mode='sparse' to rank by BM25 alone"
+    )
+
+
+def _hits(query: VectorStoreQuery) -> int:
+    """The hits a ranking query returns: ``hybrid_top_k`` in ``HYBRID`` mode when given, else ``similarity_top_k``."""
+    if query.mode == VectorStoreQueryMode.HYBRID and query.hybrid_top_k:
+        return query.hybrid_top_k
+    return query.similarity_top_k
+
+
+def _alpha_settings(alpha: float | None, search: SearchSettings) -> dict[str, Any]:
+    """The search settings that weigh the dense ranking by ``alpha`` against BM25's ``1 - alpha``.
+
+    Raises:
+        ValueError: ``alpha`` outside [0, 1], or a weight other than 0.5 where the search fuses by DBSF.
+    """
+    if alpha is None:
+        return {}
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1] (1: dense only, 0: BM25 only, 0.5: equal weights), got {alpha!r}")
+    if alpha == 1.0:
+        return {"sparse": False}
+    if alpha == 0.0:  # the ranking modes answer alpha=0 by BM25 alone before they get here
+        raise ValueError("alpha=0 ranks by BM25 alone, but MMR re-ranks the dense search's candidates; give alpha > 0")
+    if search.fusion == "dbsf":
+        if alpha != 0.5:
+            raise ValueError(
+                f"alpha={alpha!r} weighs the rankings in reciprocal rank fusion, but this store's search fuses by "
+                "DBSF, which takes no weights; give search_overrides={'fusion': 'rrf'}, or leave alpha unset"
+            )
+        return {}
+    return {"sparse_weight": (1.0 - alpha) / alpha}
+
+
+def _mmr_candidates(top_k: int, kwargs: Mapping[str, Any]) -> int:
+    """The candidates MMR chooses from: ``mmr_prefetch_k``, else ``mmr_prefetch_factor`` (default
+    :data:`MMR_PREFETCH_FACTOR`) times ``top_k``.
+
+    Raises:
+        ValueError: both are given, or one is not positive.
+    """
+    k, factor = kwargs.get("mmr_prefetch_k"), kwargs.get("mmr_prefetch_factor")
+    if k is not None and factor is not None:
+        raise ValueError("give mmr_prefetch_k or mmr_prefetch_factor, not both")
+    if k is not None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"mmr_prefetch_k must be a positive integer, got {k!r}; e.g. 20")
+        return max(k, top_k)
+    factor = MMR_PREFETCH_FACTOR if factor is None else factor
+    if not factor > 0:
+        raise ValueError(f"mmr_prefetch_factor must be > 0, got {factor!r}; e.g. 4.0")
+    return max(top_k, int(top_k * factor))
 
 
 #: The text a non-posfair embed model and the collection's encoder both embed to show they are one model.
@@ -517,15 +836,22 @@ def _selection(node_ids: list[str] | None, filters: MetadataFilters | None) -> m
 def _result(hits: Sequence[Hit]) -> VectorStoreQueryResult:
     nodes = [hit_to_node(h) for h in hits]
     return VectorStoreQueryResult(
-        nodes=[n.node for n in nodes], similarities=[h.score for h in hits], ids=[h.id for h in hits]
+        nodes=[n.node for n in nodes], similarities=[h.score for h in hits], ids=[n.node.node_id for n in nodes]
     )
 
 
-def _open(client: StoreLike | None, path: str | None, url: str | None, api_key: str | None) -> tuple[StoreLike, bool]:
-    """The store's client and whether the store opened it."""
+def _open(
+    client: StoreLike | None, aclient: AsyncStoreLike | None, path: str | None, url: str | None, api_key: str | None
+) -> tuple[StoreLike | None, bool]:
+    """The store's synchronous client (``None``: ``aclient`` alone) and whether the store opened it."""
     given = sum(x is not None for x in (client, path, url))
+    if given == 0 and aclient is not None:
+        return None, False
     if given != 1:
-        raise ValueError("PosFairVectorStore needs exactly one of client=, path= (embedded folder) and url= (server)")
+        raise ValueError(
+            "PosFairVectorStore needs exactly one of client=, path= (embedded folder) and url= (server), or "
+            "aclient= alone (an async app)"
+        )
     if client is not None:
         return client, False
     from qdrant_tools.store import open_store
@@ -534,7 +860,7 @@ def _open(client: StoreLike | None, path: str | None, url: str | None, api_key: 
 
 
 def _async_face(
-    client: StoreLike, aclient: AsyncStoreLike | None, url: str | None, api_key: str | None
+    client: StoreLike | None, aclient: AsyncStoreLike | None, url: str | None, api_key: str | None
 ) -> AsyncStoreLike:
     """The async client: the one given, an ``AsyncQdrantClient`` for ``url``, else the sync client's
     :class:`~qdrant_tools.store.async_store.AsyncStore` (queries batched)."""

@@ -102,7 +102,7 @@ def test_sparse_mode_ranks_by_bm25_alone(store, embed):
 
 def test_an_unsupported_query_mode_is_refused(store, embed):
     with pytest.raises(ValueError, match="not supported by PosFairVectorStore"):
-        store.query(_query(embed, "moon", mode=VectorStoreQueryMode.MMR))
+        store.query(_query(embed, "moon", mode=VectorStoreQueryMode.SVM))
 
 
 def _f(key, value, op=FilterOperator.EQ):
@@ -219,17 +219,23 @@ def test_a_collection_not_written_by_posfair_is_refused_with_the_migrate_command
         PosFairVectorStore("li", client=client, embed_model=embed)
 
 
-def test_a_reopened_store_reads_the_layout_and_queries_without_an_embed_model(store, client, embed):
+def test_a_reopened_store_reads_the_layout_and_queries_without_an_embed_model(store, client, embed, monkeypatch):
+    # without an embed model, the store checks the first query's embedding with the collection's encoder
+    monkeypatch.setattr("llamaindex_posfair.encoders.spec.EncoderSpec.load", lambda self, *a, **k: embed.encoder)
     reader = PosFairVectorStore("docs", client=client)
     assert reader.layout == store.layout
     assert _names(reader.query(_query(embed, "sourdough starter flour")))[0] == "baking"
 
 
 def test_search_overrides_change_the_fusion_of_every_query(store, client, embed):
-    rrf = PosFairVectorStore("docs", client=client, search_overrides={"fusion": "rrf"})
+    rrf = PosFairVectorStore("docs", client=client, embed_model=embed, search_overrides={"fusion": "rrf"})
     q = _query(embed, "why does the moon raise tidal bulges")
     assert _names(rrf.query(q))[0] == "ocean"
-    assert rrf.query(q).similarities != store.query(q).similarities  # DBSF sums normalised scores, RRF ranks
+    fusion = {
+        name: [n.metadata["fusion_score"] for n in s.query(q).nodes] for name, s in (("rrf", rrf), ("dbsf", store))
+    }
+    assert fusion["rrf"] != fusion["dbsf"]  # DBSF sums normalised scores, RRF ranks
+    assert rrf.query(q).similarities == pytest.approx(store.query(q).similarities)  # both score relevance
 
 
 def test_a_bad_search_override_is_refused_and_nothing_is_lost(store, client):

@@ -16,7 +16,7 @@ from contextlib import closing
 import pytest
 from qdrant_client import models
 
-from qdrant_tools.sparse import SERVER_MODEL, Bm25Sparse
+from qdrant_tools.sparse import SERVER_MODEL, Bm25Sparse, cjk_bigrams
 from qdrant_tools.store import open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore:Local mode performs exact")
@@ -139,6 +139,7 @@ def test_settings_fill_defaults_so_equal_configs_are_equal():
         "language": "english",
         "lowercase": True,
         "ascii_folding": False,
+        "cjk_bigrams": True,
     }
 
 
@@ -174,7 +175,7 @@ def test_server_options_make_a_server_side_document_with_the_same_settings():
     bm25 = Bm25Sparse(avg_len=40)
     doc = models.Document(text="zebra", model=SERVER_MODEL, options=bm25.server_options())
     assert doc.options.avg_len == 40 and doc.options.model_dump(mode="json", exclude_none=True) == {
-        k: v for k, v in bm25.settings().items() if k != "model"
+        k: v for k, v in bm25.settings().items() if k not in ("model", "cjk_bigrams")
     }
 
 
@@ -195,3 +196,57 @@ def test_invalid_settings_name_the_value_and_what_is_valid(setting, message):
 def test_unknown_settings_are_refused_with_the_valid_names():
     with pytest.raises(ValueError, match=r"unknown settings \['k1'\]; valid: \['ascii_folding', 'avg_len', 'b'"):
         Bm25Sparse(k1=1.2)
+
+
+# ---------------------------------------------------------------------- text without spaces (Chinese, Japanese)
+LEGACY_SETTINGS = {  # what settings() recorded before the CJK flag existed
+    "model": "bm25",
+    "k": 1.2,
+    "b": 0.75,
+    "avg_len": 256.0,
+    "tokenizer": "word",
+    "language": "english",
+    "lowercase": True,
+    "ascii_folding": False,
+}
+CJK_CORPUS = ["北京是中国的首都。", "上海是最大的港口城市。", "東京の天気は晴れです。", "the cat sat on the mat"]
+
+
+def test_cjk_runs_become_overlapping_character_bigrams():
+    assert cjk_bigrams("東京の天気") == " 東京 京の の天 天気 "
+    assert cjk_bigrams("猫 is a cat") == " 猫  is a cat"
+    assert cjk_bigrams("plain Latin, café!") == "plain Latin, café!"
+
+
+def test_latin_text_is_tokenised_exactly_as_without_the_flag():
+    on, off = Bm25Sparse(), Bm25Sparse(cjk_bigrams=False)
+    assert on.embed_documents(CORPUS) == off.embed_documents(CORPUS)
+    assert on.embed_queries(CORPUS) == off.embed_queries(CORPUS)
+
+
+def test_settings_recorded_before_the_flag_keep_their_vectors_and_fingerprint():
+    old = Bm25Sparse(LEGACY_SETTINGS)
+    assert old.settings() == LEGACY_SETTINGS
+    assert old.embed_query("中国的首都") == Bm25Sparse(cjk_bigrams=False).embed_query("中国的首都")
+    assert old.embed_query("中国的首都") != Bm25Sparse().embed_query("中国的首都")
+
+
+def test_the_flag_is_recorded_and_round_trips_but_leaves_the_fingerprint():
+    new = Bm25Sparse()
+    assert new.settings()["cjk_bigrams"] is True and Bm25Sparse(new.settings()) == new
+    assert new.fingerprint() == Bm25Sparse(LEGACY_SETTINGS).fingerprint()  # point ids of Latin text do not move
+    assert pickle.loads(pickle.dumps(Bm25Sparse(LEGACY_SETTINGS))).settings() == LEGACY_SETTINGS
+
+
+@pytest.mark.parametrize("engine", ["edge", "local"])
+@pytest.mark.parametrize(("word", "doc"), [("首都", 0), ("港口", 1), ("天気", 2)])
+def test_a_chinese_or_japanese_word_inside_a_sentence_finds_its_document(engine, word, doc):
+    bm25 = Bm25Sparse(avg_len=8)
+    with closing(open_store(":memory:", engine=engine)) as store:
+        store.create_collection(
+            "t", sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)}
+        )
+        ids = list(range(len(CJK_CORPUS)))
+        store.upsert("t", models.Batch(ids=ids, vectors={"bm25": bm25.embed_documents(CJK_CORPUS)}))
+        hits = store.query_points("t", query=bm25.embed_query(word), using="bm25").points
+    assert [p.id for p in hits] == [doc]
