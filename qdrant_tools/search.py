@@ -86,6 +86,9 @@ PREFETCH_SHARE = 0.02
 #: re-scores them from the original vectors.
 RESCORE_OVERSAMPLING = 2.0
 
+#: How far a hit's relevance stays below the hit ranked before it, where its own similarity is higher.
+RANK_STEP = 1e-6
+
 #: Collections already told (once per process) that they lack the sub-chunk graph.
 _ADVISED: set[str] = set()
 
@@ -367,6 +370,11 @@ class Hit:
     payload: dict[str, Any]
     evidence: tuple[int, int] | None = None
     fusion_score: float | None = None
+
+    @property
+    def rank_score(self) -> float:
+        """The value that ordered the hit: the fusion value of a fused query, else its score."""
+        return self.score if self.fusion_score is None else self.fusion_score
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -682,17 +690,18 @@ def _best_span(record: Any, q: np.ndarray, rows: str | None, vectors: Collection
 
 
 def relevance(scores: Sequence[float]) -> list[float]:
-    """Scores in ranking order as relevance in [0, 1]: each clipped to [0, 1] and capped by the one before it,
-    so a score cutoff keeps a prefix of the ranking.
+    """Scores in ranking order as relevance in [0, 1]: each clipped to [0, 1] and kept below the one before it
+    (by at least :data:`RANK_STEP` while above 0), so a score cutoff keeps a prefix of the ranking and sorting
+    by score gives the ranking back.
 
     Example:
-        >>> relevance([0.62, 0.71, 0.4, -0.1])
-        [0.62, 0.62, 0.4, 0.0]
+        >>> [round(x, 6) for x in relevance([0.62, 0.71, 0.4, -0.1])]
+        [0.62, 0.619999, 0.4, 0.0]
     """
     out: list[float] = []
     for s in scores:
         value = min(max(float(s), 0.0), 1.0)
-        out.append(min(value, out[-1]) if out else value)
+        out.append(max(min(value, out[-1] - RANK_STEP), 0.0) if out else value)
     return out
 
 

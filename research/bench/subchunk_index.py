@@ -214,7 +214,7 @@ def ask_search(index, settings):
 
     vectors = collection_vectors(index.client, "pipeline")
     return lambda q: [
-        (index.row_of[h.id], h.score) for h in search(index.client, "pipeline", q, settings, vectors=vectors)
+        (index.row_of[h.id], h.rank_score) for h in search(index.client, "pipeline", q, settings, vectors=vectors)
     ]
 
 

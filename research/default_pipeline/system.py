@@ -406,7 +406,7 @@ class StoreIndex:
             hits = search(self.client, collection, q, settings, vectors=vectors, sparse_query=sparse)
             seconds[i] = time.perf_counter() - t0
             for h in hits:
-                out[i, self.row_of[h.id]] = h.score
+                out[i, self.row_of[h.id]] = h.rank_score
         return out, seconds
 
     def close(self, remove: bool = True) -> None:

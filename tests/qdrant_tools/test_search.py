@@ -84,7 +84,7 @@ def _recall(client, settings: SearchSettings, queries: np.ndarray) -> float:
 def _settled(hits: list) -> tuple[list[float], set[str]]:
     """The ranking scores (the fusion value of a fused query), and the ids scored above the last one: RRF ties
     come in either order, and a tie at the cut may send either node in."""
-    scores = [round(h.score if h.fusion_score is None else h.fusion_score, 4) for h in hits]
+    scores = [round(h.rank_score, 4) for h in hits]
     return scores, {h.id for h, s in zip(hits, scores) if s > scores[-1]}
 
 
