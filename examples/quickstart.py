@@ -4,8 +4,9 @@ Runs offline on CPU in about a minute with the bundled all-MiniLM-L6-v2:
 
     HF_HUB_OFFLINE=1 python examples/quickstart.py
 
-1. ``qdrant_tools.ingest_path`` (what ``posfair ingest`` runs) writes the main
-   job's layout into the embedded Qdrant Edge store: one point per 254-token
+1. ``qdrant_tools.ingest_path`` (the ingestion library under ``posfair ingest``; the command also reads
+   PDF and HTML through LlamaIndex's readers and records its recipe) writes a sub-chunk layout into the
+   embedded Qdrant Edge store: one point per 254-token
    node with its node vector and its sentence-aligned sub-chunk vectors. Point
    ids are deterministic, so the second run writes nothing.
 2. ``PosFairRetriever`` answers through that collection (node prefetch,

@@ -15,6 +15,15 @@ Modules (each importable on its own):
     ingest    single-process ingestion
     ray_ingest  distributed ingestion on Ray Data
     store     open_store: the embedded Qdrant Edge store, a server client, or local mode
+    compat    may this writer or reader use this collection (the compatibility checks)
+    metadata  what a collection records about how it was written
+    search    the one query_points request of a query, and its hits' relevance scores
+    sparse    the BM25 sparse vector
+    subchunks sentence-aligned sub-chunks and the fused multivector
+    fuse      a collection's fused rows built from its stored vectors
+    snapshots sha256-verified snapshots
+    retry     bounded retries of transient storage errors
+    text      sentence spans
 
 Example:
     >>> from qdrant_tools import IngestConfig, ingest_path

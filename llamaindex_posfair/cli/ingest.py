@@ -61,7 +61,7 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
     else to the default layout (:meth:`Recipe.default`).
     """
     p.add_argument("--chunk-tokens", type=int, default=None, help="tokens per node (default: min(256, model window))")
-    p.add_argument("--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring nodes (default 32)")
+    p.add_argument("--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring nodes (default: an eighth of the node, at most 32; 31 for the bundled model)")
     p.add_argument(
         "--extensions",
         default=None,
@@ -91,7 +91,7 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
         "--subchunk-graph-m",
         type=int,
         default=None,
-        help="HNSW m of a graph on the sub-chunks, e.g. 16: better candidates above 10,000 nodes, "
+        help="HNSW m of a graph on the sub-chunks, e.g. 16: better candidates in collections scored through candidates (above 5,000 nodes by default), "
         "a much slower index build (default 0: none)",
     )
     g.add_argument(

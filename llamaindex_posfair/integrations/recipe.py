@@ -108,8 +108,8 @@ RRF_SEARCH = DEFAULT_SEARCH.overridden(fusion="rrf", sparse_weight=1.5, rrf_k=60
 #: The search fields that say how the dense and the BM25 rankings are fused.
 FUSION_FIELDS = ("fusion", "fusion_limit", "sparse_weight", "rrf_k")
 DEFAULT_BM25 = True
-#: New collections derive node vectors from their sub-chunk vectors (``NodeLayout.node_from_subchunks``;
-#: collections written before the field record none and read as encoded).
+#: New collections encode their node vectors from the node text (``False``); ``True`` would derive them from the
+#: sub-chunk vectors (``NodeLayout.node_from_subchunks``), which its rule rejected (research/results/hybrid_sweep/).
 DEFAULT_NODE_FROM_SUBCHUNKS = False
 #: New sub-chunk collections also store the sub-chunks fused with the node vector at the search's node weight
 #: (``NodeLayout.fused_weight``), so the default search scores in one arm.
