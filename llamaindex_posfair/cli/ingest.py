@@ -61,7 +61,12 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
     else to the default layout (:meth:`Recipe.default`).
     """
     p.add_argument("--chunk-tokens", type=int, default=None, help="tokens per node (default: min(256, model window))")
-    p.add_argument("--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring nodes (default: an eighth of the node, at most 32; 31 for the bundled model)")
+    p.add_argument(
+        "--overlap-tokens",
+        type=int,
+        default=None,
+        help="tokens shared by neighbouring nodes (default: an eighth of the node, at most 32; 31 for the bundled model)",
+    )
     p.add_argument(
         "--extensions",
         default=None,
