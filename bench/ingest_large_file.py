@@ -9,7 +9,8 @@ the stop as an interruption and keeps what it wrote, as after a crash); a run wi
 ``--budget-s`` is ended there, and its row says so (no first write).
 
 Printed: the file size, the windows and points written, the seconds from the command's start to the
-first upsert returning and to the stop, the peak resident memory by the kernel's ``ru_maxrss`` and the
+first upsert returning (and how much of it went to loading the model and to the one pass over the whole
+file that counts its chunks, ``ChunkEncoder.bounds``; ``-`` where the code has no such pass) and to the stop, the peak resident memory by the kernel's ``ru_maxrss`` and the
 peaks of resident and anonymous memory sampled every 0.5 s by a child process
 (``bench/scale.py``'s ``MemoryPeaks``), and the load average before and after. Model loading is
 included in the time to the first write (it is part of the command). On a shared machine, compare
@@ -63,6 +64,21 @@ def make_file(path: Path, mb: float, seed: int = 0) -> int:
     return size
 
 
+def timed(owner: object, name: str, seen: dict, key: str) -> None:
+    """Replace ``owner.name`` by a wrapper adding its seconds to ``seen[key]``."""
+    inner = getattr(owner, name)
+    seen[key] = 0.0
+
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        t = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            seen[key] += time.perf_counter() - t
+
+    setattr(owner, name, wrapper)
+
+
 def print_table(size: int, seen: dict, elapsed: float, peaks: MemoryPeaks) -> None:
     """The result row: file size, writes, time to the first write, peaks, load average."""
     rss, anon, _ = peaks.gb()
@@ -70,15 +86,17 @@ def print_table(size: int, seen: dict, elapsed: float, peaks: MemoryPeaks) -> No
     first = "none" if seen["first"] is None else f"{seen['first']:.1f}"
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print()
-    print("| file MB | windows written | points written | first write s | stopped at s | ru_maxrss GB "
-          "| sampled VmRSS GB | sampled RssAnon GB | load average after (1, 5, 15 min) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
-    print(f"| {size / 1e6:.1f} | {seen['windows']} | {seen['points']} | {first} | {elapsed:.1f} | {maxrss:.2f} "
-          f"| {rss:.2f} | {anon:.2f} | {load} |", flush=True)  # fmt: skip
+    bounds = f"{seen['bounds s']:.1f}" if "bounds s" in seen else "-"
+    print("| file MB | windows written | points written | first write s | of which model load s | of which bounds s "
+          "| stopped at s | ru_maxrss GB | sampled VmRSS GB | sampled RssAnon GB | load average after (1, 5, 15 min) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {size / 1e6:.1f} | {seen['windows']} | {seen['points']} | {first} | {seen['model s']:.1f} | {bounds} "
+          f"| {elapsed:.1f} | {maxrss:.2f} | {rss:.2f} | {anon:.2f} | {load} |", flush=True)  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> None:
-    from llamaindex_posfair.cli import main
+    from llamaindex_posfair.cli import main, options
+    from qdrant_tools.encoding import ChunkEncoder
     from qdrant_tools.writer import QdrantWriter
 
     work = Path(tempfile.mkdtemp(prefix="posfair-large-"))
@@ -101,6 +119,9 @@ def run(args: argparse.Namespace) -> None:
             return n
 
         QdrantWriter.upsert = counted  # type: ignore[method-assign]
+        timed(options, "load_spec", seen, "model s")
+        if hasattr(ChunkEncoder, "bounds"):  # the one pass over the whole file before its first window
+            timed(ChunkEncoder, "bounds", seen, "bounds s")
         with MemoryPeaks() as peaks:
 
             def out_of_time() -> None:  # no upsert within twice the budget: report what there is and leave
