@@ -22,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,13 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (".txt", ".md")
 _WORD = re.compile(r"\S+")
 _MAX_SNAP = 16  # tokens a window end may move back to avoid splitting a word
 _BINARY_PROBE = 8192
+_SPACE = re.compile(r"\s")
+_HASH_CHARS = 1 << 20
+#: Characters tokenized per tokenizer call when a text is cut into chunks (:func:`iter_spans`).
+SEGMENT_CHARS = 1 << 16
+_HOLD = 32  # spans at a segment's end held back and tokenized again by the next segment
+_SYNC = 16  # spans emitted from one segment that the next must reproduce before its own are used
+_WARM = 8  # spans before those that the next segment tokenizes again and ignores (its start may differ)
 
 
 @dataclass(frozen=True)
@@ -155,15 +164,19 @@ def content_hash(text: str, metadata: Mapping[str, Any] | None = None, pages: Se
         >>> content_hash("a b", pages=[(0, "1")]) == content_hash("a b", pages=[(0, "1"), (2, "2")])
         False
     """
-    blob = text if not metadata else text + "\x00" + json.dumps(dict(metadata), sort_keys=True, default=str)
+    h = hashlib.sha256()
+    for i in range(0, len(text), _HASH_CHARS):  # in pieces: no copy of a large text
+        h.update(text[i : i + _HASH_CHARS].encode("utf-8"))
+    if metadata:
+        h.update(("\x00" + json.dumps(dict(metadata), sort_keys=True, default=str)).encode("utf-8"))
     if pages:
-        blob += "\x00pages" + json.dumps([[int(s), str(label)] for s, label in pages])
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        h.update(("\x00pages" + json.dumps([[int(s), str(label)] for s, label in pages])).encode("utf-8"))
+    return h.hexdigest()
 
 
-def _snap_end(spans: Sequence[Span], start: int, end: int) -> int:
-    """Move a window end back so it does not split a word (bounded, never empty)."""
-    if end >= len(spans):
+def _snap_end(spans: Sequence[Span], start: int, end: int, last: bool) -> int:
+    """Move a window end back so it does not split a word (bounded, never empty); ``last``: ``end`` is the text's end."""
+    if last:
         return end
     j = end
     while j > start + 1 and end - j < _MAX_SNAP and spans[j][0] == spans[j - 1][1]:
@@ -172,36 +185,139 @@ def _snap_end(spans: Sequence[Span], start: int, end: int) -> int:
     return j if spans[j][0] != spans[j - 1][1] else end
 
 
-def chunk_text(
-    text: str, config: ChunkingConfig = ChunkingConfig(), spans_fn: SpanFn = whitespace_spans
-) -> list[Chunk]:
-    """Split ``text`` into overlapping token windows.
+def _segment_end(text: str, target: int) -> int:
+    """The first whitespace position at or after ``target`` (the text's length if none)."""
+    if target >= len(text):
+        return len(text)
+    m = _SPACE.search(text, target)
+    return len(text) if m is None else m.start()
+
+
+def _resync(spans: list[Span], tail: Sequence[Span]) -> list[Span] | None:
+    """``spans`` after the run ``tail`` (the last spans already emitted), or ``None`` if they do not contain it."""
+    first = tail[0]
+    for j, span in enumerate(spans):
+        if span[0] > first[0]:
+            return None
+        if span == first and spans[j : j + len(tail)] == list(tail):
+            return spans[j + len(tail) :]
+    return None
+
+
+def iter_spans(
+    text: str, spans_fn: SpanFn = whitespace_spans, segment_chars: int | None = SEGMENT_CHARS
+) -> Iterator[Span]:
+    """The token spans of ``text``, the same as ``spans_fn(text)``, tokenizing about ``segment_chars`` at a time.
+
+    A tokenizer's output for a whole large file takes several hundred bytes per token; in segments the
+    memory is bounded. Each segment ends at whitespace; its last spans, which the cut may have changed,
+    are held back and tokenized again by the next segment, which starts a few spans earlier and is used
+    from the point where its spans agree with those already emitted. A tokenizer whose spans never agree
+    across a cut has the rest of the text tokenized in one call (logged), so the spans are always those of
+    the whole text.
+
+    Args:
+        text: the document text.
+        spans_fn: the tokenizer as a span function.
+        segment_chars: characters per tokenizer call; ``None``: the whole text in one call.
+
+    Example:
+        >>> text = "one two three " * 50
+        >>> list(iter_spans(text, segment_chars=40)) == whitespace_spans(text)
+        True
+    """
+    if segment_chars is None or len(text) <= segment_chars:
+        yield from spans_fn(text)
+        return
+    offset, emitted, tail = 0, 0, ()
+    size = segment_chars
+    while True:
+        end = _segment_end(text, (tail[-1][1] if tail else offset) + size)  # past what is emitted already
+        spans = [(s + offset, e + offset) for s, e in spans_fn(text[offset:end])]
+        if tail:
+            synced = _resync(spans, tail[-_SYNC:])
+            if synced is None:
+                logger.warning("the tokenizer's spans differ across a cut of the text; tokenizing the rest in one call")
+                yield from list(spans_fn(text))[emitted:]
+                return
+            spans = synced
+        if end >= len(text):
+            yield from spans
+            return
+        if len(spans) <= _HOLD + _SYNC:  # too few tokens to hold some back: a longer segment
+            size *= 2
+            continue
+        keep = spans[:-_HOLD]
+        yield from keep
+        emitted += len(keep)
+        tail = tuple((list(tail) + keep)[-(_WARM + _SYNC) :])
+        offset, size = tail[0][0], segment_chars
+
+
+class _SpanWindow:
+    """Spans read from an iterator and addressed by their index in the whole text; the ones before
+    :meth:`drop`'s index are forgotten."""
+
+    def __init__(self, spans: Iterable[Span]) -> None:
+        self._it = iter(spans)
+        self._buf: list[Span] = []
+        self._base = 0
+        self.n: int | None = None  # the number of spans, once the iterator is exhausted
+
+    def fill(self, upto: int) -> None:
+        """Read spans until index ``upto - 1`` is held or the text ends."""
+        while self.n is None and self._base + len(self._buf) < upto:
+            span = next(self._it, None)
+            if span is None:
+                self.n = self._base + len(self._buf)
+            else:
+                self._buf.append(span)
+
+    def __getitem__(self, i: int) -> Span:
+        return self._buf[i - self._base]
+
+    def drop(self, i: int) -> None:
+        """Forget the spans before index ``i``."""
+        del self._buf[: i - self._base]
+        self._base = i
+
+
+def iter_chunks(
+    text: str,
+    config: ChunkingConfig = ChunkingConfig(),
+    spans_fn: SpanFn = whitespace_spans,
+    segment_chars: int | None = SEGMENT_CHARS,
+) -> Iterator[Chunk]:
+    """The chunks of :func:`chunk_text`, one at a time: memory bounded by a chunk, not by the text.
 
     Args:
         text: the document text.
         config: chunk size and overlap.
         spans_fn: tokenizer as a span function (see :func:`tokenizer_spans`).
+        segment_chars: characters tokenized per call (:func:`iter_spans`); ``None``: the whole text at once.
 
-    Returns:
-        Chunks in document order; empty for a text without tokens.
+    Yields:
+        Chunks in document order; none for a text without tokens.
     """
-    spans = list(spans_fn(text))
-    n = len(spans)
-    chunks: list[Chunk] = []
-    start = 0
-    while start < n:
-        end = _snap_end(spans, start, min(start + config.chunk_tokens, n))
-        chunks.append(
-            Chunk(
-                index=len(chunks),
-                text=text[spans[start][0] : spans[end - 1][1]],
-                start_char=spans[start][0],
-                end_char=spans[end - 1][1],
-                n_tokens=end - start,
-            )
+    spans = _SpanWindow(iter_spans(text, spans_fn, segment_chars))
+    start, index = 0, 0
+    while True:
+        spans.fill(start + config.chunk_tokens + 1)
+        n = spans.n
+        if n is not None and start >= n:
+            return
+        stop = start + config.chunk_tokens if n is None else min(start + config.chunk_tokens, n)
+        end = _snap_end(spans, start, stop, last=n is not None and stop >= n)
+        yield Chunk(
+            index=index,
+            text=text[spans[start][0] : spans[end - 1][1]],
+            start_char=spans[start][0],
+            end_char=spans[end - 1][1],
+            n_tokens=end - start,
         )
-        if end >= n:
-            break
+        index += 1
+        if n is not None and end >= n:
+            return
         nxt = max(end - config.overlap_tokens, start + 1)
         # start the next window at a word start when the overlap allows it
         while (
@@ -212,7 +328,76 @@ def chunk_text(
         ):
             nxt -= 1
         start = nxt
-    return chunks
+        spans.drop(start)
+
+
+def chunk_text(
+    text: str,
+    config: ChunkingConfig = ChunkingConfig(),
+    spans_fn: SpanFn = whitespace_spans,
+    segment_chars: int | None = SEGMENT_CHARS,
+) -> list[Chunk]:
+    """Split ``text`` into overlapping token windows (:func:`iter_chunks`, as a list).
+
+    Args:
+        text: the document text.
+        config: chunk size and overlap.
+        spans_fn: tokenizer as a span function (see :func:`tokenizer_spans`).
+        segment_chars: characters tokenized per call (:func:`iter_spans`); ``None``: the whole text at once.
+
+    Returns:
+        Chunks in document order; empty for a text without tokens.
+    """
+    return list(iter_chunks(text, config, spans_fn, segment_chars))
+
+
+class ChunkBounds:
+    """Where each chunk of a text lies, without its text (24 bytes a chunk): built by :func:`chunk_bounds`.
+
+    Example:
+        >>> text = "one two three four five"
+        >>> bounds = chunk_bounds(text, ChunkingConfig(chunk_tokens=3, overlap_tokens=1))
+        >>> len(bounds), bounds.chunk(text, 1) == chunk_text(text, ChunkingConfig(3, 1))[1]
+        (2, True)
+    """
+
+    def __init__(self) -> None:
+        self._cells = array("q")
+
+    def append(self, chunk: Chunk) -> None:
+        """Record the next chunk's offsets and token count."""
+        self._cells.extend((chunk.start_char, chunk.end_char, chunk.n_tokens))
+
+    def __len__(self) -> int:
+        return len(self._cells) // 3
+
+    def chunk(self, text: str, index: int) -> Chunk:
+        """The chunk ``index`` of ``text`` (the text the bounds were built from).
+
+        Raises:
+            IndexError: ``index`` is not a chunk index.
+        """
+        if not 0 <= index < len(self):
+            raise IndexError(f"chunk index must be in [0, {len(self)}), got {index}")
+        start, end, n_tokens = self._cells[3 * index : 3 * index + 3]
+        return Chunk(index=index, text=text[start:end], start_char=start, end_char=end, n_tokens=n_tokens)
+
+
+def chunk_bounds(
+    text: str,
+    config: ChunkingConfig = ChunkingConfig(),
+    spans_fn: SpanFn = whitespace_spans,
+    segment_chars: int | None = SEGMENT_CHARS,
+) -> ChunkBounds:
+    """The bounds of :func:`chunk_text`'s chunks, read in one pass that keeps no chunk text.
+
+    How many chunks a document has is known before its first chunk is embedded, with the memory of its
+    offsets alone; :meth:`ChunkBounds.chunk` gives each chunk back.
+    """
+    bounds = ChunkBounds()
+    for chunk in iter_chunks(text, config, spans_fn, segment_chars):
+        bounds.append(chunk)
+    return bounds
 
 
 def discover_files(root: str | Path, extensions: Iterable[str] = DEFAULT_EXTENSIONS) -> tuple[list[Path], int]:
@@ -250,7 +435,115 @@ def document_id(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
-def load_document(path: str | Path, root: str | Path | None = None) -> SourceDocument | SkippedFile:
+def _inside(real: str, root_real: str) -> bool:
+    return real == root_real or real.startswith(root_real.rstrip(os.sep) + os.sep)
+
+
+def linked_folders(root: str | Path) -> list[Path]:
+    """The links to folders under the folder ``root`` (not looked into), sorted; hidden paths skipped."""
+    found = []
+    for folder, dirs, _ in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found.extend(Path(folder, d) for d in dirs if os.path.islink(os.path.join(folder, d)))
+    return sorted(found)
+
+
+def place_files(
+    files: Iterable[Path], root: str | Path, follow_links: bool = False
+) -> tuple[list[tuple[Path, str]], list[SkippedFile]]:
+    """Each file found under ``root`` with its document id: the path it resolves to, relative to ``root`` resolved.
+
+    A file reached twice (itself and a link to it, or two links) is read once, so it is stored once under one
+    id. A link whose target lies outside ``root`` is skipped unless ``follow_links``; a followed one has the id
+    of the path it was found at. Each file left out is a :class:`SkippedFile` saying why.
+
+    Args:
+        files: the files found, in order (the first of two paths to one file is kept).
+        root: the folder ingested, or the one file.
+        follow_links: read the targets of links that leave ``root``.
+
+    Returns:
+        ``(placed, skipped)``: ``(path to read, doc_id)`` per file (``root`` joined with the id, or the one
+        file ``root``), and the files left out.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (root / "a.txt").write_text("a")
+        >>> (root / "again.txt").symlink_to(root / "a.txt")
+        >>> placed, skipped = place_files([root / "a.txt", root / "again.txt"], root)
+        >>> [doc_id for _, doc_id in placed], len(skipped)
+        (['a.txt'], 1)
+    """
+    root_real = os.path.realpath(root)
+    single = os.path.isfile(root_real)
+    placed: list[tuple[Path, str]] = []
+    skipped: list[SkippedFile] = []
+    first_of: dict[str, str] = {}
+    for f in files:
+        real = os.path.realpath(f)
+        if single:
+            doc_id = Path(real).name
+        elif _inside(real, root_real):
+            doc_id = Path(os.path.relpath(real, root_real)).as_posix()
+        elif follow_links:
+            doc_id = Path(os.path.relpath(os.path.abspath(f), os.path.abspath(root))).as_posix()
+        else:
+            skipped.append(
+                SkippedFile(str(f), f"a link to {real}, outside the ingested folder; pass --follow-links to read it")
+            )
+            continue
+        if real in first_of:
+            skipped.append(SkippedFile(str(f), f"the same file as {first_of[real]!r} (through a link): read once"))
+            continue
+        first_of[real] = doc_id
+        placed.append((Path(root) if single else Path(root, doc_id), doc_id))
+    return placed, skipped
+
+
+def gather_files(
+    root: str | Path,
+    extensions: Iterable[str],
+    discover: Callable[[str | Path, Iterable[str]], tuple[list[Path], int]],
+    follow_links: bool = False,
+) -> tuple[list[tuple[Path, str]], list[SkippedFile], int]:
+    """The files to read under ``root`` with their document ids (:func:`place_files`), found by ``discover``.
+
+    ``discover`` does not look into links to folders: a link to a folder inside ``root`` adds nothing (its
+    files are read where they are); one to a folder outside is skipped unless ``follow_links``, when its files
+    are found with ``discover`` (the links inside it are not followed further).
+
+    Returns:
+        ``(placed, skipped, n_other)``: ``(path, doc_id)`` per file to read, the files and folders left out,
+        and how many files had other suffixes.
+
+    Raises:
+        FileNotFoundError: if ``root`` does not exist.
+    """
+    extensions = tuple(extensions)
+    files, n_other = discover(root, extensions)
+    skipped: list[SkippedFile] = []
+    if os.path.isdir(root):
+        root_real = os.path.realpath(root)
+        for link in linked_folders(root):
+            real = os.path.realpath(link)
+            if _inside(real, root_real) or _inside(root_real, real):  # read where it is, or a loop back
+                continue
+            if not follow_links:
+                reason = f"a link to the folder {real}, outside the ingested folder; pass --follow-links to read it"
+                skipped.append(SkippedFile(str(link), reason))
+                continue
+            more, n = discover(link, extensions)
+            files, n_other = [*files, *more], n_other + n
+    placed, left_out = place_files(files, root, follow_links)
+    for s in (*skipped, *left_out):
+        logger.warning("skipping %s: %s", s.source, s.reason)
+    return placed, [*skipped, *left_out], n_other
+
+
+def load_document(
+    path: str | Path, root: str | Path | None = None, doc_id: str | None = None
+) -> SourceDocument | SkippedFile:
     """Read one file as UTF-8 text, or say why it cannot be ingested.
 
     Binary files (a NUL byte in the first 8 KiB), non-UTF-8 files and files
@@ -273,13 +566,14 @@ def load_document(path: str | Path, root: str | Path | None = None) -> SourceDoc
         )
     if not text.strip():
         return SkippedFile(str(path), "empty file" if not text else "whitespace only")
-    return SourceDocument(doc_id=document_id(path, root), text=text, source=str(path), content_hash=content_hash(text))
+    doc_id = document_id(path, root) if doc_id is None else doc_id
+    return SourceDocument(doc_id=doc_id, text=text, source=str(path), content_hash=content_hash(text))
 
 
 def load_folder(
-    path: str | Path, extensions: Iterable[str] = DEFAULT_EXTENSIONS
+    path: str | Path, extensions: Iterable[str] = DEFAULT_EXTENSIONS, follow_links: bool = False
 ) -> tuple[list[SourceDocument], list[SkippedFile], int]:
-    """Read every candidate file under ``path`` (or the one file ``path``).
+    """Read every candidate file under ``path`` (or the one file ``path``); ids and links as :func:`gather_files`.
 
     Returns:
         ``(documents, skipped, n_other)``: decoded documents, the files that
@@ -289,11 +583,10 @@ def load_folder(
     Raises:
         FileNotFoundError: if ``path`` does not exist.
     """
-    files, n_other = discover_files(path, extensions)
+    placed, skipped, n_other = gather_files(path, extensions, discover_files, follow_links)
     docs: list[SourceDocument] = []
-    skipped: list[SkippedFile] = []
-    for f in files:
-        r = load_document(f, path)
+    for f, doc_id in placed:
+        r = load_document(f, path, doc_id=doc_id)
         if isinstance(r, SkippedFile):
             logger.warning("skipping %s: %s", r.source, r.reason)
             skipped.append(r)

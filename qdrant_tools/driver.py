@@ -63,6 +63,8 @@ class IngestSettings:
         layout: how documents are cut into nodes and which vectors each node stores
             (:class:`qdrant_tools.layout.NodeLayout`).
         extensions: file suffixes ingested from a folder.
+        follow_links: read the files that links under the ingested folder lead to outside it
+            (:func:`qdrant_tools.chunking.gather_files`; default: skipped and reported).
         prune: delete documents stored in the collection whose file is no
             longer under the ingested path (off by default: a missing file
             never deletes data unless asked).
@@ -88,6 +90,7 @@ class IngestSettings:
 
     layout: NodeLayout = field(default_factory=NodeLayout)
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
+    follow_links: bool = False
     prune: bool = False
     prune_under: str | None = None
     read_from: str | None = None
@@ -191,6 +194,8 @@ class IngestionRun:
     versions: dict[str, str]
     started: float
     show_progress: bool = False
+    _bar: Any = field(default=None, init=False, repr=False)
+    _bar_desc: str | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def start(
@@ -250,8 +255,14 @@ class IngestionRun:
         total: int | None = None,
         on_write: Callable[[int], None] | None = None,
     ) -> None:
-        """Step 5: write every batch; drop a document's stale versions once its new version is complete."""
-        bar = _progress(show_progress, total, f"ingest {self.writer.collection}")
+        """Step 5: write every batch; drop a document's stale versions once its new version is complete.
+
+        ``total``: the chunks to write (``None``: unknown); the batches' producer may announce more with
+        :meth:`expect` as it plans each document, and the progress bar's total grows (``total=0``: no bar
+        until some are announced).
+        """
+        self._bar_desc = f"ingest {self.writer.collection}" if show_progress else None
+        self._bar = _progress(show_progress, total, self._bar_desc or "")
         try:
             for batch in batches:
                 n = self.writer.upsert(batch)
@@ -259,15 +270,26 @@ class IngestionRun:
                     continue
                 self.report.chunks_written += n
                 self.report.chunks_truncated += sum(1 for p in batch.payloads if p[P.TRUNCATED])
-                if bar is not None:
-                    bar.update(n)
+                if self._bar is not None:
+                    self._bar.update(n)
                 if on_write is not None:
                     on_write(n)
                 for doc_id in self.tracker.add(batch.written_chunks()):
                     self.report.chunks_deleted += self.writer.delete_stale(doc_id, self.versions[doc_id])
         finally:
-            if bar is not None:
-                bar.close()
+            if self._bar is not None:
+                self._bar.close()
+            self._bar, self._bar_desc = None, None
+
+    def expect(self, n: int) -> None:
+        """Announce ``n`` more chunks to write (the progress bar's total grows by ``n``)."""
+        if n <= 0:
+            return
+        if self._bar is None and self._bar_desc is not None:
+            self._bar = _progress(True, n, self._bar_desc)
+        elif self._bar is not None:
+            self._bar.total = (self._bar.total or 0) + n
+            self._bar.refresh()
 
     def finish(self) -> None:
         """Prune (if asked), build the search index, warn about truncated chunks, stop the clock.

@@ -19,14 +19,22 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from qdrant_tools import payload as P
-from qdrant_tools.chunking import ChunkingConfig, SourceDocument, SpanFn, chunk_text, tokenizer_spans, whitespace_spans
+from qdrant_tools.chunking import (
+    ChunkBounds,
+    ChunkingConfig,
+    SourceDocument,
+    SpanFn,
+    chunk_bounds,
+    tokenizer_spans,
+    whitespace_spans,
+)
 from qdrant_tools.ids import document_version, point_id
 from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 from qdrant_tools.spec import HnswSpec, QuantizationSpec, SparseVectorConfig, VectorConfig
@@ -422,6 +430,8 @@ def prepare_document(
     max_length: int,
     skip: Collection[int] = (),
     subchunks: SubchunkConfig | None = None,
+    bounds: ChunkBounds | None = None,
+    indices: Iterable[int] | None = None,
 ) -> list[PlannedChunk]:
     """Chunk one document into planned points (pure given its inputs), leaving out chunk indices in ``skip``.
 
@@ -430,11 +440,16 @@ def prepare_document(
     embeds (:func:`document_token_counter`: document prompt and special tokens included), so
     ``n_tokens`` and ``truncated`` tell the truth. Every ingestion path builds points with this
     function, so ids and payloads agree.
+
+    A large document is planned a window at a time: ``bounds`` (:func:`qdrant_tools.chunking.chunk_bounds`
+    of the document, read once) with ``indices``, the chunk indices of one window; the points are those
+    the whole document's plan has at these indices.
     """
     version = document_version(doc.content_hash, chunking_key, fingerprints)
-    chunks = chunk_text(doc.text, chunking, spans_fn)
-    n_chunks = len(chunks)
-    chunks = [c for c in chunks if c.index not in skip]
+    if bounds is None:
+        bounds = chunk_bounds(doc.text, chunking, spans_fn)
+    n_chunks = len(bounds)
+    chunks = [bounds.chunk(doc.text, i) for i in (range(n_chunks) if indices is None else indices) if i not in skip]
     n_tokens = list(count_tokens([c.text for c in chunks])) if chunks else []
     return [
         PlannedChunk(
@@ -519,8 +534,15 @@ class ChunkEncoder:
                 f"{spans_name} vs {encoding.spans_name}); every worker must load the same model files and settings"
             )
 
-    def chunks(self, doc: SourceDocument, skip: Collection[int] = ()) -> list[PlannedChunk]:
-        """The chunks of ``doc`` still to encode (indices in ``skip`` are already stored)."""
+    def chunks(
+        self,
+        doc: SourceDocument,
+        skip: Collection[int] = (),
+        bounds: ChunkBounds | None = None,
+        indices: Iterable[int] | None = None,
+    ) -> list[PlannedChunk]:
+        """The chunks of ``doc`` still to encode (indices in ``skip`` are already stored); with ``bounds``
+        (:meth:`bounds`) and ``indices``, only those of one window (:func:`prepare_document`)."""
         p = self.encoding
         return prepare_document(
             doc,
@@ -532,7 +554,14 @@ class ChunkEncoder:
             max_length=p.max_length,
             skip=skip,
             subchunks=p.layout.subchunks,
+            bounds=bounds,
+            indices=indices,
         )
+
+    def bounds(self, doc: SourceDocument) -> ChunkBounds:
+        """Where each chunk of ``doc`` lies (one pass over its text, no chunk text kept): how many chunks it has,
+        before a window of them is planned with :meth:`chunks`."""
+        return chunk_bounds(doc.text, self.encoding.chunking, self.spans_fn)
 
     def encode(
         self,

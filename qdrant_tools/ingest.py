@@ -4,6 +4,9 @@ Pipeline (the steps and guarantees shared with :mod:`qdrant_tools.ray_ingest`
 are in :mod:`qdrant_tools.driver`): read files -> check the collection and read
 its state -> :func:`qdrant_tools.plan.plan_ingestion` -> chunk and embed the
 planned chunks here, ``batch_size`` at a time -> :class:`qdrant_tools.writer.QdrantWriter`.
+Chunks are planned, embedded and written a window at a time (:func:`planned_windows`), so the
+memory of a run does not grow with the size of a file and a large file's first points are
+written while the rest is still to be embedded.
 
 Example:
     >>> from qdrant_tools.ingest import IngestConfig, ingest_path
@@ -16,17 +19,19 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qdrant_client.uploader.uploader import iter_batch
 
-from qdrant_tools.chunking import SourceDocument
+from qdrant_tools.chunking import SourceDocument, load_folder
 from qdrant_tools.driver import IngestionRun, IngestSettings, read_folder, scoped_to
 from qdrant_tools.encoding import ChunkEncoder, Encoder, PlannedChunk
+from qdrant_tools.plan import DocumentPlan
 from qdrant_tools.report import IngestReport
 from qdrant_tools.spec import CollectionSpec
 from qdrant_tools.writer import PointBatch
@@ -62,11 +67,38 @@ class IngestConfig(IngestSettings):
             )
 
 
+def _ignore(n: int) -> None:
+    """No-op ``expect`` of :func:`planned_windows`."""
+
+
+def planned_windows(
+    encoder: ChunkEncoder, documents: Iterable[DocumentPlan], batch_size: int, expect: Callable[[int], None] = _ignore
+) -> Iterator[list[PlannedChunk]]:
+    """The chunks still to encode of ``documents``, ``batch_size`` at a time, planned a window at a time.
+
+    Each document is read once for its chunk bounds (:meth:`ChunkEncoder.bounds`), then its chunks are
+    planned ``batch_size`` at a time, so a large file is never planned whole; a window may span documents.
+    ``expect`` is told how many chunks each document adds, once its bounds are known.
+    """
+    pending: list[PlannedChunk] = []
+    for d in documents:
+        bounds = encoder.bounds(d.doc)
+        todo = [i for i in range(len(bounds)) if i not in d.done]
+        expect(len(todo))
+        for part in iter_batch(todo, batch_size):
+            pending.extend(encoder.chunks(d.doc, bounds=bounds, indices=part))
+            while len(pending) >= batch_size:
+                yield pending[:batch_size]
+                pending = pending[batch_size:]
+    if pending:
+        yield pending
+
+
 def _encoded_batches(
-    encoder: ChunkEncoder, chunks: list[PlannedChunk], batch_size: int, report: IngestReport
+    encoder: ChunkEncoder, windows: Iterable[list[PlannedChunk]], report: IngestReport
 ) -> Iterable[PointBatch]:
-    """Embed ``chunks`` ``batch_size`` at a time (qdrant-client's ``iter_batch``), timing the encoders."""
-    for part in iter_batch(chunks, batch_size):
+    """Embed each window of planned chunks, timing the encoders."""
+    for part in windows:
         t = time.perf_counter()
         batch = encoder.encode(part)
         report.embed_seconds += time.perf_counter() - t
@@ -109,9 +141,8 @@ def ingest_documents(
     encoding = config.point_encoding(vectors)
     encoder = ChunkEncoder(vectors, encoding)
     run = IngestionRun.start(client, collection, documents, encoding, report, config, spec=spec, started=t0)
-    chunks = [c for d in run.plan.to_encode for c in encoder.chunks(d.doc, skip=d.done)]
-    batches = _encoded_batches(encoder, chunks, config.batch_size, report)
-    run.write(batches, show_progress=config.show_progress, total=len(chunks))
+    windows = planned_windows(encoder, run.plan.to_encode, config.batch_size, expect=run.expect)
+    run.write(_encoded_batches(encoder, windows, report), show_progress=config.show_progress, total=0)
     run.finish()
     return report
 
@@ -134,5 +165,6 @@ def ingest_path(
         ValueError: ``prune`` with a single file (nothing written).
     """
     config = scoped_to(config or IngestConfig(), path)
-    docs, report = read_folder(path, config.extensions, IngestReport(collection=collection))
+    load = functools.partial(load_folder, follow_links=config.follow_links)
+    docs, report = read_folder(path, config.extensions, IngestReport(collection=collection), load=load)
     return ingest_documents(client, collection, docs, vectors, config, report=report, **kwargs)

@@ -211,9 +211,9 @@ def rebase_ids(documents: Sequence[SourceDocument], stored: StoredState, path: s
         >>> [d.doc_id for d in rebase_ids(docs, stored, "/data/sub")]
         ['sub/b.md']
     """
-    here = os.path.abspath(path)
+    here = os.path.realpath(path)  # a linked file or folder is placed where it really is (as its ids are)
     base = os.path.dirname(here) if os.path.isfile(here) else here
-    roots = stored_roots(stored)
+    roots = {os.path.realpath(r) for r in stored_roots(stored)}
     if here in roots:
         return list(documents)
     above = [r for r in roots if os.path.commonpath([r, base]) == r]

@@ -8,7 +8,10 @@ KEY=VALUE`` are stored with every node, for ``posfair query --filter``.
 Storage is embedded at ``./.posfair/qdrant`` unless ``--path`` or ``--qdrant-url``
 says otherwise (the API key of a server comes from the ``QDRANT_API_KEY``
 environment variable and is never logged). Re-running is idempotent; an
-interrupted run is completed by running it again. ``--prune`` deletes the stored
+interrupted run is completed by running it again. A large file is read, embedded and
+written a window of chunks at a time. Document ids are the files' real paths relative to
+PATH, so a file reached twice through links is stored once; links leading out of PATH are
+skipped unless ``--follow-links``. ``--prune`` deletes the stored
 documents read from under PATH whose file is gone (refused for a single file);
 ``--dry-run`` prints what would be added, replaced and removed, and writes nothing.
 
@@ -274,7 +277,12 @@ def _vectors_given(args: argparse.Namespace) -> tuple[list[str] | None, str]:
 
 def run_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The run-time fields of this ingestion (the layout's come from the recipe: :meth:`Recipe.ingest_settings`)."""
-    return {"extensions": read_extensions(args), "prune": args.prune, "show_progress": not args.no_progress}
+    return {
+        "extensions": read_extensions(args),
+        "follow_links": args.follow_links,
+        "prune": args.prune,
+        "show_progress": not args.no_progress,
+    }
 
 
 def encoder_set_from_args(args: argparse.Namespace) -> Any:
@@ -340,7 +348,7 @@ def read_input(args: argparse.Namespace, report: Any) -> list[Any]:
     from llamaindex_posfair.integrations.readers import read_path
     from qdrant_tools.driver import read_folder
 
-    load = functools.partial(read_path, metadata=metadata_dict(args.metadata))
+    load = functools.partial(read_path, metadata=metadata_dict(args.metadata), follow_links=args.follow_links)
     try:
         docs, _ = read_folder(args.source, read_extensions(args), report, load=load)
     except ValueError as exc:
@@ -361,6 +369,12 @@ def add_ingest_args(p: argparse.ArgumentParser) -> None:
         "--prune",
         action="store_true",
         help="delete stored documents read from under PATH whose file is gone (refused for a single file)",
+    )
+    p.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="read the files and folders that links under PATH lead to outside it (default: skipped, and "
+        "reported); a file reached twice is read once, under the id of its real path",
     )
     p.add_argument(
         "--dry-run",

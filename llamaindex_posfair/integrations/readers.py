@@ -33,7 +33,7 @@ from llama_index.core.readers.base import BaseReader
 from llama_index.core.readers.file.base import default_file_metadata_func
 
 from qdrant_tools import payload as P
-from qdrant_tools.chunking import SkippedFile, SourceDocument, content_hash, document_id
+from qdrant_tools.chunking import SkippedFile, SourceDocument, content_hash, gather_files
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
@@ -241,7 +241,10 @@ def _load(file: Path, readers: dict[str, BaseReader]) -> list[Document] | str:
 
 
 def read_path(
-    path: str | Path, extensions: Iterable[str] = DEFAULT_EXTENSIONS, metadata: Mapping[str, Any] | None = None
+    path: str | Path,
+    extensions: Iterable[str] = DEFAULT_EXTENSIONS,
+    metadata: Mapping[str, Any] | None = None,
+    follow_links: bool = False,
 ) -> tuple[list[SourceDocument], list[SkippedFile], int]:
     """Read every file under ``path`` (or the one file ``path``) with LlamaIndex's readers.
 
@@ -249,11 +252,13 @@ def read_path(
         path: a folder (read recursively, hidden paths skipped) or one file.
         extensions: suffixes read; others are counted, not read.
         metadata: user metadata stored with every document (over the readers' metadata).
+        follow_links: read the files that links under ``path`` lead to outside it (default: skipped).
 
     Returns:
         ``(documents, skipped, n_other)``, as :func:`qdrant_tools.chunking.load_folder`: one document per
-        file (``doc_id`` relative to ``path``, ``source`` the path as given joined with it), the files
-        skipped with why (each logged), and how many files had other suffixes.
+        file (``doc_id`` the path it resolves to, relative to ``path``; ``source`` the path as given joined
+        with it; a file reached twice through links read once: :func:`qdrant_tools.chunking.gather_files`),
+        the files skipped with why (each logged), and how many files had other suffixes.
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
@@ -261,14 +266,12 @@ def read_path(
         ValueError: ``metadata`` uses a reserved key.
     """
     root = Path(path)
-    files, n_other = discover(root, extensions)
+    placed, skipped, n_other = gather_files(root, extensions, discover, follow_links)
     readers = _file_extractor(extensions)
     user = P.check_metadata(metadata or {})
     docs: list[SourceDocument] = []
-    skipped: list[SkippedFile] = []
-    for f in files:
-        doc_id = document_id(f, root.resolve())
-        source = str(root if root.is_file() else root / doc_id)
+    for f, doc_id in placed:
+        source = str(f)
         result = _load(f, readers)
         if isinstance(result, str):
             logger.warning("skipping %s: %s", source, result)
