@@ -258,7 +258,7 @@ class IngestionRun:
                 if n == 0:
                     continue
                 self.report.chunks_written += n
-                self.report.chunks_truncated += sum(1 for p in batch.payloads if p[P.TRUNCATED])
+                self.report.chunks_truncated += sum(1 for p in batch.payloads if P.posfair_fields(p)[P.TRUNCATED])
                 if bar is not None:
                     bar.update(n)
                 if on_write is not None:
