@@ -12,6 +12,7 @@ key can collide with them (payload format 2):
 - ``_posfair``: posfair's fields (:func:`posfair_fields`), which are also the per-document
   ingestion record: the document id, its version, how many chunks that version has and the
   fingerprint of every stored vector, so the state of an ingestion lives in Qdrant itself.
+  The text is stored once, in ``_node_content``; :func:`posfair_fields` reads it from there.
 
 A metadata key named like a record key (``doc_id``, ``_node_content``, ``_posfair``, ...) is
 shadowed at the top level, as in LlamaIndex; the node's metadata comes back exactly as given from
@@ -103,7 +104,9 @@ def posfair_fields(payload: Mapping[str, Any] | None) -> dict[str, Any]:
     """posfair's fields of a point: ``_posfair`` (format 2), or the flat fields of a format-1 point.
 
     Every reader of posfair's fields reads them through here, so collections written in
-    either format read the same. A payload without posfair's fields gives ``{}``.
+    either format read the same. A payload without posfair's fields gives ``{}``. The ``text``
+    of a format-2 point is read from its ``_node_content`` (where it is stored, once), when the
+    payload holds it.
 
     Example:
         >>> posfair_fields({"lang": "en", "_posfair": {"doc_id": "a.md", "format": 2}})
@@ -114,7 +117,10 @@ def posfair_fields(payload: Mapping[str, Any] | None) -> dict[str, Any]:
     payload = payload or {}
     nested = payload.get(POSFAIR)
     if isinstance(nested, Mapping) and nested.get(FORMAT) == PAYLOAD_FORMAT:
-        return dict(nested)
+        fields = dict(nested)
+        if TEXT not in fields and isinstance(payload.get(NODE_CONTENT), str):
+            fields[TEXT] = json.loads(payload[NODE_CONTENT]).get(TEXT)
+        return fields
     flat = {k: v for k, v in payload.items() if k in FORMAT_1_FIELDS}
     if FORMAT_1 in payload:
         flat[FORMAT] = payload[FORMAT_1]
@@ -129,7 +135,8 @@ def payload_fields(*fields: str) -> list[str]:
         >>> payload_fields("doc_id")
         ['doc_id', 'posfair_payload_format', '_posfair.doc_id', '_posfair.format']
     """
-    return [*fields, FORMAT_1, *(f"{POSFAIR}.{f}" for f in fields), FORMAT_KEY]
+    nested = [NODE_CONTENT if f == TEXT else f"{POSFAIR}.{f}" for f in fields]
+    return [*fields, FORMAT_1, *nested, FORMAT_KEY]
 
 
 def json_metadata(metadata: Mapping[str, Any], where: str = "metadata") -> dict[str, Any]:
@@ -196,7 +203,7 @@ def posfair_record(
     chunking_key: str = "",
     subchunk_spans: list[list[int]] | None = None,
 ) -> dict[str, Any]:
-    """posfair's fields of one chunk (the ``_posfair`` object).
+    """posfair's fields of one chunk (stored as the ``_posfair`` object, less the text: :func:`point_payload`).
 
     Args:
         doc: the document the chunk came from.
@@ -242,10 +249,15 @@ def point_payload(
         node_content: the node as JSON, its text included (LlamaIndex's ``_node_content``).
         node_type: the node's class name (``"TextNode"``).
         doc_id: the document id (``document_id``, ``doc_id`` and ``ref_doc_id``).
-        fields: :func:`posfair_record`.
+        fields: :func:`posfair_record` (its ``text`` is left out: ``node_content`` holds it).
     """
     record = {NODE_CONTENT: node_content, NODE_TYPE: node_type, DOCUMENT_ID: doc_id, DOC_ID: doc_id}
-    return {**metadata, **record, REF_DOC_ID: doc_id, POSFAIR: dict(fields)}
+    return {**metadata, **record, REF_DOC_ID: doc_id, POSFAIR: _stored(fields)}
+
+
+def _stored(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``_posfair`` object of ``fields``: all but the text (stored once, in ``_node_content``)."""
+    return {k: v for k, v in fields.items() if k != TEXT}
 
 
 def _chunk_relationships(doc_id: str, version: str, index: int, n_chunks: int) -> dict[str, Any]:
@@ -330,7 +342,7 @@ def rekeyed(payload: Mapping[str, Any], chunking_key: str, version: str) -> dict
         return out
     old_id = point_id(fields[DOC_ID], fields[VERSION], int(fields[CHUNK_INDEX]))
     fields.update({CHUNKING: chunking_key, VERSION: version})
-    out[POSFAIR] = fields
+    out[POSFAIR] = _stored(fields)
     node = json.loads(str(payload.get(NODE_CONTENT) or "{}"))
     if node.get("id_") == old_id:
         out[NODE_CONTENT] = chunk_node_content(node.get("metadata", {}), fields)

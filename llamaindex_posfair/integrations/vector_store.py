@@ -336,13 +336,14 @@ class PosFairVectorStore(BasePydanticVectorStore):
             ValueError: metadata a payload cannot hold, or an embedding of another size than the node vector.
         """
         kept, empty = without_empty(nodes)
-        self._empty_skipped += len(empty)
         enc = self._chunk_encoder()
         node_vector = self._node_vector()
         size = next(v.size for v in self._writer.spec.vectors if v.name == node_vector)
         check_embeddings(kept, size, node_vector)
         self._check_nodes(kept)
-        return kept, planned_nodes(kept, enc.encoding, enc.spans_fn, document_token_counter(enc.first))
+        chunks = planned_nodes(kept, enc.encoding, enc.spans_fn, document_token_counter(enc.first))
+        self._empty_skipped += len(empty)
+        return kept, chunks
 
     def _encode(self, nodes: Sequence[BaseNode], chunks: Sequence[Any]) -> Any:
         """One :class:`~qdrant_tools.writer.PointBatch` of ``nodes`` (their own embeddings as node vectors)."""
@@ -352,6 +353,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         return self._encoder.encode(list(chunks), given=given)
 
     def _batches(self, kept: Sequence[BaseNode], chunks: Sequence[Any]) -> Any:
+        """``(nodes, their planned points)`` of each batch of :attr:`batch_size` nodes."""
         for start in range(0, len(kept), self.batch_size):
             yield kept[start : start + self.batch_size], chunks[start : start + self.batch_size]
 

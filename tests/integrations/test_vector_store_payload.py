@@ -293,3 +293,19 @@ def test_a_format_1_point_still_reads():
     back = hit_to_node(Hit("x", 0.1, written)).node
     assert back.node_id == "n1" and back.text == "the text" and back.metadata == {"k": 1}
     assert posfair_fields(written)["text"] == "the text" and json.loads(written["_node_content"])["id_"] == "n1"
+
+
+def test_the_pdf_readers_pages_are_stored_and_a_hit_says_its_page(client, embed, tmp_path):
+    pytest.importorskip("pypdf")
+    from mixed_folder import PDF_PAGES, minimal_pdf
+
+    (tmp_path / "tides.pdf").write_bytes(minimal_pdf(PDF_PAGES))
+    docs = SimpleDirectoryReader(str(tmp_path)).load_data()  # LlamaIndex's PDFReader: one Document per page
+    assert [d.metadata["page_label"] for d in docs] == ["1", "2", "3"]
+    store = PosFairVectorStore("docs", client=client, embed_model=embed)
+    index = VectorStoreIndex.from_documents(
+        docs, storage_context=StorageContext.from_defaults(vector_store=store), embed_model=embed
+    )
+    hit = index.as_retriever(similarity_top_k=1).retrieve("neap tides at the quarter moons harbour master")[0]
+    assert hit.node.metadata["page_label"] == "2" and "quarter moons" in hit.node.get_content()
+    assert hit.node.metadata["file_name"] == "tides.pdf"

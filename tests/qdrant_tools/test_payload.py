@@ -32,7 +32,8 @@ def test_metadata_is_flat_and_posfair_fields_are_nested():
     assert (p["page_label"], p["page_number"], p["page_labels"]) == ("i", 1, ["i", "1"])
     assert p["doc_id"] == p["document_id"] == p["ref_doc_id"] == "sub/a.pdf" and p["_node_type"] == "TextNode"
     fields = P.posfair_fields(p)
-    assert fields == p["_posfair"] and fields["format"] == 2 and fields["text"] == "chunk text"
+    assert fields["format"] == 2 and fields["text"] == "chunk text" == json.loads(p["_node_content"])["text"]
+    assert "text" not in p["_posfair"] and {**p["_posfair"], "text": "chunk text"} == fields  # the text once
     assert (fields["chunk_index"], fields["n_chunks"], fields["start_char"], fields["end_char"]) == (1, 3, 10, 20)
     assert fields["source"] == "/data/sub/a.pdf" and fields["version"] == "v1" and fields["page_label"] == "i"
     json.dumps(p)  # a payload is plain JSON
@@ -61,6 +62,12 @@ def test_format_1_points_read_through_the_same_reader():
     assert P.posfair_fields(old) == {"text": "t", "doc_id": "a.md", "chunk_index": 2, "version": "v", "format": 1}
     assert P.posfair_fields({"_posfair": {"doc_id": "user's", "format": 7}, "doc_id": "a"}) == {"doc_id": "a"}
     assert P.posfair_fields(None) == {}
+
+
+def test_the_text_of_a_format_2_point_is_selected_through_its_node_record():
+    assert P.payload_fields("text", "doc_id") == [
+        "text", "doc_id", "posfair_payload_format", "_node_content", "_posfair.doc_id", "_posfair.format"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
