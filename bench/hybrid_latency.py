@@ -47,17 +47,20 @@ def ingest_real(client, encoder, bench) -> None:
 
 def pool(client) -> tuple[list[np.ndarray], list[str], float]:
     """Every real sub-chunk vector with its text, and the mean sub-chunks per node."""
+    from qdrant_tools.payload import posfair_fields
+
     vecs, texts, counts, offset = [], [], [], None
     while True:
         points, offset = client.scroll(
             COLLECTION, limit=256, offset=offset, with_payload=True, with_vectors=["subchunks"]
         )
         for p in points:
-            base, text = p.payload["start_char"], p.payload["text"]
-            for (a, b), v in zip(p.payload["subchunk_spans"], p.vector["subchunks"]):
+            fields = posfair_fields(p.payload)
+            base, text = fields["start_char"], fields["text"]
+            for (a, b), v in zip(fields["subchunk_spans"], p.vector["subchunks"]):
                 vecs.append(np.asarray(v, dtype=np.float32))
                 texts.append(text[a - base : b - base])
-            counts.append(len(p.payload["subchunk_spans"]))
+            counts.append(len(fields["subchunk_spans"]))
         if offset is None:
             return vecs, texts, float(np.mean(counts))
 

@@ -101,12 +101,13 @@ def posfair_tokens(ids: list[str], texts: list[str], encoder: Any, recipe: Any) 
     nodes = (
         0
         if encoding.layout.node_from_subchunks
-        else sum(min(int(c.payload[P.N_TOKENS]), encoder.max_length) for c in chunks)
+        else sum(min(int(P.posfair_fields(c.payload)[P.N_TOKENS]), encoder.max_length) for c in chunks)
     )
+    fields = [P.posfair_fields(c.payload) for c in chunks]
     subs = [
-        c.text[a - c.payload[P.START_CHAR] : b - c.payload[P.START_CHAR]]
-        for c in chunks
-        for a, b in c.payload[P.SUBCHUNK_SPANS]
+        c.text[a - f[P.START_CHAR] : b - f[P.START_CHAR]]
+        for c, f in zip(chunks, fields)
+        for a, b in f[P.SUBCHUNK_SPANS]
     ]
     return nodes, sum(min(n, encoder.max_length) for n in encoder.count_tokens(subs))
 

@@ -51,8 +51,8 @@ SAME_ENCODER_COSINE = 0.99
 def stored_fingerprint(client: StoreLike, collection: str, vector: str) -> str | None:
     """The fingerprint of the encoder that wrote ``vector``, as the collection's points record it (``None``: the
     collection is empty or records none)."""
-    points, _ = client.scroll(collection, limit=1, with_payload=[P.FINGERPRINTS], with_vectors=False)
-    return (points[0].payload or {}).get(P.FINGERPRINTS, {}).get(vector) if points else None
+    points, _ = client.scroll(collection, limit=1, with_payload=P.payload_fields(P.FINGERPRINTS))
+    return P.posfair_fields(points[0].payload).get(P.FINGERPRINTS, {}).get(vector) if points else None
 
 
 def check_same_encoder(

@@ -269,7 +269,7 @@ class IngestionRun:
                 if n == 0:
                     continue
                 self.report.chunks_written += n
-                self.report.chunks_truncated += sum(1 for p in batch.payloads if p[P.TRUNCATED])
+                self.report.chunks_truncated += sum(1 for p in batch.payloads if P.posfair_fields(p)[P.TRUNCATED])
                 if self._bar is not None:
                     self._bar.update(n)
                 if on_write is not None:

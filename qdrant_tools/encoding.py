@@ -583,7 +583,7 @@ class ChunkEncoder:
         if token_budget is None:
             groups = [list(range(len(chunks)))] if chunks else []
         else:
-            lengths = [min(int(c.payload[P.N_TOKENS]), self.encoding.max_length) for c in chunks]
+            lengths = [min(int(P.posfair_fields(c.payload)[P.N_TOKENS]), self.encoding.max_length) for c in chunks]
             groups = token_budget_batches(lengths, token_budget)
         layout = self.encoding.layout
         subs = self._subchunk_vectors(chunks) if layout.subchunks is not None and chunks else None
@@ -598,7 +598,9 @@ class ChunkEncoder:
                 vectors[name] = self._encoded(name, enc, texts, groups)
         if subs is not None:
             source = self.encoding.source_vector
-            vectors[source] = whole_text_node_vectors(vectors[source], subs, [c.payload[P.TRUNCATED] for c in chunks])
+            vectors[source] = whole_text_node_vectors(
+                vectors[source], subs, [P.posfair_fields(c.payload)[P.TRUNCATED] for c in chunks]
+            )
             vectors[SUBCHUNK_VECTOR] = subs
             if layout.fused_weight is not None:
                 node = vectors[source]
@@ -643,8 +645,9 @@ class ChunkEncoder:
         """Per chunk, the ``(k, dim)`` vectors of its sub-chunks, embedded together by the source encoder."""
         texts, owners = [], []
         for i, c in enumerate(chunks):
-            base = int(c.payload[P.START_CHAR])
-            for start, end in c.payload[P.SUBCHUNK_SPANS]:
+            fields = P.posfair_fields(c.payload)
+            base = int(fields[P.START_CHAR])
+            for start, end in fields[P.SUBCHUNK_SPANS]:
                 texts.append(c.text[start - base : end - base])
                 owners.append(i)
         source = self.encoding.source_vector

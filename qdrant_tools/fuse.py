@@ -122,8 +122,8 @@ def _check_source(client: StoreLike, source: str) -> tuple[Any, str]:
             f"collection {source!r} has no sub-chunk multivector {SUBCHUNK_VECTOR!r}: fused rows fuse sub-chunks with "
             "the node vector; re-ingest it with sub-chunks instead (`posfair ingest` writes them by default)"
         )
-    page, _ = client.scroll(source, limit=1, with_payload=[P.CHUNKING])
-    node = subchunk_source_of(str(page[0].payload.get(P.CHUNKING, ""))) if page else None
+    page, _ = client.scroll(source, limit=1, with_payload=P.payload_fields(P.CHUNKING))
+    node = subchunk_source_of(str(P.posfair_fields(page[0].payload).get(P.CHUNKING, ""))) if page else None
     if node is None or node not in vectors:
         raise FuseError(
             f"cannot tell which vector of {source!r} the sub-chunks were embedded with (its points carry no posfair "
@@ -211,11 +211,13 @@ def _fused_point(point: Any, node: str, weight: float) -> models.PointStruct:
     if node in vectors and SUBCHUNK_VECTOR in vectors:
         subs = np.asarray(vectors[SUBCHUNK_VECTOR], dtype=np.float32)
         vectors[FUSED_VECTOR] = fused_rows(np.asarray(vectors[node], dtype=np.float32), subs, weight).tolist()
-    if P.CHUNKING not in payload or P.CONTENT_HASH not in payload:
+    fields = P.posfair_fields(payload)
+    if P.CHUNKING not in fields or P.CONTENT_HASH not in fields:
         return models.PointStruct(id=point.id, vector=vectors, payload=payload)  # not a posfair point: copied as is
-    key = fused_chunking_key(payload[P.CHUNKING], weight)
-    version = document_version(payload[P.CONTENT_HASH], key, payload[P.FINGERPRINTS])
-    payload.update({P.CHUNKING: key, P.VERSION: version})
+    key = fused_chunking_key(fields[P.CHUNKING], weight)
+    version = document_version(fields[P.CONTENT_HASH], key, fields[P.FINGERPRINTS])
     return models.PointStruct(
-        id=point_id(payload[P.DOC_ID], version, int(payload[P.CHUNK_INDEX])), vector=vectors, payload=payload
+        id=point_id(fields[P.DOC_ID], version, int(fields[P.CHUNK_INDEX])),
+        vector=vectors,
+        payload=P.rekeyed(payload, key, version),
     )

@@ -208,7 +208,7 @@ def _from_columns(cols: Mapping[str, np.ndarray], names: Iterable[str]) -> Point
 
 def with_sparse(batch: PointBatch, encoding: PointEncoding) -> PointBatch:
     """``batch`` with its BM25 sparse vectors, computed on the driver from the node texts (cheap, deterministic)."""
-    return replace(batch, sparse=encoding.sparse_vectors([p[P.TEXT] for p in batch.payloads]))
+    return replace(batch, sparse=encoding.sparse_vectors([P.posfair_fields(p)[P.TEXT] for p in batch.payloads]))
 
 
 class ChunkEncodeWorker:

@@ -45,7 +45,7 @@ Only qdrant-client method names are used (``get_collection``, ``query_points``,
 
 Example:
     >>> hits = search(client, "demo", query_vector, SearchSettings(limit=5))  # doctest: +SKIP
-    >>> hits[0].payload["doc_id"], hits[0].score                              # doctest: +SKIP
+    >>> hits[0].fields["doc_id"], hits[0].score                               # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -376,6 +376,11 @@ class Hit:
         """The value that ordered the hit: the fusion value of a fused query, else its score."""
         return self.score if self.fusion_score is None else self.fusion_score
 
+    @property
+    def fields(self) -> dict[str, Any]:
+        """posfair's fields of the point (document id, offsets, text...: :func:`qdrant_tools.payload.posfair_fields`)."""
+        return P.posfair_fields(self.payload)
+
 
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / max(float(np.linalg.norm(x)), 1e-12)
@@ -641,7 +646,7 @@ def _read_request(points: Sequence[Any], reads: list[str], settings: SearchSetti
     """The ``retrieve`` arguments that read ``reads`` (and the sub-chunk spans) of the hits that need them:
     every hit of a fused query (its dense score), else the best ``evidence_limit`` (their evidence)."""
     ids = [p.id for p in points] if fused else [p.id for p in points][: settings.evidence_limit]
-    return {"ids": ids, "with_payload": [P.SUBCHUNK_SPANS], "with_vectors": reads}
+    return {"ids": ids, "with_payload": P.payload_fields(P.SUBCHUNK_SPANS), "with_vectors": reads}
 
 
 def _cosines(rows: Any, q: np.ndarray) -> np.ndarray:
@@ -677,7 +682,7 @@ def _dense_score(record: Any, q: np.ndarray, vectors: CollectionVectors, setting
 def _best_span(record: Any, q: np.ndarray, rows: str | None, vectors: CollectionVectors) -> tuple[int, int] | None:
     """The document offsets of a read-back hit's best-matching sub-chunk (``None``: no spans or rows). A fused row
     adds the same node term to every sub-chunk, so its best dot product is the best sub-chunk's."""
-    spans = (record.payload or {}).get(P.SUBCHUNK_SPANS)
+    spans = P.posfair_fields(record.payload).get(P.SUBCHUNK_SPANS)
     got = (record.vector or {}).get(rows) if rows is not None else None
     if rows is not None and rows == vectors.fused:
         scores = np.asarray(got or [], dtype=np.float32).reshape(-1, q.shape[0]) @ q

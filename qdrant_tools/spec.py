@@ -213,11 +213,13 @@ class PayloadIndex(_Frozen):
     type: IndexType = "keyword"
 
 
-#: Indexes on the fields posfair ingestion filters by (document id, version, payload format).
+#: Indexes on the fields posfair ingestion filters by: the document id (top-level), the version and the
+#: payload format (in ``_posfair``: :mod:`qdrant_tools.payload`). Collections written in payload format 1
+#: keep their indexes on the top-level ``version`` and ``posfair_payload_format``.
 POSFAIR_PAYLOAD_INDEXES: tuple[PayloadIndex, ...] = (
     PayloadIndex(field="doc_id", type="keyword"),
-    PayloadIndex(field="version", type="keyword"),
-    PayloadIndex(field="posfair_payload_format", type="integer"),
+    PayloadIndex(field="_posfair.version", type="keyword"),
+    PayloadIndex(field="_posfair.format", type="integer"),
 )
 
 
@@ -244,7 +246,7 @@ class CollectionSpec(_Frozen):
     Example:
         >>> spec = CollectionSpec.model_validate({"name": "docs", "vectors": [{"name": "v", "size": 8}]})
         >>> [i.field for i in spec.payload_indexes]
-        ['doc_id', 'version', 'posfair_payload_format']
+        ['doc_id', '_posfair.version', '_posfair.format']
     """
 
     name: str = Field(min_length=1, max_length=255)
@@ -582,8 +584,9 @@ def plan_changes(client: StoreLike, spec: CollectionSpec) -> ChangePlan:
                 quantization_config=v.quantization.to_qdrant() if v.quantization else None,
                 on_disk=v.on_disk,
             )
-        elif parts[0] == "payload_indexes":
-            plan.add_indexes.append(next(i for i in spec.payload_indexes if i.field == parts[1]))
+        elif parts[0] == "payload_indexes":  # a nested field's name has dots of its own ("_posfair.version")
+            field_name = d.setting.split(".", 1)[1]
+            plan.add_indexes.append(next(i for i in spec.payload_indexes if i.field == field_name))
         elif parts[0] == "hnsw":
             plan.collection_params["hnsw_config"] = spec.hnsw.to_qdrant()  # type: ignore[union-attr]
         elif parts[0] == "quantization":

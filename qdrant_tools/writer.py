@@ -67,7 +67,7 @@ from qdrant_tools import payload as P
 from qdrant_tools.compat import check_writable
 from qdrant_tools.metadata import read_metadata
 from qdrant_tools.plan import StoredVersion
-from qdrant_tools.retry import RetryingClient, RetryPolicy
+from qdrant_tools.retry import RetryingClient, RetryPolicy, acall_with_retry
 from qdrant_tools.spec import (
     CollectionMismatchError,
     CollectionSpec,
@@ -79,8 +79,14 @@ from qdrant_tools.store.protocol import StoreLike, store_traits
 
 _SCROLL_PAGE = 2048
 
-#: Points written by posfair carry a payload format; other points in a collection are never touched.
-_IS_POSFAIR = models.FieldCondition(key=P.FORMAT, range=models.Range(gte=1))
+#: Points written by posfair carry a payload format (format 1 top-level, format 2 in ``_posfair``); other
+#: points in a collection are never touched.
+_IS_POSFAIR = models.Filter(
+    should=[
+        models.FieldCondition(key=P.FORMAT_KEY, range=models.Range(gte=2)),
+        models.FieldCondition(key=P.FORMAT_1, range=models.Range(gte=1)),
+    ]
+)
 
 
 def _doc_filter(doc_id: str) -> list[Any]:
@@ -109,7 +115,8 @@ class PointBatch:
 
     def written_chunks(self) -> list[tuple[str, int, int]]:
         """``(doc_id, chunk_index, n_chunks)`` of every point, for :class:`qdrant_tools.plan.CompletionTracker`."""
-        return [(p[P.DOC_ID], int(p[P.CHUNK_INDEX]), int(p[P.N_CHUNKS])) for p in self.payloads]
+        fields = [P.posfair_fields(p) for p in self.payloads]
+        return [(f[P.DOC_ID], int(f[P.CHUNK_INDEX]), int(f[P.N_CHUNKS])) for f in fields]
 
 
 def vector_rows(name: str, value: Any, n: int, size: int) -> list[Any]:
@@ -230,7 +237,8 @@ class QdrantWriter:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         inner = client.wrapped if isinstance(client, RetryingClient) else client
-        self.client = RetryingClient(inner, retry or RetryPolicy(), sleep=sleep)
+        self.retry = retry or RetryPolicy()
+        self.client = RetryingClient(inner, self.retry, sleep=sleep)
         self.spec = spec
         self.descriptions = dict(descriptions or {})
         self.ordering = models.WriteOrdering(ordering) if ordering else None
@@ -281,7 +289,8 @@ class QdrantWriter:
         chunks: dict[tuple[str, str], set[int]] = defaultdict(set)
         totals: dict[tuple[str, str], int] = {}
         sources: dict[tuple[str, str], str] = {}
-        for pl in self._scroll_payloads([P.DOC_ID, P.VERSION, P.N_CHUNKS, P.CHUNK_INDEX, P.FORMAT, P.SOURCE]):
+        fields = P.payload_fields(P.DOC_ID, P.VERSION, P.N_CHUNKS, P.CHUNK_INDEX, P.SOURCE)
+        for pl in map(P.posfair_fields, self._scroll_payloads(fields)):
             if P.DOC_ID not in pl or P.VERSION not in pl:
                 continue
             key = (pl[P.DOC_ID], pl[P.VERSION])
@@ -329,6 +338,20 @@ class QdrantWriter:
         )
         return n
 
+    async def aupsert(self, aclient: Any, batch: PointBatch) -> int:
+        """:meth:`upsert` through ``aclient`` (an ``AsyncQdrantClient`` or the async store), with the same retries.
+
+        Raises:
+            ValueError: see :meth:`upsert` (before the call).
+        """
+        n = len(batch.ids)
+        if n == 0:
+            return 0
+        points = self.points_of(batch)
+        ordering = {"ordering": self.ordering} if self.ordering else {}
+        await acall_with_retry(aclient.upsert, self.collection, points=points, wait=True, policy=self.retry, **ordering)
+        return n
+
     def points_of(self, batch: PointBatch) -> models.Batch:
         """``batch`` as the ``points`` of an upsert (also sent by an ``AsyncQdrantClient``).
 
@@ -351,7 +374,12 @@ class QdrantWriter:
 
     def delete_stale(self, doc_id: str, keep_version: str) -> int:
         """Delete a document's posfair points of every version but ``keep_version``; return how many."""
-        keep = models.FieldCondition(key=P.VERSION, match=models.MatchValue(value=keep_version))
+        keep = models.Filter(
+            should=[
+                models.FieldCondition(key=key, match=models.MatchValue(value=keep_version))
+                for key in (P.VERSION_KEY, P.VERSION)  # format 2, format 1
+            ]
+        )
         return self._delete(models.Filter(must=_doc_filter(doc_id), must_not=[keep]))
 
     def delete_documents(self, doc_ids: Iterable[str]) -> int:

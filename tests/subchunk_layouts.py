@@ -10,6 +10,7 @@ from pathlib import Path
 
 from qdrant_tools.ingest import IngestConfig
 from qdrant_tools.layout import NodeLayout
+from qdrant_tools.payload import posfair_fields
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import SubchunkConfig
 
@@ -26,4 +27,4 @@ QUERY = "how do spring tides form when the moon and sun align"
 
 def nodes(hits):
     """Hits as (document, chunk): point ids differ between layouts (the layout is part of the version)."""
-    return [(h.payload["doc_id"], h.payload["chunk_index"]) for h in hits]
+    return [(posfair_fields(h.payload)["doc_id"], posfair_fields(h.payload)["chunk_index"]) for h in hits]

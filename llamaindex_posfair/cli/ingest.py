@@ -340,7 +340,7 @@ def read_input(args: argparse.Namespace, report: Any) -> list[Any]:
     """PATH's documents, read with LlamaIndex's readers (``--metadata`` added); files seen and skipped go in ``report``.
 
     Raises:
-        CliError: a PDF without the ``readers`` extra, or a reserved ``--metadata`` key.
+        CliError: a PDF without the ``readers`` extra.
     """
     import functools
 

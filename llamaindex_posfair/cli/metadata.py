@@ -57,7 +57,7 @@ def parse_value(text: str) -> int | float | str:
 
 
 def metadata_item(text: str) -> tuple[str, Any]:
-    """``--metadata KEY=VALUE`` as ``(key, value)`` (an argparse ``type``; reserved keys are refused later).
+    """``--metadata KEY=VALUE`` as ``(key, value)`` (an argparse ``type``).
 
     Raises:
         argparse.ArgumentTypeError: no ``=`` or an invalid key.
@@ -74,17 +74,9 @@ metadata_item.__name__ = "KEY=VALUE"
 
 
 def metadata_dict(items: Sequence[tuple[str, Any]] | None) -> dict[str, Any]:
-    """The ``--metadata`` items as a dict (a key given twice keeps its last value).
-
-    Raises:
-        CliError: a key posfair reserves for its own payload fields.
-    """
-    from qdrant_tools.payload import check_metadata
-
-    try:
-        return check_metadata(dict(items or []))
-    except ValueError as exc:
-        raise CliError(f"--metadata: {exc}") from None
+    """The ``--metadata`` items as a dict (a key given twice keeps its last value; no key is reserved:
+    posfair's own payload fields live apart, :mod:`qdrant_tools.payload`)."""
+    return dict(items or [])
 
 
 def parse_filter(text: str) -> Any:

@@ -171,27 +171,33 @@ def _settings(args: argparse.Namespace, recipe: Any) -> Any:
 
 
 def hit_metadata(payload: dict[str, Any]) -> dict[str, Any]:
-    """A hit's metadata: the reader's and the user's fields, and the page fields (not posfair's bookkeeping).
+    """A hit's metadata: the node's (the reader's and the user's fields, the page fields), not posfair's
+    bookkeeping.
 
     Example:
-        >>> hit_metadata({"text": "x", "doc_id": "a.pdf", "file_type": "application/pdf", "page_label": "2"})
+        >>> hit_metadata({"text": "x", "doc_id": "a.pdf", "file_type": "application/pdf", "page_label": "2",
+        ...               "posfair_payload_format": 1})
         {'file_type': 'application/pdf', 'page_label': '2'}
     """
-    return {k: v for k, v in payload.items() if k not in P.RESERVED_FIELDS or k in _SHOWN_FIELDS}
+    if P.NODE_CONTENT in payload:
+        return dict(json.loads(str(payload[P.NODE_CONTENT])).get("metadata") or {})
+    hidden = P.FORMAT_1_FIELDS | {P.FORMAT_1}  # a point written in payload format 1
+    return {k: v for k, v in payload.items() if k not in hidden or k in _SHOWN_FIELDS}
 
 
 def row(rank: int, nws: Any, payload: dict[str, Any] | None = None) -> dict[str, Any]:
     """One result as JSON: rank, score, where it comes from, its text, the matching sentence's offsets,
     and (given the hit's ``payload``) its metadata."""
     md = nws.node.metadata
+    where = P.posfair_fields(payload) if payload is not None else md
     out = {
         "rank": rank,
         "score": round(float(nws.score), 6) if nws.score is not None else None,
-        "doc_id": md.get("doc_id"),
-        "source": md.get("source"),
-        "chunk_index": md.get("chunk_index"),
-        "start_char": md.get("start_char"),
-        "end_char": md.get("end_char"),
+        "doc_id": where.get(P.DOC_ID),
+        "source": where.get(P.SOURCE),
+        "chunk_index": where.get(P.CHUNK_INDEX),
+        "start_char": where.get(P.START_CHAR),
+        "end_char": where.get(P.END_CHAR),
         "point_id": nws.node.node_id,
         "text": nws.node.get_content(),
     }
@@ -250,8 +256,8 @@ class _Answerer:
         from llamaindex_posfair.integrations.nodes import hit_to_node
 
         hits = self.search(query)
-        payloads = {h.id: h.payload for h in hits}
         nodes = [hit_to_node(h) for h in hits]
+        payloads = {n.node.node_id: h.payload for h, n in zip(hits, nodes)}
         if self.rerank is not None:
             nodes = self.rerank.postprocess_nodes(nodes, query_str=query)
         return [row(i + 1, n, payloads.get(n.node.node_id)) for i, n in enumerate(nodes[: self.top_k])]

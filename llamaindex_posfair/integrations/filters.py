@@ -5,14 +5,15 @@ queries and deletes, :class:`PosFairRetriever` and ``posfair query --filter``. T
 translation follows llama-index-vector-stores-qdrant, so a filter that works with
 LlamaIndex's ``QdrantVectorStore`` works unchanged here; metadata keys are top-level
 payload fields in both. Nested ``MetadataFilters`` and the ``AND`` / ``OR`` / ``NOT``
-conditions nest as Qdrant sub-filters.
+conditions nest as Qdrant sub-filters. A ``date`` / ``datetime`` in metadata is stored as an ISO
+string (:func:`qdrant_tools.payload.json_metadata`), which a date range reads.
 
 ========================  ==============================================================
 operator                  Qdrant condition
 ========================  ==============================================================
 ``==`` (EQ)               ``MatchValue``; a float: ``Range(gte=v, lte=v)``
 ``!=`` (NE)               ``MatchExcept([v])``; a float: ``must_not Range(gte=v, lte=v)``
-``>`` ``>=`` ``<`` ``<=``  ``Range``; an ISO date string: ``DatetimeRange``
+``>`` ``>=`` ``<`` ``<=``  ``Range``; a date, datetime or ISO date string: ``DatetimeRange``
 ``in`` / ``nin``          ``MatchAny`` / ``MatchExcept`` (a list, or a comma-separated str)
 ``any`` / ``all``         ``MatchAny`` / one ``MatchValue`` per value (array fields)
 ``contains``              ``MatchValue`` (an array field holding the value)
@@ -55,6 +56,11 @@ def _values(f: MetadataFilter) -> list[Any]:
 
 
 def _iso(value: Any) -> dt.datetime | None:
+    """``value`` as a datetime when it is one, a date (midnight) or an ISO date string; else ``None``."""
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value, dt.time())
     if not isinstance(value, str):
         return None
     try:

@@ -167,7 +167,8 @@ def to_source_document(
     document its pages. Metadata: what every part shares (volatile keys dropped), then ``metadata``.
 
     Raises:
-        ValueError: a metadata key posfair reserves (:func:`qdrant_tools.payload.check_metadata`).
+        ValueError: metadata a payload cannot hold (:func:`qdrant_tools.payload.json_metadata`; a date
+            becomes an ISO string).
 
     Example:
         >>> pages = [Document(text="one", metadata={"page_label": "i"}), Document(text="two", metadata={"page_label": "1"})]
@@ -184,7 +185,7 @@ def to_source_document(
     shared = _clean(parts[0].metadata) if parts else {}
     for part in parts[1:]:
         shared = {k: v for k, v in shared.items() if part.metadata.get(k) == v}
-    merged = P.check_metadata({**{k: v for k, v in shared.items() if k not in _PART_METADATA}, **(metadata or {})})
+    merged = P.json_metadata({**{k: v for k, v in shared.items() if k not in _PART_METADATA}, **(metadata or {})})
     text = PART_SEPARATOR.join(texts)
     return SourceDocument(
         doc_id=doc_id,
@@ -263,12 +264,12 @@ def read_path(
     Raises:
         FileNotFoundError: ``path`` does not exist.
         MissingReaderError: a PDF met without the ``readers`` extra (before anything is written).
-        ValueError: ``metadata`` uses a reserved key.
+        ValueError: ``metadata`` a payload cannot hold.
     """
     root = Path(path)
     placed, skipped, n_other = gather_files(root, extensions, discover, follow_links)
     readers = _file_extractor(extensions)
-    user = P.check_metadata(metadata or {})
+    user = P.json_metadata(metadata or {})
     docs: list[SourceDocument] = []
     for f, doc_id in placed:
         source = str(f)

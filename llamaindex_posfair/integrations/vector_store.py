@@ -69,7 +69,7 @@ from qdrant_client import models
 from llamaindex_posfair.encoders.precision import notice_precision_difference, precision_name, same_precision
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
-from llamaindex_posfair.integrations.nodes import hit_to_node, planned_nodes
+from llamaindex_posfair.integrations.nodes import check_embeddings, hit_to_node, planned_nodes, without_empty
 from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, aread_recipe, read_recipe
 from qdrant_tools.compat import check_same_encoder
 from qdrant_tools.encoding import ChunkEncoder, document_token_counter
@@ -151,6 +151,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
     _own: Any = PrivateAttr(default=None)
     _trusted: bool = PrivateAttr(default=False)
     _writer: Any = PrivateAttr(default=None)
+    _ensured: Any = PrivateAttr(default=None)
+    _empty_skipped: int = PrivateAttr(default=0)
     _vectors: CollectionVectors | None = PrivateAttr(default=None)
     _bm25: Bm25Sparse | None = PrivateAttr(default=None)
     _search: SearchSettings = PrivateAttr()
@@ -370,7 +372,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     # ------------------------------------------------------------------ writing
     def _chunk_encoder(self) -> ChunkEncoder:
-        """The encoders of the layout, with their point encoding; the collection created with the layout if missing."""
+        """The encoders of the layout, with their point encoding and writer; the collection is checked
+        (a mismatch refused) but created only by :meth:`_ready_writer`, after the nodes are validated."""
         if self._writer is None:
             if _is_posfair(self._embed):
                 self._check_write_precision()
@@ -383,48 +386,87 @@ class PosFairVectorStore(BasePydanticVectorStore):
             )
             writer = QdrantWriter(self._client, spec, descriptions=encoding.descriptions)
             if self._client is not None:  # async only: async_add creates the collection (_aensure_collection)
-                writer.ensure()
+                writer.check()
             self._encoder, self._writer = ChunkEncoder(vectors, encoding), writer
         return self._encoder
 
-    def _encode(self, nodes: Sequence[BaseNode]) -> Any:
-        """One :class:`~qdrant_tools.writer.PointBatch` of ``nodes`` (their own embeddings as node vectors)."""
+    def _ready_writer(self) -> QdrantWriter:
+        """The writer, its collection created (with the layout) if missing."""
+        if self._ensured is not self._writer:
+            self._writer.ensure()
+            self._ensured = self._writer
+        return self._writer
+
+    def _plan(self, nodes: Sequence[BaseNode]) -> tuple[list[BaseNode], list[Any]]:
+        """Every node validated and planned before anything is written: the nodes with text, and their points.
+
+        Raises:
+            ValueError: metadata a payload cannot hold, or an embedding of another size than the node vector.
+        """
+        kept, empty = without_empty(nodes)
         enc = self._chunk_encoder()
-        chunks = planned_nodes(nodes, enc.encoding, enc.spans_fn, document_token_counter(enc.first))
+        node_vector = self._node_vector()
+        size = next(v.size for v in self._writer.spec.vectors if v.name == node_vector)
+        check_embeddings(kept, size, node_vector)
+        self._check_nodes(kept)
+        chunks = planned_nodes(kept, enc.encoding, enc.spans_fn, document_token_counter(enc.first))
+        self._empty_skipped += len(empty)
+        return kept, chunks
+
+    def _encode(self, nodes: Sequence[BaseNode], chunks: Sequence[Any]) -> Any:
+        """One :class:`~qdrant_tools.writer.PointBatch` of ``nodes`` (their own embeddings as node vectors)."""
         given = {}
         if all(n.embedding is not None for n in nodes):
             given[self._node_vector()] = np.asarray([n.embedding for n in nodes], dtype=np.float32)
-        return enc.encode(chunks, given=given)
+        return self._encoder.encode(list(chunks), given=given)
+
+    def _batches(self, kept: Sequence[BaseNode], chunks: Sequence[Any]) -> Any:
+        """``(nodes, their planned points)`` of each batch of :attr:`batch_size` nodes."""
+        for start in range(0, len(kept), self.batch_size):
+            yield kept[start : start + self.batch_size], chunks[start : start + self.batch_size]
+
+    @property
+    def empty_nodes_skipped(self) -> int:
+        """How many nodes without text (empty or whitespace only) :meth:`add` has left out so far."""
+        return self._empty_skipped
 
     def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Store ``nodes`` (their ``embedding`` is the node vector; sub-chunks and BM25 are computed here).
 
+        Every node is validated before any is written, so a bad node writes nothing. Nodes without text
+        (an empty file's) are left out with one warning and counted (:attr:`empty_nodes_skipped`).
+
         Returns:
-            The node ids, in order.
+            The ids of the nodes stored, in order.
 
         Raises:
-            ValueError: a node without text, metadata on a reserved key, or an embedding of another size.
+            ValueError: metadata a payload cannot hold (not JSON: a date is stored as an ISO string),
+                or an embedding of another size than the collection's node vector.
         """
         self._sync_client("add")
-        self._check_nodes(nodes)
         with self._write_lock:
-            for start in range(0, len(nodes), self.batch_size):
-                batch = self._encode(nodes[start : start + self.batch_size])
-                self._writer.upsert(batch)
+            kept, chunks = self._plan(nodes)
+            if kept:
+                writer = self._ready_writer()
+                for batch_nodes, batch_chunks in self._batches(kept, chunks):
+                    writer.upsert(self._encode(batch_nodes, batch_chunks))
             self._vectors = None
-        return [n.node_id for n in nodes]
+        return [n.node_id for n in kept]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        """:meth:`add` with the upserts through the async client; the encoding runs in a worker thread."""
+        """:meth:`add` with the upserts through the async client (retried as the writer retries); the
+        validation and the encoding run in a worker thread."""
         await self._aready()
-        await asyncio.to_thread(self._check_nodes, nodes)
-        for start in range(0, len(nodes), self.batch_size):
-            batch = await asyncio.to_thread(self._encode, nodes[start : start + self.batch_size])
+        kept, chunks = await asyncio.to_thread(self._plan, nodes)
+        if kept:
+            if self._client is not None:
+                await asyncio.to_thread(self._ready_writer)
             await self._aensure_collection()
-            points = self._writer.points_of(batch)
-            await self._aclient.upsert(self.collection_name, points=points, wait=True)
+            for batch_nodes, batch_chunks in self._batches(kept, chunks):
+                batch = await asyncio.to_thread(self._encode, batch_nodes, batch_chunks)
+                await self._writer.aupsert(self._aclient, batch)
         self._vectors = None
-        return [n.node_id for n in nodes]
+        return [n.node_id for n in kept]
 
     async def _aensure_collection(self) -> None:
         """Create the collection in the async client's store if it lacks it (an app may give a separate store)."""

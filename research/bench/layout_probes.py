@@ -81,8 +81,9 @@ def late_subchunk_vectors(encoder: Any) -> None:
     def subchunk_vectors(self: Any, chunks: Any) -> list[np.ndarray]:
         vecs = []
         for c in chunks:
-            base = int(c.payload[P.START_CHAR])
-            vecs.append(pooled(c.text, [(a - base, b - base) for a, b in c.payload[P.SUBCHUNK_SPANS]]))
+            fields = P.posfair_fields(c.payload)
+            base = int(fields[P.START_CHAR])
+            vecs.append(pooled(c.text, [(a - base, b - base) for a, b in fields[P.SUBCHUNK_SPANS]]))
         return vecs
 
     encoding.ChunkEncoder._subchunk_vectors = subchunk_vectors

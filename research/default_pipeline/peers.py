@@ -363,7 +363,7 @@ def _stored_vectors(store: Any) -> int:
     from qdrant_tools import payload as P
 
     records = store._scroll(None)
-    rows = sum(len((r.payload or {}).get(P.SUBCHUNK_SPANS) or []) for r in records)
+    rows = sum(len(P.posfair_fields(r.payload).get(P.SUBCHUNK_SPANS) or []) for r in records)
     multivectors = len(store.client.get_collection(store.collection_name).config.params.vectors) - 1
     return len(records) + rows * multivectors
 

@@ -25,9 +25,12 @@ def test_metadata_items_split_at_the_first_equals_sign():
         metadata_item("no-equals-sign")
 
 
-def test_a_reserved_metadata_key_names_the_flag():
-    with pytest.raises(CliError, match=r"^--metadata: metadata keys \['text'\] are reserved"):
-        metadata_dict([("text", "x")])
+def test_no_metadata_key_is_reserved():
+    assert metadata_dict([("text", "x"), ("doc_id", "y"), ("page_label", "iv")]) == {
+        "text": "x",
+        "doc_id": "y",
+        "page_label": "iv",
+    }
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 from mixed_folder import PDF_PAGES, make_mixed_folder
 
 from llamaindex_posfair.cli import main
+from qdrant_tools.payload import posfair_fields
 from qdrant_tools.store import open_store
 
 FILES = ["bees.html", "bread.md", "code/knead.py", "tides.pdf"]
@@ -43,7 +44,7 @@ def payloads(store):
         points, _ = client.scroll("mix", limit=1000, with_payload=True)
     finally:
         client.close()
-    return [p.payload for p in points]
+    return [posfair_fields(p.payload) for p in points]
 
 
 def test_a_mixed_folder_ingests_as_text_without_tags_or_binary_noise(tmp_path, capsys, fake_cli, mixed):

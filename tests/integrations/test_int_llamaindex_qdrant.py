@@ -82,6 +82,6 @@ def test_posfair_ingested_collection_is_readable_by_qdrant_vector_store(qdrant, 
     store = QdrantVectorStore(client=qdrant, collection_name="demo", dense_vector_name="calibrated")
     index = VectorStoreIndex.from_vector_store(store, embed_model=PosFairEmbedding(encoder=fake_encoder))
     top = index.as_retriever(similarity_top_k=1).retrieve("waggle dance of honeybees and the sun")[0]
-    source = (example_data / top.node.metadata["doc_id"]).read_text()
-    assert top.node.metadata["doc_id"] == "honeybees.txt"
-    assert source[top.node.metadata["start_char"] : top.node.metadata["end_char"]] == top.node.get_content()
+    source = (example_data / top.node.ref_doc_id).read_text()
+    assert top.node.ref_doc_id == "honeybees.txt" and top.node.metadata["file_name"] == "honeybees.txt"
+    assert source[top.node.start_char_idx : top.node.end_char_idx] == top.node.get_content()

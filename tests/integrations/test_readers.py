@@ -14,6 +14,7 @@ from llamaindex_posfair.integrations.readers import (
     read_path,
 )
 from qdrant_tools.layout import NodeLayout
+from qdrant_tools.payload import posfair_fields
 
 
 @pytest.fixture
@@ -77,9 +78,16 @@ def test_user_metadata_is_stored_over_the_readers_and_is_part_of_the_version(mix
     assert tagged.content_hash != plain.content_hash
 
 
-def test_a_reserved_metadata_key_is_refused(mixed):
-    with pytest.raises(ValueError, match=r"reserved .*'user_doc_id'"):
-        read_path(mixed, metadata={"doc_id": "x"})
+def test_no_metadata_key_is_reserved_and_dates_become_iso_strings(mixed):
+    import datetime as dt
+
+    docs = _by_id(read_path(mixed, metadata={"doc_id": "x", "when": dt.date(2024, 1, 2)})[0])
+    assert docs["bread.md"].metadata["doc_id"] == "x" and docs["bread.md"].metadata["when"] == "2024-01-02"
+
+
+def test_metadata_a_payload_cannot_hold_is_refused_naming_the_key(mixed):
+    with pytest.raises(ValueError, match=r"metadata\['obj'\] is a object"):
+        read_path(mixed, metadata={"obj": object()})
 
 
 def test_a_single_file_is_one_document_named_by_its_file(mixed):
@@ -127,9 +135,8 @@ def test_a_crash_then_a_rerun_stores_every_chunk_of_a_mixed_folder_once(mixed, m
         points, _ = client.scroll("c", limit=1000, with_payload=True)
     finally:
         client.close()
-    keys = [(p.payload["doc_id"], p.payload["chunk_index"]) for p in points]
+    fields = [posfair_fields(p.payload) for p in points]
+    keys = [(f["doc_id"], f["chunk_index"]) for f in fields]
     assert 0 < partial < len(points) and len(keys) == len(set(keys))
     assert report.chunks_written == len(points) - partial
-    assert {d: max(i for k, i in keys if k == d) + 1 for d, _ in keys} == {
-        p.payload["doc_id"]: p.payload["n_chunks"] for p in points
-    }
+    assert {d: max(i for k, i in keys if k == d) + 1 for d, _ in keys} == {f["doc_id"]: f["n_chunks"] for f in fields}

@@ -22,18 +22,19 @@ def test_retrieves_stored_nodes_with_text_and_metadata(store, fake_encoder, exam
     nodes = PosFairRetriever(store, "demo", encoder=fake_encoder, similarity_top_k=3).retrieve(
         "waggle dance of honeybees"
     )
-    assert len(nodes) == 3 and nodes[0].node.metadata["doc_id"] == "honeybees.txt"
-    md = nodes[0].node.metadata
-    source_text = (example_data / md["doc_id"]).read_text()
-    assert nodes[0].node.get_content() == source_text[md["start_char"] : md["end_char"]]
+    node = nodes[0].node
+    assert len(nodes) == 3 and node.ref_doc_id == "honeybees.txt" and node.metadata["file_name"] == "honeybees.txt"
+    source_text = (example_data / node.ref_doc_id).read_text()
+    assert node.get_content() == source_text[node.start_char_idx : node.end_char_idx]
     assert [n.score for n in nodes] == sorted((n.score for n in nodes), reverse=True)
 
 
 @pytest.mark.parametrize("settings", [None, SearchSettings(evidence=True)])
 def test_evidence_offsets_point_into_the_node(store, fake_encoder, settings):
     r = PosFairRetriever(store, "demo", encoder=fake_encoder, settings=settings)  # default: evidence on
-    md = r.retrieve("waggle dance")[0].node.metadata
-    assert md["start_char"] <= md["evidence_start_char"] < md["evidence_end_char"] <= md["end_char"]
+    node = r.retrieve("waggle dance")[0].node
+    md = node.metadata
+    assert node.start_char_idx <= md["evidence_start_char"] < md["evidence_end_char"] <= node.end_char_idx
     assert "evidence_start_char" not in r.retrieve("waggle dance")[0].node.get_content(metadata_mode="llm")
 
 
@@ -51,7 +52,7 @@ def test_works_in_a_retriever_query_engine(store, fake_encoder):
     response = RetrieverQueryEngine.from_args(retriever, llm=MockLLM()).query("waggle dance of honeybees")
     want = [n.node.node_id for n in retriever.retrieve("waggle dance of honeybees")]
     assert [n.node.node_id for n in response.source_nodes] == want
-    assert response.source_nodes[0].node.metadata["doc_id"] == "honeybees.txt" and str(response)
+    assert response.source_nodes[0].node.ref_doc_id == "honeybees.txt" and str(response)
 
 
 def test_another_encoder_is_refused(store, make_fake):
@@ -84,7 +85,7 @@ def test_from_path_opens_and_closes_the_embedded_store(tmp_path, fake_encoder, e
     ingest_path(client, "demo", example_data, {"calibrated": fake_encoder}, IngestConfig(show_progress=False))
     client.close()
     with PosFairRetriever.from_path(str(tmp_path / "s"), "demo", encoder=fake_encoder) as r:
-        assert r.retrieve("waggle dance of honeybees")[0].node.metadata["doc_id"] == "honeybees.txt"
+        assert r.retrieve("waggle dance of honeybees")[0].node.ref_doc_id == "honeybees.txt"
     open_store(str(tmp_path / "s")).close()  # the lock was released
 
 

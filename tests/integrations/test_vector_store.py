@@ -17,6 +17,7 @@ from llama_index.core.vector_stores.types import (
 
 from llamaindex_posfair import PosFairEmbedding, PosFairVectorStore
 from llamaindex_posfair.integrations.filters import UnsupportedFilterError
+from qdrant_tools.payload import posfair_fields
 from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.store import open_store
 
@@ -252,15 +253,6 @@ def test_nodes_without_embeddings_are_embedded_by_the_store(client, embed):
     assert _names(s.query(_query(embed, "sourdough flour"))) == ["baking"]
 
 
-def test_metadata_on_a_reserved_key_is_refused_before_any_write(client, embed):
-    s = PosFairVectorStore("docs", client=client, embed_model=embed)
-    nodes = _nodes(embed, ["bread"])
-    nodes[0].metadata["chunk_index"] = 3
-    with pytest.raises(ValueError, match="reserved"):
-        s.add(nodes)
-    assert not client.collection_exists("docs") or client.count("docs", exact=True).count == 0
-
-
 async def test_async_add_query_and_delete(client, embed):
     s = PosFairVectorStore("docs", client=client, embed_model=embed)
     await s.async_add(_nodes(embed))
@@ -343,8 +335,10 @@ def test_a_node_longer_than_the_window_gets_a_node_vector_of_its_whole_text(clie
     store = PosFairVectorStore("docs", client=client, embed_model=embed)
     store.add([short, long])
     name = store._node_vector()
-    points = {p.payload["text"] == long_text: p for p in client.scroll("docs", limit=10, with_vectors=True)[0]}
-    assert points[True].payload["truncated"] and not points[False].payload["truncated"]
+    points = {
+        posfair_fields(p.payload)["text"] == long_text: p for p in client.scroll("docs", limit=10, with_vectors=True)[0]
+    }
+    assert posfair_fields(points[True].payload)["truncated"] and not posfair_fields(points[False].payload)["truncated"]
     want = subchunk_mean(np.asarray(points[True].vector["subchunks"], dtype=np.float32))
     np.testing.assert_allclose(points[True].vector[name], want, atol=1e-4)
     np.testing.assert_allclose(points[False].vector[name], short.embedding, atol=1e-4)

@@ -10,6 +10,7 @@ import pytest
 from llamaindex_posfair import EncoderSpec
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
+from qdrant_tools.payload import payload_fields, posfair_fields
 from qdrant_tools.store import open_store
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
@@ -31,8 +32,8 @@ def _ingest(client, spec):
 
 
 def _fingerprints(client):
-    points, _ = client.scroll("c", limit=10_000, with_payload=["encoder_fingerprints"])
-    return {p.payload["encoder_fingerprints"]["calibrated"] for p in points}
+    points, _ = client.scroll("c", limit=10_000, with_payload=payload_fields("encoder_fingerprints"))
+    return {posfair_fields(p.payload)["encoder_fingerprints"]["calibrated"] for p in points}
 
 
 def test_reingest_with_another_dtype_re_embeds_everything(model_folder):

@@ -10,6 +10,7 @@ import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
+from qdrant_tools.payload import posfair_fields
 from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 from qdrant_tools.spec import CollectionMismatchError
@@ -33,7 +34,7 @@ def test_every_node_stores_the_bm25_vector_of_its_text(client, encoder):
     ingest_path(client, "c", DATA, {"vanilla": encoder}, CFG)
     assert collection_vectors(client, "c").sparse == SPARSE_VECTOR
     for p in _points(client):
-        want = BM25.embed_document(p.payload["text"])
+        want = BM25.embed_document(posfair_fields(p.payload)["text"])
         got = p.vector[SPARSE_VECTOR]
         assert list(got.indices) == list(want.indices)
         np.testing.assert_allclose(got.values, want.values, rtol=1e-6)
@@ -42,7 +43,11 @@ def test_every_node_stores_the_bm25_vector_of_its_text(client, encoder):
 def test_a_rare_keyword_wins_through_bm25_when_the_dense_ranking_misses_it(client, encoder):
     ingest_path(client, "c", DATA, {"vanilla": encoder}, CFG)
     n = len(_points(client))
-    keyword_doc = {p.payload["doc_id"] for p in _points(client) if "waggle" in p.payload["text"].lower()}
+    keyword_doc = {
+        posfair_fields(p.payload)["doc_id"]
+        for p in _points(client)
+        if "waggle" in posfair_fields(p.payload)["text"].lower()
+    }
     assert len(keyword_doc) == 1
     unrelated = encoder.encode_queries(["tide moon gravity ocean"])[0]  # the dense ranking prefers the tides file
     settings = SearchSettings(limit=3, fusion_limit=n)
@@ -86,7 +91,7 @@ def test_the_bm25_weight_of_weighted_rrf_decides_which_ranking_leads(client, enc
     unrelated = encoder.encode_queries(["tide moon gravity ocean"])[0]
     sparse = BM25.embed_query("waggle")
     dense_top = search(client, "c", unrelated, SearchSettings(limit=1, sparse=False))[0].id
-    bm25_top = next(p.id for p in _points(client) if "waggle" in p.payload["text"].lower())
+    bm25_top = next(p.id for p in _points(client) if "waggle" in posfair_fields(p.payload)["text"].lower())
     top = {
         w: search(
             client, "c", unrelated, SearchSettings(limit=1, fusion_limit=n, sparse_weight=w), sparse_query=sparse
@@ -150,10 +155,14 @@ def test_the_filter_applies_to_both_rankings_and_evidence_comes_back(client, enc
     q = encoder.encode_queries(["waggle dance"])[0]
     settings = SearchSettings(limit=5, evidence=True)
     hits = search(client, "c", q, settings, query_filter=only, sparse_query=BM25.embed_query("waggle dance"))
-    assert hits and {h.payload["doc_id"] for h in hits} == {"tides.md"}
+    assert hits and {posfair_fields(h.payload)["doc_id"] for h in hits} == {"tides.md"}
     for h in hits:
         assert (
-            h.evidence is not None and h.payload["start_char"] <= h.evidence[0] < h.evidence[1] <= h.payload["end_char"]
+            h.evidence is not None
+            and posfair_fields(h.payload)["start_char"]
+            <= h.evidence[0]
+            < h.evidence[1]
+            <= posfair_fields(h.payload)["end_char"]
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from qdrant_tools.chunking import ChunkingConfig, SourceDocument, chunk_text, content_hash
 from qdrant_tools.ingest import IngestConfig, ingest_documents
 from qdrant_tools.layout import NodeLayout
+from qdrant_tools.payload import posfair_fields
 
 PAGES = ["alpha beta gamma delta.", "epsilon zeta eta theta.", "iota kappa lambda mu."]
 
@@ -22,8 +23,8 @@ def test_chunk_payloads_carry_the_page_they_start_on_and_the_pages_they_span(cli
     config = IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=6, overlap_tokens=0, subchunks=None))
     ingest_documents(client, "c", [doc], {"calibrated": encoder}, config)
     points, _ = client.scroll("c", limit=100, with_payload=True)
-    got = sorted((p.payload["start_char"], p.payload["page_label"], p.payload["page_number"], p.payload["page_labels"])
-                 for p in points)  # fmt: skip
+    keys = ("start_char", "page_label", "page_number", "page_labels")
+    got = sorted(tuple(posfair_fields(p.payload)[k] for k in keys) for p in points)
     chunks = chunk_text(doc.text, ChunkingConfig(6, 0))
     assert [g[0] for g in got] == [c.start_char for c in chunks]
     # 12 words in pages of 4: chunk 0 spans pages i and 1, chunk 1 pages 1 and 2

@@ -9,6 +9,7 @@ from qdrant_tools.chunking import SourceDocument, content_hash
 from qdrant_tools.encoding import resolve_chunking
 from qdrant_tools.ingest import IngestConfig, ingest_documents
 from qdrant_tools.layout import NodeLayout
+from qdrant_tools.payload import posfair_fields
 
 LONG = " ".join(f"word{i}" for i in range(400))
 
@@ -19,7 +20,7 @@ def _doc(text: str = LONG) -> SourceDocument:
 
 def _payloads(client) -> list[dict]:
     pts, _ = client.scroll("c", limit=10_000, with_payload=True)
-    return [p.payload for p in pts]
+    return [posfair_fields(p.payload) for p in pts]
 
 
 def test_default_chunk_size_leaves_room_for_the_document_prompt(make_encoder):

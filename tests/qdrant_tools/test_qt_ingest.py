@@ -4,6 +4,7 @@ import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
+from qdrant_tools.payload import posfair_fields
 from qdrant_tools.schema import ensure_collection
 from qdrant_tools.spec import CollectionMismatchError, CollectionSpec, VectorConfig
 from qdrant_tools.store import open_store
@@ -39,9 +40,12 @@ def test_ingest_twice_gives_identical_points(client, encoder, corpus):
 def test_each_chunk_payload_points_back_into_its_file(client, encoder, corpus):
     ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     for p in points(client).values():
-        text = (corpus / p.payload["doc_id"]).read_text()
-        assert text[p.payload["start_char"] : p.payload["end_char"]] == p.payload["text"]
-        assert p.payload["encoder_fingerprints"] == {"calibrated": encoder.fingerprint()}
+        text = (corpus / posfair_fields(p.payload)["doc_id"]).read_text()
+        assert (
+            text[posfair_fields(p.payload)["start_char"] : posfair_fields(p.payload)["end_char"]]
+            == posfair_fields(p.payload)["text"]
+        )
+        assert posfair_fields(p.payload)["encoder_fingerprints"] == {"calibrated": encoder.fingerprint()}
 
 
 def test_changed_file_replaces_only_its_chunks(client, encoder, corpus):
@@ -50,12 +54,15 @@ def test_changed_file_replaces_only_its_chunks(client, encoder, corpus):
     (corpus / "a.txt").write_text("a completely different and much shorter text.")
     r = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     after = points(client)
-    a_before = {i for i, p in before.items() if p.payload["doc_id"] == "a.txt"}
-    a_after = [p for p in after.values() if p.payload["doc_id"] == "a.txt"]
+    a_before = {i for i, p in before.items() if posfair_fields(p.payload)["doc_id"] == "a.txt"}
+    a_after = [p for p in after.values() if posfair_fields(p.payload)["doc_id"] == "a.txt"]
     assert r.changed == ["a.txt"] and r.chunks_deleted == len(a_before)
-    assert len(a_after) == 1 and a_after[0].payload["text"] == "a completely different and much shorter text."
+    assert (
+        len(a_after) == 1
+        and posfair_fields(a_after[0].payload)["text"] == "a completely different and much shorter text."
+    )
     assert not a_before & set(after)
-    others = {i: p for i, p in before.items() if p.payload["doc_id"] != "a.txt"}
+    others = {i: p for i, p in before.items() if posfair_fields(p.payload)["doc_id"] != "a.txt"}
     assert all(after[i].payload == p.payload and after[i].vector == p.vector for i, p in others.items())
 
 
@@ -69,13 +76,13 @@ def test_failure_mid_ingest_then_rerun_stores_every_chunk_once(client, make_enco
     ingest_path(client, "c", corpus, {"calibrated": make_encoder()}, CFG)
     got = points(client)
     assert set(got) == expected
-    keys = [(p.payload["doc_id"], p.payload["chunk_index"]) for p in got.values()]
+    keys = [(posfair_fields(p.payload)["doc_id"], posfair_fields(p.payload)["chunk_index"]) for p in got.values()]
     assert len(keys) == len(set(keys))
 
 
 def test_crash_before_stale_delete_keeps_old_version_then_rerun_cleans(client, encoder, corpus, monkeypatch):
     ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
-    n_old = sum(1 for p in points(client).values() if p.payload["doc_id"] == "a.txt")
+    n_old = sum(1 for p in points(client).values() if posfair_fields(p.payload)["doc_id"] == "a.txt")
     (corpus / "a.txt").write_text("new words for a. " * 30)
 
     def boom(*a, **k):
@@ -113,7 +120,9 @@ def test_new_encoder_fingerprint_reembeds_and_leaves_one_version(client, make_en
     n = client.count("c").count
     r = ingest_path(client, "c", corpus, {"calibrated": new}, CFG)
     assert len(r.changed) == 3 and client.count("c").count == n
-    assert {p.payload["encoder_fingerprints"]["calibrated"] for p in points(client).values()} == {new.fingerprint()}
+    assert {posfair_fields(p.payload)["encoder_fingerprints"]["calibrated"] for p in points(client).values()} == {
+        new.fingerprint()
+    }
     assert new.fingerprint() != old.fingerprint()
 
 
@@ -123,7 +132,7 @@ def test_bad_files_are_skipped_and_reported(client, encoder, corpus):
     (corpus / "latin.md").write_bytes(b"caf\xe9")
     r = ingest_path(client, "c", corpus, {"calibrated": encoder}, CFG)
     assert {s.source.rsplit("/", 1)[-1] for s in r.skipped} == {"empty.txt", "bin.txt", "latin.md"}
-    assert {p.payload["doc_id"] for p in points(client).values()} == {"a.txt", "b.md", "sub/c.txt"}
+    assert {posfair_fields(p.payload)["doc_id"] for p in points(client).values()} == {"a.txt", "b.md", "sub/c.txt"}
     assert "skipped" in r.summary() and "not UTF-8" in r.summary()
 
 
@@ -136,7 +145,7 @@ def test_chunks_longer_than_window_are_counted_as_truncated(client, make_encoder
         {"calibrated": enc},
         IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=20, overlap_tokens=0, subchunks=None)),
     )
-    truncated = [p for p in points(client).values() if p.payload["truncated"]]
+    truncated = [p for p in points(client).values() if posfair_fields(p.payload)["truncated"]]
     assert r.chunks_truncated == len(truncated) > 0 and "truncated" in r.summary()
 
 
@@ -146,7 +155,7 @@ def test_default_chunking_fits_the_window(client, make_encoder, corpus):
         client, "c", corpus, {"calibrated": enc}, IngestConfig(show_progress=False, layout=NodeLayout(subchunks=None))
     )
     assert r.chunks_truncated == 0
-    assert max(p.payload["n_tokens"] for p in points(client).values()) <= 12
+    assert max(posfair_fields(p.payload)["n_tokens"] for p in points(client).values()) <= 12
 
 
 def test_removed_file_is_kept_unless_prune(client, encoder, corpus):
@@ -227,15 +236,15 @@ def test_ingestion_creates_the_payload_indexes_it_filters_by(client, encoder, co
     got = {c.args[1]: c.args[2] for c in recorded.create_payload_index.call_args_list}
     assert got == {
         "doc_id": models.PayloadSchemaType.KEYWORD,
-        "version": models.PayloadSchemaType.KEYWORD,
-        "posfair_payload_format": models.PayloadSchemaType.INTEGER,
+        "_posfair.version": models.PayloadSchemaType.KEYWORD,
+        "_posfair.format": models.PayloadSchemaType.INTEGER,
     }
 
 
 def test_partly_stored_document_is_resumed_chunk_by_chunk(client, make_encoder, corpus):
     with pytest.raises(RuntimeError, match="injected failure"):
         ingest_path(client, "c", corpus, {"calibrated": make_encoder(fail_on_call=3)}, CFG)
-    stored = {str(i): p.payload for i, p in points(client).items()}
+    stored = {str(i): posfair_fields(p.payload) for i, p in points(client).items()}
     by_doc = {d: [p for p in stored.values() if p["doc_id"] == d] for d in {p["doc_id"] for p in stored.values()}}
     partial = sorted(d for d, ps in by_doc.items() if len(ps) < ps[0]["n_chunks"])
     assert len(partial) == 1  # the failure left one document half written
@@ -249,7 +258,7 @@ def test_partly_stored_document_is_resumed_chunk_by_chunk(client, make_encoder, 
 
 def test_a_half_written_new_version_keeps_the_old_one_until_it_is_complete(client, make_encoder, corpus):
     ingest_path(client, "c", corpus, {"calibrated": make_encoder()}, CFG)
-    old = {i for i, p in points(client).items() if p.payload["doc_id"] == "a.txt"}
+    old = {i for i, p in points(client).items() if posfair_fields(p.payload)["doc_id"] == "a.txt"}
     (corpus / "a.txt").write_text("fresh words for the new version. " * 40)
     with pytest.raises(RuntimeError, match="injected failure"):
         ingest_path(client, "c", corpus, {"calibrated": make_encoder(fail_on_call=2)}, CFG)
@@ -320,7 +329,7 @@ def test_prune_of_a_subfolder_keeps_the_documents_outside_it(client, encoder, co
     (corpus / "sub" / "c.txt").unlink()
     r = ingest_path(client, "c", corpus / "sub", {"calibrated": encoder}, replace(CFG, prune=True))
     assert r.pruned == ["sub/c.txt"] and r.unchanged == ["sub/d.txt"] and r.chunks_written == 0
-    assert {p.payload["doc_id"] for p in points(client).values()} == {"a.txt", "b.md", "sub/d.txt"}
+    assert {posfair_fields(p.payload)["doc_id"] for p in points(client).values()} == {"a.txt", "b.md", "sub/d.txt"}
 
 
 def test_a_file_of_an_ingested_folder_keeps_its_id_when_ingested_alone(client, encoder, corpus):
@@ -329,5 +338,5 @@ def test_a_file_of_an_ingested_folder_keeps_its_id_when_ingested_alone(client, e
     (corpus / "sub" / "c.txt").write_text("a new text for c.")
     r = ingest_path(client, "c", corpus / "sub" / "c.txt", {"calibrated": encoder}, CFG)
     assert r.changed == ["sub/c.txt"] and r.new == []
-    assert {p.payload["doc_id"] for p in points(client).values()} == {"a.txt", "b.md", "sub/c.txt"}
+    assert {posfair_fields(p.payload)["doc_id"] for p in points(client).values()} == {"a.txt", "b.md", "sub/c.txt"}
     assert len(set(points(client)) - before) == r.chunks_written

@@ -185,7 +185,7 @@ def test_both_paths_write_the_same_points_and_payload_indexes(ray_session, recip
     ray_ingest_path(ray_client, "c", DATA, recipe, config())
     assert_same_points(dump(ray_client, "c"), dump(local, "c"))
     keyword, integer = models.PayloadSchemaType.KEYWORD, models.PayloadSchemaType.INTEGER
-    expected = [("doc_id", keyword), ("version", keyword), ("posfair_payload_format", integer)]
+    expected = [("doc_id", keyword), ("_posfair.version", keyword), ("_posfair.format", integer)]
     assert index_calls(ray_client) == index_calls(local) == expected
 
 

@@ -52,7 +52,7 @@ def test_the_evidence_of_a_fused_query_is_the_best_sub_chunk_as_in_a_dense_query
     spans = {}
     for collection in ("fused", "plain"):
         for hit in search(client, collection, q, s, sparse_query=BM25.embed_query(QUERY)):
-            spans.setdefault(hit.payload["doc_id"] + f"#{hit.payload['chunk_index']}", set()).add(hit.evidence)
+            spans.setdefault(hit.fields["doc_id"] + f"#{hit.fields['chunk_index']}", set()).add(hit.evidence)
     assert spans and all(len(found) == 1 and None not in found for found in spans.values())
 
 

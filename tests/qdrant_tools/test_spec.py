@@ -220,8 +220,8 @@ def test_server_validation_checks_shards_replication_and_indexes():
     assert got == {
         "shard_number": (3, 1, False),
         "replication_factor": (2, 1, True),
-        "payload_indexes.version": ("keyword", "missing", True),
-        "payload_indexes.posfair_payload_format": ("integer", "missing", True),
+        "payload_indexes._posfair.version": ("keyword", "missing", True),
+        "payload_indexes._posfair.format": ("integer", "missing", True),
     }
     assert report.unverified == []
     with pytest.raises(CollectionMismatchError, match="BLOCKED shard_number"):

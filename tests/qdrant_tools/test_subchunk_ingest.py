@@ -9,6 +9,7 @@ import pytest
 
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
+from qdrant_tools.payload import posfair_fields
 from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.subchunks import SubchunkConfig
@@ -33,11 +34,13 @@ def test_every_node_stores_the_vectors_of_its_own_sub_chunks(client, encoder):
     assert report.chunks_written > 10
     docs = {p.name: p.read_text() for p in DATA.iterdir()}
     for p in _points(client):
-        spans = p.payload["subchunk_spans"]
+        spans = posfair_fields(p.payload)["subchunk_spans"]
         sub = np.asarray(p.vector["subchunks"])
         assert sub.shape == (len(spans), encoder.dimension)
-        texts = [docs[p.payload["doc_id"]][a:b] for a, b in spans]
-        assert all(p.payload["start_char"] <= a < b <= p.payload["end_char"] for a, b in spans)
+        texts = [docs[posfair_fields(p.payload)["doc_id"]][a:b] for a, b in spans]
+        assert all(
+            posfair_fields(p.payload)["start_char"] <= a < b <= posfair_fields(p.payload)["end_char"] for a, b in spans
+        )
         np.testing.assert_allclose(sub, encoder.encode_documents(texts), atol=1e-5)
 
 
@@ -68,7 +71,7 @@ def test_evidence_is_the_best_matching_sub_chunk(client, encoder):
     ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
     q = encoder.encode_queries(["waggle dance honeybees"])[0]
     hit = search(client, "c", q, SearchSettings(limit=1, evidence=True))[0]
-    spans = hit.payload["subchunk_spans"]
+    spans = posfair_fields(hit.payload)["subchunk_spans"]
     sub = client.retrieve("c", ids=[hit.id], with_vectors=["subchunks"])[0].vector["subchunks"]
     best = int(np.argmax(_unit(sub) @ _unit(q)))
     assert hit.evidence == tuple(spans[best])
@@ -133,8 +136,10 @@ def test_a_crash_then_a_rerun_stores_every_node_once_with_its_sub_chunks(client,
     report = ingest_path(client, "c", DATA, {"calibrated": make_encoder()}, CFG)
     pts = _points(client)
     assert 0 < partial < len(pts) and report.chunks_resumed == partial
-    assert len({(p.payload["doc_id"], p.payload["chunk_index"]) for p in pts}) == len(pts)
-    assert all(len(p.vector["subchunks"]) == len(p.payload["subchunk_spans"]) for p in pts)
+    assert len({(posfair_fields(p.payload)["doc_id"], posfair_fields(p.payload)["chunk_index"]) for p in pts}) == len(
+        pts
+    )
+    assert all(len(p.vector["subchunks"]) == len(posfair_fields(p.payload)["subchunk_spans"]) for p in pts)
 
 
 def test_int8_quantized_sub_chunks_are_configured_on_the_multivector(client, encoder):
@@ -179,7 +184,7 @@ def test_the_exact_scan_applies_the_query_filter(client, encoder):
     from qdrant_client import models
 
     ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
-    pts = [p for p in _points(client) if p.payload["doc_id"] == "tides.md"]
+    pts = [p for p in _points(client) if posfair_fields(p.payload)["doc_id"] == "tides.md"]
     q = encoder.encode_queries(["waggle dance honeybees"])[0]
     only = models.Filter(must=[models.FieldCondition(key="doc_id", match=models.MatchValue(value="tides.md"))])
     hits = search(client, "c", q, SearchSettings(limit=3), query_filter=only)

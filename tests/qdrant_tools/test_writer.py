@@ -34,7 +34,16 @@ def pid(i: int) -> str:
     return f"00000000-0000-0000-0000-{i:012d}"
 
 
-def payload(doc_id: str, version: str, index: int, n_chunks: int) -> dict:
+def payload(doc_id: str, version: str, index: int, n_chunks: int, *, user_version: str | None = None) -> dict:
+    """A payload of format 2 (posfair's fields under ``_posfair``; ``user_version``: a user key ``version``)."""
+    fields = {"doc_id": doc_id, "version": version, "chunk_index": index, "n_chunks": n_chunks, "truncated": False,
+              "format": 2}  # fmt: skip
+    top = {} if user_version is None else {"version": user_version}
+    return {**top, "doc_id": doc_id, "_posfair": fields}
+
+
+def payload_v1(doc_id: str, version: str, index: int, n_chunks: int) -> dict:
+    """A payload of format 1 (posfair's fields flat at the top level), as collections written before hold."""
     return {"doc_id": doc_id, "version": version, "chunk_index": index, "n_chunks": n_chunks, "truncated": False,
             "posfair_payload_format": 1}  # fmt: skip
 
@@ -65,7 +74,7 @@ def recorded(client):
 def test_ensure_creates_the_collection_with_the_spec_payload_indexes(recorded):
     assert QdrantWriter(recorded, spec()).ensure() is True
     calls = [c.args for c in recorded.create_payload_index.call_args_list]
-    assert calls == [("c", "doc_id", KEYWORD), ("c", "version", KEYWORD), ("c", "posfair_payload_format", INTEGER)]
+    assert calls == [("c", "doc_id", KEYWORD), ("c", "_posfair.version", KEYWORD), ("c", "_posfair.format", INTEGER)]
     params = recorded.get_collection("c").config.params.vectors
     assert params["calibrated"].size == 4 and params["calibrated"].distance == models.Distance.COSINE
 
@@ -138,6 +147,32 @@ def test_delete_stale_keeps_the_given_version_other_documents_and_foreign_points
     assert set(writer.read_state()) == {"a", "b"} and set(writer.read_state()["a"]) == {"new"}
     assert client.retrieve("c", [99])[0].payload == {"doc_id": "a"}
     assert writer.delete_documents(["a", "b"]) == 2 and writer.read_state() == {}
+
+
+def test_format_1_points_read_and_are_replaced_beside_format_2_ones(client):
+    writer = QdrantWriter(client, spec())
+    writer.ensure()
+    writer.upsert(batch([payload_v1("a", "old", 0, 2), payload_v1("a", "old", 1, 2), payload_v1("b", "v", 0, 1)]))
+    writer.upsert(batch([payload("a", "new", 0, 1, user_version="old")], start=10))
+    assert writer.read_state() == {
+        "a": {"old": StoredVersion(frozenset({0, 1}), 2), "new": StoredVersion(frozenset({0}), 1)},
+        "b": {"v": StoredVersion(frozenset({0}), 1)},
+    }
+    assert writer.delete_stale("a", "new") == 2  # the user's top-level "version" is not posfair's
+    assert writer.read_state()["a"] == {"new": StoredVersion(frozenset({0}), 1)}
+    assert writer.delete_stale("b", "v") == 0 and writer.delete_documents(["b"]) == 1
+
+
+def test_a_format_1_point_of_the_kept_version_is_kept(client):
+    writer = QdrantWriter(client, spec())
+    writer.ensure()
+    writer.upsert(batch([payload_v1("a", "v", 0, 2), payload("a", "v", 1, 2)]))  # a resumed document
+    assert writer.delete_stale("a", "v") == 0 and client.count("c").count == 2
+
+
+def test_written_chunks_read_either_format():
+    b = batch([payload("a", "v", 1, 3), payload_v1("b", "w", 0, 1)])
+    assert b.written_chunks() == [("a", 1, 3), ("b", 0, 1)]
 
 
 def test_a_point_may_carry_a_dense_and_a_multivector_named_vector(client):
