@@ -169,6 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(handler(args) or 0)
         except CliError as exc:
             return _error(args, str(exc))
+        except RuntimeError as exc:  # storage files that cannot be read: the message names them and the fix
+            from qdrant_tools.store.errors import StorageDamagedError
+
+            if not isinstance(exc, StorageDamagedError):
+                raise
+            return _error(args, str(exc))
         except ImportError as exc:
             extra_name = missing_extra(exc, command_name(args))
             if extra_name is None:

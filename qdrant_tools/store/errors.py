@@ -79,19 +79,25 @@ class UnsupportedCallError(NotImplementedError):
     """A qdrant-client method or argument the embedded Qdrant Edge store does not implement."""
 
 
-def recovery_hint(root: str | Path, collection: str | None = None) -> str:
+def recovery_hint(root: str | Path, collection: str | None = None, *, check: bool = True) -> str:
     """The ways back from damaged files of the store at ``root`` (one wording for every message).
+
+    Args:
+        root: the store folder.
+        collection: the damaged collection (``NAME`` in the commands when unknown).
+        check: also point to ``posfair storage check`` (False in the check's own report).
 
     Example:
         >>> recovery_hint("data/qdrant", "docs").startswith("restore")
         True
     """
     name = collection or "NAME"
-    return (
+    hint = (
         f"restore the folder {str(root)!r} from a backup copy (or, on a Qdrant server, `posfair snapshot restore "
         f"--collection {name} --file FILE`), or re-ingest the collection (`posfair ingest PATH --collection {name} "
-        f"--path NEW_FOLDER`); `posfair storage check {name} --path {root}` lists the damaged points and files"
+        f"--path NEW_FOLDER`)"
     )
+    return f"{hint}; `posfair storage check {name} --path {root}` lists the damaged points and files" if check else hint
 
 
 def is_file_failure(exc: BaseException) -> bool:
@@ -113,9 +119,20 @@ def damaged_path(message: str, folder: Path) -> Path:
     named = re.findall(re.escape(str(folder)) + r"[^\s:,;'\"()]*", message)
     if named:
         return Path(max(named, key=len).rstrip("."))  # the most specific path Edge names
-    if any(part in message.lower() for part in _PAYLOAD_FAILURES):
-        return folder / "segments" / "*" / "payload_storage"
+    text = message.lower()
+    if any(part in text for part in _PAYLOAD_FAILURES):
+        return one_segment(folder / "segments" / "*" / "payload_storage")
+    if "vector" in text or "elements range" in text:  # Edge's vector storages (chunked memory maps)
+        return one_segment(folder / "segments" / "*" / "vector_storage-*")
     return folder
+
+
+def one_segment(path: Path) -> Path:
+    """``<shard>/segments/*/<part>`` with the ``*`` replaced by the segment's name when the shard has only one."""
+    if path.parent.name != "*":
+        return path
+    segments = [p for p in path.parent.parent.glob("*") if p.is_dir()]
+    return segments[0] / path.name if len(segments) == 1 else path
 
 
 def damaged_message(what: str, exc: BaseException, folder: Path, root: Path, collection: str | None) -> str:
