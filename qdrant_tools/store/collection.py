@@ -216,7 +216,7 @@ def load_shard(folder: Path) -> E.EdgeShard:
     shard = folder / SHARD
     if not shard.is_dir():
         raise StorageDamagedError(
-            f"{shard} is missing: collection {folder.name!r} has its record but no data. "
+            f"{shard} is missing: collection {folder.name!r} has its record but no data. To recover, "
             f"{recovery_hint(store_root(folder), folder.name)}",
             shard,
         )

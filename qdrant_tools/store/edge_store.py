@@ -289,7 +289,7 @@ class EdgeStore:
                 path = folder / folders.COLLECTION_META
                 raise StorageDamagedError(
                     f"{path} is missing: collection {name!r} has its data (shard/) but not its record. "
-                    f"{recovery_hint(self._root, name)}",
+                    f"To recover, {recovery_hint(self._root, name)}",
                     path,
                 )
             raise ValueError(f"Collection {name} not found (existing: {folders.list_collections(self._root)})")

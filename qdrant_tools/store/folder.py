@@ -114,11 +114,13 @@ def marker_text() -> str:
 
 def missing_marker_message(root: Path) -> str:
     """What to do when ``root`` holds collection folders but no ``store.json``."""
-    names = ", ".join(repr(p.name) for p in collection_folders(root))
+    found = [p.name for p in collection_folders(root)]
+    names = ", ".join(repr(n) for n in found)
+    check = found[0] if len(found) == 1 else "NAME"
     return (
         f"{root / MARKER} is missing, but {str(root)!r} holds the embedded store's collections ({names}): the file "
         f"was deleted. Write it again with the line {marker_text()} (e.g. `echo '{marker_text()}' > "
-        f"{root / MARKER}`), or restore the folder from a backup copy; then run `posfair storage check NAME "
+        f"{root / MARKER}`), or restore the folder from a backup copy; then run `posfair storage check {check} "
         f"--path {root}` to see whether anything else is missing"
     )
 
@@ -185,9 +187,9 @@ def record_damage(path: Path, root: Path, name: str, problem: object) -> str:
     what = f"{type(problem).__name__}: {problem}" if isinstance(problem, Exception) else str(problem)
     what = what.splitlines()[0]
     return (
-        f"{path} cannot be read as collection {name!r}'s record ({what}); it holds the collection's "
+        f"{path} cannot be read as the record of collection {name!r} ({what}); it holds the collection's "
         f"create_collection arguments (vectors, indexes, metadata), which the shard beside it does not keep in "
-        f"that form. {recovery_hint(root, name)}"
+        f"that form. To recover, {recovery_hint(root, name)}"
     )
 
 
