@@ -183,7 +183,9 @@ class EdgeStore:
             StoreLockedError: another process has it open.
 
         A folder this process has open already is not opened twice: the new store shares its engine
-        (:mod:`.shared`), and the engine closes with the last of them.
+        (:mod:`.shared`), and the engine closes with the last of them. The engine's background indexer
+        starts with the first open that asks for it and then serves every store on the folder (an
+        ``auto_index=False`` open beside an ``auto_index=True`` one does not stop it).
         """
         root = Path(path)
         kind = folders.folder_kind(root)

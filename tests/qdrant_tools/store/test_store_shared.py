@@ -76,3 +76,23 @@ def test_temporary_stores_are_not_shared():
     with open_store(":memory:") as a, open_store(":memory:") as b:
         fill(a)
         assert not b.collection_exists("c") and a.path != b.path
+
+
+def test_two_vector_stores_on_one_path_share_it(tmp_path, fake_encoder_factory):
+    from llama_index.core.schema import TextNode
+
+    from llamaindex_posfair import PosFairEmbedding, PosFairVectorStore
+
+    embed = PosFairEmbedding(encoder=fake_encoder_factory(dimension=64, max_length=64, calibration=None))
+    path = str(tmp_path / "s")
+    writer = PosFairVectorStore("docs", path=path, embed_model=embed)
+    reader = PosFairVectorStore("docs", path=path, embed_model=embed)
+    try:
+        node = TextNode(text="Honeybees dance to share the direction of flowers.", id_="bees-0")
+        node.embedding = embed.get_text_embedding(node.text)
+        writer.add([node])
+        writer.close()  # the reader keeps the folder open
+        assert [n.node_id for n in reader.get_nodes()] == ["bees-0"]
+    finally:
+        reader.close()
+    assert not open_here(path)
