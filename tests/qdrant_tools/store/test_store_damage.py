@@ -73,6 +73,13 @@ def test_a_deleted_store_json_says_so_and_how_to_write_it_again(root):
     assert list(report.files) == [str(root / "store.json")] and report.points == 60
 
 
+def test_local_mode_does_not_write_into_a_store_without_store_json(root):
+    os.remove(root / "store.json")
+    with pytest.raises(StorageDamagedError, match="store.json is missing"):
+        open_store(root, engine="local")
+    assert not (root / "meta.json").exists()
+
+
 def test_an_unreadable_store_json_is_named(root):
     (root / "store.json").write_text("{")
     with pytest.raises(StorageDamagedError, match=f"{root / 'store.json'} cannot be read"):
