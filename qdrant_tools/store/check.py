@@ -38,12 +38,12 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import qdrant_edge as E
 from qdrant_client import models
 
@@ -61,9 +61,8 @@ from qdrant_tools.store.errors import (
     one_segment,
     recovery_hint,
 )
-from qdrant_tools.store.ids import to_edge_id
+from qdrant_tools.store.ids import from_edge_id, to_edge_id
 from qdrant_tools.store.lock import FolderLock
-from qdrant_tools.store.results import record
 from qdrant_tools.store.shared import open_here
 
 #: Points read per page.
@@ -259,7 +258,7 @@ def _id_pages(shard: E.EdgeShard, folder: Path, report: CheckReport, page_size: 
             report.damaged_file(damaged_path(str(exc), folder / folders.SHARD), f"scrolling point ids: {exc}")
             return
         if found:
-            yield [record(r).id for r in found]
+            yield [from_edge_id(r.id) for r in found]
         if offset is None or not found:
             return
 
@@ -269,14 +268,13 @@ def _check_page(
 ) -> None:
     """Read a page whole; if that fails, read its points one at a time to name the damaged ones."""
     try:
-        points = [record(r) for r in shard.retrieve([to_edge_id(i) for i in ids], True, True)]
+        points = shard.retrieve([to_edge_id(i) for i in ids], True, True)
     except Exception as exc:
         if not is_file_failure(exc):
             raise
         points = None
     if points is not None and len(points) == len(ids):
-        for point in points:
-            _check_point(point, record_, folder, report)
+        _check_points(points, record_, folder, report)
         return
     for point_id in ids:
         _check_one(shard, point_id, record_, folder, report)
@@ -309,7 +307,7 @@ def _check_one(
             report.damaged_file(damaged_path(str(exc), folder / folders.SHARD), str(exc))
             parts.append(f"vectors: {exc}")
         else:
-            _check_point(record(whole[0]), record_, folder, report)
+            _check_points(whole, record_, folder, report)
             return
     report.damaged_points[point_id] = "; ".join(parts)
 
@@ -331,23 +329,58 @@ def _vector_storage(folder: Path, name: str) -> Path:
     return one_segment(folder / folders.SHARD / "segments" / "*" / f"vector_storage-{name}")
 
 
-def _check_point(point: models.Record, record_: CollectionRecord | None, folder: Path, report: CheckReport) -> None:
-    problems = []
-    if point.payload is not None and not isinstance(point.payload, dict):
-        problems.append(f"payload is a {type(point.payload).__name__}, not an object")
-    vectors = point.vector if isinstance(point.vector, dict) else {"": point.vector} if point.vector else {}
-    for name, value in vectors.items():
-        report.vectors += 1
-        problem = vector_problem(value, _params(record_, name))
-        if problem:
-            problems.append(f"vector {name!r}: {problem}")
-            report.damaged_file(
-                _vector_storage(folder, name), f"holds damaged vectors (e.g. point {point.id!r}: {problem})"
-            )
-    if problems:
-        report.damaged_points[point.id] = "; ".join(problems)
-    else:
-        report.points += 1
+def _check_points(points: list[Any], record_: CollectionRecord | None, folder: Path, report: CheckReport) -> None:
+    """Check the payloads and vectors of Edge records read whole (each vector name's values at once)."""
+    problems: dict[int, list[str]] = {i: [] for i in range(len(points))}
+    by_name: dict[str, list[tuple[int, Any]]] = {}
+    for i, point in enumerate(points):
+        if point.payload is not None and not isinstance(point.payload, dict):
+            problems[i].append(f"payload is a {type(point.payload).__name__}, not an object")
+        for name, value in (point.vector or {}).items():
+            by_name.setdefault(name, []).append((i, value))
+    for name, items in by_name.items():
+        report.vectors += len(items)
+        for k, problem in vector_problems([value for _, value in items], _params(record_, name)):
+            i = items[k][0]
+            problems[i].append(f"vector {name!r}: {problem}")
+            example = f"e.g. point {from_edge_id(points[i].id)!r}: {problem}"
+            report.damaged_file(_vector_storage(folder, name), f"holds damaged vectors ({example})")
+    for i, found in problems.items():
+        if found:
+            report.damaged_points[from_edge_id(points[i].id)] = "; ".join(found)
+        else:
+            report.points += 1
+
+
+def vector_problems(values: list[Any], params: models.VectorParams | None) -> list[tuple[int, str]]:
+    """``(index, problem)`` of each damaged vector among ``values`` (:func:`vector_problem`); dense vectors of
+    one length are checked as one matrix."""
+    flat = values and all(isinstance(v, list) and v and not isinstance(v[0], list) for v in values)
+    if flat and len({len(v) for v in values}) == 1:
+        return _matrix_problems(np.asarray(values, dtype=np.float64), _cosine(params))
+    found = ((k, vector_problem(v, params)) for k, v in enumerate(values))
+    return [(k, problem) for k, problem in found if problem]
+
+
+def _matrix_problems(rows: np.ndarray, cosine: bool) -> list[tuple[int, str]]:
+    """``(row, problem)`` for rows with NaN / infinity, or (cosine) a length other than 1 or 0."""
+    finite = np.isfinite(rows).all(axis=1)
+    out = {int(k): "holds NaN or infinity" for k in np.flatnonzero(~finite)}
+    if cosine:
+        norms = np.linalg.norm(np.where(finite[:, None], rows, 0.0), axis=1)
+        off = finite & (norms > 0) & (np.abs(norms - 1.0) > COSINE_NORM_TOLERANCE)
+        for k in np.flatnonzero(off):
+            out[int(k)] = f"a cosine vector of length {norms[k]:.4g} (Qdrant stores them with length 1)"
+    return sorted(out.items())
+
+
+def _cosine(params: models.VectorParams | None) -> bool:
+    """Whether Qdrant keeps this vector normalised (float32 cosine)."""
+    return (
+        params is not None
+        and params.distance == models.Distance.COSINE
+        and params.datatype in (None, models.Datatype.FLOAT32)
+    )
 
 
 def _params(record_: CollectionRecord | None, name: str) -> models.VectorParams | None:
@@ -366,21 +399,10 @@ def vector_problem(value: Any, params: models.VectorParams | None) -> str | None
         >>> vector_problem([float("nan"), 0.0], None)
         'holds NaN or infinity'
     """
-    if isinstance(value, models.SparseVector):
-        rows: list[Any] = [value.values]
-        cosine = False
+    if isinstance(value, (models.SparseVector, E.SparseVector)):
+        rows, cosine = np.asarray(value.values, dtype=np.float64).reshape(1, -1), False
     else:
-        rows = value if value and isinstance(value[0], list) else [value]
-        cosine = (
-            params is not None
-            and params.distance == models.Distance.COSINE
-            and params.datatype in (None, models.Datatype.FLOAT32)
-        )
-    for row in rows:
-        if not all(math.isfinite(x) for x in row):
-            return "holds NaN or infinity"
-        if cosine:
-            norm = math.sqrt(sum(x * x for x in row))
-            if norm > 0 and abs(norm - 1.0) > COSINE_NORM_TOLERANCE:
-                return f"a cosine vector of length {norm:.4g} (Qdrant stores them with length 1)"
-    return None
+        rows, cosine = np.asarray(value, dtype=np.float64), _cosine(params)
+        rows = rows.reshape(1, -1) if rows.ndim == 1 else rows
+    found = _matrix_problems(rows, cosine) if rows.size else []
+    return found[0][1] if found else None
