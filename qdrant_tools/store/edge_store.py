@@ -297,8 +297,12 @@ class EdgeStore:
             raise ValueError(f"Collection {name} not found (existing: {folders.list_collections(self._root)})")
         col = EdgeCollection.open(folder)
         if self._indexer is not None:
-            with self._damage(name):
-                self._indexer.track(name, col.record, backlog=sharing.unindexed(col))
+            try:
+                with self._damage(name):
+                    self._indexer.track(name, col.record, backlog=sharing.unindexed(col))
+            except BaseException:
+                col.shard.close()
+                raise
         self._open[name] = col
         return col
 

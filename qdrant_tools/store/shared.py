@@ -34,7 +34,8 @@ from qdrant_tools.store.indexer import DEFAULT_QUIET_S, AutoIndexer
 from qdrant_tools.store.lock import FolderLock
 
 _REGISTRY: dict[Path, OpenFolder] = {}
-_GUARD = threading.Lock()
+#: Re-entrant: a store collected while this thread holds it (inside :func:`join`) leaves through it.
+_GUARD = threading.RLock()
 
 
 @dataclass(eq=False)
@@ -88,13 +89,16 @@ def join(root: Path, open_new: Callable[[], OpenFolder]) -> OpenFolder:
     """
     key = root.resolve()
     with _GUARD:
-        shared = _REGISTRY.get(key)
-        if shared is None:
-            shared = open_new()
-            shared.key = key
-            _REGISTRY[key] = shared
-        shared.users += 1
-        return shared
+        while True:
+            shared = _REGISTRY.get(key)
+            if shared is None:
+                shared = open_new()
+                shared.key, shared.users = key, 1
+                _REGISTRY[key] = shared
+                return shared
+            shared.users += 1
+            if _REGISTRY.get(key) is shared:  # else its last store was collected meanwhile and closed it
+                return shared
 
 
 def leave(shared: OpenFolder) -> None:
