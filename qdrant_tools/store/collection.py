@@ -7,8 +7,7 @@ creation leaves no half-made collection; it is opened lazily on first use.
 Example:
     >>> import tempfile
     >>> from pathlib import Path
-    >>> from pydantic import ValidationError
-from qdrant_client import models
+    >>> from qdrant_client import models
     >>> rec = CollectionRecord.from_create_kwargs({"vectors_config": models.VectorParams(size=2,
     ...                                            distance=models.Distance.DOT)})
     >>> col = EdgeCollection.create(Path(tempfile.mkdtemp()) / "demo", rec)
