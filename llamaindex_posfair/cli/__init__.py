@@ -149,9 +149,10 @@ def _error(args: argparse.Namespace, message: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``posfair`` console script.
 
-    A :class:`~llamaindex_posfair.cli.options.CliError` raised by any sub-command, and a
-    missing optional extra, are printed as ``posfair CMD: error: MESSAGE`` (no traceback)
-    and exit with status 2.
+    A :class:`~llamaindex_posfair.cli.options.CliError` raised by any sub-command, a
+    missing optional extra, and a storage file that cannot be read
+    (:class:`~qdrant_tools.store.errors.StorageDamagedError`, which names the file and the fix)
+    are printed as ``posfair CMD: error: MESSAGE`` (no traceback) and exit with status 2.
     """
     from llamaindex_posfair.cli.options import CliError
 
@@ -168,6 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(handler(args) or 0)
         except CliError as exc:
+            return _error(args, str(exc))
+        except RuntimeError as exc:  # storage files that cannot be read: the message names them and the fix
+            from qdrant_tools.store.errors import StorageDamagedError
+
+            if not isinstance(exc, StorageDamagedError):
+                raise
             return _error(args, str(exc))
         except ImportError as exc:
             extra_name = missing_extra(exc, command_name(args))

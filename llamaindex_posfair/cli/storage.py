@@ -1,4 +1,5 @@
-"""``posfair storage migrate``: a collection into posfair's layout, as a new collection.
+"""``posfair storage migrate``: a collection into posfair's layout, as a new collection;
+``posfair storage check``: read a collection whole and report damaged files and points.
 
 * ``--collection NAME --to NEW``: a collection written with ``--fused-weight 0`` (or without the
   fused multivector) answers a default query in two arms. ``migrate`` copies it into ``NEW`` with
@@ -11,10 +12,16 @@
 
 ``NAME`` is left as it was; delete it when ``NEW`` serves you. A rerun after a crash completes the copy.
 
+``check COLLECTION [--path DIR]`` reads an embedded collection's files, every point's payload and every
+vector (:func:`qdrant_tools.store.check.check_collection`) and lists what is damaged, changing nothing.
+Exit status 0: no damage; 1: damage found (the last line says how to recover); 2: no such store or
+collection, or the folder is in use by another process.
+
 Example:
     posfair storage migrate --collection docs --to docs_fused
     posfair storage migrate --path my/store --collection docs --to docs_fused --json
     posfair storage migrate --from-llamaindex llama_docs --to docs
+    posfair storage check docs --path my/store
 """
 
 from __future__ import annotations
@@ -69,6 +76,31 @@ def register(subparsers: Any) -> None:
     options.add_model_args(m)
     options.add_json_arg(m, "collection -> points copied")
     m.set_defaults(handler=run_migrate)
+    register_check(sub)
+
+
+def register_check(sub: Any) -> None:
+    """``posfair storage check COLLECTION [--path DIR]``."""
+    c = sub.add_parser(
+        "check",
+        help="read every file, point and vector of an embedded collection and report damage (changes nothing; "
+        "exit 1 on damage)",
+    )
+    c.add_argument("collection_name", metavar="COLLECTION", help="the collection to check")
+    c.add_argument(
+        "--path",
+        default=None,
+        help=f"embedded Qdrant (Edge) storage folder (default: {options.DEFAULT_STORAGE}); one process at a time",
+    )
+    c.add_argument(
+        "--page-size",
+        type=options.int_at_least(1),
+        default=256,
+        help="points read per page (default 256)",
+    )
+    c.add_argument("--no-progress", action="store_true", help="no progress bar")
+    options.add_json_arg(c, "the report (files and points damaged)")
+    c.set_defaults(handler=run_check)
 
 
 def run_migrate(args: argparse.Namespace) -> int:
@@ -170,3 +202,33 @@ def run_adopt(args: argparse.Namespace) -> int:
         f"query it with `posfair query ... --collection {args.to}` or PosFairVectorStore({args.to!r}, ...)"
     )
     return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """:func:`qdrant_tools.store.check.check_collection`, printed; 0 when clean, 1 on damage."""
+    from qdrant_tools.store import StoreError
+    from qdrant_tools.store.check import check_collection
+
+    root = args.path or options.DEFAULT_STORAGE
+    try:
+        report = check_collection(
+            root, args.collection_name, page_size=args.page_size, show_progress=not (args.json or args.no_progress)
+        )
+    except (StoreError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 0 if report.clean else 1
+    for path, problem in report.files.items():
+        print(f"damaged: {path}: {problem}")
+    shown = list(report.damaged_points.items())
+    for point_id, problem in shown[:_POINTS_SHOWN]:
+        print(f"damaged point {point_id!r}: {problem}")
+    if len(shown) > _POINTS_SHOWN:
+        print(f"... and {len(shown) - _POINTS_SHOWN:,} more damaged points (--json lists them all)")
+    print(report.summary())
+    return 0 if report.clean else 1
+
+
+#: Damaged points listed one per line before the summary (all of them with --json).
+_POINTS_SHOWN = 20

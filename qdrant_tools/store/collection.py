@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
@@ -27,11 +26,20 @@ from pathlib import Path
 from typing import Any
 
 import qdrant_edge as E
+from pydantic import ValidationError
 from qdrant_client import models
 
 from qdrant_tools.store.config import CollectionRecord
 from qdrant_tools.store.enums import from_edge, to_edge
-from qdrant_tools.store.folder import COLLECTION_META, SHARD, fsync_dir, write_json_atomic
+from qdrant_tools.store.errors import StorageDamagedError, recovery_hint, storage_errors
+from qdrant_tools.store.folder import (
+    COLLECTION_META,
+    SHARD,
+    fsync_dir,
+    read_record_data,
+    record_damage,
+    write_json_atomic,
+)
 from qdrant_tools.store.warm import WarmReport, warm_files
 
 #: How far a shard's write-ahead log may grow (bytes, the files' lengths) between two flushes while points are
@@ -66,10 +74,13 @@ class EdgeCollection:
 
     @classmethod
     def open(cls, folder: Path) -> EdgeCollection:
-        """Open an existing collection (replays its WAL if the last process did not close it)."""
-        data = json.loads((folder / COLLECTION_META).read_text(encoding="utf-8"))
-        record = CollectionRecord.model_validate(data)
-        return cls(folder, record, E.EdgeShard.load(str(folder / SHARD)))
+        """Open an existing collection (replays its WAL if the last process did not close it).
+
+        Raises:
+            StorageDamagedError: ``collection.json`` or a file of the shard cannot be read (the message names
+                it and the fix).
+        """
+        return cls(folder, read_record(folder), load_shard(folder))
 
     def add_vector(self, name: str, params: models.VectorParams) -> None:
         """Add a named dense vector (existing points lack it until re-written); idempotent.
@@ -167,6 +178,49 @@ class EdgeCollection:
     def size_bytes(self) -> int:
         """Bytes on disk (segments, WAL, indexes and the record)."""
         return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+
+
+def store_root(folder: Path) -> Path:
+    """The store folder of a collection folder (``<root>/collections/<name>``)."""
+    return folder.parent.parent
+
+
+def read_record(folder: Path) -> CollectionRecord:
+    """A collection's :class:`CollectionRecord`, from its ``collection.json``.
+
+    Raises:
+        StorageDamagedError: the file is missing, not JSON, or not a record this version reads.
+    """
+    root = store_root(folder)
+    data = read_record_data(folder, root)
+    try:
+        return CollectionRecord.model_validate(data)
+    except ValidationError as exc:
+        path = folder / COLLECTION_META
+        problem = f"{exc.error_count()} invalid field(s), first {_first_error(exc)}"
+        raise StorageDamagedError(record_damage(path, root, folder.name, problem), path) from None
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    return f"{'.'.join(str(p) for p in err['loc']) or 'the record'}: {err['msg']}"
+
+
+def load_shard(folder: Path) -> E.EdgeShard:
+    """Load a collection's Edge shard.
+
+    Raises:
+        StorageDamagedError: Qdrant Edge cannot read a file of it (the message names the file Edge names).
+    """
+    shard = folder / SHARD
+    if not shard.is_dir():
+        raise StorageDamagedError(
+            f"{shard} is missing: collection {folder.name!r} has its record but no data. To recover, "
+            f"{recovery_hint(store_root(folder), folder.name)}",
+            shard,
+        )
+    with storage_errors(f"open collection {folder.name!r}", shard, store_root(folder), folder.name):
+        return E.EdgeShard.load(str(shard))
 
 
 def _scanned_only(params: models.VectorParams, record: CollectionRecord) -> bool:

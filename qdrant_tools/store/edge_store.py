@@ -22,7 +22,10 @@ Anything else qdrant-client offers raises :class:`UnsupportedCallError`
 naming the method and the alternative. Each collection is one Edge shard
 under ``<folder>/collections/<name>``; every write goes through Edge's
 write-ahead log before the call returns, so a process killed afterwards keeps
-it. One process opens a folder at a time (:mod:`qdrant_tools.store.lock`).
+it. One process opens a folder at a time (:mod:`qdrant_tools.store.lock`);
+within it, every open of one folder shares one engine (:mod:`.shared`).
+A file that Qdrant Edge cannot read raises :class:`StorageDamagedError`
+naming the file and the fix (:mod:`.errors`).
 
 New points are searched exactly until they are indexed. With ``auto_index``
 (the default) the store indexes them in the background once a collection's
@@ -62,15 +65,19 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.models import QueryResponse  # models.QueryResponse is fastembed's
 
 from qdrant_tools.store import folder as folders
+from qdrant_tools.store import shared as sharing
 from qdrant_tools.store.collection import WAL_FLUSH_BYTES, EdgeCollection
 from qdrant_tools.store.config import CLUSTER_SETTINGS, CollectionRecord
 from qdrant_tools.store.enums import to_edge
 from qdrant_tools.store.errors import (
     LegacyStorageError,
     NotAStoreError,
+    StorageDamagedError,
     StoreError,
     StoreNotFoundError,
     UnsupportedCallError,
+    recovery_hint,
+    storage_errors,
 )
 from qdrant_tools.store.filters import to_edge_filter
 from qdrant_tools.store.groups import group_hits, payload_request
@@ -134,25 +141,21 @@ class EdgeStore:
     #: (:meth:`EdgeCollection.bound_wal`): a bulk load's log stays near this size instead of the data's.
     wal_flush_bytes = WAL_FLUSH_BYTES
 
-    def __init__(
-        self,
-        root: Path,
-        lock: FolderLock,
-        *,
-        temporary: bool = False,
-        auto_index: bool = True,
-        quiet_s: float = DEFAULT_QUIET_S,
-        warm: bool = False,
-    ) -> None:
-        self._root = root
+    def __init__(self, shared: sharing.OpenFolder, *, warm: bool = False) -> None:
+        self._shared = shared
+        self._root = shared.root
         self._warm = warm
-        self._lock: FolderLock | None = lock
-        self._temporary = temporary
-        self._open: dict[str, EdgeCollection] = {}
-        self._indexer: AutoIndexer | None = None
-        if auto_index:
-            self._indexer = AutoIndexer(_weak_optimizer(self), quiet_s=quiet_s)
-            weakref.finalize(self, self._indexer.stop)  # a store never closed still stops its worker
+        self._closed = False
+        self._leave = weakref.finalize(self, sharing.leave, shared)  # a handle never closed still leaves
+
+    @property
+    def _open(self) -> dict[str, EdgeCollection]:
+        """The open collections of the folder's engine (shared by every handle on it)."""
+        return self._shared.collections
+
+    @property
+    def _indexer(self) -> AutoIndexer | None:
+        return self._shared.indexer
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -176,10 +179,18 @@ class EdgeStore:
             StoreNotFoundError: ``must_exist`` and nothing is there.
             LegacyStorageError: a folder of qdrant-client's local mode (the message says how to migrate).
             NotAStoreError: a folder with other files.
+            StorageDamagedError: ``store.json`` is missing (the folder holds collections) or unreadable.
             StoreLockedError: another process has it open.
+
+        A folder this process has open already is not opened twice: the new store shares its engine
+        (:mod:`.shared`), and the engine closes with the last of them. The engine's background indexer
+        starts with the first open that asks for it and then serves every store on the folder (an
+        ``auto_index=False`` open beside an ``auto_index=True`` one does not stop it).
         """
         root = Path(path)
         kind = folders.folder_kind(root)
+        if kind == "unmarked-store":
+            raise StorageDamagedError(folders.missing_marker_message(root), root / folders.MARKER)
         if kind == "legacy-local":
             raise LegacyStorageError(legacy_message(path))
         if kind == "other":
@@ -193,20 +204,20 @@ class EdgeStore:
                 "(or pass --path / --qdrant-url)"
             )
         root.mkdir(parents=True, exist_ok=True)
-        lock = FolderLock.acquire(root)
-        try:
-            folders.read_marker(root) if kind == "store" else folders.init_store(root)
-        except Exception:
-            lock.release()
-            raise
-        return cls(root, lock, auto_index=auto_index, quiet_s=quiet_s, warm=warm)
+        shared = sharing.join(root, lambda: _open_folder(root, kind))
+        if auto_index:
+            shared.start_indexer(quiet_s)
+        return cls(shared, warm=warm)
 
     @classmethod
     def temporary(cls, *, auto_index: bool = True, quiet_s: float = DEFAULT_QUIET_S) -> EdgeStore:
         """A store in a fresh temporary folder, deleted by :meth:`close` (what ``open_store(":memory:")`` gives)."""
         root = Path(tempfile.mkdtemp(prefix="posfair-store-"))
         folders.init_store(root)
-        store = cls(root, FolderLock.acquire(root), temporary=True, auto_index=auto_index, quiet_s=quiet_s)
+        shared = sharing.OpenFolder(root, FolderLock.acquire(root), temporary=True, users=1)
+        if auto_index:
+            shared.start_indexer(quiet_s)
+        store = cls(shared)
         weakref.finalize(store, shutil.rmtree, root, True)  # removed even if never closed
         return store
 
@@ -216,7 +227,8 @@ class EdgeStore:
         return self._root
 
     def close(self, **kwargs: Any) -> None:
-        """Stop the background indexer, flush and close every shard, release the folder (idempotent).
+        """Close this store (idempotent); the last store open on the folder in this process closes the engine:
+        stops the background indexer, flushes and closes every shard, releases the folder.
 
         A background index build that is running is waited for (Qdrant Edge cannot
         cancel one); the shard is closed after it, whole.
@@ -224,18 +236,11 @@ class EdgeStore:
         Raises:
             IndexBuildError: a background build failed and no call has raised it yet (the store is closed).
         """
-        if self._indexer is not None:
-            self._indexer.stop()
-        for col in self._open.values():
-            col.close()
-        self._open.clear()
-        if self._lock is not None:
-            self._lock.release()
-            self._lock = None
-            if self._temporary:
-                shutil.rmtree(self._root, ignore_errors=True)
-        if self._indexer is not None:
-            self._indexer.raise_error()
+        indexer = self._shared.indexer
+        self._closed = True
+        self._leave()  # once: a finalizer runs at most once
+        if indexer is not None:
+            indexer.raise_error()
 
     def __enter__(self) -> EdgeStore:
         return self
@@ -244,7 +249,7 @@ class EdgeStore:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._lock is None else "open"
+        state = "closed" if self._closed else "open"
         return f"EdgeStore({str(self._root)!r}, {state})"
 
     def __getattr__(self, name: str) -> Any:
@@ -260,18 +265,51 @@ class EdgeStore:
         return unsupported
 
     def _collection(self, name: str, *, warm: bool | None = None) -> EdgeCollection:
-        if self._lock is None:
-            raise StoreError(f"the store at {str(self._root)!r} is closed; open it again with open_store(path)")
+        self._collection_guard()
         col = self._open.get(name)
-        if col is None:
-            if not self.collection_exists(name):
-                raise ValueError(f"Collection {name} not found (existing: {folders.list_collections(self._root)})")
-            col = self._open[name] = EdgeCollection.open(folders.collection_dir(self._root, name))
-            if self._indexer is not None:
-                self._indexer.track(name, col.record, backlog=_unindexed(col))
-            if self._warm if warm is None else warm:
-                self._log_warm(name, col.warm())
+        if col is not None:
+            return col
+        with self._shared.opening:
+            col = self._open.get(name)
+            if col is not None:  # opened by another store on the folder meanwhile
+                return col
+            col = self._open_collection(name)
+        if self._warm if warm is None else warm:
+            self._log_warm(name, col.warm())
         return col
+
+    def _open_collection(self, name: str) -> EdgeCollection:
+        """Open a collection of the folder into the engine.
+
+        Raises:
+            ValueError: no such collection.
+            StorageDamagedError: its folder lacks ``collection.json``, or a file cannot be read.
+        """
+        folder = folders.collection_dir(self._root, name)
+        if not self.collection_exists(name):
+            if (folder / folders.SHARD).is_dir():
+                path = folder / folders.COLLECTION_META
+                raise StorageDamagedError(
+                    f"{path} is missing: collection {name!r} has its data (shard/) but not its record. "
+                    f"To recover, {recovery_hint(self._root, name)}",
+                    path,
+                )
+            raise ValueError(f"Collection {name} not found (existing: {folders.list_collections(self._root)})")
+        col = EdgeCollection.open(folder)
+        if self._indexer is not None:
+            try:
+                with self._damage(name):
+                    self._indexer.track(name, col.record, backlog=sharing.unindexed(col))
+            except BaseException:
+                col.shard.close()
+                raise
+        self._open[name] = col
+        return col
+
+    def _damage(self, name: str, what: str | None = None) -> Any:
+        """Qdrant Edge's file failures in the block raised as :class:`StorageDamagedError` naming the file."""
+        shard = folders.collection_dir(self._root, name) / folders.SHARD
+        return storage_errors(what or f"read collection {name!r}", shard, self._root, name)
 
     def warm(self, collection_name: str, budget_bytes: int | None = None) -> WarmReport:
         """Read the collection's files into the operating system's page cache, most used first.
@@ -381,13 +419,15 @@ class EdgeStore:
 
     def get_collection(self, collection_name: str, **kwargs: Any) -> models.CollectionInfo:
         """The collection's configuration and counts; status YELLOW while a background index build is due or runs."""
-        info = self._collection(collection_name).info()
+        col = self._collection(collection_name)
+        with self._damage(collection_name):
+            info = col.info()
         if self._indexer is not None and self._indexer.busy(collection_name):
             info = info.model_copy(update={"status": models.CollectionStatus.YELLOW})
         return info
 
     def _collection_guard(self) -> None:
-        if self._lock is None:
+        if self._closed:
             raise StoreError(f"the store at {str(self._root)!r} is closed; open it again with open_store(path)")
 
     # ------------------------------------------------------------------ writes
@@ -397,7 +437,9 @@ class EdgeStore:
 
     def _update(self, collection_name: str, op: Any) -> models.UpdateResult:
         self._raise_index_error()
-        self._collection(collection_name).shard.update(op)
+        col = self._collection(collection_name)
+        with self._damage(collection_name, f"write to collection {collection_name!r}"):
+            col.shard.update(op)
         return _COMPLETED
 
     def upsert(
@@ -422,8 +464,9 @@ class EdgeStore:
         mode = to_edge(E.UpdateMode, update_mode) if update_mode is not None else None
         col = self._collection(collection_name)
         edge = edge_points(points, col.record)
-        col.shard.update(E.UpdateOperation.upsert_points(edge, to_edge_filter(update_filter), mode))
-        col.bound_wal(self.wal_flush_bytes)
+        with self._damage(collection_name, f"write to collection {collection_name!r}"):
+            col.shard.update(E.UpdateOperation.upsert_points(edge, to_edge_filter(update_filter), mode))
+            col.bound_wal(self.wal_flush_bytes)
         if self._indexer is not None:
             self._indexer.written(collection_name, len(edge))
         return _COMPLETED
@@ -481,8 +524,9 @@ class EdgeStore:
         **kwargs: Any,
     ) -> list[models.Record]:
         shard = self._collection(collection_name).shard
-        found = shard.retrieve([to_edge_id(i) for i in ids], edge_with_payload(with_payload), with_vectors)
-        return [record(r) for r in found]
+        with self._damage(collection_name):
+            found = shard.retrieve([to_edge_id(i) for i in ids], edge_with_payload(with_payload), with_vectors)
+            return [record(r) for r in found]
 
     def scroll(
         self,
@@ -504,14 +548,18 @@ class EdgeStore:
             with_vector=with_vectors,
             order_by=edge_order_by(order_by),
         )
-        found, next_offset = self._collection(collection_name).shard.scroll(request)
+        shard = self._collection(collection_name).shard
+        with self._damage(collection_name):
+            found, next_offset = shard.scroll(request)
         return [record(r) for r in found], (from_edge_id(next_offset) if next_offset is not None else None)
 
     def count(
         self, collection_name: str, count_filter: models.Filter | None = None, exact: bool = True, **kwargs: Any
     ) -> models.CountResult:
         request = E.CountRequest(exact=exact, filter=to_edge_filter(count_filter))
-        return models.CountResult(count=self._collection(collection_name).shard.count(request))
+        shard = self._collection(collection_name).shard
+        with self._damage(collection_name):
+            return models.CountResult(count=shard.count(request))
 
     def query_points(self, collection_name: str, query: Any = None, **kwargs: Any) -> QueryResponse:
         """Score points with a vector, a multivector (MaxSim), a sparse vector, or a fusion / formula of prefetches.
@@ -529,14 +577,18 @@ class EdgeStore:
         if kwargs.pop("lookup_from", None) is not None:
             raise UnsupportedCallError("query_points(lookup_from=...) is not supported by the embedded store")
         col = self._collection(collection_name)
-        hits = col.shard.query(query_request(query=query, record=col.record, **kwargs))
+        request = query_request(query=query, record=col.record, **kwargs)
+        with self._damage(collection_name):
+            hits = col.shard.query(request)
         return QueryResponse(points=[scored_point(p) for p in hits])
 
     def query_batch_points(
         self, collection_name: str, requests: Iterable[models.QueryRequest], **kwargs: Any
     ) -> list[QueryResponse]:
         col = self._collection(collection_name)
-        answers = col.shard.query_batch(E.QueryBatchRequest([batch_request(r, col.record) for r in requests]))
+        batch = E.QueryBatchRequest([batch_request(r, col.record) for r in requests])
+        with self._damage(collection_name):
+            answers = col.shard.query_batch(batch)
         return [QueryResponse(points=[scored_point(p) for p in hits]) for hits in answers]
 
     def query_points_groups(
@@ -618,28 +670,20 @@ class EdgeStore:
         if announce:
             print(f"building the search index of {collection_name!r} ({n:,} points) ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
-        col.shard.optimize()
+        with self._damage(collection_name, f"index collection {collection_name!r}"):
+            col.shard.optimize()
         seconds = time.perf_counter() - t0
         if announce:
             print(f"search index of {collection_name!r} ready in {seconds:.1f}s", file=sys.stderr, flush=True)
         return seconds
 
 
-def _weak_optimizer(store: EdgeStore) -> Any:
-    """The indexer's step: ``optimize`` one collection of ``store`` (a weak reference: the worker keeps no store alive)."""
-    ref = weakref.ref(store)
-
-    def step(name: str) -> None:
-        live = ref()
-        col = live._open.get(name) if live is not None else None
-        if col is not None:  # None: deleted (or the store closed) since the step was planned
-            col.shard.optimize()
-
-    return step
-
-
-def _unindexed(col: EdgeCollection) -> int:
-    """Points of an opened collection not in an HNSW index yet (an estimate: Edge counts indexed vectors)."""
-    info = col.shard.info()
-    per_point = max(1, len(col.record.named))
-    return max(0, info.points_count - info.indexed_vectors_count // per_point)
+def _open_folder(root: Path, kind: str) -> sharing.OpenFolder:
+    """Lock ``root`` for this process and check its marker (or create the store in an empty folder)."""
+    lock = FolderLock.acquire(root)
+    try:
+        folders.read_marker(root) if kind == "store" else folders.init_store(root)
+    except Exception:
+        lock.release()
+        raise
+    return sharing.OpenFolder(root, lock)

@@ -27,6 +27,8 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
+from qdrant_tools.store.errors import StorageDamagedError, recovery_hint
+
 MARKER = "store.json"
 COLLECTIONS = "collections"
 COLLECTION_META = "collection.json"
@@ -34,13 +36,16 @@ SHARD = "shard"
 FORMAT = 1
 ENGINE = "qdrant-edge"
 
-FolderKind = Literal["missing", "empty", "store", "legacy-local", "other"]
+FolderKind = Literal["missing", "empty", "store", "unmarked-store", "legacy-local", "other"]
 
 _INVALID_NAME_CHARS = set('/\\:*?"<>|\0')
 
 
 def folder_kind(root: str | Path) -> FolderKind:
-    """What ``root`` holds: nothing, an embedded store, an old local-mode folder, or other files."""
+    """What ``root`` holds: nothing, an embedded store, an old local-mode folder, or other files.
+
+    ``"unmarked-store"``: a store whose ``store.json`` is gone (it has collection folders but no marker).
+    """
     root = Path(root)
     if not root.exists():
         return "missing"
@@ -50,6 +55,8 @@ def folder_kind(root: str | Path) -> FolderKind:
         return "store"
     if (root / "meta.json").is_file():
         return "legacy-local"
+    if collection_folders(root):
+        return "unmarked-store"
     names = {p.name for p in root.iterdir()}
     return "empty" if names <= {".lock", ".store.lock"} else "other"
 
@@ -100,15 +107,90 @@ def init_store(root: Path) -> None:
         write_json_atomic(root / MARKER, {"engine": ENGINE, "format": FORMAT})
 
 
+def marker_text() -> str:
+    """What ``store.json`` holds in a store of this version (for a message that tells how to rewrite it)."""
+    return json.dumps({"engine": ENGINE, "format": FORMAT})
+
+
+def missing_marker_message(root: Path) -> str:
+    """What to do when ``root`` holds collection folders but no ``store.json``."""
+    found = [p.name for p in collection_folders(root)]
+    names = ", ".join(repr(n) for n in found)
+    check = found[0] if len(found) == 1 else "NAME"
+    return (
+        f"{root / MARKER} is missing, but {str(root)!r} holds the embedded store's collections ({names}): the file "
+        f"was deleted. Write it again with the line {marker_text()} (e.g. `echo '{marker_text()}' > "
+        f"{root / MARKER}`), or restore the folder from a backup copy; then run `posfair storage check {check} "
+        f"--path {root}` to see whether anything else is missing"
+    )
+
+
 def read_marker(root: Path) -> dict[str, Any]:
-    """The store marker; raises ``ValueError`` naming the file if it is not a store of a known format."""
-    data = json.loads((root / MARKER).read_text(encoding="utf-8"))
+    """The store marker.
+
+    Raises:
+        StorageDamagedError: ``store.json`` cannot be read or is not a JSON object (names the file and the fix).
+        ValueError: a store of another engine or a newer format (upgrade llamaindex-posfair).
+    """
+    path = root / MARKER
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StorageDamagedError(_marker_damage(path, exc), path) from None
+    if not isinstance(data, dict):
+        raise StorageDamagedError(_marker_damage(path, ValueError(f"a JSON {type(data).__name__}")), path)
     if data.get("engine") != ENGINE or int(data.get("format", 0)) > FORMAT:
         raise ValueError(
             f"{root / MARKER} describes engine {data.get('engine')!r} format {data.get('format')!r}; this version "
             f"reads {ENGINE!r} format <= {FORMAT}: upgrade llamaindex-posfair"
         )
     return data
+
+
+def _marker_damage(path: Path, exc: Exception) -> str:
+    return (
+        f"{path} cannot be read as the embedded store's marker ({type(exc).__name__}: {exc}); it should hold "
+        f"{marker_text()}: write that line into it, or restore the folder from a backup copy"
+    )
+
+
+def collection_folders(root: Path) -> list[Path]:
+    """The folders under ``<root>/collections`` that hold a collection's record or shard (complete or not)."""
+    base = root / COLLECTIONS
+    if not base.is_dir():
+        return []
+    return sorted(
+        p
+        for p in base.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and ((p / COLLECTION_META).exists() or (p / SHARD).is_dir())
+    )
+
+
+def read_record_data(folder: Path, root: Path) -> dict[str, Any]:
+    """The JSON object in a collection's ``collection.json``.
+
+    Raises:
+        StorageDamagedError: missing, unreadable or not a JSON object (names the file and the fix).
+    """
+    path = folder / COLLECTION_META
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StorageDamagedError(record_damage(path, root, folder.name, exc), path) from None
+    if not isinstance(data, dict):
+        raise StorageDamagedError(record_damage(path, root, folder.name, f"a JSON {type(data).__name__}"), path)
+    return data
+
+
+def record_damage(path: Path, root: Path, name: str, problem: object) -> str:
+    """The message of a ``collection.json`` that cannot be read (``problem``: the exception or what was found)."""
+    what = f"{type(problem).__name__}: {problem}" if isinstance(problem, Exception) else str(problem)
+    what = what.splitlines()[0]
+    return (
+        f"{path} cannot be read as the record of collection {name!r} ({what}); it holds the collection's "
+        f"create_collection arguments (vectors, indexes, metadata), which the shard beside it does not keep in "
+        f"that form. To recover, {recovery_hint(root, name)}"
+    )
 
 
 def collection_dir(root: Path, name: str) -> Path:

@@ -2,7 +2,9 @@
 
 The lock is a ``portalocker`` lock on ``<folder>/.store.lock`` (``flock`` on
 POSIX, ``LockFileEx`` / ``msvcrt.locking`` on Windows); the file holds the
-holder's pid, so a second open fails with "in use by process N". The
+holder's pid, so an open by a second process fails with "in use by process N"
+(a second open in the same process shares the first one's engine,
+:mod:`qdrant_tools.store.shared`, and never reaches the lock). The
 operating system drops the lock when the holder exits, even on ``kill -9``,
 so a crash never leaves a stale lock behind. Windows locks are mandatory, so
 there the holder's pid cannot be read and the message says "another process".
@@ -31,6 +33,8 @@ def _holder(path: Path) -> str:
         pid = path.read_text().strip()
     except OSError:  # Windows: the holder's lock keeps the file unreadable
         pid = ""
+    if pid == str(os.getpid()):  # open_store shares a folder within a process, so only a bare lock gets here
+        return f"process {pid} (this process, which locked it outside open_store: close that lock first)"
     return f"process {pid}" if pid.isdigit() else "another process"
 
 
@@ -53,7 +57,8 @@ class FolderLock:
         """Lock ``folder`` (which must exist) for this process, without waiting.
 
         Raises:
-            StoreLockedError: another process, or another store object of this process, holds it.
+            StoreLockedError: another process holds it (or this process, through a lock taken outside
+                :func:`qdrant_tools.store.open_store`).
             StoreError: the file system cannot lock files (e.g. some network mounts).
         """
         path = Path(folder) / LOCK_NAME

@@ -33,10 +33,11 @@ from qdrant_tools.store.edge_store import EdgeStore, legacy_message
 from qdrant_tools.store.errors import (
     NotAStoreError,
     ServerUnreachableError,
+    StorageDamagedError,
     StoreLockedError,
     StoreNotFoundError,
 )
-from qdrant_tools.store.folder import folder_kind
+from qdrant_tools.store.folder import MARKER, folder_kind, missing_marker_message
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -147,6 +148,8 @@ def _local(location: str) -> QdrantClient:
 def _open_local(path: Path, must_exist: bool) -> QdrantClient:
     """qdrant-client's local mode on ``path``, with the errors of the embedded store."""
     kind = folder_kind(path)
+    if kind == "unmarked-store":  # an Edge store that lost its store.json: local mode must not write into it
+        raise StorageDamagedError(missing_marker_message(path), path / MARKER)
     if kind == "store":
         raise NotAStoreError(
             f"{str(path)!r} is a Qdrant Edge store; open it with open_store(path) (engine='edge'), "

@@ -84,11 +84,14 @@ def test_query_rerank_keeps_retrieval_scores(tmp_path, capsys, fake_cli, example
 
 
 def test_locked_embedded_storage_is_reported(tmp_path, capsys, fake_cli, example_data):
-    holder = open_store(tmp_path / "q")
+    from qdrant_tools.store.lock import FolderLock
+
+    (tmp_path / "q").mkdir()
+    holder = FolderLock.acquire(tmp_path / "q")  # a lock outside open_store (which shares a folder in-process)
     try:
         rc, _, err = run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", str(tmp_path / "q"))
     finally:
-        holder.close()
+        holder.release()
     assert rc == 2 and f"is in use by process {os.getpid()}" in err
 
 

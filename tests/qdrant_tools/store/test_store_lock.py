@@ -1,4 +1,4 @@
-"""One process per storage folder: a second open fails with the holder's pid and never touches the data."""
+"""One process per storage folder: an open by a second process fails with the holder's pid and never touches the data."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ _HOLD = textwrap.dedent(
 )
 
 
-def test_a_second_open_in_the_same_process_names_this_process(tmp_path):
-    with open_store(tmp_path / "s"), pytest.raises(StoreLockedError, match=f"is in use by process {os.getpid()}"):
-        open_store(tmp_path / "s")
+def test_a_second_open_in_the_same_process_shares_the_first(tmp_path):
+    with open_store(tmp_path / "s") as first, open_store(tmp_path / "s") as second:
+        fill(first)
+        assert second.count("c").count == 60
 
 
 def test_another_process_holding_the_folder_is_named_and_the_data_is_intact(tmp_path):
