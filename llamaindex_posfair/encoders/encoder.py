@@ -16,7 +16,7 @@ from llamaindex_posfair.encoders.baskets import baskets_for_batch, pooling_from_
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, bundled_model_path, resolve_model_path
 from llamaindex_posfair.encoders.precision import AUTO
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
-from llamaindex_posfair.encoders.runtime import OnnxTransformer, check_calibration, check_no_prefix
+from llamaindex_posfair.encoders.runtime import ExportedTransformer, check_calibration, check_no_prefix
 from llamaindex_posfair.encoders.settings import SpecSettings
 from llamaindex_posfair.encoders.spec import IN_MEMORY, RECORDED_DTYPES, EncoderSpec
 from llamaindex_posfair.encoders.weights import folder_identity, module_identity
@@ -77,14 +77,16 @@ class PosFairEncoder(SpecSettings):
             ``batch_size``, ``trust_remote_code``, ``pooling``, ``dump_tokens``, ``runtime``. ``dtype``
             defaults to ``"auto"``: bfloat16 where the device has native bfloat16 matrix
             units, else float32 (an already loaded model keeps the dtype it has). ``runtime="onnx"``
-            runs the plain encoder in ONNX Runtime (:mod:`~llamaindex_posfair.encoders.runtime`).
+            (or ``"openvino"``) runs the plain encoder in ONNX Runtime (or OpenVINO) on the CPU
+            (:mod:`~llamaindex_posfair.encoders.runtime`).
 
     Raises:
         ValueError: a setting is invalid (the message names it and the fix), the model's
             files changed since ``spec`` was pinned, ``dump_tokens`` disagrees, or a runtime other than
             torch is asked for a model with ``[DUMP]`` prefix tokens.
         OSError: the model cannot be found locally or on the hub.
-        ImportError: ``runtime="onnx"`` without ONNX Runtime installed (the message names the extra).
+        ImportError: ``runtime="onnx"`` / ``"openvino"`` without its package installed (the message names the
+            extra).
 
     Example:
         >>> from llamaindex_posfair import PosFairEncoder, CalibrationConfig, BUNDLED_MINILM
@@ -120,7 +122,7 @@ class PosFairEncoder(SpecSettings):
         self.spec = self._pin(spec)
         self._hf_model = self._find_hf_model()
         self._backend.install(self._hf_model)
-        self._onnx = self._load_runtime()
+        self._exported = self._load_runtime()
         self._detected_pooling = None
         if spec.calibration is not None:
             self._pooling_for(spec.calibration)  # validate early
@@ -157,12 +159,12 @@ class PosFairEncoder(SpecSettings):
             )
         return spec.model_copy(update={"weights": identity})
 
-    def _load_runtime(self) -> OnnxTransformer | None:
-        """The ONNX Runtime transformer for ``runtime="onnx"`` (``None`` for torch)."""
+    def _load_runtime(self) -> ExportedTransformer | None:
+        """The exported transformer of a runtime other than torch (``None`` for torch)."""
         if self.spec.runtime == "torch":
             return None
         check_no_prefix(self.spec.runtime, self.dump_tokens, self.spec.model)
-        return OnnxTransformer.load(self._st, self.spec.weights)
+        return ExportedTransformer.load(self._st, self.spec.weights, self.spec.runtime)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -321,8 +323,8 @@ class PosFairEncoder(SpecSettings):
             )
             if not bool(assignment.active.any()):
                 assignment = None
-        if self._onnx is not None:
-            result = self._onnx.forward(self._st, features)
+        if self._exported is not None:
+            result = self._exported.forward(self._st, features)
         else:
             result = self._backend.forward(self._st, features, assignment, tuple(strengths), strengths)
         emb = result["sentence_embedding"].float()

@@ -1,8 +1,10 @@
-"""Inference runtimes of the plain encoder: eager PyTorch (``"torch"``) or ONNX Runtime (``"onnx"``).
+"""Inference runtimes of the plain encoder: eager PyTorch (``"torch"``), ONNX Runtime (``"onnx"``) or OpenVINO.
 
 ``EncoderSpec.runtime`` names the runtime. ``"torch"`` is the default and runs
 every feature. ``"onnx"`` runs the model's transformer module in ONNX Runtime on
-the CPU, in float32; tokenising and the sentence-transformers modules after the
+the CPU, in float32; ``"openvino"`` runs the same exported ONNX model in OpenVINO
+on the CPU, with its inference precision held at float32 (OpenVINO would otherwise
+pick bfloat16 on CPUs with bfloat16 units). Tokenising and the sentence-transformers modules after the
 transformer (pooling, dense layers, normalisation) stay in PyTorch, so the
 vectors are torch's up to rounding. Calibration and ``[DUMP]`` prefixes need
 attention hooks, which only torch has: asking for them with another runtime is an
@@ -12,8 +14,9 @@ The transformer is exported once with ``torch.onnx.export`` (traced on a padded
 batch, so the attention mask's padding path is in the graph; dynamic batch and
 sequence axes) into ``$POSFAIR_CACHE_DIR/onnx/<key>/model.onnx``, where ``key``
 hashes the weights identity and the export settings (:func:`export_settings`).
-A later load reuses the file; a file that does not match its record, or that ONNX
-Runtime cannot load, is exported again with one warning. Nothing is downloaded.
+ONNX Runtime and OpenVINO share the export. A later load reuses the file; a file that
+does not match its record, or that the runtime cannot load, is exported again with one
+warning. Nothing is downloaded.
 
 Example:
     >>> from llamaindex_posfair.encoders.spec import EncoderSpec
@@ -36,6 +39,7 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,7 +48,7 @@ from llamaindex_posfair.encoders.weights import cache_root
 
 __all__ = [
     "RUNTIMES",
-    "OnnxTransformer",
+    "ExportedTransformer",
     "Runtime",
     "check_calibration",
     "check_no_prefix",
@@ -55,9 +59,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Runtime = Literal["torch", "onnx"]
+Runtime = Literal["torch", "onnx", "openvino"]
 #: Every runtime, the default first.
-RUNTIMES: tuple[str, ...] = ("torch", "onnx")
+RUNTIMES: tuple[str, ...] = ("torch", "onnx", "openvino")
 
 #: Version of the export recipe below: a change makes every cached export stale.
 EXPORT_FORMAT = 1
@@ -66,7 +70,10 @@ OPSET = 17
 _INPUT_ORDER = ("input_ids", "attention_mask", "token_type_ids")
 _MODEL_FILE = "model.onnx"
 _RECORD_FILE = "export.json"
-_INSTALL_HINT = "pip install 'llamaindex-posfair[onnx]' (onnxruntime and onnx)"
+_INSTALL_HINTS = {
+    "onnx": "pip install 'llamaindex-posfair[onnx]' (onnxruntime and onnx)",
+    "openvino": "pip install 'llamaindex-posfair[openvino]' (openvino and onnx)",
+}
 _TRACE_TEXTS = ["a", "a padded batch traces the attention mask with its padding positions"]
 
 
@@ -121,11 +128,22 @@ def check_no_prefix(runtime: str, dump_tokens: int, model: str) -> None:
 
 
 # ---------------------------------------------------------------------- the export and its cache
-def _import_onnxruntime() -> Any:
+def _import_runtime(runtime: str) -> Any:
+    """The module of ``runtime`` (``onnxruntime`` or ``openvino``).
+
+    Raises:
+        ImportError: it is not installed; the message names the extra.
+    """
     try:
+        if runtime == "openvino":
+            import openvino
+
+            return openvino
         import onnxruntime
     except ImportError as exc:
-        raise ImportError(f"runtime='onnx' needs ONNX Runtime: {_INSTALL_HINT}; or pass runtime='torch'") from exc
+        raise ImportError(
+            f"runtime={runtime!r} needs its package: {_INSTALL_HINTS[runtime]}; or pass runtime='torch'"
+        ) from exc
     return onnxruntime
 
 
@@ -188,7 +206,9 @@ def _export_model(st: Any, names: list[str], path: Path) -> None:
     try:
         import onnx  # noqa: F401  (torch.onnx.export writes the model with it)
     except ImportError as exc:
-        raise ImportError(f"the ONNX export needs the onnx package: {_INSTALL_HINT}; or pass runtime='torch'") from exc
+        raise ImportError(
+            f"the ONNX export needs the onnx package: {_INSTALL_HINTS['onnx']}; or pass runtime='torch'"
+        ) from exc
     model = st[0].auto_model
 
     class _Tokens(torch.nn.Module):
@@ -247,18 +267,33 @@ def _cached_problem(settings: dict[str, Any], folder: Path) -> str | None:
     return None
 
 
-def _session(path: Path, threads: int) -> Any:
-    ort = _import_onnxruntime()
+Run = Callable[[dict[str, Any]], Any]
+
+
+def _onnxruntime_run(path: Path, threads: int) -> Run:
+    ort = _import_runtime("onnx")
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return lambda feeds: session.run(["token_embeddings"], feeds)[0]
 
 
-def _cached_session(st: Any, settings: dict[str, Any], threads: int) -> Any:
-    """An ONNX Runtime session of the cached export, exported first if absent; rebuilt once (with a warning) if
-    the cached export is stale or broken."""
+def _openvino_run(path: Path, threads: int) -> Run:
+    ov = _import_runtime("openvino")
+    settings = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads}
+    compiled = ov.Core().compile_model(str(path), "CPU", settings)
+    output = compiled.output(0)
+    return lambda feeds: compiled.create_infer_request().infer(feeds)[output]  # one request per call: thread-safe
+
+
+_RUNNERS: dict[str, Callable[[Path, int], Run]] = {"onnx": _onnxruntime_run, "openvino": _openvino_run}
+
+
+def _cached_run(st: Any, settings: dict[str, Any], runtime: str, threads: int) -> Run:
+    """``runtime``'s runner of the cached export, exported first if absent; exported again once (with a
+    warning) if the cached export is stale or the runtime cannot load it."""
     folder = onnx_cache_folder(settings)
     if not folder.exists():
         logger.info("exporting the transformer to ONNX once, into %s", folder)
@@ -266,72 +301,82 @@ def _cached_session(st: Any, settings: dict[str, Any], threads: int) -> Any:
     problem = _cached_problem(settings, folder)
     if problem is None:
         try:
-            return _session(folder / _MODEL_FILE, threads)
+            return _RUNNERS[runtime](folder / _MODEL_FILE, threads)
         except ImportError:
             raise
-        except Exception as exc:  # ONNX Runtime raises its own exception types for an unreadable model
-            problem = f"ONNX Runtime cannot load it ({type(exc).__name__}: {exc})"
+        except Exception as exc:  # the runtimes raise their own exception types for an unreadable model
+            problem = f"{runtime} cannot load it ({type(exc).__name__}: {exc})"
     logger.warning("the cached ONNX export in %s is not usable: %s; exporting it again", folder, problem)
     _write_export(st, settings, folder)
-    return _session(folder / _MODEL_FILE, threads)
+    return _RUNNERS[runtime](folder / _MODEL_FILE, threads)
 
 
-class OnnxTransformer:
-    """The transformer module of a ``SentenceTransformer``, run by ONNX Runtime on the CPU.
+class ExportedTransformer:
+    """The transformer module of a ``SentenceTransformer``, exported to ONNX and run on the CPU by ONNX Runtime or
+    OpenVINO.
 
-    Built with :meth:`load` (export cached once per weights and export settings); :meth:`forward` runs
-    the exported transformer, then the model's other modules (pooling, ...) in PyTorch.
+    Built with :meth:`load` (the export is cached once per weights and export settings, and shared by both
+    runtimes); :meth:`forward` runs the exported transformer, then the model's other modules (pooling, ...)
+    in PyTorch.
 
     Args:
-        session: an ``onnxruntime.InferenceSession`` of the export.
-        input_names: its inputs, in order.
+        run: feeds (input name -> int64 array) -> token embeddings ``[batch, sequence, hidden]``.
+        input_names: the export's inputs, in order.
+        runtime: ``"onnx"`` or ``"openvino"``.
 
     Example:
         >>> from llamaindex_posfair import BUNDLED_MINILM, PosFairEncoder      # doctest: +SKIP
         >>> enc = PosFairEncoder(BUNDLED_MINILM, calibration=None)             # doctest: +SKIP
-        >>> onnx = OnnxTransformer.load(enc.sentence_transformer, enc.spec.weights)  # doctest: +SKIP
-        >>> onnx.forward(enc.sentence_transformer, enc.sentence_transformer.preprocess(["a"]))["sentence_embedding"].shape  # doctest: +SKIP
+        >>> st = enc.sentence_transformer                                      # doctest: +SKIP
+        >>> exported = ExportedTransformer.load(st, enc.spec.weights, "onnx")  # doctest: +SKIP
+        >>> exported.forward(st, st.preprocess(["a"]))["sentence_embedding"].shape  # doctest: +SKIP
         torch.Size([1, 384])
     """
 
-    def __init__(self, session: Any, input_names: list[str]) -> None:
-        self._session = session
+    def __init__(self, run: Run, input_names: list[str], runtime: str) -> None:
+        self._run = run
         self.input_names = list(input_names)
+        self.runtime = runtime
 
     @classmethod
-    def load(cls, st: Any, weights: str, threads: int | None = None) -> OnnxTransformer:
+    def load(cls, st: Any, weights: str, runtime: str, threads: int | None = None) -> ExportedTransformer:
         """The runtime of ``st``'s transformer, from the cached export (exported first if needed).
 
         Args:
             st: a float32 ``SentenceTransformer`` on the CPU whose first module is a ``Transformer``.
             weights: the content hash of its weights (the cache key's model part).
-            threads: ONNX Runtime's intra-op threads; ``None`` = torch's thread count.
+            runtime: ``"onnx"`` or ``"openvino"``.
+            threads: the runtime's intra-op threads; ``None`` = torch's thread count.
 
         Raises:
-            ImportError: onnxruntime or onnx is not installed (the message names the extra).
-            ValueError: the model is not float32 on the CPU, or has no transformer module first.
+            ImportError: the runtime's package (or onnx, for the export) is not installed; the message names
+                the extra.
+            ValueError: an unknown runtime, or the model is not float32 on the CPU, or has no transformer
+                module first.
         """
         import torch
 
-        _import_onnxruntime()
+        if runtime not in _RUNNERS:
+            raise ValueError(f"runtime must be one of {sorted(_RUNNERS)} for an exported model, got {runtime!r}")
+        _import_runtime(runtime)
         model = getattr(st[0], "auto_model", None)
         if not isinstance(model, torch.nn.Module):
             raise ValueError(
-                "runtime='onnx' needs a sentence-transformers model whose first module is a Transformer; "
+                f"runtime={runtime!r} needs a sentence-transformers model whose first module is a Transformer; "
                 "pass runtime='torch' for this model"
             )
         parameter = next(model.parameters())
         if parameter.dtype != torch.float32 or parameter.device.type != "cpu":
             raise ValueError(
-                f"runtime='onnx' exports a float32 model on the CPU, got {parameter.dtype} on {parameter.device}; "
-                "pass dtype='float32' and device='cpu'"
+                f"runtime={runtime!r} exports a float32 model on the CPU, got {parameter.dtype} on "
+                f"{parameter.device}; pass dtype='float32' and device='cpu'"
             )
         settings = export_settings(st, weights)
-        session = _cached_session(st, settings, threads or torch.get_num_threads())
-        return cls(session, settings["inputs"])
+        run = _cached_run(st, settings, runtime, threads or torch.get_num_threads())
+        return cls(run, settings["inputs"], runtime)
 
     def forward(self, st: Any, features: dict[str, Any]) -> dict[str, Any]:
-        """``st``'s forward with its transformer run by ONNX Runtime.
+        """``st``'s forward with its transformer run by the exported model.
 
         Args:
             st: the ``SentenceTransformer`` the export was made from.
@@ -344,8 +389,7 @@ class OnnxTransformer:
         import torch
 
         feeds = {name: features[name].cpu().numpy().astype(np.int64) for name in self.input_names}
-        (tokens,) = self._session.run(["token_embeddings"], feeds)
-        out = {**features, "token_embeddings": torch.from_numpy(tokens)}
+        out = {**features, "token_embeddings": torch.from_numpy(np.asarray(self._run(feeds), dtype=np.float32))}
         for module in list(st)[1:]:
             out = module(out)
         return out

@@ -109,9 +109,10 @@ class EncoderSpec(BaseModel):
             ``"bfloat16"``, ``"float16"``, or ``None`` = as saved.
         dump_tokens: expected number of ``[DUMP_k]`` prefix tokens; loading fails if
             the model has another number. ``None`` accepts the model's.
-        runtime: ``"torch"`` (default: eager PyTorch, every feature) or ``"onnx"`` (ONNX Runtime on the
-            CPU in float32: the plain encoder only, ``calibration=None`` and no ``[DUMP]`` prefix;
-            needs ``pip install 'llamaindex-posfair[onnx]'``; :mod:`~llamaindex_posfair.encoders.runtime`).
+        runtime: ``"torch"`` (default: eager PyTorch, every feature), ``"onnx"`` (ONNX Runtime) or
+            ``"openvino"`` (OpenVINO): the exported model on the CPU in float32, for the plain encoder only
+            (``calibration=None``, no ``[DUMP]`` prefix); needs ``pip install 'llamaindex-posfair[onnx]'``
+            (or ``[openvino]``); :mod:`~llamaindex_posfair.encoders.runtime`.
         trust_remote_code: allow code shipped with a hub model to run (opt-in).
         backend: ``"fast"`` (default) or ``"reference"`` (nnsight, slow; same vectors).
         device: ``"cpu"``, ``"cuda"``, ...; ``None`` picks CUDA when available.
@@ -153,8 +154,8 @@ class EncoderSpec(BaseModel):
     )
     runtime: Runtime = Field(
         "torch",
-        description='Inference runtime: "torch" (every feature) or "onnx" (ONNX Runtime, CPU, float32, '
-        "plain encoder only).",
+        description='Inference runtime: "torch" (every feature), "onnx" (ONNX Runtime) or "openvino" (OpenVINO); '
+        "the last two run the plain encoder only, on the CPU, in float32.",
     )
     trust_remote_code: bool = Field(False, description="Allow code shipped with a hub model to run (opt-in).")
     backend: Backend = Field("fast", description='Calibration backend: "fast" or "reference" (slow, same vectors).')
@@ -191,7 +192,7 @@ class EncoderSpec(BaseModel):
     @classmethod
     def _check_runtime(cls, value: Any) -> Any:
         return _one_of(
-            "runtime", value, RUNTIMES, '"torch" is the default; "onnx" runs the plain encoder faster on a CPU'
+            "runtime", value, RUNTIMES, '"torch" is the default; "onnx" and "openvino" run the plain encoder on a CPU'
         )
 
     @model_validator(mode="after")

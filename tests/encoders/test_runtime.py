@@ -1,4 +1,4 @@
-"""Inference runtimes: the spec's runtime field, its fingerprint, the ONNX export cache, and ONNX vs torch vectors."""
+"""Inference runtimes: the spec's runtime field, its fingerprint, the ONNX export cache, and exported vs torch vectors."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ needs_onnxruntime = pytest.mark.skipif(
     importlib.util.find_spec("onnxruntime") is None,
     reason="onnxruntime is not installed (pip install 'llamaindex-posfair[onnx]')",
 )
+needs_openvino = pytest.mark.skipif(
+    importlib.util.find_spec("openvino") is None or importlib.util.find_spec("onnx") is None,
+    reason="openvino is not installed (pip install 'llamaindex-posfair[openvino]')",
+)
 
 
 # ---------------------------------------------------------------------- the spec
@@ -36,7 +40,7 @@ def test_runtime_defaults_to_torch_and_torch_hashes_as_before():
 
 
 def test_invalid_runtime_is_named():
-    with pytest.raises(ValidationError, match='runtime must be "torch" or "onnx", got \'tensorrt\''):
+    with pytest.raises(ValidationError, match='runtime must be "torch", "onnx" or "openvino", got \'tensorrt\''):
         EncoderSpec(runtime="tensorrt", **PLAIN)
 
 
@@ -89,12 +93,13 @@ def test_query_side_check_accepts_a_runtime_twin_with_one_notice(caplog):
     assert not accepts_precision_twin(onnx_spec, other_prompt, "vector 'vanilla' of collection 'twin-test'")
 
 
-def test_missing_onnxruntime_names_the_extra(monkeypatch):
+@pytest.mark.parametrize(("name", "module"), [("onnx", "onnxruntime"), ("openvino", "openvino")])
+def test_missing_runtime_package_names_the_extra(monkeypatch, name, module):
     import sys
 
-    monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(ImportError, match=r"llamaindex-posfair\[onnx\]"):
-        runtime._import_onnxruntime()
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(ImportError, match=rf"llamaindex-posfair\[{name}\]"):
+        runtime._import_runtime(name)
 
 
 # ---------------------------------------------------------------------- the export (tiny model)
@@ -167,8 +172,20 @@ def test_file_ort_cannot_load_is_rebuilt(tiny_bert_path, own_cache, caplog, monk
     (folder / "export.json").write_text(json.dumps(record))
     with caplog.at_level(logging.WARNING, logger="llamaindex_posfair.encoders.runtime"):
         PosFairEncoder(tiny_bert_path, calibration=None, runtime="onnx")
-    assert any("ONNX Runtime cannot load it" in r.getMessage() for r in caplog.records)
+    assert any("onnx cannot load it" in r.getMessage() for r in caplog.records)
     assert len(own_cache) == 2
+
+
+@needs_openvino
+def test_openvino_reuses_the_export_and_matches_torch(tiny_bert_path, mixed_texts, own_cache):
+    torch_enc = PosFairEncoder(tiny_bert_path, calibration=None, device="cpu")
+    onnx_enc = PosFairEncoder(tiny_bert_path, calibration=None, runtime="onnx")
+    openvino_enc = PosFairEncoder(tiny_bert_path, calibration=None, runtime="openvino")
+    assert len(own_cache) == 1
+    texts = [*mixed_texts, "a", "two words"]
+    expected = torch_enc.encode_documents(texts)
+    assert np.abs(openvino_enc.encode_documents(texts, batch_size=4) - expected).max() <= 1e-5
+    assert len({onnx_enc.fingerprint(), openvino_enc.fingerprint(), torch_enc.fingerprint()}) == 3
 
 
 @needs_onnxruntime
@@ -194,16 +211,20 @@ def test_dump_prefix_model_is_refused_on_onnx(tiny_bert_path, tmp_path, own_cach
 
 # ---------------------------------------------------------------------- the bundled model (real weights)
 @pytest.fixture(scope="module")
-def minilm_pair(tmp_path_factory):
-    """The bundled MiniLM on torch float32 and on ONNX Runtime."""
-    pytest.importorskip("onnxruntime")
-    torch_enc = EncoderSpec(dtype="float32", device="cpu", **PLAIN).load()
-    onnx_enc = EncoderSpec(runtime="onnx", **PLAIN).load()
-    return torch_enc, onnx_enc
+def minilm_torch():
+    """The bundled MiniLM on torch in float32."""
+    return EncoderSpec(dtype="float32", device="cpu", **PLAIN).load()
+
+
+@pytest.fixture(scope="module", params=["onnx", "openvino"])
+def minilm_pair(request, minilm_torch):
+    """The bundled MiniLM on torch float32 and on each exported runtime."""
+    pytest.importorskip({"onnx": "onnxruntime", "openvino": "openvino"}[request.param])
+    return minilm_torch, EncoderSpec(runtime=request.param, **PLAIN).load()
 
 
 @pytest.mark.slow
-def test_bundled_minilm_onnx_vectors_within_1e4_of_torch(minilm_pair, mixed_texts):
+def test_bundled_minilm_exported_vectors_within_1e4_of_torch(minilm_pair, mixed_texts):
     torch_enc, onnx_enc = minilm_pair
     words = " ".join(mixed_texts).split()
     texts = [" ".join(words[: 3 + 37 * i]) for i in range(12)]  # 3 to 410 words: one padded batch
@@ -220,7 +241,7 @@ def _jsonl(split, name: str) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_bundled_minilm_onnx_keeps_the_top_10(minilm_pair):
+def test_bundled_minilm_exported_runtime_keeps_the_top_10(minilm_pair):
     """The same top 10, in the same order, for every query of natural_docs' test split over 40 of its passages."""
     torch_enc, onnx_enc = minilm_pair
     split = resources.files("llamaindex_posfair") / "data" / "benchmarks" / "natural_docs" / "test"
