@@ -13,6 +13,9 @@ bundled all-MiniLM-L6-v2, each path with its own default batch size, model loadi
   text, or derived from the sub-chunk vectors (``node_from_subchunks``): whichever the default is not;
 * ``posfair (float32)`` / ``(bfloat16)``: the default recipe with the encoder in the other precision
   (``--dtype``) than the default's automatic one (:func:`llamaindex_posfair.encoders.precision.default_dtype`);
+* ``posfair (onnx)`` / ``(openvino)``: the default recipe with its (plain) encoder on ONNX Runtime / OpenVINO
+  in float32 (``EncoderSpec(runtime=...)``, :mod:`llamaindex_posfair.encoders.runtime`; each runs where its
+  extra, ``onnx`` or ``openvino``, is installed; the export is cached before the timing starts);
 * ``llamaindex 128/20 (bfloat16)``: the peer with its model in bfloat16 (``model_kwargs={"dtype": ...}``),
   for the same-precision ratio: posfair in bfloat16 against the peer in bfloat16;
 * ``IngestionPipeline + PosFairVectorStore``: the same layout reached through LlamaIndex:
@@ -27,7 +30,8 @@ Derived node vectors are an opt-in: the hybrid sweep's rule did not choose them
 The paths take turns inside each repeat (the order rotates); the table gives each path's best
 docs/s and, per repeat, its ratio to the peer's docs/s of the same repeat (paired, so a loaded
 machine slows both). The load average is printed before and after, and last the model tokens each
-path encodes (nearly all of ingestion is the model's forward pass, whose cost grows with them).
+path encodes (nearly all of ingestion is the model's forward pass, whose cost grows with them), and the
+p50 latency of one short query's embedding on each runtime (``--query-calls`` calls each, taking turns).
 
 Usage:
     python bench/ingest_vs_peer.py                      # 300 passages, 2 repeats
@@ -52,6 +56,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PEER = "llamaindex 128/20"
 PEER_BF16 = "llamaindex 128/20 (bfloat16)"
+#: The exported runtimes the bench tries, with the package each needs.
+EXPORTED = {"onnx": "onnxruntime", "openvino": "openvino"}
+#: The short query of the query-embedding latency.
+QUERY = "where did the mill stand?"
 
 
 def passages(n: int) -> tuple[list[str], list[str]]:
@@ -167,11 +175,53 @@ def print_same_precision(seconds: dict[str, list[float]], default_dtype: str) ->
         print("\n".join(rows))
 
 
+def exported_recipe(default: Any, runtime: str) -> Any:
+    """``default`` with its encoder on an exported ``runtime`` in float32 (those runtimes' only precision)."""
+    name = next(iter(default.vectors))
+    spec = default.vectors[name].model_copy(update={"runtime": runtime, "dtype": "float32"})
+    return default.model_copy(update={"vectors": {name: spec}})
+
+
+def exported_encoders(default: Any) -> dict[str, tuple[Any, Any]]:
+    """Runtime -> (recipe, loaded encoder) for each exported runtime whose package is installed (exported
+    once into the cache here, before any timing)."""
+    import importlib.util
+
+    out = {}
+    for runtime, package in EXPORTED.items():
+        if importlib.util.find_spec(package) is None:
+            print(f"posfair ({runtime}) skipped: {package} is not installed")
+            continue
+        recipe = exported_recipe(default, runtime)
+        encoder = recipe.encoder_spec().load()
+        encoder.encode_documents(["warm up"] * 8)
+        out[runtime] = (recipe, encoder)
+    return out
+
+
+def print_query_latency(encoders: dict[str, Any], calls: int) -> None:
+    """p50 and p90 of one short query's embedding per encoder, the encoders taking turns call by call."""
+    times: dict[str, list[float]] = {k: [] for k in encoders}
+    for enc in encoders.values():
+        enc.encode_query(QUERY)
+    for _ in range(calls):
+        for name, enc in encoders.items():
+            t0 = time.perf_counter()
+            enc.encode_query(QUERY)
+            times[name].append((time.perf_counter() - t0) * 1000)
+    print(f"\n| runtime (one short query, {calls} calls each, taking turns) | p50 ms | p90 ms |")
+    print("|---|---|---|")
+    for name, ms in times.items():
+        ms.sort()
+        print(f"| {name} | {statistics.median(ms):.1f} | {ms[int(0.9 * (len(ms) - 1))]:.1f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passages", type=int, default=300, help="passages ingested per path (default 300 of 901)")
     ap.add_argument("--repeats", type=int, default=2, help="turns per path (default 2)")
     ap.add_argument("--only", default=None, help="comma-separated paths to run beside the peer (default: all)")
+    ap.add_argument("--query-calls", type=int, default=50, help="calls per runtime for the query latency (default 50)")
     args = ap.parse_args(argv)
     import logging
 
@@ -202,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     flipped_encoder = flipped_dtype.encoder_spec().load()
     flipped_encoder.encode_documents(["warm up"] * 8)
     runs[f"posfair ({other_dtype})"] = lambda: time_posfair(ids, texts, flipped_encoder, flipped_dtype, work)
+    exported = exported_encoders(default)
+    for runtime, (recipe, enc) in exported.items():
+        runs[f"posfair ({runtime})"] = lambda recipe=recipe, enc=enc: time_posfair(ids, texts, enc, recipe, work)
     peer_bf16 = bundled_minilm_embedding(model_kwargs={"dtype": torch.bfloat16})
     peer_bf16.get_text_embedding_batch(["warm up"] * 8)
     runs[PEER_BF16] = lambda: time_peer(ids, texts, peer_bf16)
@@ -233,6 +286,10 @@ def main(argv: list[str] | None = None) -> int:
         cells = ", ".join(f"{x:.2f}x" for x in ratios)
         print(f"| {name} | {len(texts) / min(secs):.2f} | {cells} | {statistics.median(ratios):.2f}x |")
     print_same_precision(seconds, default.encoder_spec().dtype or "float32")
+    by_dtype = {default.encoder_spec().dtype or "float32": encoder, other_dtype: flipped_encoder}
+    latency = {f"torch ({dtype}){' default' if enc is encoder else ''}": enc for dtype, enc in by_dtype.items()}
+    latency.update({f"{runtime} (float32)": enc for runtime, (_, enc) in exported.items()})
+    print_query_latency(latency, args.query_calls)
     peer, (nodes, subs) = peer_tokens(texts, encoder), posfair_tokens(ids, texts, encoder, default)
     print(
         f"\nModel tokens encoded (special tokens included): {PEER} {peer:,}; posfair's default {nodes + subs:,} "

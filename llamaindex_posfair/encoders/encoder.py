@@ -16,6 +16,7 @@ from llamaindex_posfair.encoders.baskets import baskets_for_batch, pooling_from_
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, bundled_model_path, resolve_model_path
 from llamaindex_posfair.encoders.precision import AUTO
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
+from llamaindex_posfair.encoders.runtime import ExportedTransformer, check_calibration, check_no_prefix
 from llamaindex_posfair.encoders.settings import SpecSettings
 from llamaindex_posfair.encoders.spec import IN_MEMORY, RECORDED_DTYPES, EncoderSpec
 from llamaindex_posfair.encoders.weights import folder_identity, module_identity
@@ -73,14 +74,19 @@ class PosFairEncoder(SpecSettings):
         spec: a complete :class:`EncoderSpec` instead of the two arguments above.
         **settings: any other :class:`EncoderSpec` field: ``backend``, ``max_length``,
             ``device``, ``dtype``, ``query_prompt``, ``document_prompt``, ``normalize``,
-            ``batch_size``, ``trust_remote_code``, ``pooling``, ``dump_tokens``. ``dtype``
+            ``batch_size``, ``trust_remote_code``, ``pooling``, ``dump_tokens``, ``runtime``. ``dtype``
             defaults to ``"auto"``: bfloat16 where the device has native bfloat16 matrix
-            units, else float32 (an already loaded model keeps the dtype it has).
+            units, else float32 (an already loaded model keeps the dtype it has). ``runtime="onnx"``
+            (or ``"openvino"``) runs the plain encoder in ONNX Runtime (or OpenVINO) on the CPU
+            (:mod:`~llamaindex_posfair.encoders.runtime`).
 
     Raises:
         ValueError: a setting is invalid (the message names it and the fix), the model's
-            files changed since ``spec`` was pinned, or ``dump_tokens`` disagrees.
+            files changed since ``spec`` was pinned, ``dump_tokens`` disagrees, or a runtime other than
+            torch is asked for a model with ``[DUMP]`` prefix tokens.
         OSError: the model cannot be found locally or on the hub.
+        ImportError: ``runtime="onnx"`` / ``"openvino"`` without its package installed (the message names the
+            extra).
 
     Example:
         >>> from llamaindex_posfair import PosFairEncoder, CalibrationConfig, BUNDLED_MINILM
@@ -116,6 +122,7 @@ class PosFairEncoder(SpecSettings):
         self.spec = self._pin(spec)
         self._hf_model = self._find_hf_model()
         self._backend.install(self._hf_model)
+        self._exported = self._load_runtime()
         self._detected_pooling = None
         if spec.calibration is not None:
             self._pooling_for(spec.calibration)  # validate early
@@ -151,6 +158,13 @@ class PosFairEncoder(SpecSettings):
                 "save_dump_model"
             )
         return spec.model_copy(update={"weights": identity})
+
+    def _load_runtime(self) -> ExportedTransformer | None:
+        """The exported transformer of a runtime other than torch (``None`` for torch)."""
+        if self.spec.runtime == "torch":
+            return None
+        check_no_prefix(self.spec.runtime, self.dump_tokens, self.spec.model)
+        return ExportedTransformer.load(self._st, self.spec.weights, self.spec.runtime)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -259,12 +273,15 @@ class PosFairEncoder(SpecSettings):
             role: ``"query"``, ``"document"`` or ``"text"`` (decides whether the
                 config's ``calibrate_queries``/``calibrate_documents`` apply).
             calibration: omit to use the encoder's config; ``None`` for a plain
-                pass; another :class:`CalibrationConfig` for this call only.
+                pass; another :class:`CalibrationConfig` for this call only (runtime torch only).
             batch_size: texts per forward pass (default: the encoder's).
             show_progress_bar: show a tqdm bar over batches.
 
         Returns:
             ``float32`` array ``[len(texts), dimension]``.
+
+        Raises:
+            ValueError: a calibration with a runtime other than torch.
         """
         if isinstance(texts, str):
             raise TypeError("texts must be a list of strings, not a single string; wrap it: [text]")
@@ -273,6 +290,7 @@ class PosFairEncoder(SpecSettings):
             if not isinstance(text, str):
                 raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__}")
         config = self.calibration if calibration is DEFAULT else calibration
+        check_calibration(self.spec.runtime, config)
         if config is not None and not config.applies_to(role):
             config = None
         if not texts:
@@ -305,7 +323,10 @@ class PosFairEncoder(SpecSettings):
             )
             if not bool(assignment.active.any()):
                 assignment = None
-        result = self._backend.forward(self._st, features, assignment, tuple(strengths), strengths)
+        if self._exported is not None:
+            result = self._exported.forward(self._st, features)
+        else:
+            result = self._backend.forward(self._st, features, assignment, tuple(strengths), strengths)
         emb = result["sentence_embedding"].float()
         if self.normalize:
             emb = torch.nn.functional.normalize(emb, p=2, dim=-1)

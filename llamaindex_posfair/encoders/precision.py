@@ -13,7 +13,10 @@ An :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` whose ``dtype`` is
 loaded or recorded; a collection's recipe holds the resolved precision. Rankings
 agree across the two precisions (docs/encoders.md, "Precision"), so the query-side
 check accepts a difference in precision alone and says so once
-(:func:`notice_precision_difference`).
+(:func:`notice_precision_difference`). An inference runtime other than torch
+(:mod:`~llamaindex_posfair.encoders.runtime`) computes in float32, and the
+query-side check accepts a difference in runtime (and precision) the same way
+(:func:`notice_runtime_difference`).
 
 Example:
     >>> from llamaindex_posfair.encoders.precision import default_dtype, same_precision
@@ -41,6 +44,7 @@ __all__ = [
     "cuda_has_bf16",
     "default_dtype",
     "notice_precision_difference",
+    "notice_runtime_difference",
     "precision_name",
     "resolve_dtype",
     "same_precision",
@@ -58,7 +62,7 @@ BF16_ENV = "POSFAIR_BF16"
 #: ``/proc/cpuinfo`` flags of native bfloat16 matrix units on x86 CPUs.
 _CPU_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 _CPUINFO = "/proc/cpuinfo"
-_noticed: set[tuple[str, str, str]] = set()
+_noticed: set[tuple[str, ...]] = set()
 
 
 def cpuinfo_has_bf16(path: str = _CPUINFO) -> bool:
@@ -117,16 +121,21 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def default_dtype(device: str | None = None) -> Precision:
+def default_dtype(device: str | None = None, runtime: str = "torch") -> Precision:
     """The precision an encoder runs in on ``device`` when none is asked for.
 
     Args:
         device: a torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...); ``None`` = CUDA when
             available, else the CPU (as :class:`EncoderSpec` picks it).
+        runtime: the inference runtime (``EncoderSpec.runtime``); every runtime but ``"torch"`` computes
+            in float32.
 
     Returns:
-        ``"bfloat16"`` where the device has native bfloat16 matrix units, else ``"float32"``.
+        ``"bfloat16"`` where the device has native bfloat16 matrix units and the runtime is torch, else
+        ``"float32"``.
     """
+    if runtime != "torch":
+        return "float32"
     kind = str(device).split(":", 1)[0] if device is not None else ("cuda" if _cuda_available() else "cpu")
     if kind == "cuda":
         return "bfloat16" if cuda_has_bf16() else "float32"
@@ -135,9 +144,10 @@ def default_dtype(device: str | None = None) -> Precision:
     return "float32"
 
 
-def resolve_dtype(dtype: str | None, device: str | None = None) -> str | None:
-    """``dtype`` with :data:`AUTO` replaced by :func:`default_dtype` of ``device`` (other values unchanged)."""
-    return default_dtype(device) if dtype == AUTO else dtype
+def resolve_dtype(dtype: str | None, device: str | None = None, runtime: str = "torch") -> str | None:
+    """``dtype`` with :data:`AUTO` replaced by :func:`default_dtype` of ``device`` and ``runtime`` (other values
+    unchanged)."""
+    return default_dtype(device, runtime) if dtype == AUTO else dtype
 
 
 def precision_name(dtype: str | None) -> str:
@@ -167,10 +177,35 @@ def notice_precision_difference(where: str, stored: str | None, used: str | None
     )
 
 
-def accepts_precision_twin(spec: Any, fingerprint: str, where: str) -> bool:
-    """Whether ``fingerprint`` is ``spec``'s in another precision only (then noticed once, if the precisions differ).
+def notice_runtime_difference(where: str, stored: tuple[str, str | None], used: tuple[str, str | None]) -> None:
+    """Log once per (``where``, runtimes and precisions) that queries run in another runtime than the stored vectors.
 
-    The query-side check: vectors of another model, calibration or prompt never match, another rounding does.
+    Args:
+        where: what was written, for the notice.
+        stored / used: ``(runtime, dtype)`` of the stored vectors and of the query encoder.
+    """
+    key = (where, stored[0], precision_name(stored[1]), used[0], precision_name(used[1]))
+    if key in _noticed:
+        return
+    _noticed.add(key)
+    logger.warning(
+        "%s was written with runtime %s in %s and is queried with runtime %s in %s: accepted, the runtimes "
+        "compute the same vectors up to rounding (pass runtime=%r to query with the stored runtime; writes "
+        "must use it)",
+        where,
+        key[1],
+        key[2],
+        key[3],
+        key[4],
+        key[1],
+    )
+
+
+def accepts_precision_twin(spec: Any, fingerprint: str, where: str) -> bool:
+    """Whether ``fingerprint`` is ``spec``'s in another precision or runtime only (then noticed once, if they differ).
+
+    The query-side check: vectors of another model, calibration or prompt never match, another rounding does
+    (another precision, or another inference runtime of the plain encoder).
 
     Args:
         spec: the query encoder's :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`.
@@ -180,7 +215,9 @@ def accepts_precision_twin(spec: Any, fingerprint: str, where: str) -> bool:
     twin = spec.precision_twin(fingerprint)
     if twin is None:
         return False
-    used = spec.pinned().dtype
-    if not same_precision(twin.dtype, used):
-        notice_precision_difference(where, twin.dtype, used)
+    used = spec.pinned()
+    if twin.runtime != used.runtime:
+        notice_runtime_difference(where, (twin.runtime, twin.dtype), (used.runtime, used.dtype))
+    elif not same_precision(twin.dtype, used.dtype):
+        notice_precision_difference(where, twin.dtype, used.dtype)
     return True

@@ -3,16 +3,18 @@
 A spec is a frozen, validated, serialisable description of an encoder: which
 model (and which weights), how it is calibrated, pooled, prompted, truncated
 and normalised, in which dtype (by default chosen by the hardware:
-:mod:`~llamaindex_posfair.encoders.precision`) — plus run-time settings that do not change the
+:mod:`~llamaindex_posfair.encoders.precision`) and on which inference runtime
+(:mod:`~llamaindex_posfair.encoders.runtime`) — plus run-time settings that do not change the
 vectors (device, batch size, backend). It is what caches, fingerprints,
 payloads, CLIs, servers and Ray workers exchange; the loaded model is built
 from it in one place, :meth:`EncoderSpec.load`.
 
 :meth:`EncoderSpec.fingerprint` hashes exactly the settings that shape the
 vectors, including a content hash of the weight files, so a model retrained
-into the same folder, or loaded in another dtype, gets a new fingerprint (and a
-collection re-embeds it), while the same model on another machine gets the
-same one.
+into the same folder, or loaded in another dtype or runtime, gets a new fingerprint
+(and a collection re-embeds it), while the same model on another machine gets the
+same one. The default runtime, torch, is hashed as absent, so fingerprints recorded
+before the runtime choice existed stay valid.
 
 Example:
     >>> from llamaindex_posfair.encoders.spec import EncoderSpec
@@ -33,12 +35,13 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.loader import load_encoder
 from llamaindex_posfair.encoders.models import BUNDLED_MINILM, canonical_model_id, is_local_folder, resolve_model_path
 from llamaindex_posfair.encoders.precision import AUTO, precision_name, resolve_dtype
+from llamaindex_posfair.encoders.runtime import RUNTIMES, Runtime, check_runtime_settings
 from llamaindex_posfair.encoders.settings import SpecSettings
 from llamaindex_posfair.encoders.view import CalibrationView
 from llamaindex_posfair.encoders.weights import folder_identity, hub_snapshot_folder
@@ -73,6 +76,7 @@ VECTOR_FIELDS = (
     "document_prompt",
     "normalize",
     "dtype",
+    "runtime",
 )
 
 
@@ -105,6 +109,10 @@ class EncoderSpec(BaseModel):
             ``"bfloat16"``, ``"float16"``, or ``None`` = as saved.
         dump_tokens: expected number of ``[DUMP_k]`` prefix tokens; loading fails if
             the model has another number. ``None`` accepts the model's.
+        runtime: ``"torch"`` (default: eager PyTorch, every feature), ``"onnx"`` (ONNX Runtime) or
+            ``"openvino"`` (OpenVINO): the exported model on the CPU in float32, for the plain encoder only
+            (``calibration=None``, no ``[DUMP]`` prefix); needs ``pip install 'llamaindex-posfair[onnx]'``
+            (or ``[openvino]``); :mod:`~llamaindex_posfair.encoders.runtime`.
         trust_remote_code: allow code shipped with a hub model to run (opt-in).
         backend: ``"fast"`` (default) or ``"reference"`` (nnsight, slow; same vectors).
         device: ``"cpu"``, ``"cuda"``, ...; ``None`` picks CUDA when available.
@@ -144,6 +152,11 @@ class EncoderSpec(BaseModel):
     dump_tokens: int | None = Field(
         None, ge=0, description="Expected number of [DUMP] prefix tokens; None accepts the model's."
     )
+    runtime: Runtime = Field(
+        "torch",
+        description='Inference runtime: "torch" (every feature), "onnx" (ONNX Runtime) or "openvino" (OpenVINO); '
+        "the last two run the plain encoder only, on the CPU, in float32.",
+    )
     trust_remote_code: bool = Field(False, description="Allow code shipped with a hub model to run (opt-in).")
     backend: Backend = Field("fast", description='Calibration backend: "fast" or "reference" (slow, same vectors).')
     device: str | None = Field(None, description='Torch device ("cpu", "cuda", ...); None = CUDA when available.')
@@ -175,6 +188,18 @@ class EncoderSpec(BaseModel):
     def _check_backend(cls, value: Any) -> Any:
         return _one_of("backend", value, ("fast", "reference"), "fast is the default; reference is for checks")
 
+    @field_validator("runtime", mode="before")
+    @classmethod
+    def _check_runtime(cls, value: Any) -> Any:
+        return _one_of(
+            "runtime", value, RUNTIMES, '"torch" is the default; "onnx" and "openvino" run the plain encoder on a CPU'
+        )
+
+    @model_validator(mode="after")
+    def _check_runtime_fits(self) -> EncoderSpec:
+        check_runtime_settings(self.runtime, self.calibration, self.dtype, self.device)
+        return self
+
     @field_validator("pooling", mode="before")
     @classmethod
     def _check_pooling(cls, value: Any) -> Any:
@@ -201,7 +226,7 @@ class EncoderSpec(BaseModel):
         (:func:`~llamaindex_posfair.encoders.precision.default_dtype`); unchanged otherwise."""
         if self.dtype != AUTO:
             return self
-        return self.model_copy(update={"dtype": resolve_dtype(self.dtype, self.device)})
+        return self.model_copy(update={"dtype": resolve_dtype(self.dtype, self.device, self.runtime)})
 
     def pinned(self) -> EncoderSpec:
         """This spec with ``weights`` filled from the model files and its dtype :meth:`resolved`
@@ -227,6 +252,8 @@ class EncoderSpec(BaseModel):
         spec = self.pinned()
         data = spec.model_dump(mode="json", include=set(VECTOR_FIELDS))
         data["model"] = spec.model_key()
+        if data["runtime"] == "torch":
+            del data["runtime"]  # the default runtime hashes as before the runtime choice existed
         return data
 
     def fingerprint(self) -> str:
@@ -234,24 +261,33 @@ class EncoderSpec(BaseModel):
 
         Device, batch size, backend, ``trust_remote_code`` and ``dump_tokens`` (a check;
         the prefix itself lives in the hashed tokenizer files) are not part of it; an
-        ``"auto"`` dtype is hashed as the precision it resolves to on the spec's device.
+        ``"auto"`` dtype is hashed as the precision it resolves to on the spec's device and
+        runtime; the runtime is hashed unless it is the default, torch.
         """
         blob = json.dumps(self.vector_settings(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def precision_twin(self, fingerprint: str) -> EncoderSpec | None:
-        """This spec in another precision whose fingerprint is ``fingerprint``, or ``None`` when no
-        dtype makes it so (the spec then differs in more than precision)."""
+        """This spec in another precision or runtime whose fingerprint is ``fingerprint``, or ``None`` when no
+        dtype and runtime make it so (the spec then differs in more than rounding). A calibrated spec has
+        twins on torch only (calibration needs torch's attention hooks)."""
         base = self.pinned()
-        for dtype in RECORDED_DTYPES:
-            twin = base.model_copy(update={"dtype": dtype})
-            if twin.fingerprint() == fingerprint:
-                return twin
+        runtimes = RUNTIMES if base.calibration is None else ("torch",)
+        for runtime in runtimes:
+            for dtype in RECORDED_DTYPES:
+                twin = base.model_copy(update={"dtype": dtype, "runtime": runtime})
+                if twin.fingerprint() == fingerprint:
+                    return twin
         return None
 
     # ------------------------------------------------------------------ variants and loading
     def with_calibration(self, calibration: CalibrationConfig | None) -> EncoderSpec:
-        """The same encoder with another calibration (same model load; see :class:`EncoderSet`)."""
+        """The same encoder with another calibration (same model load; see :class:`EncoderSet`).
+
+        Raises:
+            ValueError: a calibration with a runtime other than torch (the message names the fix).
+        """
+        check_runtime_settings(self.runtime, calibration, self.dtype, self.device)
         return self.model_copy(update={"calibration": calibration})
 
     def describe(self) -> str:

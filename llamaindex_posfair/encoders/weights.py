@@ -38,10 +38,15 @@ _LOCK = threading.Lock()
 _MEMO: dict[str, str] = {}
 
 
+def cache_root() -> Path:
+    """The package's cache folder: ``$POSFAIR_CACHE_DIR``, default ``~/.cache/llamaindex-posfair``."""
+    root = os.environ.get("POSFAIR_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "llamaindex-posfair")
+    return Path(root)
+
+
 def cache_file() -> Path:
     """Where per-file hashes are cached (``$POSFAIR_CACHE_DIR/file-hashes-v1.json``)."""
-    root = os.environ.get("POSFAIR_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "llamaindex-posfair")
-    return Path(root) / "file-hashes-v1.json"
+    return cache_root() / "file-hashes-v1.json"
 
 
 def _load_cache() -> dict[str, str]:
