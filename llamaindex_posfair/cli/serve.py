@@ -203,15 +203,17 @@ def _on_signal(signum: int, _frame: Any) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from llamaindex_posfair.serve import runner
+    from llamaindex_posfair.serve.config import TOKEN_ENV
 
     config = config_from_args(args)
+    os.environ.pop(TOKEN_ENV, None)  # its digest is in the config; Ray's processes must not inherit the token
     if not runner.port_is_free(args.host, args.port):
         raise CliError(f"port {args.port} on {args.host} is in use; pick another --port or stop what holds it")
     if args.ray_address is None:
         _check_local(runner.missing_resources(config, _local_resources(args)))
     options.quiet_model_logs(args)
     try:
-        owns_ray = runner.ensure_ray(args.ray_address, args.local_cpus)
+        owns_ray = runner.ensure_ray(args.ray_address, args.local_cpus, host=args.host)
     except (ConnectionError, RuntimeError, ValueError) as exc:  # Ray could not start or connect
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"the Ray cluster at {args.ray_address}" if args.ray_address else "a local Ray"

@@ -40,6 +40,7 @@ from llamaindex_posfair.serve.cohere import CohereEmbedRequest, request_id
 from llamaindex_posfair.serve.config import RequestLimits, ServeConfig, token_digest
 from llamaindex_posfair.serve.images import WireImageError, decode_images
 from llamaindex_posfair.serve.metrics import ServeMetrics
+from llamaindex_posfair.serve.runner import bind_replica_grpc_locally
 from llamaindex_posfair.serve.schemas import (
     EmbeddingData,
     EmbeddingRequest,
@@ -61,6 +62,7 @@ from llamaindex_posfair.serve.tei import TeiEmbedRequest, TeiError, TeiRerankReq
 from llamaindex_posfair.serve.worker import EmbedJob, EmbedOutput, ImageJob, RerankJob
 
 logger = logging.getLogger("posfair.serve")
+bind_replica_grpc_locally()  # every replica of the application imports this module
 
 BATCH_HEADER = "X-Posfair-Batch-Size"
 HEALTH_WAIT_S = 2.0
