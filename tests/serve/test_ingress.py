@@ -254,3 +254,40 @@ async def test_failed_token_checks_are_answered_later_and_later_for_that_client_
     assert r.status_code == 200 and waits == [0.05, 0.1, 0.2, 0.2]  # a valid token never waits
     assert throttle.failed("127.0.0.1") == 0.05  # the success cleared this client's count
     assert throttle.failed("10.9.9.9") == 0.05  # and counts are per client
+
+
+# ---------------------------------------------------------------------- bounded fuzz of every route
+BAD_VALUES = [None, True, 0, -1, 10**30, -(10**30), 1.5e308, "", " ", "x" * 6000, SURROGATE, [], [[]], [None], [1, 2],
+              [SURROGATE], {}, {"text": 3}, "not base64!!", ["data:image/png;base64,AAAA"] * 3]  # fmt: skip
+BAD_BODIES = [b"", b"not json", b"[]", b"null", b"3", b'"text"', b"{", b'{"input": NaN}', b'{"query": Infinity}',
+              b'{"input": "\\ud800"}', b'{"documents": "\\udfff", "query": "q"}', "{\"input\": \"\u00e9\"}".encode("latin-1")]  # fmt: skip
+GET_ROUTES = ["/health", "/ready", "/metrics", "/v1/models", "/info", "/openapi.json", "/nowhere"]
+
+
+def _mutations(valid: dict) -> list[bytes]:
+    """Bodies of ``valid`` with one field set to each bad value, one field dropped, and an unknown field added."""
+    out = [json.dumps({**valid, key: bad}).encode() for key in valid for bad in BAD_VALUES]
+    out += [json.dumps({k: v for k, v in valid.items() if k != key}).encode() for key in valid]
+    return [*out, json.dumps({**valid, "extra": [1, {"a": None}]}).encode()]
+
+
+@pytest.mark.parametrize("path", list(VALID))
+async def test_no_bad_input_gets_a_500_and_a_valid_request_still_works_after_each(client, path):
+    headers = {"content-type": "application/json"}
+    bodies = _mutations(VALID[path]) + BAD_BODIES
+    for body in bodies:
+        r = await client.post(path, content=body, headers=headers)
+        assert r.status_code < 500, (body[:200], r.status_code, r.text[:300])
+        assert r.headers["content-type"].startswith("application/json"), body[:200]
+        bad, ok = await asyncio.gather(
+            client.post(path, content=body, headers=headers), client.post(path, json=VALID[path])
+        )
+        assert bad.status_code < 500 and ok.status_code == 200, (body[:200], ok.text[:300])  # sharing a batch
+
+
+async def test_every_get_route_and_unknown_route_answers_below_500(client):
+    for path in GET_ROUTES:
+        r = await client.get(path)
+        assert r.status_code in (200, 404), (path, r.text[:200])
+    r = await client.post("/v1/embeddings", json=VALID["/v1/embeddings"])
+    assert r.status_code == 200
