@@ -3,10 +3,12 @@
 Ray Serve's ``@serve.batch`` closes a batch ``batch_wait_timeout_s`` after its first
 request and, when the model is busy, queues the closed batch behind it: under a
 steady load the batches stay as small as the requests that arrive within one
-wait window, however long the model is busy. The deployments therefore let
-``@serve.batch`` hand its batches on at once, and a ``Coalescer`` merges what is
+wait window, however long the model is busy; and the requests of one batch are
+answered together, so a short request batched with a long one waits for it. The
+deployments therefore submit each request to a ``Coalescer``, which merges what is
 pending when the model becomes free into one call: the batch grows with the load,
-and a lone request still waits at most one wait window.
+each request is answered as soon as its own items are done, and a lone request
+waits at most one wait window (``wait_s``).
 
 Fairness: each request is a *group* of items (a long request is cut into several
 items by the deployment). A call takes items round-robin over the waiting groups,
@@ -45,13 +47,15 @@ class Coalescer:
         max_items: most items per call.
         cost: the cost of one item (e.g. its characters); ``None``: every item costs 1.
         max_cost: most cost per call (a call always takes at least one item); ``None``: no bound.
+        wait_s: how long an idle coalescer waits for more items before its first call.
 
     Raises:
         ValueError: ``max_items`` < 1 or ``max_cost`` < 1.
     """
 
     def __init__(self, fn: Callable[[list[Any]], Sequence[Any]], max_items: int,
-                 cost: Callable[[Any], float] | None = None, max_cost: float | None = None) -> None:  # fmt: skip
+                 cost: Callable[[Any], float] | None = None, max_cost: float | None = None,
+                 wait_s: float = 0.0) -> None:  # fmt: skip
         if max_items < 1:
             raise ValueError(f"max_items must be >= 1, got {max_items}")
         if max_cost is not None and max_cost < 1:
@@ -60,6 +64,7 @@ class Coalescer:
         self._max = int(max_items)
         self._cost = cost or (lambda _: 1.0)
         self._max_cost = max_cost
+        self._wait_s = float(wait_s)
         self._groups: deque[deque[tuple[Any, asyncio.Future]]] = deque()
         self._runner: asyncio.Task | None = None
         self.calls: list[int] = []  # items per call (the last 1000), for tests and metrics
@@ -100,6 +105,8 @@ class Coalescer:
         return take
 
     async def _drain(self) -> None:
+        if self._wait_s > 0:
+            await asyncio.sleep(self._wait_s)
         while self._groups:
             take = self._take()
             if not take:

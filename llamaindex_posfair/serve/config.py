@@ -37,7 +37,7 @@ class _Frozen(BaseModel):
 
 
 class BatchingConfig(_Frozen):
-    """Dynamic batching of the text deployments (``@serve.batch``).
+    """Dynamic batching of the text deployments (their :class:`~llamaindex_posfair.serve.batching.Coalescer`).
 
     Args:
         max_batch_size: requests merged into one batch (1 = no batching).

@@ -3,11 +3,10 @@
 One application, four deployments:
 
 * ``embed`` and ``rerank``: one text encoder per replica (built from the config's
-  :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`), with dynamic batching:
-  ``@serve.batch`` collects requests (waiting at most ``batch_wait_timeout_s``) and a
+  :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`), with dynamic batching: a
   :class:`~llamaindex_posfair.serve.batching.Coalescer` merges everything pending when
-  the model is free into one call of up to ``max_batch_size`` requests (see there why
-  ``@serve.batch`` alone keeps batches small under load); a request longer than
+  the model is free into one call of up to ``max_batch_size`` requests (an idle one
+  waits ``batch_wait_timeout_s`` first; see there why not ``@serve.batch``); a request longer than
   ``call_chars`` is cut into parts that take turns with other requests, a failed call
   is retried request by request, and the call's texts are cut into forward passes
   within the token budget by :class:`~llamaindex_posfair.serve.worker.EncoderWorker`;
@@ -72,10 +71,8 @@ def _threads(scaling: ScalingConfig) -> None:
         torch.set_num_threads(max(1, int(scaling.num_cpus)))
 
 
-#: ``@serve.batch`` hands batches to the coalescer at once: it must not hold them behind a running one.
-HANDOFF_BATCHES = 1024
 #: Characters of text after which a replica hands freed memory back to the system.
-RELEASE_AFTER_CHARS = 2_000_000
+RELEASE_AFTER_CHARS = 200_000
 
 
 def release_memory() -> None:
@@ -103,26 +100,21 @@ class _EncoderReplica:
         _threads(config.scaling)
         self._worker = EncoderWorker(config.encoder, config.batching.token_budget)
 
-    def _batched(self, method: Any, fn: Any, config: ServeConfig) -> Coalescer:
+    def _batched(self, fn: Any, config: ServeConfig) -> Coalescer:
         batching = config.batching
-        method.set_max_batch_size(batching.max_batch_size)
-        method.set_batch_wait_timeout_s(batching.batch_wait_timeout_s)
         self._call_chars = batching.call_chars
         self._read_chars = 0
-        return Coalescer(fn, batching.max_batch_size, cost=job_cost, max_cost=batching.call_chars)
+        return Coalescer(fn, batching.max_batch_size, cost=job_cost, max_cost=batching.call_chars,
+                         wait_s=batching.batch_wait_timeout_s)  # fmt: skip
 
-    async def _submit(self, coalescer: Coalescer, jobs: list[Any], merge: Any) -> list[Any]:
-        """Each job's result, ``merge``d from its parts' (a job longer than ``call_chars`` is cut into parts that
-        take turns), or the exception that job alone raised (``@serve.batch`` would give it to the whole batch)."""
-
-        async def one(job: Any) -> Any:
+    async def _submit(self, coalescer: Coalescer, job: Any, merge: Any) -> Any:
+        """The job's result, ``merge``d from its parts' (a job longer than ``call_chars`` is cut into parts that
+        take turns with other requests)."""
+        try:
             [parts] = await coalescer.submit_groups([split_job(job, self._call_chars)])
             return merge(parts)
-
-        try:
-            return list(await asyncio.gather(*(one(job) for job in jobs), return_exceptions=True))
         finally:
-            self._read_chars += sum(job_cost(job) for job in jobs)
+            self._read_chars += job_cost(job)
             if self._read_chars >= RELEASE_AFTER_CHARS:
                 self._read_chars = 0
                 await asyncio.to_thread(release_memory)
@@ -137,7 +129,7 @@ class EmbedDeployment(_EncoderReplica):
 
     def __init__(self, config: ServeConfig) -> None:
         super().__init__(config)
-        self._coalescer = self._batched(self._embed_batch, self._embed_call, config)
+        self._coalescer = self._batched(self._embed_call, config)
 
     def _embed_call(self, jobs: list[EmbedJob]) -> list[EmbedOutput]:
         outputs = self._worker.embed_batch(jobs)
@@ -146,11 +138,7 @@ class EmbedDeployment(_EncoderReplica):
         return outputs
 
     async def embed(self, job: EmbedJob) -> EmbedOutput:
-        return _raised(await self._embed_batch(job))
-
-    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01, max_concurrent_batches=HANDOFF_BATCHES)
-    async def _embed_batch(self, jobs: list[EmbedJob]) -> list[EmbedOutput | BaseException]:
-        return await self._submit(self._coalescer, jobs, merge_embed_outputs)
+        return await self._submit(self._coalescer, job, merge_embed_outputs)
 
 
 @serve.deployment(graceful_shutdown_timeout_s=GRACEFUL_SHUTDOWN_S, graceful_shutdown_wait_loop_s=0.5)
@@ -159,28 +147,17 @@ class RerankDeployment(_EncoderReplica):
 
     def __init__(self, config: ServeConfig) -> None:
         super().__init__(config)
-        self._coalescer = self._batched(self._rerank_batch, self._rerank_call, config)
+        self._coalescer = self._batched(self._rerank_call, config)
 
     def _rerank_call(self, jobs: list[RerankJob]) -> list[tuple[Any, int]]:
         return [(scores, len(jobs)) for scores in self._worker.rerank_batch(jobs)]
 
     async def rerank(self, job: RerankJob) -> tuple[Any, int]:
-        return _raised(await self._rerank_batch(job))
-
-    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01, max_concurrent_batches=HANDOFF_BATCHES)
-    async def _rerank_batch(self, jobs: list[RerankJob]) -> list[tuple[Any, int] | BaseException]:
-        return await self._submit(self._coalescer, jobs, _merge_scores)
+        return await self._submit(self._coalescer, job, _merge_scores)
 
 
 def _merge_scores(parts: list[tuple[Any, int]]) -> tuple[Any, int]:
     return np.concatenate([scores for scores, _ in parts]), max(batch for _, batch in parts)
-
-
-def _raised(result: Any) -> Any:
-    """``result``, or raised when it is the exception of its request."""
-    if isinstance(result, BaseException):
-        raise result
-    return result
 
 
 @serve.deployment(graceful_shutdown_timeout_s=GRACEFUL_SHUTDOWN_S, graceful_shutdown_wait_loop_s=0.5)

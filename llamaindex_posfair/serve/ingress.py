@@ -189,6 +189,11 @@ class AuthThrottle:
                  max_clients: int = 10_000) -> None:  # fmt: skip
         self.base_s, self.max_s, self.forget_s, self.max_clients = base_s, max_s, forget_s, max_clients
         self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        self.sleep = asyncio.sleep
+
+    async def wait_after_failure(self, client: str) -> None:
+        """Record a failure of ``client`` and wait as long as :meth:`failed` says."""
+        await self.sleep(self.failed(client))
 
     def failed(self, client: str, now: float | None = None) -> float:
         """Record a failure of ``client``; returns the seconds its answer waits."""
@@ -220,7 +225,7 @@ async def _gate(request: Request, call_next: Any) -> Any:
         if scheme.lower() == "bearer" and hmac.compare_digest(token_digest(token.strip()), digest):
             AUTH_THROTTLE.succeeded(client)
         else:
-            await asyncio.sleep(AUTH_THROTTLE.failed(client))
+            await AUTH_THROTTLE.wait_after_failure(client)
             return error_response(
                 401,
                 "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the server's "

@@ -150,7 +150,8 @@ def _reload_ray_settings() -> None:
     with contextlib.suppress(ImportError, AttributeError):
         from ray._private import ray_constants
 
-        ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, True)
+        default = not ray_constants.IS_WINDOWS_OR_OSX
+        ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, default)
     with contextlib.suppress(ImportError, AttributeError):
         from ray._raylet import AuthenticationTokenLoader, Config
 

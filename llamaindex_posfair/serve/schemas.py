@@ -62,7 +62,7 @@ INPUT_TYPE_ROLES: dict[str, InputType] = {
 #: Bounds of the numeric request fields (a value outside gets a 400/422 naming the field and the bound).
 MAX_DIMENSION = 65_536
 MAX_TOP_N = 100_000
-MIN_SUBCHUNK_TOKENS = 16
+MIN_SUBCHUNK_TOKENS = 8
 MAX_SUBCHUNK_TOKENS = 1024
 MAX_SUBCHUNK_OVERLAP = 8
 MAX_LAYERS = 256

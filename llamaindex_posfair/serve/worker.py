@@ -7,7 +7,7 @@
 * :class:`ImageWorker` holds one multimodal model and its calibration state and
   answers one image rerank job per forward pass.
 
-The Ray Serve deployments (:mod:`.deployments`) only wrap these in ``@serve.batch``.
+The Ray Serve deployments (:mod:`.deployments`) feed these through a :class:`~.batching.Coalescer`.
 
 Example:
     >>> worker = EncoderWorker(EncoderSpec(), token_budget=4096)           # doctest: +SKIP
@@ -89,10 +89,11 @@ class ImageJob:
 
 
 def job_cost(job: EmbedJob | RerankJob) -> int:
-    """The characters a job makes the model read: its texts (twice a rerank document cut into sub-chunks)."""
+    """What a job costs the model, in characters: its texts; a rerank document cut into sub-chunks counts
+    ``2 + 64 // subchunk_tokens`` times (it is read whole and again in rows that are short and many)."""
     if isinstance(job, EmbedJob):
         return sum(len(t) for t in job.texts)
-    factor = 1 if job.scoring.scoring == "node" else 2
+    factor = 1 if job.scoring.scoring == "node" else 2 + 64 // max(1, job.scoring.subchunks.max_tokens)
     return len(job.query) + factor * sum(len(d) for d in job.documents)
 
 

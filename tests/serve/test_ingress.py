@@ -186,7 +186,7 @@ async def test_a_long_request_is_cut_into_parts_with_the_same_vectors(client, re
         ("/v1/rerank", {"query": "q", "documents": ["x" * 4000] * 11}, 413, "--max-request-chars"),
         ("/v1/rerank", {"query": "q" * 6000, "documents": ["a"]}, 400, "query has 6000 characters"),
         ("/v1/rerank", {"query": "q", "documents": ["a"], "scoring": "subchunks", "subchunk_tokens": 4}, 400,
-         "subchunk_tokens: Input should be greater than or equal to 16"),
+         "subchunk_tokens: Input should be greater than or equal to 8"),
         ("/v2/rerank", {"query": "q", "documents": ["a"], "top_n": 10**12}, 422, "top_n: Input should be less"),
         ("/v1/rerank", {"query": "q", "documents": ["a"], "subchunk_overlap": 10**6}, 400, "subchunk_overlap"),
         ("/v1/embeddings", {"input": ["a"], "dimensions": 10**9}, 400, "dimensions: Input should be less"),
@@ -244,8 +244,8 @@ async def test_failed_token_checks_are_answered_later_and_later_for_that_client_
         waits.append(seconds)
 
     throttle = ingress.AuthThrottle(base_s=0.05, max_s=0.2)
+    throttle.sleep = sleep
     monkeypatch.setattr(ingress, "AUTH_THROTTLE", throttle)
-    monkeypatch.setattr(ingress.asyncio, "sleep", sleep)
     for _ in range(4):
         r = await client.post("/v1/embeddings", json={"input": ["a"]}, headers={"Authorization": "Bearer nope"})
         assert r.status_code == 401
