@@ -71,11 +71,19 @@ def register(subparsers: Any) -> None:
     b.add_argument("--max-batch-size", type=int, default=32, help="requests merged into one batch (1 = no batching)")
     b.add_argument("--batch-wait-timeout-s", type=float, default=0.01, help="seconds a batch waits to fill")
     b.add_argument("--token-budget", type=int, default=16384, help="padded tokens per forward pass")
+    b.add_argument("--call-chars", type=int, default=16384,
+                   help="characters of text per model call: longer requests are cut into parts that take turns "
+                   "with other requests (default 16384)")  # fmt: skip
     lim = p.add_argument_group("request limits")
+    lim.add_argument("--max-body-bytes", type=int, default=32 * 2**20, help="bytes of a request body (413 above)")
+    lim.add_argument("--max-request-chars", type=int, default=1_000_000,
+                     help="characters of text per request, all texts together (413 above)")  # fmt: skip
     lim.add_argument("--max-inputs", type=int, default=512, help="texts per /v1/embeddings request")
     lim.add_argument("--max-documents", type=int, default=1000, help="documents per /v1/rerank request")
     lim.add_argument("--max-text-chars", type=int, default=100_000, help="characters per text")
     lim.add_argument("--max-images", type=int, default=12, help="images per /v1/rerank-images request")
+    lim.add_argument("--max-image-pixels", type=int, default=40_000_000,
+                     help="pixels an image may declare, checked in its header before decoding")  # fmt: skip
     lim.add_argument("--allow-image-urls", action="store_true", help="fetch http(s) image URLs (off: base64 only)")
     m = p.add_argument_group("image reranker (optional)")
     m.add_argument("--mm-model", default=None, help="Qwen2-VL / Qwen2.5-VL folder or hub id ('tiny': random, tests)")
@@ -112,9 +120,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
             encoder=spec,
             image=_image_spec(args, C),
             batching=C.BatchingConfig(max_batch_size=args.max_batch_size, batch_wait_timeout_s=args.batch_wait_timeout_s,
-                                      token_budget=args.token_budget),
-            limits=C.RequestLimits(max_inputs=args.max_inputs, max_documents=args.max_documents,
-                                   max_text_chars=args.max_text_chars, max_images=args.max_images,
+                                      token_budget=args.token_budget, call_chars=args.call_chars),
+            limits=C.RequestLimits(max_body_bytes=args.max_body_bytes, max_request_chars=args.max_request_chars,
+                                   max_image_pixels=args.max_image_pixels, max_inputs=args.max_inputs,
+                                   max_documents=args.max_documents, max_text_chars=args.max_text_chars,
+                                   max_images=args.max_images,
                                    allow_image_urls=args.allow_image_urls),
             scaling=C.ScalingConfig(replicas=args.replicas, min_replicas=args.min_replicas,
                                     max_replicas=args.max_replicas, num_gpus=args.num_gpus, num_cpus=args.num_cpus),
@@ -203,15 +213,17 @@ def _on_signal(signum: int, _frame: Any) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from llamaindex_posfair.serve import runner
+    from llamaindex_posfair.serve.config import TOKEN_ENV
 
     config = config_from_args(args)
+    os.environ.pop(TOKEN_ENV, None)  # its digest is in the config; Ray's processes must not inherit the token
     if not runner.port_is_free(args.host, args.port):
         raise CliError(f"port {args.port} on {args.host} is in use; pick another --port or stop what holds it")
     if args.ray_address is None:
         _check_local(runner.missing_resources(config, _local_resources(args)))
     options.quiet_model_logs(args)
     try:
-        owns_ray = runner.ensure_ray(args.ray_address, args.local_cpus)
+        owns_ray = runner.ensure_ray(args.ray_address, args.local_cpus, host=args.host)
     except (ConnectionError, RuntimeError, ValueError) as exc:  # Ray could not start or connect
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         where = f"the Ray cluster at {args.ray_address}" if args.ray_address else "a local Ray"

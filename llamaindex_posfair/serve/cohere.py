@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from llamaindex_posfair.serve.schemas import InputType, Wire, encode_vector, role_for, text_list
+from llamaindex_posfair.serve.schemas import MAX_DIMENSION, InputType, Wire, encode_vector, role_for, text_list
 
 EmbeddingType = Literal["float", "int8", "uint8", "binary", "ubinary", "base64"]
 
@@ -49,7 +49,9 @@ class CohereEmbedRequest(Wire):
         None, description="float, int8, uint8, binary, ubinary, base64; None = float (v1: a plain float list)."
     )
     truncate: Literal["NONE", "END"] = Field("END", description="END: cut at the model's window; NONE: refuse.")
-    output_dimension: int | None = Field(None, gt=0, description="Must equal the model's dimension when given.")
+    output_dimension: int | None = Field(
+        None, gt=0, le=MAX_DIMENSION, description="Must equal the model's dimension when given."
+    )
 
     @field_validator("texts", mode="before")
     @classmethod

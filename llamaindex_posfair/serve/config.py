@@ -37,38 +37,52 @@ class _Frozen(BaseModel):
 
 
 class BatchingConfig(_Frozen):
-    """Dynamic batching of the text deployments (``@serve.batch``).
+    """Dynamic batching of the text deployments (their :class:`~llamaindex_posfair.serve.batching.Coalescer`).
 
     Args:
         max_batch_size: requests merged into one batch (1 = no batching).
         batch_wait_timeout_s: how long a batch waits to fill after its first request.
         token_budget: padded tokens per forward pass (rows x longest row): a batch is cut into
             passes within this budget, so one long text does not blow the memory of a whole batch.
+        call_chars: characters of text per model call: a longer request is cut into parts that
+            take turns with other requests' parts, so a short request waits for one call at most
+            rather than for a whole long request.
     """
 
     max_batch_size: int = Field(32, gt=0, description="Requests merged into one batch (1 = no batching).")
     batch_wait_timeout_s: float = Field(0.01, ge=0, description="Seconds a batch waits to fill.")
     token_budget: int = Field(16384, gt=0, description="Padded tokens per forward pass.")
+    call_chars: int = Field(16384, ge=1000, description="Characters of text per model call (long requests take turns).")
 
 
 class RequestLimits(_Frozen):
-    """What one request may carry; larger requests get a 400 that names the limit.
+    """What one request may carry; larger requests get a 400 (413: body or text budget) naming the limit.
 
     Args:
+        max_body_bytes: bytes of a request body (413 above; checked before the body is parsed).
+        max_request_chars: characters of text per request, all texts together (query, inputs,
+            documents; 413 above).
         max_inputs: texts per ``/v1/embeddings`` request.
         max_documents: documents per ``/v1/rerank`` request.
         max_text_chars: characters per text (query, input or document).
         max_images: images per ``/v1/rerank-images`` request (the model's own limit may be lower).
-        max_image_bytes: bytes per decoded image.
+        max_image_bytes: bytes per image file.
+        max_image_pixels: pixels an image may declare (width x height), checked in its header before
+            it is decoded.
         allow_image_urls: let ``/v1/rerank-images`` fetch ``http(s)://`` images (off: base64 only).
         image_url_timeout_s: seconds per image fetch.
     """
 
+    max_body_bytes: int = Field(32 * 2**20, ge=1024, description="Bytes of a request body.")
+    max_request_chars: int = Field(1_000_000, gt=0, description="Characters of text per request, all texts together.")
     max_inputs: int = Field(512, gt=0, description="Texts per /v1/embeddings request.")
     max_documents: int = Field(1000, gt=0, description="Documents per /v1/rerank request.")
     max_text_chars: int = Field(100_000, gt=0, description="Characters per text.")
     max_images: int = Field(12, ge=2, description="Images per /v1/rerank-images request.")
-    max_image_bytes: int = Field(20_000_000, gt=0, description="Bytes per decoded image.")
+    max_image_bytes: int = Field(20_000_000, gt=0, description="Bytes per image file.")
+    max_image_pixels: int = Field(
+        40_000_000, gt=0, description="Pixels an image may declare (checked before decoding)."
+    )
     allow_image_urls: bool = Field(False, description="Fetch http(s) image URLs (opt-in; base64 only otherwise).")
     image_url_timeout_s: float = Field(10.0, gt=0, description="Seconds per image fetch.")
 

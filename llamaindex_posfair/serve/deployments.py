@@ -3,13 +3,15 @@
 One application, four deployments:
 
 * ``embed`` and ``rerank``: one text encoder per replica (built from the config's
-  :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`), with dynamic batching:
-  ``@serve.batch`` collects requests (waiting at most ``batch_wait_timeout_s``) and a
+  :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`), with dynamic batching: a
   :class:`~llamaindex_posfair.serve.batching.Coalescer` merges everything pending when
-  the model is free into one call of up to ``max_batch_size`` requests (see there why
-  ``@serve.batch`` alone keeps batches small under load); the call's texts are cut
-  into forward passes within the token budget by
-  :class:`~llamaindex_posfair.serve.worker.EncoderWorker`;
+  the model is free into one call of up to ``max_batch_size`` requests (an idle one
+  waits ``batch_wait_timeout_s`` first; see there why not ``@serve.batch``); a request longer than
+  ``call_chars`` is cut into parts that take turns with other requests, a failed call
+  is retried request by request, and the call's texts are cut into forward passes
+  within the token budget by :class:`~llamaindex_posfair.serve.worker.EncoderWorker`;
+  after a large request the replica hands its freed memory back to the system
+  (:func:`release_memory`);
 * ``image-rerank`` (only with an image model): one multimodal model per replica, one
   forward pass per request (a pass holds all of a request's images);
 * ``ingress``: the HTTP API (:mod:`.ingress`), no model.
@@ -25,14 +27,28 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
+import gc
 from typing import Any
 
+import numpy as np
 from ray import serve
 
 from llamaindex_posfair.serve.batching import Coalescer
 from llamaindex_posfair.serve.config import ScalingConfig, ServeConfig
 from llamaindex_posfair.serve.ingress import MAX_ONGOING, Ingress
-from llamaindex_posfair.serve.worker import EmbedJob, EmbedOutput, EncoderWorker, ImageJob, ImageWorker, RerankJob
+from llamaindex_posfair.serve.worker import (
+    EmbedJob,
+    EmbedOutput,
+    EncoderWorker,
+    ImageJob,
+    ImageWorker,
+    RerankJob,
+    job_cost,
+    merge_embed_outputs,
+    split_job,
+)
 
 #: Seconds a stopping replica waits for its requests, and the wait between its checks.
 GRACEFUL_SHUTDOWN_S = 5.0
@@ -55,8 +71,25 @@ def _threads(scaling: ScalingConfig) -> None:
         torch.set_num_threads(max(1, int(scaling.num_cpus)))
 
 
-#: ``@serve.batch`` hands batches to the coalescer at once: it must not hold them behind a running one.
-HANDOFF_BATCHES = 1024
+#: Characters of text after which a replica hands freed memory back to the system.
+RELEASE_AFTER_CHARS = 200_000
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the system (glibc ``malloc_trim``; the CUDA cache)."""
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            trim = ctypes.CDLL(name).malloc_trim
+        except (OSError, AttributeError):  # not glibc
+            trim = None
+        if trim is not None:
+            trim(0)
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 class _EncoderReplica:
@@ -67,10 +100,24 @@ class _EncoderReplica:
         _threads(config.scaling)
         self._worker = EncoderWorker(config.encoder, config.batching.token_budget)
 
-    def _batched(self, method: Any, fn: Any, config: ServeConfig) -> Coalescer:
-        method.set_max_batch_size(config.batching.max_batch_size)
-        method.set_batch_wait_timeout_s(config.batching.batch_wait_timeout_s)
-        return Coalescer(fn, config.batching.max_batch_size)
+    def _batched(self, fn: Any, config: ServeConfig) -> Coalescer:
+        batching = config.batching
+        self._call_chars = batching.call_chars
+        self._read_chars = 0
+        return Coalescer(fn, batching.max_batch_size, cost=job_cost, max_cost=batching.call_chars,
+                         wait_s=batching.batch_wait_timeout_s)  # fmt: skip
+
+    async def _submit(self, coalescer: Coalescer, job: Any, merge: Any) -> Any:
+        """The job's result, ``merge``d from its parts' (a job longer than ``call_chars`` is cut into parts that
+        take turns with other requests)."""
+        try:
+            [parts] = await coalescer.submit_groups([split_job(job, self._call_chars)])
+            return merge(parts)
+        finally:
+            self._read_chars += job_cost(job)
+            if self._read_chars >= RELEASE_AFTER_CHARS:
+                self._read_chars = 0
+                await asyncio.to_thread(release_memory)
 
     def card(self) -> Any:
         return self._worker.card()
@@ -82,7 +129,7 @@ class EmbedDeployment(_EncoderReplica):
 
     def __init__(self, config: ServeConfig) -> None:
         super().__init__(config)
-        self._coalescer = self._batched(self.embed, self._embed_call, config)
+        self._coalescer = self._batched(self._embed_call, config)
 
     def _embed_call(self, jobs: list[EmbedJob]) -> list[EmbedOutput]:
         outputs = self._worker.embed_batch(jobs)
@@ -90,9 +137,8 @@ class EmbedDeployment(_EncoderReplica):
             out.batch_size = len(jobs)
         return outputs
 
-    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01, max_concurrent_batches=HANDOFF_BATCHES)
-    async def embed(self, jobs: list[EmbedJob]) -> list[EmbedOutput]:
-        return await self._coalescer.submit(jobs)
+    async def embed(self, job: EmbedJob) -> EmbedOutput:
+        return await self._submit(self._coalescer, job, merge_embed_outputs)
 
 
 @serve.deployment(graceful_shutdown_timeout_s=GRACEFUL_SHUTDOWN_S, graceful_shutdown_wait_loop_s=0.5)
@@ -101,14 +147,17 @@ class RerankDeployment(_EncoderReplica):
 
     def __init__(self, config: ServeConfig) -> None:
         super().__init__(config)
-        self._coalescer = self._batched(self.rerank, self._rerank_call, config)
+        self._coalescer = self._batched(self._rerank_call, config)
 
     def _rerank_call(self, jobs: list[RerankJob]) -> list[tuple[Any, int]]:
         return [(scores, len(jobs)) for scores in self._worker.rerank_batch(jobs)]
 
-    @serve.batch(max_batch_size=32, batch_wait_timeout_s=0.01, max_concurrent_batches=HANDOFF_BATCHES)
-    async def rerank(self, jobs: list[RerankJob]) -> list[tuple[Any, int]]:
-        return await self._coalescer.submit(jobs)
+    async def rerank(self, job: RerankJob) -> tuple[Any, int]:
+        return await self._submit(self._coalescer, job, _merge_scores)
+
+
+def _merge_scores(parts: list[tuple[Any, int]]) -> tuple[Any, int]:
+    return np.concatenate([scores for scores, _ in parts]), max(batch for _, batch in parts)
 
 
 @serve.deployment(graceful_shutdown_timeout_s=GRACEFUL_SHUTDOWN_S, graceful_shutdown_wait_loop_s=0.5)

@@ -3,8 +3,11 @@
 The server never reads its own files for a client: a path or ``file://`` URL is
 refused, and ``http(s)://`` URLs are fetched only with
 ``RequestLimits.allow_image_urls`` (off by default), with a timeout and a size
-cap. Every image is decoded fully (:func:`llamaindex_posfair.multimodal.images.load_image`
-on bytes), so a corrupt one is named by its index before any model runs.
+cap. The size an image declares in its header is checked against
+``RequestLimits.max_image_pixels`` before any pixel is decoded (a small file may declare
+a huge image: a decompression bomb); then every image is decoded fully
+(:func:`llamaindex_posfair.multimodal.images.load_image` on bytes), so a corrupt one is
+named by its index before any model runs.
 
 Example:
     >>> import asyncio
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,19 +87,51 @@ async def image_bytes(item: str, index: int, limits: RequestLimits) -> bytes:
     return data
 
 
+def check_declared_size(data: bytes, what: str, limits: RequestLimits) -> None:
+    """Refuse an image whose header declares more than ``limits.max_image_pixels`` pixels (nothing decoded).
+
+    Raises:
+        WireImageError: over the limit (naming it and the flag that raises it), or a header PIL cannot read.
+    """
+    import warnings
+
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as image:  # reads the header only
+                width, height = image.size
+    except Image.DecompressionBombError:  # over PIL's own cap (twice Image.MAX_IMAGE_PIXELS)
+        width, height = 0, 2 * (Image.MAX_IMAGE_PIXELS or 0) + 1
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise WireImageError(
+            f"{what} is not a readable image ({type(exc).__name__}); send a PNG, JPEG or WebP file"
+        ) from None
+    if (width or 1) * height > limits.max_image_pixels:
+        size = f"{width} x {height}" if width else f"more than {height - 1}"
+        raise WireImageError(
+            f"{what} declares {size} pixels; this server decodes at most {limits.max_image_pixels} pixels per image "
+            "(max_image_pixels, --max-image-pixels); send a smaller image"
+        )
+
+
 async def decode_images(items: Sequence[str], limits: RequestLimits) -> list[Any]:
-    """Decoded RGB images of a request, in order.
+    """Decoded RGB images of a request, in order (each one's declared size checked before it is decoded).
 
     Raises:
         WireImageError: the first image that cannot be used, by index.
     """
+    from PIL import Image
+
     from llamaindex_posfair.multimodal.images import ImageLoadError, load_image
 
     out = []
     for i, item in enumerate(items):
         data = await image_bytes(item, i, limits)
+        check_declared_size(data, f"images[{i}]", limits)
         try:
             out.append(load_image(data))
-        except ImageLoadError as exc:
+        except (ImageLoadError, Image.DecompressionBombError) as exc:
             raise WireImageError(f"images[{i}]: {exc}") from None
     return out

@@ -7,12 +7,14 @@ failures to status codes:
 
 * 400 — a malformed request or one over a limit (the message names the field); on the
   Cohere and TEI routes 422, as those APIs answer, in their error bodies
-  (``{"id", "message"}``; ``{"error", "error_type"}``); 413 — a text over the window with
-  TEI's ``truncate: false``;
-* 401 — a token is required and missing or wrong; 404 — no image model;
+  (``{"id", "message"}``; ``{"error", "error_type"}``); 413 — a body over
+  ``max_body_bytes``, a request over ``max_request_chars``, or a text over the window
+  with TEI's ``truncate: false``;
+* 401 — a token is required and missing or wrong (repeated failures from one client are
+  answered later and later, see :class:`AuthThrottle`); 404 — no image model;
 * 503 + ``Retry-After`` — the replica serving the request stopped, or the
   deployment is overloaded: retrying is safe (every call is a pure computation);
-* 500 — anything else (logged without the request's text).
+* 500 — anything else (logged without the request's text), always as JSON.
 
 ``/health`` (liveness), ``/ready`` (readiness), ``/metrics`` and the OpenAPI pages need no
 token. Nothing here logs request text. Each answer of a batched route carries
@@ -25,6 +27,7 @@ import asyncio
 import hmac
 import logging
 import time
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -40,6 +43,7 @@ from llamaindex_posfair.serve.cohere import CohereEmbedRequest, request_id
 from llamaindex_posfair.serve.config import RequestLimits, ServeConfig, token_digest
 from llamaindex_posfair.serve.images import WireImageError, decode_images
 from llamaindex_posfair.serve.metrics import ServeMetrics
+from llamaindex_posfair.serve.network import bind_replica_grpc_locally
 from llamaindex_posfair.serve.schemas import (
     EmbeddingData,
     EmbeddingRequest,
@@ -61,6 +65,7 @@ from llamaindex_posfair.serve.tei import TeiEmbedRequest, TeiError, TeiRerankReq
 from llamaindex_posfair.serve.worker import EmbedJob, EmbedOutput, ImageJob, RerankJob
 
 logger = logging.getLogger("posfair.serve")
+bind_replica_grpc_locally()  # every replica of the application imports this module
 
 BATCH_HEADER = "X-Posfair-Batch-Size"
 HEALTH_WAIT_S = 2.0
@@ -124,11 +129,37 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
     if first.get("type") == "json_invalid":
         return error_response(invalid_status(path), f"the request body is not valid JSON ({message}); send a JSON object",
                               path=path)  # fmt: skip
-    if first.get("type") == "missing":
+    if not where and first.get("type") in _BODY_SHAPE_ERRORS:
+        message = _body_problem(request, first, message)
+    elif first.get("type") == "missing":
         message = f"{where} is required"
-    elif where and not message.startswith(where):
+    elif not message.startswith(where):
         message = f"{where}: {message}"
     return error_response(invalid_status(path), message, param=where or None, path=path)
+
+
+#: Validation errors of the body as a whole: missing, or not a JSON object.
+_BODY_SHAPE_ERRORS = frozenset({"missing", "model_attributes_type", "model_type", "dict_type"})
+
+
+def _body_problem(request: Request, error: dict[str, Any], message: str) -> str:
+    """The message of a problem with the body as a whole (missing, or not a JSON object), naming its required fields."""
+    model = getattr(
+        getattr(getattr(request.scope.get("route"), "body_field", None), "field_info", None), "annotation", None
+    )
+    fields = [name for name, f in getattr(model, "model_fields", {}).items() if f.is_required()]
+    need = f"with {', '.join(repr(f) for f in fields)}" if fields else f"as {request.url.path} expects"
+    if error.get("type") == "missing":
+        return f"a JSON object body is required; send one {need}"
+    return f"the request body must be a JSON object {need} ({message})"
+
+
+@api.exception_handler(Exception)
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    """Any other failure: a JSON 500 in the route family's format (logged without the request's text)."""
+    logger.error("%s %s failed: %s", request.method, request.url.path, type(exc).__name__)
+    return error_response(500, f"the server failed on this request ({type(exc).__name__}); see the server log",
+                          kind="server_error", path=request.url.path)  # fmt: skip
 
 
 @api.exception_handler(HTTPException)
@@ -139,6 +170,48 @@ async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
                           kind=getattr(exc, "kind", "invalid_request_error"), headers=exc.headers)  # fmt: skip
 
 
+class AuthThrottle:
+    """Answers to failed token checks delayed per client: ``base_s * 2**(failures - 1)``, at most ``max_s``.
+
+    Only the failing client's own requests wait (an ``asyncio.sleep``; no lock is shared with
+    other requests); its count is cleared by a success, forgotten ``forget_s`` after its last
+    failure, and at most ``max_clients`` clients are remembered (the oldest forgotten first).
+
+    Example:
+        >>> t = AuthThrottle(base_s=0.1, max_s=1.0)
+        >>> [t.failed("10.0.0.9", now=0.0) for _ in range(6)]
+        [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+        >>> t.succeeded("10.0.0.9"); t.failed("10.0.0.9", now=1.0)
+        0.1
+    """
+
+    def __init__(self, base_s: float = 0.05, max_s: float = 2.0, forget_s: float = 300.0,
+                 max_clients: int = 10_000) -> None:  # fmt: skip
+        self.base_s, self.max_s, self.forget_s, self.max_clients = base_s, max_s, forget_s, max_clients
+        self._failures: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        self.sleep = asyncio.sleep
+
+    async def wait_after_failure(self, client: str) -> None:
+        """Record a failure of ``client`` and wait as long as :meth:`failed` says."""
+        await self.sleep(self.failed(client))
+
+    def failed(self, client: str, now: float | None = None) -> float:
+        """Record a failure of ``client``; returns the seconds its answer waits."""
+        now = time.monotonic() if now is None else now
+        count, last = self._failures.pop(client, (0, now))
+        count = 1 if now - last > self.forget_s else count + 1
+        self._failures[client] = (count, now)
+        while len(self._failures) > self.max_clients:
+            self._failures.popitem(last=False)
+        return min(self.max_s, self.base_s * 2 ** min(count - 1, 30))
+
+    def succeeded(self, client: str) -> None:
+        self._failures.pop(client, None)
+
+
+AUTH_THROTTLE = AuthThrottle()
+
+
 @api.middleware("http")
 async def _gate(request: Request, call_next: Any) -> Any:
     """The docs switch and the bearer token (every route but :data:`OPEN_PATHS`)."""
@@ -147,8 +220,12 @@ async def _gate(request: Request, call_next: Any) -> Any:
         return error_response(404, "the API docs are switched off on this server (--no-docs)", kind="not_found")
     digest = getattr(request.app.state, "token_sha256", None)
     if digest and path not in OPEN_PATHS:
+        client = request.client.host if request.client else "unknown"
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token_digest(token.strip()), digest):
+        if scheme.lower() == "bearer" and hmac.compare_digest(token_digest(token.strip()), digest):
+            AUTH_THROTTLE.succeeded(client)
+        else:
+            await AUTH_THROTTLE.wait_after_failure(client)
             return error_response(
                 401,
                 "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the server's "
@@ -180,15 +257,81 @@ async def _measure(request: Request, call_next: Any) -> Any:
             metrics.observe_request(route_label(request), request.method, status, time.perf_counter() - t0)
 
 
+class BodyLimit:
+    """ASGI middleware: a request body over ``app.state.max_body_bytes`` gets a 413 before it is parsed.
+
+    A declared ``Content-Length`` over the limit is refused at once; a body sent without one
+    is counted as it arrives and refused when it passes the limit.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        limit = getattr(getattr(scope.get("app"), "state", None), "max_body_bytes", None)
+        if scope["type"] != "http" or not limit:
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:
+            return await self._refuse(scope, receive, send, limit)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return await self.app(scope, _replay([message], receive), send)
+            size += len(message.get("body", b""))
+            if size > limit:
+                return await self._refuse(scope, receive, send, limit)
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        await self.app(scope, _replay([body], receive), send)
+
+    @staticmethod
+    async def _refuse(scope: dict[str, Any], receive: Any, send: Any, limit: int) -> None:
+        message = (f"the request body is larger than this server's limit of {limit} bytes (max_body_bytes, "
+                   "--max-body-bytes); send fewer or shorter texts per request")  # fmt: skip
+        await error_response(413, message, param="body", path=scope.get("path", ""))(scope, receive, send)
+
+
+def _replay(messages: list[dict[str, Any]], receive: Any) -> Any:
+    """A ``receive`` that returns ``messages`` first, then what ``receive`` returns."""
+    pending = list(messages)
+
+    async def replayed() -> dict[str, Any]:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
+
+
+api.add_middleware(BodyLimit)
+
+
 def check_texts(texts: list[str], name: str, limit: int, limits: RequestLimits) -> None:
     """Raise a 400 naming the limit when there are too many texts or one is too long."""
     if len(texts) > limit:
         raise ApiError(400, f"{name} holds {len(texts)} texts; this server accepts at most {limit} per request, "
                        "send them in several requests", param=name)  # fmt: skip
     for i, text in enumerate(texts):
-        if len(text) > limits.max_text_chars:
-            raise ApiError(400, f"{name}[{i}] has {len(text)} characters; this server accepts at most "
-                           f"{limits.max_text_chars} per text, split it", param=f"{name}[{i}]")  # fmt: skip
+        check_length(text, f"{name}[{i}]", limits)
+
+
+def check_length(text: str, where: str, limits: RequestLimits) -> None:
+    """Raise a 400 naming ``where`` and the limit when ``text`` is over ``max_text_chars``."""
+    if len(text) > limits.max_text_chars:
+        raise ApiError(400, f"{where} has {len(text)} characters; this server accepts at most "
+                       f"{limits.max_text_chars} per text (max_text_chars, --max-text-chars), split it",
+                       param=where)  # fmt: skip
+
+
+def check_budget(texts: list[str], limits: RequestLimits) -> None:
+    """Raise a 413 naming the limit when a request's texts together are over ``max_request_chars``."""
+    total = sum(len(t) for t in texts)
+    if total > limits.max_request_chars:
+        raise ApiError(413, f"the request holds {total} characters of text; this server accepts at most "
+                       f"{limits.max_request_chars} per request (max_request_chars, --max-request-chars), "
+                       "send the texts in several requests", param="body")  # fmt: skip
 
 
 def check_model(asked: str | None, card: ModelCard, accept_any: bool = False) -> bool:
@@ -252,6 +395,7 @@ class Ingress:
     def __init__(self, config: ServeConfig, embed: Any, rerank: Any, image: Any = None) -> None:
         api.state.token_sha256 = config.token_sha256
         api.state.docs = config.api.docs
+        api.state.max_body_bytes = config.limits.max_body_bytes
         api.state.metrics = self._metrics = ServeMetrics()
         self._config = config
         self._limits = config.limits
@@ -280,6 +424,7 @@ class Ingress:
     async def _embed_texts(self, texts: list[str], role: str, name: str, response: Response) -> EmbedOutput:
         """Embed ``texts`` (the request field ``name``) on the ``embed`` deployment, within the limits."""
         check_texts(texts, name, self._limits.max_inputs, self._limits)
+        check_budget(texts, self._limits)
         with self._metrics.in_flight("embed"):
             out = await call(self._embed.embed.remote(EmbedJob(tuple(texts), role)), "embed")
         response.headers[BATCH_HEADER] = str(out.batch_size)
@@ -289,8 +434,9 @@ class Ingress:
 
     async def _rerank_scores(self, body: RerankRequest, name: str, response: Response) -> np.ndarray:
         """Each document's score (input order) from the ``rerank`` deployment, within the limits."""
-        check_texts([body.query], "query", 1, self._limits)
+        check_length(body.query, "query", self._limits)
         check_texts(body.documents, name, self._limits.max_documents, self._limits)
+        check_budget([body.query, *body.documents], self._limits)
         job = RerankJob(body.query, tuple(body.documents), body.scoring_settings())
         with self._metrics.in_flight("rerank"):
             scores, batch = await call(self._rerank.rerank.remote(job), "rerank")
@@ -414,7 +560,7 @@ class Ingress:
         if self._image is None:
             raise ApiError(404, "this server has no image model; start posfair serve with --mm-model", kind="not_found")
         card = (await self._models()).card("image-rerank")
-        check_texts([body.query], "query", 1, self._limits)
+        check_length(body.query, "query", self._limits)
         if len(body.images) > self._limits.max_images:
             raise ApiError(400, f"images holds {len(body.images)} images; this server ranks at most "
                            f"{self._limits.max_images} per request", param="images")  # fmt: skip

@@ -2,7 +2,9 @@
 
 A local Ray is started with Ray Serve's proxy checks loosened (:data:`LOCAL_SERVE_ENV`): on a
 busy machine (two cores, a model loading) Serve's defaults miss the proxy's readiness check
-three times and fail the start. A start that fails anyway raises :class:`ServeStartError`
+three times and fail the start. Everything a local Ray starts listens on the host the HTTP API
+is given (:func:`local_ray_settings`: loopback by default, Ray's own ports included) and Ray's
+token authentication is on. A start that fails anyway raises :class:`ServeStartError`
 with the reason in one line (Ray's full report is chained to it). Serve's own loggers keep
 the level a caller (the CLI) gave the ``ray.serve`` logger, in this process and in Serve's
 controller, proxies and replicas.
@@ -19,11 +21,14 @@ import contextlib
 import logging
 import os
 import re
+import secrets
 import socket
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
 from llamaindex_posfair.serve.config import ServeConfig
+from llamaindex_posfair.serve.network import is_loopback
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +65,69 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def ensure_ray(address: str | None, local_cpus: int | None = None, *, log_to_driver: bool = True) -> bool:
+#: Ray's token authentication (``RAY_AUTH_MODE=token``, the token read from ``RAY_AUTH_TOKEN_PATH``).
+RAY_AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def _is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::", "[::]")
+
+
+def local_ray_settings(host: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """The environment and the ``ray.init`` arguments of a local Ray whose processes listen on ``host``.
+
+    * loopback (the default): Ray's node address is loopback, so its GCS, raylet, workers,
+      agents and metrics ports bind ``127.0.0.1`` (Ray binds its servers to the node address;
+      Ray resolves a loopback node address to the machine's own unless
+      ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` tells it not to);
+    * a specific address: the node address is that address;
+    * ``0.0.0.0`` / ``::``: Ray picks the node address (it then listens beyond loopback).
+
+    Ray's token authentication is on in every case, with a fresh token in a file only this user
+    can read (a user's own ``RAY_AUTH_*`` settings win on loopback).
+
+    Raises:
+        ValueError: ``RAY_AUTH_MODE`` switches authentication off while ``host`` is beyond loopback.
+    """
+    env: dict[str, str] = {}
+    init: dict[str, Any] = {"include_dashboard": False}
+    if is_loopback(host):
+        env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        init["_node_ip_address"] = "127.0.0.1"
+    elif not _is_wildcard(host):
+        init["_node_ip_address"] = host
+    mode = os.environ.get("RAY_AUTH_MODE", "").lower()
+    if mode and mode != "token" and not is_loopback(host):
+        raise ValueError(
+            f"RAY_AUTH_MODE={mode!r} switches Ray's authentication off, and --host {host} makes Ray listen beyond "
+            "loopback; unset RAY_AUTH_MODE (posfair serve then turns token authentication on) or serve on 127.0.0.1"
+        )
+    if not any(name in os.environ for name in RAY_AUTH_ENV):
+        env["RAY_AUTH_MODE"] = "token"
+        env["RAY_AUTH_TOKEN_PATH"] = _new_ray_token_file()
+    return env, init
+
+
+def _new_ray_token_file() -> str:
+    """A fresh Ray token in a new folder readable by this user only; returns the file's path."""
+    folder = tempfile.mkdtemp(prefix="posfair-ray-")  # mode 0700
+    path = os.path.join(folder, "auth_token")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return path
+
+
+def ensure_ray(
+    address: str | None, local_cpus: int | None = None, *, host: str = "127.0.0.1", log_to_driver: bool = True
+) -> bool:
     """Connect to a Ray cluster (``address``) or start a local Ray; ``True`` when this call started one.
 
     A Ray already initialised in this process is reused (and not owned). A local Ray gets
-    :data:`LOCAL_SERVE_ENV`.
+    :data:`LOCAL_SERVE_ENV` and :func:`local_ray_settings` of ``host``.
+
+    Raises:
+        ValueError: as :func:`local_ray_settings`.
     """
     import ray
 
@@ -73,9 +136,27 @@ def ensure_ray(address: str | None, local_cpus: int | None = None, *, log_to_dri
     if address:
         ray.init(address=address, log_to_driver=log_to_driver)
         return False
+    env, init = local_ray_settings(host)
     with _environment(LOCAL_SERVE_ENV):  # the local Ray's processes inherit it; this process is left as it was
-        ray.init(num_cpus=local_cpus, include_dashboard=False, log_to_driver=log_to_driver)
+        os.environ.update(env)  # kept: this process talks to its Ray with the same node address and token
+        _reload_ray_settings()
+        ray.init(num_cpus=local_cpus, log_to_driver=log_to_driver, **init)
     return True
+
+
+def _reload_ray_settings() -> None:
+    """Make this process's Ray re-read the settings :func:`local_ray_settings` put in the environment
+    (Ray reads them when it is first imported, which may have been before)."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._private import ray_constants
+
+        default = not ray_constants.IS_WINDOWS_OR_OSX
+        ray_constants.ENABLE_RAY_CLUSTER = ray_constants.env_bool(ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR, default)
+    with contextlib.suppress(ImportError, AttributeError):
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
 
 
 @contextlib.contextmanager

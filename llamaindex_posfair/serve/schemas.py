@@ -59,6 +59,15 @@ INPUT_TYPE_ROLES: dict[str, InputType] = {
     "passage": "document",
 }
 
+#: Bounds of the numeric request fields (a value outside gets a 400/422 naming the field and the bound).
+MAX_DIMENSION = 65_536
+MAX_TOP_N = 100_000
+MIN_SUBCHUNK_TOKENS = 8
+MAX_SUBCHUNK_TOKENS = 1024
+MAX_SUBCHUNK_OVERLAP = 8
+MAX_LAYERS = 256
+MAX_SHARPEN = 1000.0
+
 #: The routes that answer with the text encoder (listed in its model card).
 TEXT_ROUTES = ("/v1/embeddings", "/v1/rerank", "/v1/embed", "/v2/embed", "/v2/rerank", "/embed", "/rerank", "/info")
 
@@ -94,8 +103,27 @@ class Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", protected_namespaces=())
 
 
+def check_unicode(text: str, where: str) -> None:
+    """Raise a ValueError naming ``where`` when ``text`` holds a lone surrogate (valid JSON, not valid text).
+
+    Example:
+        >>> check_unicode("ok", "input[0]")
+        >>> check_unicode("bad " + chr(0xD800), "input[1]")
+        Traceback (most recent call last):
+        ...
+        ValueError: input[1] holds a lone surrogate (\ud800) at character 4; texts must be valid Unicode: send surrogate pairs whole, or drop the stray code unit
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{where} holds a lone surrogate (\\u{ord(text[exc.start]):04x}) at character {exc.start}; texts must be "
+            "valid Unicode: send surrogate pairs whole, or drop the stray code unit"
+        ) from None
+
+
 def text_list(value: Any, name: str) -> Any:
-    """``value`` as a non-empty list of non-empty strings, or a ValueError naming the first problem."""
+    """``value`` as a non-empty list of non-empty valid-Unicode strings, or a ValueError naming the first problem."""
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list):
@@ -108,6 +136,7 @@ def text_list(value: Any, name: str) -> Any:
             raise ValueError(f"{name}[{i}] must be a string, got {type(text).__name__}{hint}")
         if not text.strip():
             raise ValueError(f"{name}[{i}] is empty; every text must contain non-whitespace characters")
+        check_unicode(text, f"{name}[{i}]")
     return value
 
 
@@ -117,6 +146,7 @@ def check_query(value: Any) -> Any:
         raise ValueError(f"query must be a string, got {type(value).__name__}")
     if not value.strip():
         raise ValueError("query is empty; send a non-empty query")
+    check_unicode(value, "query")
     return value
 
 
@@ -128,7 +158,9 @@ class EmbeddingRequest(Wire):
     model: str | None = Field(None, description="The served model id or its fingerprint; None = the served model.")
     input_type: InputType = Field("document", description='"query" or "document" (prompt and calibration).')
     encoding_format: Literal["float", "base64"] = Field("float", description="Vectors as floats or base64 float32.")
-    dimensions: int | None = Field(None, gt=0, description="Must equal the model's dimension when given.")
+    dimensions: int | None = Field(
+        None, gt=0, le=MAX_DIMENSION, description="Must equal the model's dimension when given."
+    )
 
     @field_validator("input", mode="before")
     @classmethod
@@ -188,7 +220,7 @@ class RerankRequest(Wire):
 
     query: str
     documents: list[str] = Field(description='Texts, or Cohere\'s {"text": ...} objects.')
-    top_n: int | None = Field(None, gt=0, description="Results returned, best first; None = all.")
+    top_n: int | None = Field(None, gt=0, le=MAX_TOP_N, description="Results returned, best first; None = all.")
     return_documents: bool = Field(False, description="Echo each result's document.")
     model: str | None = Field(None, description="The served model id or its fingerprint; None = the served model.")
     scoring: Literal["node", "subchunks", "weighted"] = Field(
@@ -196,9 +228,17 @@ class RerankRequest(Wire):
         description="'node': cosine of the whole document; 'subchunks': of its best sentence-aligned "
         "sub-chunk; 'weighted': node_weight * node + (1 - node_weight) * best sub-chunk (as PosFairRerank).",
     )
-    subchunk_tokens: int = Field(DEFAULT_SUBCHUNKS.max_tokens, ge=4, description="Token budget of a sub-chunk.")
+    subchunk_tokens: int = Field(
+        DEFAULT_SUBCHUNKS.max_tokens,
+        ge=MIN_SUBCHUNK_TOKENS,
+        le=MAX_SUBCHUNK_TOKENS,
+        description="Token budget of a sub-chunk.",
+    )
     subchunk_overlap: int = Field(
-        DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
+        DEFAULT_SUBCHUNKS.overlap_sentences,
+        ge=0,
+        le=MAX_SUBCHUNK_OVERLAP,
+        description="Sentences shared by neighbouring sub-chunks.",
     )
     node_weight: float = Field(NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in 'weighted'.")
     node_source: Literal["encoded", "subchunk-mean"] = Field(
@@ -270,10 +310,12 @@ class ImageRerankRequest(Wire):
 
     query: str
     images: list[str] = Field(description="Base64 images or data URIs; http(s) URLs only where the server allows.")
-    top_n: int | None = Field(None, gt=0, description="Results returned, best first; None = all.")
+    top_n: int | None = Field(None, gt=0, le=MAX_TOP_N, description="Results returned, best first; None = all.")
     method: ImageMethod = Field("ours", description="'ours' (calibrated), 'vanilla', 'pride' or 'attention'.")
-    top_k_layers: int = Field(2, gt=0, description="Layers chosen per query by visual evidence strength.")
-    sharpen: float = Field(5.0, ge=0, description="Sharpening of the attention posterior.")
+    top_k_layers: int = Field(
+        2, gt=0, le=MAX_LAYERS, description="Layers chosen per query by visual evidence strength."
+    )
+    sharpen: float = Field(5.0, ge=0, le=MAX_SHARPEN, description="Sharpening of the attention posterior.")
     variant: Literal["linear", "log_mixture"] = Field("linear", description="Bias correction.")
 
     @field_validator("query", mode="before")

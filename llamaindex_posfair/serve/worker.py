@@ -7,7 +7,7 @@
 * :class:`ImageWorker` holds one multimodal model and its calibration state and
   answers one image rerank job per forward pass.
 
-The Ray Serve deployments (:mod:`.deployments`) only wrap these in ``@serve.batch``.
+The Ray Serve deployments (:mod:`.deployments`) feed these through a :class:`~.batching.Coalescer`.
 
 Example:
     >>> worker = EncoderWorker(EncoderSpec(), token_budget=4096)           # doctest: +SKIP
@@ -43,7 +43,10 @@ __all__ = [
     "ImageWorker",
     "RerankJob",
     "file_digest",  # its home is serve.schemas (shared with the client); kept importable here
+    "job_cost",
     "load_image_scorer",
+    "merge_embed_outputs",
+    "split_job",
 ]
 
 
@@ -83,6 +86,50 @@ class ImageJob:
     top_k_layers: int = 2
     sharpen: float = 5.0
     variant: str = "linear"
+
+
+def job_cost(job: EmbedJob | RerankJob) -> int:
+    """What a job costs the model, in characters: its texts; a rerank document cut into sub-chunks counts
+    ``2 + 64 // subchunk_tokens`` times (it is read whole and again in rows that are short and many)."""
+    if isinstance(job, EmbedJob):
+        return sum(len(t) for t in job.texts)
+    factor = 1 if job.scoring.scoring == "node" else 2 + 64 // max(1, job.scoring.subchunks.max_tokens)
+    return len(job.query) + factor * sum(len(d) for d in job.documents)
+
+
+def split_job(job: EmbedJob | RerankJob, max_cost: int) -> list[Any]:
+    """``job`` cut into consecutive parts of at most ``max_cost`` (:func:`job_cost`; one text at least each).
+
+    Example:
+        >>> [p.texts for p in split_job(EmbedJob(("aaa", "bb", "c"), "query"), 4)]
+        [('aaa',), ('bb', 'c')]
+    """
+    items = job.texts if isinstance(job, EmbedJob) else job.documents
+    parts: list[tuple[str, ...]] = []
+    current: list[str] = []
+    for text in items:
+        if current and job_cost(_part(job, (*current, text))) > max_cost:
+            parts.append(tuple(current))
+            current = []
+        current.append(text)
+    parts.append(tuple(current))
+    return [_part(job, part) for part in parts]
+
+
+def _part(job: EmbedJob | RerankJob, items: tuple[str, ...]) -> Any:
+    if isinstance(job, EmbedJob):
+        return EmbedJob(items, job.role)
+    return RerankJob(job.query, items, job.scoring)
+
+
+def merge_embed_outputs(parts: Sequence[EmbedOutput]) -> EmbedOutput:
+    """One job's output from the outputs of its parts (in order); ``batch_size``: the largest call's."""
+    return EmbedOutput(
+        np.concatenate([p.vectors for p in parts]),
+        tokens=sum(p.tokens for p in parts),
+        truncated=sum(p.truncated for p in parts),
+        batch_size=max(p.batch_size for p in parts),
+    )
 
 
 @dataclass

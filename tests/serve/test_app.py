@@ -145,7 +145,7 @@ def test_rerank_ranks_as_the_in_process_reranker(server, tiny_encoder):
         (
             "/v1/rerank-images",
             {"query": "q", "images": ["aGVsbG8=", "!!"]},
-            "images[0]: image bytes is not a readable image",
+            "images[0] is not a readable image",
         ),
         (
             "/v1/rerank-images",

@@ -51,12 +51,27 @@ async def test_calls_hold_at_most_max_items():
     assert [r[0] for r in results] == [10 * i for i in range(11)]
 
 
-async def test_a_failed_call_fails_only_its_items():
+async def test_a_failed_call_is_retried_item_by_item_so_only_the_bad_item_fails():
     gate = Gate(fail_on=3)
     c, results = await _run(gate, 2, [[1], [2], [3], [4]])
     assert c.calls == [1, 2, 2]
-    assert results[:3] == [[0], [10], [20]]
-    assert isinstance(results[3], RuntimeError) and isinstance(results[4], RuntimeError)
+    assert gate.seen[3:] == [[3], [4]]  # the failed call [3, 4], then each item alone
+    assert results[:3] == [[0], [10], [20]] and results[4] == [40]
+    assert isinstance(results[3], RuntimeError)
+
+
+async def test_a_long_request_shares_calls_round_robin_with_a_short_one():
+    gate = Gate()
+    c = Coalescer(gate, max_items=4, cost=lambda x: x, max_cost=10)
+    first = asyncio.create_task(c.submit([0]))
+    await asyncio.sleep(0.05)
+    long = asyncio.create_task(c.submit_groups([[5, 5, 5, 5, 5, 5]]))  # one request cut in six items
+    short = asyncio.create_task(c.submit([1]))
+    await asyncio.sleep(0.05)
+    gate.release.set()
+    assert await short == [10] and await long == [[50] * 6] and await first == [0]
+    assert gate.seen[1] == [5, 1]  # the short request joins the long one's first call (cost 6 <= 10)
+    assert gate.seen[2:] == [[5, 5], [5, 5], [5]]  # then at most max_cost per call
 
 
 def test_max_items_must_be_positive():

@@ -37,8 +37,9 @@ def test_a_local_ray_starts_with_loosened_proxy_checks_and_this_process_keeps_it
     from llamaindex_posfair.serve import runner
 
     seen = {}
-    fake = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: seen.update(os.environ))
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: seen.update(os.environ, init=kw))
     monkeypatch.setitem(sys.modules, "ray", fake)
+    _clear_ray_settings(monkeypatch)
     monkeypatch.delenv("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", raising=False)
     monkeypatch.setenv("RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S", "99")  # the user's value wins
     assert runner.ensure_ray(None, local_cpus=2) is True
@@ -49,9 +50,33 @@ def test_a_local_ray_starts_with_loosened_proxy_checks_and_this_process_keeps_it
     )
     assert "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S" not in os.environ
     assert os.environ["RAY_SERVE_PROXY_HEALTH_CHECK_TIMEOUT_S"] == "99"
+    assert seen["init"]["_node_ip_address"] == "127.0.0.1" and seen["init"]["include_dashboard"] is False
+    assert seen["RAY_AUTH_MODE"] == "token" and seen["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"
+    assert os.stat(seen["RAY_AUTH_TOKEN_PATH"]).st_mode & 0o077 == 0  # only this user reads Ray's token
     seen.clear()
     assert runner.ensure_ray("ray://cluster:10001") is False  # a cluster keeps its own settings
     assert "RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S" not in seen
+
+
+def _clear_ray_settings(monkeypatch):
+    """Unset what a local Ray start sets in this process; restored (unset) after the test."""
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+
+
+def test_ray_listens_where_the_api_does_with_token_auth(monkeypatch):
+    from llamaindex_posfair.serve.runner import local_ray_settings
+
+    _clear_ray_settings(monkeypatch)
+    env, init = local_ray_settings("10.1.2.3")
+    assert init["_node_ip_address"] == "10.1.2.3" and env["RAY_AUTH_MODE"] == "token"
+    env, init = local_ray_settings("0.0.0.0")
+    assert "_node_ip_address" not in init and env["RAY_AUTH_MODE"] == "token"
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert "RAY_AUTH_MODE" not in local_ray_settings("127.0.0.1")[0]  # the user's choice, on loopback
+    with pytest.raises(ValueError, match="RAY_AUTH_MODE='disabled' switches Ray's authentication off"):
+        local_ray_settings("0.0.0.0")
 
 
 def test_a_failed_start_is_one_line_with_the_cause_ray_buried_in_it():
