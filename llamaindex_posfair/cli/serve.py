@@ -71,9 +71,9 @@ def register(subparsers: Any) -> None:
     b.add_argument("--max-batch-size", type=int, default=32, help="requests merged into one batch (1 = no batching)")
     b.add_argument("--batch-wait-timeout-s", type=float, default=0.01, help="seconds a batch waits to fill")
     b.add_argument("--token-budget", type=int, default=16384, help="padded tokens per forward pass")
-    b.add_argument("--call-chars", type=int, default=16384,
+    b.add_argument("--call-chars", type=int, default=4096,
                    help="characters of text per model call: longer requests are cut into parts that take turns "
-                   "with other requests (default 16384)")  # fmt: skip
+                   "with other requests (default 4096)")  # fmt: skip
     lim = p.add_argument_group("request limits")
     lim.add_argument("--max-body-bytes", type=int, default=32 * 2**20, help="bytes of a request body (413 above)")
     lim.add_argument("--max-request-chars", type=int, default=1_000_000,

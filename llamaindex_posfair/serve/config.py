@@ -52,7 +52,7 @@ class BatchingConfig(_Frozen):
     max_batch_size: int = Field(32, gt=0, description="Requests merged into one batch (1 = no batching).")
     batch_wait_timeout_s: float = Field(0.01, ge=0, description="Seconds a batch waits to fill.")
     token_budget: int = Field(16384, gt=0, description="Padded tokens per forward pass.")
-    call_chars: int = Field(16384, ge=1000, description="Characters of text per model call (long requests take turns).")
+    call_chars: int = Field(4096, ge=1000, description="Characters of text per model call (long requests take turns).")
 
 
 class RequestLimits(_Frozen):
