@@ -436,7 +436,7 @@ def _extractive(corpus: _Corpus, config: ProbeConfig, rng: random.Random, avoid:
 
 
 def _plant_candidates(texts: Mapping[str, str], config: ProbeConfig, rng: random.Random) -> list[tuple[str, int]]:
-    """``(doc_id, offset)`` sentence boundaries to plant at: about 1.5 per group wanted, at most one per group
+    """``(doc_id, offset)`` sentence boundaries to plant at: twice as many per group as wanted (some fall into an overlap once planted), at most one per group
     and passage, the groups taken in turn."""
     pool: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
     for doc_id, text in texts.items():
@@ -445,7 +445,7 @@ def _plant_candidates(texts: Mapping[str, str], config: ProbeConfig, rng: random
             where = _locate(spans, s, s)
             if where is not None:
                 pool[group_of(where[1])].append((doc_id, s, where[0]))
-    want = config.per_group + (config.per_group + 1) // 2
+    want = 2 * config.per_group
     chosen = {g: _take_balanced({g: pool[g]}, want, rng, key=lambda c: (c[0], c[2])) for g in GROUPS}
     sites: list[tuple[str, int]] = []
     used: set[tuple[str, int, str]] = set()

@@ -107,3 +107,17 @@ def test_config_errors_name_the_setting():
     with pytest.raises(ValueError, match="kinds"):
         ProbeConfig(kinds=("llm",))
     assert set(GROUPS) == {"begin", "middle", "end"}
+
+
+def test_with_overlapping_passages_no_evidence_lies_in_two_passages(documents):
+    long_doc = {"long.txt": " ".join(documents[d] for d in sorted(documents)[:10])}
+    config = ProbeConfig(per_group=5, kinds=("extractive", "planted"), passage_tokens=256, passage_overlap=64)
+    probes = build_probes(long_doc, config)
+    text = probes.documents(long_doc)["long.txt"]
+    spans = passage_spans(text, 256, 64)
+    assert len(spans) > 4
+    for p in probes.probes:
+        holders = [i for i, (a, b) in enumerate(spans) if a <= p.start and p.end <= b]
+        assert holders == [p.passage]
+    assert probes.group_counts("extractive") == {"begin": 5, "middle": 5, "end": 5}
+    assert min(probes.group_counts("planted").values()) >= 2  # measured after planting: near, not exact, balance

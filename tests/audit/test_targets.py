@@ -65,3 +65,32 @@ def test_an_empty_collection_is_a_clear_error(tmp_path):
 def test_a_retriever_target_needs_a_retriever():
     with pytest.raises(TypeError, match="expected a LlamaIndex retriever or index, got int"):
         RetrieverTarget("x", 3)
+
+
+def test_an_openai_compatible_endpoint_is_called_with_the_texts(monkeypatch):
+    import httpx
+
+    from llamaindex_posfair.audit.targets import OpenAICompatibleEmbedding
+
+    calls = []
+
+    def post(url, json, headers, timeout):
+        calls.append((url, json["model"], list(json["input"]), headers))
+        data = [{"index": i, "embedding": HashEmbedding()._vec(t)} for i, t in reversed(list(enumerate(json["input"])))]
+        return httpx.Response(200, json={"data": data})
+
+    monkeypatch.setattr(httpx, "post", post)
+    embed = OpenAICompatibleEmbedding(url="http://host/v1/", model_name="m", api_key="k")
+    vectors = embed.get_text_embedding_batch(["a b", "c"])
+    assert vectors == [HashEmbedding()._vec("a b"), HashEmbedding()._vec("c")]
+    assert calls == [("http://host/v1/embeddings", "m", ["a b", "c"], {"Authorization": "Bearer k"})]
+
+
+def test_an_endpoint_error_names_the_status(monkeypatch):
+    import httpx
+
+    from llamaindex_posfair.audit.targets import OpenAICompatibleEmbedding
+
+    monkeypatch.setattr(httpx, "post", lambda *a, **k: httpx.Response(404, text="no such model"))
+    with pytest.raises(AuditInputError, match="answered 404: no such model"):
+        OpenAICompatibleEmbedding(url="http://host/v1", model_name="m").get_query_embedding("q")
