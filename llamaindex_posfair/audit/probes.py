@@ -403,8 +403,11 @@ def _take_balanced(pool: dict[str, list[Any]], per_group: int, rng: random.Rando
         order = list(range(len(items)))
         rng.shuffle(order)
         seen: set[Any] = set()
-        first = [i for i in order if not (key(items[i]) in seen or seen.add(key(items[i])))]
-        rest = [i for i in order if i not in set(first)]
+        first: list[int] = []
+        rest: list[int] = []
+        for i in order:
+            (rest if key(items[i]) in seen else first).append(i)
+            seen.add(key(items[i]))
         chosen.extend(items[i] for i in (first + rest)[:per_group])
     return chosen
 
