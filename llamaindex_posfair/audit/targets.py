@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -371,7 +372,8 @@ def qdrant_collection(
     if client is None:
         if (path is None) == (url is None):
             raise ValueError(f"pass one of path= and url= (got path={path!r}, url={url!r}), or client=")
-        client = QdrantClient(path=path) if path else QdrantClient(url=url, api_key=api_key)
+        key = api_key or os.environ.get("QDRANT_API_KEY")
+        client = QdrantClient(path=path) if path else QdrantClient(url=url, api_key=key)
         owned = client
     else:
         owned = None

@@ -94,3 +94,32 @@ def test_an_endpoint_error_names_the_status(monkeypatch):
     monkeypatch.setattr(httpx, "post", lambda *a, **k: httpx.Response(404, text="no such model"))
     with pytest.raises(AuditInputError, match="answered 404: no such model"):
         OpenAICompatibleEmbedding(url="http://host/v1", model_name="m").get_query_embedding("q")
+
+
+def test_a_posfair_ingest_collection_is_audited_as_stored(tmp_path, fake_encoder_factory):
+    from pathlib import Path
+
+    from llamaindex_posfair.audit.run import read_documents
+    from llamaindex_posfair.audit.targets import posfair_collection
+    from qdrant_tools.ingest import IngestConfig, ingest_path
+    from qdrant_tools.store import open_store
+
+    fake_encoder = fake_encoder_factory(max_length=32)
+    example_data = Path(__file__).resolve().parents[2] / "examples" / "data"
+    path = str(tmp_path / "store")
+    client = open_store(path)
+    ingest_path(client, "demo", example_data, {"calibrated": fake_encoder}, IngestConfig(show_progress=False))
+    count = client.count("demo").count
+    client.close()
+    texts = read_documents(example_data)
+    probes = build_probes(texts, ProbeConfig(per_group=2, seed=0, min_words=4))
+    target = posfair_collection("demo", path=path, encoder=fake_encoder)
+    report = run_audit(texts, [target], probes, top_k=10)
+    (result,) = report.results
+    assert set(result.outcomes) == {p.id for p in probes.probes}
+    assert sum(o.rank is not None for o in result.outcomes.values()) >= len(probes.probes) // 2
+    client = open_store(path)
+    assert client.count("demo").count == count
+    client.close()
+    with pytest.raises(AuditInputError, match="posfair collection 'nope'"):
+        posfair_collection("nope", path=path, encoder=fake_encoder)
