@@ -212,6 +212,7 @@ class AuditReport:
             "comparisons": self.comparisons(),
             "by_position": {r.name: self.by_position(r) for r in self.results},
             "worst_examples": {r.name: self.examples(r) for r in self.results},
+            "ranks": {r.name: {q: o.rank for q, o in r.outcomes.items()} for r in self.results},
             "warnings": self.warnings,
         }
 

@@ -92,6 +92,9 @@ def test_the_json_report_is_plain_json(report):
     assert data["probes"]["kinds"]["planted"] == {"begin": 8, "middle": 8, "end": 8}
     assert [t["target"] for t in data["targets"] if t["kind"] == "all"] == ["truncated at 60 words", "whole node"]
     assert len(data["by_position"]["whole node"]) == 10
+    ranks = data["ranks"]["whole node"]
+    assert set(ranks) == {p.id for p in report.probes.probes}
+    assert all(r is None or 1 <= r <= report.top_k for r in ranks.values())
 
 
 # ------------------------------------------------------------------ bad input
