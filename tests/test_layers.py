@@ -292,3 +292,14 @@ def test_the_research_check_sees_a_planted_import(tmp_path, monkeypatch):
 def test_the_package_imports_nothing_from_research():
     """research/ imports the package to rerun the sweeps; the package never imports research (it is not shipped)."""
     assert {name: research_imports(name) for name in modules() if research_imports(name)} == {}
+
+
+def test_only_the_cli_imports_the_audit():
+    """``audit`` sits at the integrations layer (it uses integrations, eval, qdrant_tools, encoders): nothing
+    below it imports it, only the CLI does."""
+    crossing = [
+        e for e in edges(PACKAGES, "llamaindex_posfair.audit")
+        if not e.startswith(("llamaindex_posfair.audit", "llamaindex_posfair.cli"))
+    ]  # fmt: skip
+    assert crossing == []
+    assert edges("llamaindex_posfair.audit", "llamaindex_posfair.cli") == []

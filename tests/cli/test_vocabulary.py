@@ -107,8 +107,8 @@ def test_no_sub_command_has_precision(name):
     [
         ("--chunk-tokens", "chunk_tokens", {"ingest", "ingest-ray", "train-dump"}),
         ("--dtype", "dtype", {"ingest", "ingest-ray", "query", "serve", "storage migrate", "train-dump"}),
-        ("--out-dir", "out_dir", {"eval", "snapshot download"}),
-        ("--top-k", "top_k", {"query"}),
+        ("--out-dir", "out_dir", {"audit", "eval", "snapshot download"}),
+        ("--top-k", "top_k", {"audit", "query"}),
         ("--out", "out", {"query"}),
         ("--save-model", "save_model", {"train-dump"}),
     ],
