@@ -244,6 +244,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
         help="model dtype (default: bfloat16 where the device has native bfloat16 units, else float32; "
         "an existing collection's recorded one for ingest)",
     )
+    g.add_argument(
+        "--runtime",
+        default=None,
+        choices=["torch", "onnx", "openvino"],
+        help="where the plain (uncalibrated) encoder runs: torch (default), onnx or openvino (the [onnx] / [openvino] "
+        "extras; exported once and cached; an existing collection's recorded one for ingest)",
+    )
     g.add_argument("--trust-remote-code", action="store_true", help="run code shipped with a hub model (opt-in)")
 
 
@@ -329,6 +336,7 @@ SPEC_FLAGS = {
     "query_prompt": "--query-prompt",
     "document_prompt": "--document-prompt",
     "dtype": "--dtype",
+    "runtime": "--runtime",
 }
 
 
@@ -348,7 +356,8 @@ def runtime_fields(args: argparse.Namespace) -> dict[str, Any]:
 
 def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The vector-shaping :class:`EncoderSpec` fields other than calibration that the flags set, plus run-time fields."""
-    given = {k: getattr(args, k) for k in ("model", "max_length", "query_prompt", "document_prompt", "dtype")}
+    names = ("model", "max_length", "query_prompt", "document_prompt", "dtype", "runtime")
+    given = {k: getattr(args, k, None) for k in names}
     return {**{k: v for k, v in given.items() if v is not None}, **runtime_fields(args)}
 
 

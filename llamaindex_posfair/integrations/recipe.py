@@ -302,7 +302,8 @@ class Recipe(_Frozen):
                 run-time fields (device, batch size, backend, trust_remote_code) are applied.
             names: field -> the name the caller knows it by (CLI flags), for the error.
             query: the spec only encodes queries: its dtype is the caller's, else ``"auto"`` (the device's
-                precision; the query-side fingerprint check accepts a difference in precision alone).
+                precision), and so may its runtime be (the query-side fingerprint check accepts a difference in
+                precision or runtime alone).
                 Otherwise the spec writes vectors in the recorded precision, and a given dtype must agree.
 
         Raises:
@@ -311,7 +312,7 @@ class Recipe(_Frozen):
         stored = self.vectors[self.node_vector(vector)]
         given = _settle_dtype(stored, dict(given or {}), query)
         candidate = EncoderSpec.model_validate({**stored.model_dump(), **given, "weights": stored.weights})
-        free = {"weights", "dtype"} if query else {"weights"}
+        free = {"weights", "dtype", "runtime"} if query else {"weights"}
         for field in RECORDED_FIELDS:
             if field in given and field not in free and getattr(candidate, field) != getattr(stored, field):
                 shown = getattr(stored, field), getattr(candidate, field)
