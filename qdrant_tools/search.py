@@ -752,6 +752,28 @@ def _wants_evidence(settings: SearchSettings) -> bool:
     return settings.evidence and settings.subchunks and settings.evidence_limit != 0
 
 
+def _read_back(
+    points: Sequence[Any], vectors: CollectionVectors, settings: SearchSettings, request: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The ``retrieve`` arguments that read what a query's hits need back (``None``: nothing to read)."""
+    fused = _fused(request)
+    reads = _reads(vectors, settings, fused) if points else []
+    return _read_request(points, reads, settings, fused) if reads else None
+
+
+def _answer(
+    points: Sequence[Any],
+    records: Sequence[Any],
+    query_vector: Sequence[float] | np.ndarray,
+    vectors: CollectionVectors,
+    settings: SearchSettings,
+    request: Mapping[str, Any],
+) -> list[Hit]:
+    """The hits of a query's ``query_points`` answer and its read-back ``records`` (:func:`_hits`)."""
+    q = _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1))
+    return _hits(points, records, q, vectors, settings, _fused(request), _wants_evidence(settings))
+
+
 def _advise(collection: str, vectors: CollectionVectors, settings: SearchSettings) -> None:
     _advise_graph(collection, vectors, settings)
     _advise_fused(collection, vectors, settings)
@@ -788,19 +810,9 @@ def search(
     _advise(collection, vectors, settings)
     request = query_request(query_vector, settings, vectors, query_filter=query_filter, sparse_query=sparse_query)
     points = client.query_points(collection, **request, with_payload=True).points
-    fused, reads = _fused(request), []
-    if points:
-        reads = _reads(vectors, settings, fused)
-    records = client.retrieve(collection, **_read_request(points, reads, settings, fused)) if reads else []
-    return _hits(
-        points,
-        records,
-        _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)),
-        vectors,
-        settings,
-        fused,
-        _wants_evidence(settings),
-    )
+    read = _read_back(points, vectors, settings, request)
+    records = client.retrieve(collection, **read) if read else []
+    return _answer(points, records, query_vector, vectors, settings, request)
 
 
 async def asearch(
@@ -817,16 +829,6 @@ async def asearch(
     _advise(collection, vectors, settings)
     request = query_request(query_vector, settings, vectors, query_filter=query_filter, sparse_query=sparse_query)
     points = (await aclient.query_points(collection, **request, with_payload=True)).points
-    fused, reads = _fused(request), []
-    if points:
-        reads = _reads(vectors, settings, fused)
-    records = await aclient.retrieve(collection, **_read_request(points, reads, settings, fused)) if reads else []
-    return _hits(
-        points,
-        records,
-        _unit(np.asarray(query_vector, dtype=np.float32).reshape(-1)),
-        vectors,
-        settings,
-        fused,
-        _wants_evidence(settings),
-    )
+    read = _read_back(points, vectors, settings, request)
+    records = await aclient.retrieve(collection, **read) if read else []
+    return _answer(points, records, query_vector, vectors, settings, request)
