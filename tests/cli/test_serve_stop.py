@@ -22,7 +22,7 @@ def fake_ray(monkeypatch):
     stopped = []
     monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(cluster_resources=lambda: {"CPU": 2.0}))
     monkeypatch.setattr(runner, "port_is_free", lambda host, port: True)
-    monkeypatch.setattr(runner, "ensure_ray", lambda address, cpus: True)
+    monkeypatch.setattr(runner, "ensure_ray", lambda address, cpus, host=None: True)
     monkeypatch.setattr(runner, "missing_resources", lambda config, resources: None)
     monkeypatch.setattr(runner, "stop", lambda owns_ray, app: stopped.append((owns_ray, app)))
     monkeypatch.setattr(serve_cli, "config_from_args", lambda args: types.SimpleNamespace(app_name="posfair"))

@@ -131,7 +131,7 @@ def qdrant_maxsim_scores(
     for qi, q in enumerate(queries):
         hits = client.query_points(name, query=[q.astype(float).tolist()], limit=n_docs, with_payload=False).points
         for h in hits:
-            out[qi, int(h.id)] = h.rank_score
+            out[qi, int(h.id)] = h.score
     client.close()
     return out
 
