@@ -73,7 +73,11 @@ class OpenFolder:
             self.indexer.stop()
         try:
             for col in self.collections.values():
-                col.close()
+                try:
+                    col.close()
+                except Exception:
+                    if not self.temporary:  # a temporary folder is discarded (and may be gone already at exit)
+                        raise
         finally:
             self.collections.clear()
             self.lock.release()
