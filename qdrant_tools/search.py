@@ -657,40 +657,44 @@ def _cosines(rows: Any, q: np.ndarray) -> np.ndarray:
     return rows @ q / np.maximum(np.linalg.norm(rows, axis=1), 1e-12)
 
 
-def _dense_score(record: Any, q: np.ndarray, vectors: CollectionVectors, settings: SearchSettings) -> float | None:
-    """A read-back hit's dense score, as the dense ranking computes it (``None``: its vectors were not read)."""
-    got = record.vector or {}
+def _row_scores(record: Any, q: np.ndarray, rows: str | None, vectors: CollectionVectors) -> np.ndarray:
+    """A read-back hit's score against each row of its multivector ``rows``: the dot product with a fused row
+    (as Qdrant ranks it), the cosine with a sub-chunk (empty: no rows, or none read)."""
+    got = (record.vector or {}).get(rows) if rows is not None else None
+    if rows is not None and rows == vectors.fused:
+        return np.asarray(got or [], dtype=np.float32).reshape(-1, q.shape[0]) @ q
+    return _cosines(got, q)
+
+
+def _dense_score(
+    record: Any, row_scores: np.ndarray, q: np.ndarray, vectors: CollectionVectors, settings: SearchSettings
+) -> float | None:
+    """A read-back hit's dense score, as the dense ranking computes it, from its ``row_scores``
+    (:func:`_row_scores`) and node vector (``None``: its vectors were not read)."""
     rows = _row_vector(vectors, settings)
     if rows is not None and rows == vectors.fused:
-        row_scores = np.asarray(got.get(rows) or [], dtype=np.float32).reshape(-1, q.shape[0]) @ q  # dot product rows
         return float(row_scores.max()) if row_scores.size else None
     node_weight = settings.node_weight if rows is not None else 1.0
     score = 0.0
     if rows is not None:
-        best = _cosines(got.get(rows), q)
-        if best.size == 0:
+        if row_scores.size == 0:
             return None
-        score += (1.0 - node_weight) * float(best.max())
+        score += (1.0 - node_weight) * float(row_scores.max())
     if node_weight > 0:
-        node = _cosines(got.get(vectors.node_vector(settings.vector)), q)
+        node = _cosines((record.vector or {}).get(vectors.node_vector(settings.vector)), q)
         if node.size == 0:
             return None
         score += node_weight * float(node[0])
     return score
 
 
-def _best_span(record: Any, q: np.ndarray, rows: str | None, vectors: CollectionVectors) -> tuple[int, int] | None:
+def _best_span(record: Any, row_scores: np.ndarray) -> tuple[int, int] | None:
     """The document offsets of a read-back hit's best-matching sub-chunk (``None``: no spans or rows). A fused row
     adds the same node term to every sub-chunk, so its best dot product is the best sub-chunk's."""
     spans = P.posfair_fields(record.payload).get(P.SUBCHUNK_SPANS)
-    got = (record.vector or {}).get(rows) if rows is not None else None
-    if rows is not None and rows == vectors.fused:
-        scores = np.asarray(got or [], dtype=np.float32).reshape(-1, q.shape[0]) @ q
-    else:
-        scores = _cosines(got, q)
-    if not spans or len(scores) != len(spans):
+    if not spans or len(row_scores) != len(spans):
         return None
-    best = int(np.argmax(scores))
+    best = int(np.argmax(row_scores))
     return int(spans[best][0]), int(spans[best][1])
 
 
@@ -723,18 +727,18 @@ def _hits(
     query, Qdrant's own dense score otherwise) and the evidence of the best ``evidence_limit`` hits."""
     by_id = {str(r.id): r for r in records}
     rows = _row_vector(vectors, settings)
-    raw = []
-    for p in points:
-        record = by_id.get(str(p.id))
-        dense = _dense_score(record, q, vectors, settings) if fused and record is not None else None
-        raw.append(float(p.score) if not fused else (dense if dense is not None else 0.0))
     limit = len(points) if settings.evidence_limit is None else settings.evidence_limit
-    out = []
-    for i, (p, score) in enumerate(zip(points, relevance(raw))):
+    raw, spans = [], []
+    for i, p in enumerate(points):
         record = by_id.get(str(p.id))
-        span = _best_span(record, q, rows, vectors) if evidence and i < limit and record is not None else None
-        out.append(Hit(str(p.id), score, dict(p.payload or {}), span, float(p.score) if fused else None))
-    return out
+        row_scores = _row_scores(record, q, rows, vectors) if record is not None else np.zeros(0)
+        dense = _dense_score(record, row_scores, q, vectors, settings) if fused and record is not None else None
+        raw.append(float(p.score) if not fused else (dense if dense is not None else 0.0))
+        spans.append(_best_span(record, row_scores) if evidence and i < limit and record is not None else None)
+    return [
+        Hit(str(p.id), score, dict(p.payload or {}), span, float(p.score) if fused else None)
+        for p, score, span in zip(points, relevance(raw), spans)
+    ]
 
 
 def hits_of(points: Sequence[Any]) -> list[Hit]:
