@@ -16,6 +16,9 @@ bundled all-MiniLM-L6-v2, each path with its own default batch size, model loadi
 * ``posfair (onnx)`` / ``(openvino)``: the default recipe with its (plain) encoder on ONNX Runtime / OpenVINO
   in float32 (``EncoderSpec(runtime=...)``, :mod:`llamaindex_posfair.encoders.runtime`; each runs where its
   extra, ``onnx`` or ``openvino``, is installed; the export is cached before the timing starts);
+* ``llamaindex 128/20 (onnx)``: the peer with its embedding model on ONNX Runtime: ``PosFairEmbedding`` over
+  the same exported float32 encoder as ``posfair (onnx)`` (what a speed-minded LlamaIndex user would run; LlamaIndex's
+  fastembed and optimum integrations need a model hub or ``transformers<5``, so they do not install here);
 * ``llamaindex 128/20 (bfloat16)``: the peer with its model in bfloat16 (``model_kwargs={"dtype": ...}``),
   for the same-precision ratio: posfair in bfloat16 against the peer in bfloat16;
 * ``IngestionPipeline + PosFairVectorStore``: the same layout reached through LlamaIndex:
@@ -56,6 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 PEER = "llamaindex 128/20"
 PEER_BF16 = "llamaindex 128/20 (bfloat16)"
+PEER_ONNX = "llamaindex 128/20 (onnx)"
 #: The exported runtimes the bench tries, with the package each needs.
 EXPORTED = {"onnx": "onnxruntime", "openvino": "openvino"}
 #: The short query of the query-embedding latency.
@@ -255,6 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     exported = exported_encoders(default)
     for runtime, (recipe, enc) in exported.items():
         runs[f"posfair ({runtime})"] = lambda recipe=recipe, enc=enc: time_posfair(ids, texts, enc, recipe, work)
+    if "onnx" in exported:
+        from llamaindex_posfair import PosFairEmbedding
+
+        peer_onnx = PosFairEmbedding(encoder=exported["onnx"][1], warn_on_truncation=False)
+        runs[PEER_ONNX] = lambda: time_peer(ids, texts, peer_onnx)
     peer_bf16 = bundled_minilm_embedding(model_kwargs={"dtype": torch.bfloat16})
     peer_bf16.get_text_embedding_batch(["warm up"] * 8)
     runs[PEER_BF16] = lambda: time_peer(ids, texts, peer_bf16)
@@ -286,6 +295,13 @@ def main(argv: list[str] | None = None) -> int:
         cells = ", ".join(f"{x:.2f}x" for x in ratios)
         print(f"| {name} | {len(texts) / min(secs):.2f} | {cells} | {statistics.median(ratios):.2f}x |")
     print_same_precision(seconds, default.encoder_spec().dtype or "float32")
+    if PEER_ONNX in seconds:
+        print(f"\n| path | docs/s vs {PEER_ONNX}, per repeat (paired) | median ratio |")
+        print("|---|---|---|")
+        for name, secs in seconds.items():
+            ratios = [p / s for s, p in zip(secs, seconds[PEER_ONNX])]
+            cells = ", ".join(f"{x:.2f}x" for x in ratios)
+            print(f"| {name} | {cells} | {statistics.median(ratios):.2f}x |")
     by_dtype = {default.encoder_spec().dtype or "float32": encoder, other_dtype: flipped_encoder}
     latency = {f"torch ({dtype}){' default' if enc is encoder else ''}": enc for dtype, enc in by_dtype.items()}
     latency.update({f"{runtime} (float32)": enc for runtime, (_, enc) in exported.items()})
