@@ -37,6 +37,7 @@ from mixed_folder import make_package_folder
 from llamaindex_posfair import PosFairEmbedding, PosFairVectorStore
 from llamaindex_posfair.cli import main
 from llamaindex_posfair.integrations.retriever import PosFairRetriever
+from qdrant_tools.chunking import STORE_FOLDER_REASON
 from qdrant_tools.payload import posfair_fields
 from qdrant_tools.store import open_store
 
@@ -196,3 +197,13 @@ def test_both_paths_answer_each_question_with_the_same_first_file(minilm_index, 
         "results"
     ]
     assert hit["doc_id"] == "tides.pdf" and page in hit["metadata"]["page_labels"]
+
+
+def test_a_store_inside_the_ingested_folder_is_not_read_as_documents(fake_cli, tmp_path, capsys):
+    inside = tmp_path / "folder"
+    make_package_folder(inside)
+    path = str(inside / "q")
+    assert sorted(_ingest(capsys, inside, path)["new"]) == STORED
+    again = _ingest(capsys, inside, path)  # the store's own JSON files are there now
+    assert again["new"] == [] and sorted(again["unchanged"]) == STORED
+    assert {"source": path, "reason": STORE_FOLDER_REASON} in again["skipped"]
