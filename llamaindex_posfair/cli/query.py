@@ -222,7 +222,7 @@ class _Answerer:
             raise CliError("--rerank runs the reranker in this process; drop --endpoint or --rerank")
         recipe = _recipe(args, client)
         spec = (
-            options.spec_for_recipe(args, recipe, client, args.vector_name) if recipe else options.spec_from_args(args)
+            options.spec_for_recipe(args, recipe, vector=args.vector_name) if recipe else options.spec_from_args(args)
         )
         errors: tuple[type[Exception], ...] = (FingerprintMismatchError, ValueError)
         if remote:
