@@ -6,7 +6,7 @@ vector (present, size, distance, multivector or not), the sub-chunk
 multivectors the run would leave out, the sparse vectors and the recorded
 metadata. A mismatch raises :class:`~qdrant_tools.spec.CollectionMismatchError` naming the
 collection's side, this run's side and the fix; nothing is written. Whether an encoder may read or
-write a vector is llamaindex-posfair's gate, which reads :func:`stored_fingerprint`.
+write a vector is llamaindex-posfair's gate.
 
 Example:
     >>> from qdrant_client import QdrantClient
@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from qdrant_tools import payload as P
 from qdrant_tools.metadata import metadata_conflicts, read_metadata
 from qdrant_tools.spec import CollectionMismatchError
 
@@ -36,14 +35,7 @@ if TYPE_CHECKING:
     from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["check_writable", "stored_fingerprint"]
-
-
-def stored_fingerprint(client: StoreLike, collection: str, vector: str) -> str | None:
-    """The fingerprint of the encoder that wrote ``vector``, as the collection's points record it (``None``: the
-    collection is empty or records none)."""
-    points, _ = client.scroll(collection, limit=1, with_payload=P.payload_fields(P.FINGERPRINTS))
-    return P.posfair_fields(points[0].payload).get(P.FINGERPRINTS, {}).get(vector) if points else None
+__all__ = ["check_writable"]
 
 
 def _describe(vectors: Any) -> str:

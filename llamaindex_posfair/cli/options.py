@@ -375,12 +375,10 @@ def spec_fields_given(args: argparse.Namespace) -> dict[str, Any]:
     return given
 
 
-def spec_for_recipe(args: argparse.Namespace, recipe: Any, client: Any = None, vector: str | None = None) -> Any:
-    """The spec that encodes queries of ``recipe``'s ``vector`` in ``args.collection``: the recipe's with the flags
-    given, settled and admitted as a reader by the collection's gate (``llamaindex_posfair.integrations.gate``:
-    the flags must agree; ``--dtype``, or without it the device's precision, may differ). ``client``: the
-    fingerprint of the collection's points is read through it (``None``: the recipe's; ``posfair query`` then
-    admits the loaded encoder against the points, in ``PosFairRetriever``).
+def spec_for_recipe(args: argparse.Namespace, recipe: Any, vector: str | None = None, client: Any = None) -> Any:
+    """The spec that encodes queries of ``recipe``'s ``vector``: the recipe's with the flags given (which must
+    agree; ``--dtype``, or without it the device's precision, may differ), admitted as a reader by the collection's
+    gate (``integrations/gate.py``) against its points' fingerprint read through ``client`` (``None``: the recipe's).
 
     Raises:
         CliError: a flag contradicts the recipe (both values named), the gate refuses, or an invalid value.

@@ -221,9 +221,7 @@ class _Answerer:
         if args.rerank and remote:
             raise CliError("--rerank runs the reranker in this process; drop --endpoint or --rerank")
         recipe = _recipe(args, client)
-        spec = (
-            options.spec_for_recipe(args, recipe, vector=args.vector_name) if recipe else options.spec_from_args(args)
-        )
+        spec = options.spec_for_recipe(args, recipe, args.vector_name) if recipe else options.spec_from_args(args)
         errors: tuple[type[Exception], ...] = (FingerprintMismatchError, ValueError)
         if remote:
             from llamaindex_posfair.serve.client import ServeError

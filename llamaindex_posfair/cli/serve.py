@@ -154,7 +154,7 @@ def _encoder_spec(args: argparse.Namespace) -> Any:
                 f"collection {args.collection!r} records no recipe (written before recipes); pass the model and "
                 "calibration flags used at ingest time instead of --collection, or re-ingest it"
             )
-        return options.spec_for_recipe(args, recipe, client)  # checked by the collection's gate
+        return options.spec_for_recipe(args, recipe, client=client)  # checked by the collection's gate
     except LookupError:
         raise CliError(f"--collection {args.collection!r} not found in {options.storage_label(args)}") from None
     except ValueError as exc:

@@ -1,12 +1,10 @@
 """May this encoder read or write this collection? The one gate of the store, the retriever, the reranker,
-``posfair query`` and ``posfair serve --collection``, so they accept and refuse the same encoders.
-
-A :class:`Gate` holds what a collection records about one vector's encoder: its recipe's spec and its points'
-fingerprint. One rule: an encoder (an ``EncoderSpec``, or anything carrying one as ``.spec``) may read the
+``posfair query`` and ``posfair serve --collection``: a :class:`Gate` holds a vector's recorded spec and
+fingerprint, and one rule. An encoder (an ``EncoderSpec``, or anything carrying one as ``.spec``) may read the
 vector when its fingerprint is the stored one or differs in precision or inference runtime alone (noticed once:
-rankings agree), and write it only in the stored precision and runtime. Another LlamaIndex embedding is
-admitted when its vector of :data:`PROBE_TEXT` is the collection encoder's. A refusal names the collection,
-its encoder, the refused one and the fix, and comes before anything is written.
+rankings agree), and write it only in the stored precision and runtime; another LlamaIndex embedding, when its
+vector of :data:`PROBE_TEXT` is the collection encoder's. A refusal names the collection, its encoder, the
+refused one and the fix, before anything is written.
 
 Example:
     >>> from llamaindex_posfair.encoders.spec import EncoderSpec
@@ -34,7 +32,7 @@ from llamaindex_posfair.encoders import precision
 from llamaindex_posfair.encoders.precision import AUTO, precision_name, same_precision
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSpec
 from llamaindex_posfair.encoders.view import CalibrationView
-from qdrant_tools.compat import stored_fingerprint
+from qdrant_tools import payload as P
 from qdrant_tools.spec import CollectionMismatchError
 
 if TYPE_CHECKING:
@@ -45,8 +43,8 @@ __all__ = ["FingerprintMismatchError", "Gate", "conflict", "contradiction", "set
 
 #: The text another LlamaIndex embedding and the collection's encoder both embed to show they are one model.
 PROBE_TEXT = "The tide rises twice a day; a lighthouse keeper logs its height at dawn and at dusk."
-#: Two vectors of one text are one encoder's when their cosine is at least this: another precision or batch of
-#: the same model stays above 0.9999 (research/bench/batch_rounding.py), another model falls far below.
+#: Two vectors of one text are one encoder's at this cosine or above (another precision or batch of one model
+#: stays above 0.9999: research/bench/batch_rounding.py).
 SAME_ENCODER_COSINE = 0.99
 #: The recorded fields a reader may change: they round the same vectors differently.
 ROUNDING_FIELDS = ("dtype", "runtime")
@@ -64,28 +62,21 @@ def settle(
     read: bool = False,
     where: str = "the collection",
 ) -> EncoderSpec:
-    """``recorded`` with the caller's ``given`` fields (flags, keywords): recorded fields must agree, run-time
-    fields are applied, the weights stay the recorded ones. A reader's (``read``) dtype and runtime are its
-    own (the dtype ``"auto"`` when not given); a writer's given dtype must be the recorded precision.
-
-    Raises:
-        CollectionMismatchError: a recorded field disagrees (both values, the field named as ``names`` say).
-    """
+    """``recorded`` with the caller's ``given`` fields (flags, keywords): recorded fields must agree (else a
+    ``CollectionMismatchError`` names both values, the field as ``names`` say), run-time fields are applied, the
+    weights stay recorded. A reader's (``read``) dtype and runtime are its own (the dtype ``"auto"`` when not
+    given); a writer's given dtype must be the recorded precision."""
     given = dict(given or {})
-    if "dtype" in given or read:
-        dtype = given.get("dtype", AUTO)  # the same precision as recorded is the recorded value (None: float32)
-        given["dtype"] = (
-            recorded.dtype
-            if dtype != AUTO and same_precision(EncoderSpec(dtype=dtype).dtype, recorded.dtype)
-            else dtype
-        )
+    if "dtype" in given or read:  # a dtype of the recorded precision is the recorded value (None: float32)
+        dtype = given.get("dtype", AUTO)
+        same = dtype != AUTO and same_precision(EncoderSpec(dtype=dtype).dtype, recorded.dtype)
+        given["dtype"] = recorded.dtype if same else dtype
     candidate = EncoderSpec.model_validate({**recorded.model_dump(), **given, "weights": recorded.weights})
     free = {"weights", *ROUNDING_FIELDS} if read else {"weights"}
     for field in VECTOR_FIELDS:
         if field in given and field not in free and getattr(candidate, field) != getattr(recorded, field):
-            raise CollectionMismatchError(
-                conflict(where, field, getattr(recorded, field), getattr(candidate, field), names)
-            )
+            shown = getattr(recorded, field), getattr(candidate, field)
+            raise CollectionMismatchError(conflict(where, field, *shown, names))
     return candidate
 
 
@@ -117,15 +108,13 @@ class Gate:
     def of(
         cls, collection: str, recipe: Recipe | None, vector: str | None = None, client: StoreLike | None = None
     ) -> Gate:
-        """The gate of ``vector`` (default: the recipe's searched one), its fingerprint read through ``client``.
-
-        Raises:
-            ValueError: ``vector`` is not one of the recipe's vectors.
-        """
+        """The gate of ``vector`` (default: the recipe's searched one; else ``ValueError``); ``client`` reads the
+        fingerprint its points record (else the recipe's spec gives it)."""
         name = recipe.node_vector(vector) if recipe is not None else vector
         recorded = recipe.vectors[name] if recipe is not None else None
         exists = client is not None and client.collection_exists(collection)
-        stored = stored_fingerprint(client, collection, name) if exists else None
+        points = client.scroll(collection, limit=1, with_payload=P.payload_fields(P.FINGERPRINTS))[0] if exists else []
+        stored = P.posfair_fields(points[0].payload).get(P.FINGERPRINTS, {}).get(name) if points else None
         if stored is None and recorded is not None:
             stored = _fingerprint(recorded)
         return cls(collection, name, recorded, stored)
@@ -135,52 +124,31 @@ class Gate:
         return f"vector {self.vector!r} of collection {self.collection!r}"
 
     def spec(self, given: Mapping[str, Any] | None = None, *, names: Mapping[str, str] | None = None) -> EncoderSpec:
-        """The recorded spec with a reader's ``given`` fields (:func:`settle`).
-
-        Raises:
-            CollectionMismatchError: a field disagrees, or the collection records no recipe.
-        """
+        """The recorded spec with a reader's ``given`` fields (:func:`settle`; ``names``: their flags)."""
         if self.recorded is None:
-            raise CollectionMismatchError(
-                f"collection {self.collection!r} records no recipe (written before recipes); give the model and "
-                "calibration used at ingest time"
-            )
+            raise CollectionMismatchError(f"collection {self.collection!r} records no recipe to read an encoder from")
         return settle(self.recorded, given, names=names, read=True, where=f"collection {self.collection!r}")
 
     def check_reader(self, candidate: Any, *, own: Callable[[], Any] | None = None, who: str = "") -> Any:
         """Admit ``candidate`` (an ``EncoderSpec``, a loaded encoder, a ``PosFairEmbedding``; another LlamaIndex
-        embedding with ``own``, which loads the collection's encoder) to read; return what reads: ``candidate``,
-        or in a collection without a recipe the plain view of a calibrated encoder that wrote a plain vector.
-        ``who`` names it in the error.
-
-        Raises:
-            CollectionMismatchError: a ``FingerprintMismatchError``, or an embedding of another model.
-        """
+        embedding with ``own``, which loads the collection's encoder) to read, or raise a
+        ``CollectionMismatchError`` naming it as ``who``. Returns what reads: ``candidate``, or in a collection
+        without a recipe the plain view of a calibrated encoder that wrote a plain vector."""
         return self._check(candidate, False, own, who)
 
     def check_writer(self, candidate: Any, *, own: Callable[[], Any] | None = None, who: str = "") -> None:
-        """:meth:`check_reader` for a writer: in the stored precision and runtime only.
-
-        Raises:
-            CollectionMismatchError: as :meth:`check_reader`, or another precision or runtime.
-        """
+        """:meth:`check_reader` for a writer, in the stored precision and runtime only (else it raises)."""
         self._check(candidate, True, own, who)
 
     def check_embedding(self, own: Any, texts: Sequence[str], embedding: Any, what: str, query: bool = False) -> None:
-        """Check an app's ``embedding`` (of ``what``) against ``own``'s (the collection encoder's) vector of one of
-        ``texts`` (the ways the app may have embedded it, e.g. with and without metadata).
-
-        Raises:
-            CollectionMismatchError: another size, or a cosine below :data:`SAME_ENCODER_COSINE` for every text.
-        """
+        """Raise ``CollectionMismatchError`` unless an app's ``embedding`` (of ``what``) is ``own``'s (the collection
+        encoder's) vector of one of ``texts`` (the ways the app may have embedded it): same size, cosine at least
+        :data:`SAME_ENCODER_COSINE`."""
         encode = own.encode_queries if query else own.encode_documents
-        for i, text in enumerate(texts):
-            try:
-                self._same_vectors("the index's embed model", encode([text])[0], embedding, what)
-                return
-            except CollectionMismatchError:
-                if i == len(texts) - 1:
-                    raise
+        for text in texts[:-1]:
+            with contextlib.suppress(CollectionMismatchError):
+                return self._same_vectors("the index's embed model", encode([text])[0], embedding, what)
+        self._same_vectors("the index's embed model", encode([texts[-1]])[0], embedding, what)
 
     def _check(self, candidate: Any, write: bool, own: Callable[[], Any] | None, who: str) -> Any:
         spec = candidate if isinstance(candidate, EncoderSpec) else getattr(candidate, "spec", None)
@@ -280,11 +248,9 @@ def _described(spec: EncoderSpec) -> str:
 
 def _shown(value: Any) -> str:
     """A readable form of a setting (a calibration config as its main settings; None as "none")."""
-    if value is None:
-        return "none"
     if isinstance(value, CalibrationConfig):
         return f"(basket_size={value.basket_size}, strength={value.strength}, layers={value.layers})"
-    return repr(value)
+    return "none" if value is None else repr(value)
 
 
 def _name(embed: Any) -> str:

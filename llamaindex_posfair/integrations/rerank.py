@@ -208,8 +208,7 @@ class PosFairRerank(BaseNodePostprocessor):
             )
         gate = Gate.of(collection, recipe, vector, client)
         given = {k: settings.pop(k) for k in list(settings) if k in EncoderSpec.model_fields}
-        base = recipe.rerank_settings(vector)
-        base["spec"] = gate.spec(given)
+        base = {**recipe.rerank_settings(vector), "spec": gate.spec(given)}
         if settings.get("encoder") is None:
             base["spec"] = gate.check_reader(base["spec"])
         else:  # the loaded encoder is the spec (spec_and_encoder refuses both)

@@ -55,11 +55,7 @@ class RemoteQueryEncoder:
 
 
 def remote_query_encoder(endpoint: str, spec: EncoderSpec | None, timeout_s: float) -> RemoteQueryEncoder:
-    """The server's encoder, checked against ``spec`` (if given).
-
-    Raises:
-        llamaindex_posfair.serve.client.ServeMismatchError: the server serves no encoder, or not ``spec``.
-    """
+    """The server's encoder, checked against ``spec`` (if given; else ``ServeMismatchError`` names both)."""
     from llamaindex_posfair.integrations.encoder_site import EndpointEncoder
     from llamaindex_posfair.serve.client import ServeClient, ServeMismatchError
 

@@ -275,10 +275,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
         return Recipe.for_encoder(spec)
 
     def _check_embed_model(self) -> None:
-        """The embed model must be the encoder that writes (and queries) the searched vector
-        (:meth:`~llamaindex_posfair.integrations.gate.Gate.check_reader`: a ``PosFairEmbedding`` by its spec,
-        any other LlamaIndex embedding by its vector of one text). Without an embed model, the embeddings the
-        index sends are checked on the first query and on every ``add`` (:meth:`_check_given`)."""
+        """The embed model must be the encoder of the searched vector (the gate's ``check_reader``); without one,
+        the embeddings the index sends are checked on the first query and on every ``add`` (:meth:`_check_given`)."""
         if self._embed is not None:
             self._gate.check_reader(self._embed, own=self._own_encoder, who="the embed model")
             self._trusted = True
@@ -301,8 +299,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
             self._trusted = True
 
     def _check_nodes(self, nodes: Sequence[BaseNode]) -> None:
-        """The first node with an embedding is the collection encoder's vector of its text, with its metadata as
-        LlamaIndex embeds it or alone as an app may (see :meth:`_check_given`)."""
+        """The first node with an embedding is the collection encoder's vector of its text, with its metadata (as
+        LlamaIndex embeds it) or alone."""
         node = next((n for n in nodes if n.embedding is not None), None)
         if node is not None:
             texts = [node.get_content(metadata_mode=mode) for mode in (MetadataMode.EMBED, MetadataMode.NONE)]
