@@ -357,3 +357,17 @@ def test_the_gate_is_one_rule_for_specs_and_loaded_encoders(specs, load):
     assert unhashed.check_writer(load("same encoder")) is None
     with pytest.raises(FingerprintMismatchError, match="it differs in model"):
         unhashed.check_reader(load("another model of the same size"))
+
+
+def test_run_time_settings_of_the_embed_model_do_not_stop_a_write(written, specs):
+    """Device and batch size are the app's own: a ``PosFairEmbedding`` that names them adds nodes."""
+    spec = specs["same encoder"].model_copy(update={"device": "cpu", "batch_size": 3})
+    embed = PosFairEmbedding(encoder=spec.load())
+    client = open_store(written)
+    try:
+        node = TextNode(text="Sourdough rises overnight in a warm kitchen.", id_="n9")
+        node.embedding = embed.get_text_embedding(node.get_content(metadata_mode="embed"))
+        PosFairVectorStore(COLLECTION, client=client, embed_model=embed).add([node])
+        assert client.count(COLLECTION, exact=True).count == len(TEXTS) + 1
+    finally:
+        client.close()
