@@ -102,22 +102,7 @@ def test_missing_runtime_package_names_the_extra(monkeypatch, name, module):
         runtime._import_runtime(name)
 
 
-# ---------------------------------------------------------------------- the export (tiny model)
-@pytest.fixture
-def own_cache(tmp_path, monkeypatch):
-    """A fresh cache folder, and a count of the exports made into it."""
-    monkeypatch.setenv("POSFAIR_CACHE_DIR", str(tmp_path))
-    exports = []
-    real = runtime._export_model
-
-    def counted(st, names, path):
-        exports.append(path)
-        real(st, names, path)
-
-    monkeypatch.setattr(runtime, "_export_model", counted)
-    return exports
-
-
+# ---------------------------------------------------------------------- the export (tiny model; own_cache: conftest)
 def _onnx_folder(encoder: PosFairEncoder):
     return runtime.onnx_cache_folder(runtime.export_settings(encoder.sentence_transformer, encoder.spec.weights))
 
