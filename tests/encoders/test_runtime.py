@@ -118,6 +118,17 @@ def test_onnx_matches_torch_on_a_padded_batch(tiny_bert_path, mixed_texts, own_c
 
 
 @needs_onnxruntime
+def test_onnx_without_a_device_loads_on_the_cpu_where_cuda_is_available(tiny_bert_path, own_cache, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setattr(SentenceTransformer, "get_device_name", lambda self: "cuda")  # what a GPU machine answers
+    enc = PosFairEncoder(tiny_bert_path, calibration=None, runtime="onnx")
+    assert enc.device.type == "cpu" and enc.spec.device is None and len(own_cache) == 1
+    torch_enc = PosFairEncoder(tiny_bert_path, calibration=None, device="cpu")
+    assert np.abs(enc.encode_query("the mill") - torch_enc.encode_query("the mill")).max() <= 1e-5
+
+
+@needs_onnxruntime
 def test_export_happens_once(tiny_bert_path, own_cache):
     first = PosFairEncoder(tiny_bert_path, calibration=None, runtime="onnx")
     second = PosFairEncoder(tiny_bert_path, calibration=None, runtime="onnx")
