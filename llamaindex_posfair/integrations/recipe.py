@@ -311,13 +311,16 @@ class Recipe(_Frozen):
         """
         stored = self.vectors[self.node_vector(vector)]
         given = _settle_dtype(stored, dict(given or {}), query)
-        candidate = EncoderSpec.model_validate({**stored.model_dump(), **given, "weights": stored.weights})
+        fields = {**stored.model_dump(), **given, "weights": stored.weights}
+        # each setting is compared with the record before the settings are checked together (a calibration
+        # given for a collection written on another runtime contradicts its record)
+        alone = EncoderSpec.model_validate({**fields, "runtime": "torch"})  # torch runs every setting
         free = {"weights", "dtype", "runtime"} if query else {"weights"}
         for field in RECORDED_FIELDS:
-            if field in given and field not in free and getattr(candidate, field) != getattr(stored, field):
-                shown = getattr(stored, field), getattr(candidate, field)
-                raise CollectionMismatchError(_conflict("the collection", field, *shown, names))
-        return candidate
+            value = fields["runtime"] if field == "runtime" else getattr(alone, field)
+            if field in given and field not in free and value != getattr(stored, field):
+                raise CollectionMismatchError(_conflict("the collection", field, getattr(stored, field), value, names))
+        return EncoderSpec.model_validate(fields)
 
     def rerank_settings(self, vector: str | None = None) -> dict[str, Any]:
         """:class:`~llamaindex_posfair.PosFairRerank` settings that score as this collection does:
