@@ -36,6 +36,7 @@ from mixed_folder import make_package_folder
 
 from llamaindex_posfair import PosFairEmbedding, PosFairVectorStore
 from llamaindex_posfair.cli import main
+from llamaindex_posfair.encoders.view import CalibrationView
 from llamaindex_posfair.integrations.retriever import PosFairRetriever
 from qdrant_tools.chunking import STORE_FOLDER_REASON
 from qdrant_tools.payload import posfair_fields
@@ -184,7 +185,8 @@ def test_both_paths_answer_each_question_with_the_same_first_file(minilm_index, 
     _, index = minilm_index
     path = str(tmp_path / "q")
     assert sorted(_ingest(capsys, folder, path)["new"]) == STORED
-    retriever = PosFairRetriever.from_path(path, "C", encoder=minilm, similarity_top_k=3)
+    plain = CalibrationView(minilm, None)  # posfair ingest writes plain sub-chunk vectors: the same model, uncalibrated
+    retriever = PosFairRetriever.from_path(path, "C", encoder=plain, similarity_top_k=3)
     try:
         ingested = _first_files(retriever)
     finally:
