@@ -62,9 +62,9 @@ def test_a_rare_keyword_wins_through_bm25_when_the_dense_ranking_misses_it(clien
     [
         {"fusion": "rrf"},
         {"fusion": "dbsf"},
-        {"sparse_weight": 0.5},
-        {"sparse_weight": 2.0, "rrf_k": 60},
-        {"node_weight": 0.5, "sparse_weight": 1.5, "rrf_k": 60, "fusion_limit": 100},
+        {"fusion": "rrf", "sparse_weight": 0.5},
+        {"fusion": "rrf", "sparse_weight": 2.0, "rrf_k": 60},
+        {"fusion": "rrf", "node_weight": 0.5, "sparse_weight": 1.5, "rrf_k": 60, "fusion_limit": 100},
         {"node_weight": 0.5, "fusion": "dbsf", "fusion_limit": 100},
     ],
     ids=["rrf", "dbsf", "weighted-rrf", "weighted-rrf-k60", "default-search", "dbsf-node-0.5"],
@@ -94,7 +94,11 @@ def test_the_bm25_weight_of_weighted_rrf_decides_which_ranking_leads(client, enc
     bm25_top = next(p.id for p in _points(client) if "waggle" in posfair_fields(p.payload)["text"].lower())
     top = {
         w: search(
-            client, "c", unrelated, SearchSettings(limit=1, fusion_limit=n, sparse_weight=w), sparse_query=sparse
+            client,
+            "c",
+            unrelated,
+            SearchSettings(limit=1, fusion="rrf", fusion_limit=n, sparse_weight=w),
+            sparse_query=sparse,
         )[0].id
         for w in (0.25, 4.0)
     }
