@@ -148,8 +148,9 @@ def test_edge_and_local_mode_answer_the_large_collection_query_alike(m, hybrid, 
 @pytest.mark.parametrize("store", [16], indirect=True)
 def test_bm25_and_the_graph_keep_the_hybrid_top10_of_the_exhaustive_search(store):
     sparse = models.SparseVector(indices=[3, 7, 11, 19], values=[1.0, 1.0, 1.0, 1.0])
-    large = SearchSettings(limit=10, prefetch_limit=10, exact_up_to=20, subchunk_candidates=60, node_weight=0.5)
-    exhaustive = SearchSettings(limit=10, exact_up_to=0, prefetch_limit=N, node_weight=0.5)  # every node a candidate
+    rrf = {"node_weight": 0.5, "fusion": "rrf", "fusion_limit": 50}
+    large = SearchSettings(limit=10, prefetch_limit=10, exact_up_to=20, subchunk_candidates=60, **rrf)
+    exhaustive = SearchSettings(limit=10, exact_up_to=0, prefetch_limit=N, **rrf)  # every node a candidate
     shares = []
     for q in _queries():
         want = {h.id for h in search(store, "c", q, exhaustive, sparse_query=sparse)}
