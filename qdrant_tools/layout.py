@@ -24,14 +24,8 @@ __all__ = ["NodeLayout"]
 _NEEDS_SUBCHUNKS = "pass subchunks=SubchunkConfig(...)"
 
 
-class _Follows:
-    """The default of a field that follows the layout's other fields (resolved when the layout is built)."""
-
-    def __repr__(self) -> str:
-        return "FOLLOWS"
-
-
-_FOLLOWS: Any = _Follows()
+#: The default of a field that follows the layout's other fields (resolved when the layout is built).
+_FOLLOWS: Any = object()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,8 +104,7 @@ class NodeLayout:
     def _resolve_followers(self) -> None:
         """Give the fields left at a following default their value (see the class docstring)."""
         if self.fused_weight is _FOLLOWS:
-            weight = None if self.subchunks is None else SearchSettings().node_weight
-            object.__setattr__(self, "fused_weight", weight)
+            object.__setattr__(self, "fused_weight", None if self.subchunks is None else SearchSettings().node_weight)
         if self.fused_quantization is _FOLLOWS:
             object.__setattr__(self, "fused_quantization", None if self.fused_weight is None else "int8")
         if self.node_on_disk is _FOLLOWS:

@@ -207,13 +207,10 @@ def _hnsw_m(params: Any, collection_hnsw: Any) -> int:
 class SearchSettings:
     """How a query is answered; ``SearchSettings()`` is the search ``posfair ingest`` records.
 
-    The default: the node cosine fused with its best sub-chunk at node weight 0.5 (one MaxSim over the fused
-    multivector of the default :class:`~qdrant_tools.layout.NodeLayout`), fused with BM25 by
-    distribution-based score fusion (DBSF: each ranking's scores normalised by its mean +- 3 sigma, then
-    summed; 100 nodes per ranking), scored exactly up to 5,000 nodes, and above that over 2% of the nodes
-    (300 to 2,000) re-scored from BM25 and HNSW candidates. The evidence is docs/evidence.md ("DBSF, the
-    default fusion"); collections written with the earlier weighted RRF keep it until switched
-    (:data:`RRF_SEARCH`, ``posfair collection set-search``).
+    The default: node weight 0.5 (one MaxSim over the default layout's fused rows), BM25 fused by DBSF over 100
+    nodes per ranking (docs/evidence.md, "DBSF, the default fusion"; collections written with the earlier
+    :data:`RRF_SEARCH` keep it until switched), exact up to 5,000 nodes, above that 2% of the nodes (300 to 2,000)
+    re-scored from BM25 and HNSW candidates.
 
     Args:
         limit: hits returned.

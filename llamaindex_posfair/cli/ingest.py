@@ -165,8 +165,9 @@ def layout_given(args: argparse.Namespace, base: Any) -> dict[str, Any]:
     ``--subchunk-overlap`` change ``base``'s sub-chunks (the collection's layout, or ``NodeLayout()``).
 
     Raises:
-        CliError: contradictory flags (--subchunk-int8, a sub-chunk budget or graph with --no-subchunks), a
-            --fused-weight outside [0, 1), or an invalid sub-chunk budget or overlap.
+        CliError: contradictory flags (--subchunk-int8, a sub-chunk budget or graph with --no-subchunks), or a
+            --fused-weight outside [0, 1).
+        ValueError: an invalid sub-chunk budget or overlap (the message names the field).
     """
     if args.no_subchunks and (args.subchunk_int8 or args.subchunk_tokens is not None or args.subchunk_graph_m):
         raise CliError(
@@ -197,10 +198,7 @@ def layout_given(args: argparse.Namespace, base: Any) -> dict[str, Any]:
         sub = base.subchunks or SubchunkConfig()
         tokens = sub.max_tokens if args.subchunk_tokens is None else args.subchunk_tokens
         overlap = sub.overlap_sentences if args.subchunk_overlap is None else args.subchunk_overlap
-        try:
-            given["subchunks"] = SubchunkConfig(tokens, overlap)
-        except ValueError as exc:
-            raise CliError(_in_flags(str(exc))) from None
+        given["subchunks"] = SubchunkConfig(tokens, overlap)
     return given
 
 
@@ -218,21 +216,18 @@ def layout_from_args(args: argparse.Namespace, recipe: Any = None) -> Any:
     """
     from qdrant_tools.layout import NodeLayout
 
-    if recipe is not None:
-        recipe.check_layout(layout_given(args, recipe.layout), LAYOUT_FLAGS)
-        return recipe.layout
-    given = layout_given(args, NodeLayout())
+    base = NodeLayout() if recipe is None else recipe.layout
     try:
-        return NodeLayout(**given)
+        given = layout_given(args, base)
+        layout = base if recipe is not None else NodeLayout(**given)
     except ValueError as exc:
-        raise CliError(_in_flags(str(exc))) from None
-
-
-def _in_flags(message: str) -> str:
-    """A layout's validation error in the words of the flags."""
-    for words, flag in _FLAG_WORDS.items():
-        message = re.sub(words, flag, message)
-    return message
+        message = str(exc)
+        for words, flag in _FLAG_WORDS.items():
+            message = re.sub(words, flag, message)
+        raise CliError(message) from None
+    if recipe is not None:
+        recipe.check_layout(given, LAYOUT_FLAGS)
+    return layout
 
 
 def new_recipe(args: argparse.Namespace) -> Any:

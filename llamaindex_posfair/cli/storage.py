@@ -129,11 +129,7 @@ def _fused_weight(args: argparse.Namespace, recipe: Any) -> float:
 
 
 def _storage(args: argparse.Namespace) -> dict[str, Any]:
-    """The target's storage: the flags, else the default layout's (``NodeLayout()``'s).
-
-    Raises:
-        ValueError: contradictory storage flags (the layout's message).
-    """
+    """The target's storage: the flags, else the default layout's (``NodeLayout()``); a ValueError names a conflict."""
     from qdrant_tools.layout import NodeLayout
 
     given: dict[str, Any] = {"node_int8": args.node_quantization == "int8"}

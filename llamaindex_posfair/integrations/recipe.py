@@ -103,10 +103,8 @@ def _read_back(record: Mapping[str, Any]) -> dict[str, Any]:
     flat = dict(data.pop("chunking", None) or {})
     if "layout" not in data and flat:
         sub = SubchunkConfig()
-        tokens, overlap = (
-            flat.pop("subchunk_tokens", sub.max_tokens),
-            flat.pop("subchunk_overlap", sub.overlap_sentences),
-        )
+        tokens = flat.pop("subchunk_tokens", sub.max_tokens)
+        overlap = flat.pop("subchunk_overlap", sub.overlap_sentences)
         data["layout"] = {**flat, "subchunks": None if tokens is None else SubchunkConfig(tokens, overlap)}
     layout = {**_BEFORE_PRODUCT_DEFAULTS["layout"], **data.get("layout", {})}
     fused = layout["fused_weight"]
