@@ -24,8 +24,14 @@ __all__ = ["NodeLayout"]
 _NEEDS_SUBCHUNKS = "pass subchunks=SubchunkConfig(...)"
 
 
-#: The default of a field that follows the layout's other fields (resolved when the layout is built).
-_FOLLOWS: Any = object()
+class _Follows:
+    """The default of a field that follows the layout's other fields (resolved when the layout is built)."""
+
+    def __repr__(self) -> str:
+        return "FOLLOWS"
+
+
+_FOLLOWS: Any = _Follows()
 
 
 @dataclass(frozen=True, kw_only=True)
