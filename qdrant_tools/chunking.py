@@ -501,6 +501,49 @@ def place_files(
     return placed, skipped
 
 
+#: Why the files of an embedded Qdrant store found under an ingested folder are not read.
+STORE_FOLDER_REASON = "an embedded Qdrant store (its segment and config files are not documents)"
+
+
+def without_stores(files: Sequence[Path], root: str | Path) -> tuple[list[Path], list[SkippedFile]]:
+    """``files`` less those inside an embedded Qdrant store under ``root`` (``root`` itself included), and one
+    :class:`SkippedFile` per such store folder (:func:`qdrant_tools.store.folder.is_store_folder`).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> root = pathlib.Path(tempfile.mkdtemp())
+        >>> (root / "q" / "collections").mkdir(parents=True)
+        >>> _ = (root / "q" / "store.json").write_text("{}")
+        >>> kept, skipped = without_stores([root / "a.md", root / "q" / "store.json"], root)
+        >>> [p.name for p in kept], [pathlib.Path(s.source).name for s in skipped]
+        (['a.md'], ['q'])
+    """
+    from qdrant_tools.store.folder import is_store_folder
+
+    root, base = Path(root), Path(os.path.abspath(root))
+    known: dict[Path, bool] = {}
+    stores: dict[Path, SkippedFile] = {}
+    kept: list[Path] = []
+
+    def is_store(folder: Path) -> bool:
+        if folder not in known:
+            known[folder] = is_store_folder(folder)
+        return known[folder]
+
+    for file in files:
+        try:
+            parts = Path(os.path.abspath(file)).relative_to(base).parts[:-1]
+        except ValueError:
+            kept.append(file)
+            continue
+        store = next((d for d in (root.joinpath(*parts[:i]) for i in range(len(parts) + 1)) if is_store(d)), None)
+        if store is None:
+            kept.append(file)
+        else:
+            stores.setdefault(store, SkippedFile(str(store), STORE_FOLDER_REASON))
+    return kept, list(stores.values())
+
+
 def gather_files(
     root: str | Path,
     extensions: Iterable[str],
@@ -511,7 +554,8 @@ def gather_files(
 
     ``discover`` does not look into links to folders: a link to a folder inside ``root`` adds nothing (its
     files are read where they are); one to a folder outside is skipped unless ``follow_links``, when its files
-    are found with ``discover`` (the links inside it are not followed further).
+    are found with ``discover`` (the links inside it are not followed further). The files of an embedded
+    Qdrant store under ``root`` are left out (:func:`without_stores`).
 
     Returns:
         ``(placed, skipped, n_other)``: ``(path, doc_id)`` per file to read, the files and folders left out,
@@ -524,6 +568,7 @@ def gather_files(
     files, n_other = discover(root, extensions)
     skipped: list[SkippedFile] = []
     if os.path.isdir(root):
+        files, skipped = without_stores(files, root)
         root_real = os.path.realpath(root)
         for link in linked_folders(root):
             real = os.path.realpath(link)

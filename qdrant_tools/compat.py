@@ -1,14 +1,12 @@
-"""May this writer or reader use this collection? One home, one error type.
+"""May this run write to this collection (its shape: vectors, sparse vectors, metadata)? One home, one error type.
 
 Before the first write, :func:`check_writable` compares a live collection
 with the :class:`~qdrant_tools.spec.CollectionSpec` a run writes: every named
 vector (present, size, distance, multivector or not), the sub-chunk
 multivectors the run would leave out, the sparse vectors and the recorded
 metadata. A mismatch raises :class:`~qdrant_tools.spec.CollectionMismatchError` naming the
-collection's side, this run's side and the fix; nothing is written. A reader
-compares its query encoder with :func:`stored_fingerprint`, the fingerprint the
-collection's points record for the searched vector (llamaindex-posfair's
-``FingerprintMismatchError``, a ``CollectionMismatchError``, names both).
+collection's side, this run's side and the fix; nothing is written. Whether an encoder may read or
+write a vector is llamaindex-posfair's gate.
 
 Example:
     >>> from qdrant_client import QdrantClient
@@ -30,9 +28,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from qdrant_tools import payload as P
 from qdrant_tools.metadata import metadata_conflicts, read_metadata
 from qdrant_tools.spec import CollectionMismatchError
 
@@ -40,56 +35,7 @@ if TYPE_CHECKING:
     from qdrant_tools.spec import CollectionSpec, SparseVectorConfig, VectorConfig
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["SAME_ENCODER_COSINE", "check_same_encoder", "check_writable", "stored_fingerprint"]
-
-#: Two vectors of one text are the same encoder's when their cosine is at least this: another precision or
-#: batch of the same model stays above 0.9999 (bfloat16 against float32: research/bench/batch_rounding.py),
-#: another model of the same size falls far below.
-SAME_ENCODER_COSINE = 0.99
-
-
-def stored_fingerprint(client: StoreLike, collection: str, vector: str) -> str | None:
-    """The fingerprint of the encoder that wrote ``vector``, as the collection's points record it (``None``: the
-    collection is empty or records none)."""
-    points, _ = client.scroll(collection, limit=1, with_payload=P.payload_fields(P.FINGERPRINTS))
-    return P.posfair_fields(points[0].payload).get(P.FINGERPRINTS, {}).get(vector) if points else None
-
-
-def check_same_encoder(
-    collection: str, encoder: str, model: str, expected: Sequence[float], given: Sequence[float], what: str
-) -> None:
-    """Raise unless ``given`` (``model``'s vector of one text) is ``expected`` (the vector the collection's
-    ``encoder`` computes for the same text): the check that keeps another embedding model from querying or
-    writing a collection whose vectors it did not compute.
-
-    Args:
-        collection: the collection, for the message.
-        encoder: the collection's encoder (e.g. its model name), for the message.
-        model: the embedding model being checked, for the message.
-        expected: the collection encoder's vector.
-        given: the checked model's vector of the same text.
-        what: what was compared (e.g. ``"the query"``, ``"node 'n1'"``), for the message.
-
-    Raises:
-        CollectionMismatchError: another size, or a cosine below :data:`SAME_ENCODER_COSINE` (both models named).
-    """
-    a, b = np.asarray(expected, dtype=np.float64).ravel(), np.asarray(given, dtype=np.float64).ravel()
-    fix = (
-        f"embed with the collection's encoder (PosFairEmbedding(model_name={encoder!r}) or the same model), "
-        "or write a new collection for this model"
-    )
-    if a.shape != b.shape:
-        raise CollectionMismatchError(
-            f"embed model {model} gives {b.size}-dimensional vectors, but collection {collection!r} holds "
-            f"{a.size}-dimensional vectors of {encoder}; {fix}"
-        )
-    cosine = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-12))
-    if cosine < SAME_ENCODER_COSINE:
-        raise CollectionMismatchError(
-            f"embed model {model} is not the encoder of collection {collection!r} ({encoder}): their vectors of "
-            f"{what} have cosine {cosine:.3f} (the same encoder gives >= {SAME_ENCODER_COSINE}); nothing was "
-            f"written. {fix[0].upper()}{fix[1:]}"
-        )
+__all__ = ["check_writable"]
 
 
 def _describe(vectors: Any) -> str:

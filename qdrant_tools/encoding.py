@@ -458,14 +458,17 @@ def prepare_document(
             text=c.text,
             payload=P.build_payload(
                 doc,
-                c,
-                n_chunks=n_chunks,
-                version=version,
-                fingerprints=fingerprints,
-                n_tokens=n,
-                truncated=n > max_length,
-                chunking_key=chunking_key,
-                subchunk_spans=None if subchunks is None else subchunk_spans(c, subchunks, spans_fn),
+                P.posfair_record(
+                    doc,
+                    c,
+                    n_chunks=n_chunks,
+                    version=version,
+                    fingerprints=fingerprints,
+                    n_tokens=n,
+                    truncated=n > max_length,
+                    chunking_key=chunking_key,
+                    subchunk_spans=None if subchunks is None else subchunk_spans(c, subchunks, spans_fn),
+                ),
             ),
         )
         for c, n in zip(chunks, n_tokens)

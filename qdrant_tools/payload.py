@@ -22,8 +22,9 @@ shadowed at the top level, as in LlamaIndex; the node's metadata comes back exac
 Example:
     >>> from qdrant_tools.chunking import Chunk, SourceDocument
     >>> doc = SourceDocument("a.md", "hello world", "/data/a.md", "00", metadata={"lang": "en"})
-    >>> p = build_payload(doc, Chunk(0, "hello world", 0, 11, 2), n_chunks=1, version="v1",
-    ...                   fingerprints={"calibrated": "f1"}, n_tokens=4, truncated=False)
+    >>> fields = posfair_record(doc, Chunk(0, "hello world", 0, 11, 2), n_chunks=1, version="v1",
+    ...                         fingerprints={"calibrated": "f1"}, n_tokens=4, truncated=False)
+    >>> p = build_payload(doc, fields)
     >>> p["lang"], p["doc_id"], p["file_name"]
     ('en', 'a.md', 'a.md')
     >>> f = posfair_fields(p)
@@ -297,19 +298,8 @@ def chunk_node_content(metadata: Mapping[str, Any], fields: Mapping[str, Any]) -
     return json.dumps(node, ensure_ascii=False)
 
 
-def build_payload(
-    doc: SourceDocument,
-    chunk: Chunk,
-    *,
-    n_chunks: int,
-    version: str,
-    fingerprints: Mapping[str, str],
-    n_tokens: int,
-    truncated: bool,
-    chunking_key: str = "",
-    subchunk_spans: list[list[int]] | None = None,
-) -> dict[str, Any]:
-    """Payload of one chunk ``posfair ingest`` writes (arguments: :func:`posfair_record`).
+def build_payload(doc: SourceDocument, fields: dict[str, Any]) -> dict[str, Any]:
+    """Payload of one chunk ``posfair ingest`` writes, from its record ``fields`` (:func:`posfair_record`).
 
     The node's metadata is the document's (JSON-safe), with the ``file_name`` and, for a paged
     document, the page fields of the chunk (:func:`page_fields`) unless the document's metadata
@@ -318,9 +308,6 @@ def build_payload(
     Raises:
         ValueError: document metadata a payload cannot hold (:func:`json_metadata`).
     """
-    fields = posfair_record(doc, chunk, n_chunks=n_chunks, version=version, fingerprints=fingerprints,
-                            n_tokens=n_tokens, truncated=truncated, chunking_key=chunking_key,
-                            subchunk_spans=subchunk_spans)  # fmt: skip
     metadata = json_metadata(doc.metadata, f"metadata of {doc.doc_id!r}")
     metadata.setdefault(FILE_NAME, fields[FILE_NAME])
     if not any(k in metadata for k in PAGE_FIELDS):  # the page fields go together

@@ -1,5 +1,5 @@
-"""A mixed-format folder for the reader tests: a small real PDF written by hand (Helvetica text, no PDF
-library), an HTML page, Markdown, Python and a binary file."""
+"""Mixed-format folders for the reader tests: a small real PDF written by hand (Helvetica text, no PDF
+library), an HTML page, Markdown, Python, JSON and a binary file."""
 
 from __future__ import annotations
 
@@ -69,4 +69,27 @@ def make_mixed_folder(root):
     (root / "bread.md").write_text(MARKDOWN)
     (root / "code" / "knead.py").write_text(PYTHON)
     (root / "blob.txt").write_bytes(b"\x00\x01\x02binary")
+    return root
+
+
+LIGHTHOUSE_JSON = (
+    '{"lighthouse": "Fastnet Rock", "lamp": "The Fastnet lamp shows one white flash every five seconds.", '
+    '"range_nautical_miles": 27}\n'
+)
+
+
+def make_package_folder(root):
+    """A folder holding a two-page PDF, an HTML page, Markdown, a Python package (an empty ``__init__.py`` and a
+    module) in ``kitchen/`` and a JSON file; no binary file.
+
+    Returns:
+        ``root`` (a ``pathlib.Path``).
+    """
+    (root / "kitchen").mkdir(parents=True)
+    (root / "tides.pdf").write_bytes(minimal_pdf(PDF_PAGES[:2]))
+    (root / "bees.html").write_text(HTML)
+    (root / "bread.md").write_text(MARKDOWN)
+    (root / "kitchen" / "__init__.py").write_text("")
+    (root / "kitchen" / "knead.py").write_text(PYTHON)
+    (root / "lighthouse.json").write_text(LIGHTHOUSE_JSON)
     return root

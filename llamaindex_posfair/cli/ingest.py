@@ -2,7 +2,7 @@
 
 Files are read with LlamaIndex's readers (:mod:`llamaindex_posfair.integrations.readers`):
 PDF (page by page, each node names its page; needs the ``readers`` extra), HTML (its
-text), Markdown, plain text and source code. Their file metadata and ``--metadata
+text), Markdown, plain text, JSON and source code. Their file metadata and ``--metadata
 KEY=VALUE`` are stored with every node, for ``posfair query --filter``.
 
 Storage is embedded at ``./.posfair/qdrant`` unless ``--path`` or ``--qdrant-url``
@@ -72,7 +72,7 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--extensions",
         default=None,
-        help="comma-separated file suffixes read (default: PDF, HTML, Markdown, text and common source code; "
+        help="comma-separated file suffixes read (default: PDF, HTML, Markdown, text, JSON and common source code; "
         "the list is in docs/cli.md)",
     )
     p.add_argument("--write-batch-size", type=int, default=256, help="points per Qdrant upsert (default 256)")

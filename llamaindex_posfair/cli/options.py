@@ -375,21 +375,25 @@ def spec_fields_given(args: argparse.Namespace) -> dict[str, Any]:
     return given
 
 
-def spec_for_recipe(args: argparse.Namespace, recipe: Any, vector: str | None = None) -> Any:
-    """The spec that encodes queries of ``recipe``'s ``vector``: the recipe's, with the flags given (which must
-    agree; ``--dtype``, or without it the device's precision, may differ: ``Recipe.encoder_spec(query=True)``).
+def spec_for_recipe(args: argparse.Namespace, recipe: Any, vector: str | None = None, client: Any = None) -> Any:
+    """The spec that encodes queries of ``recipe``'s ``vector``: the recipe's with the flags given (which must
+    agree; ``--dtype``, or without it the device's precision, may differ), admitted as a reader by the collection's
+    gate (``integrations/gate.py``) against its points' fingerprint read through ``client`` (``None``: the recipe's).
 
     Raises:
-        CliError: a flag contradicts the recipe (both values named), or an invalid value.
+        CliError: a flag contradicts the recipe (both values named), the gate refuses, or an invalid value.
     """
     from pydantic import ValidationError
 
+    from llamaindex_posfair.integrations.gate import Gate
+
     try:
-        return recipe.encoder_spec(vector, spec_fields_given(args), names=SPEC_FLAGS, query=True)
+        gate = Gate.of(args.collection, recipe, vector, client)
+        return gate.check_reader(gate.spec(spec_fields_given(args), names=SPEC_FLAGS), who="the model flags' encoder")
     except ValidationError as exc:
         raise CliError(error_message(exc)) from None
     except ValueError as exc:
-        raise CliError(str(exc).replace("the collection", f"collection {args.collection!r}", 1)) from None
+        raise CliError(str(exc)) from None
 
 
 def spec_from_args(args: argparse.Namespace, calibration_off_by_default: bool = False) -> Any:

@@ -149,18 +149,18 @@ def _encoder_spec(args: argparse.Namespace) -> Any:
     client = options.open_client(args, must_exist=not args.qdrant_url)
     try:
         recipe = read_recipe(client, args.collection)
+        if recipe is None:
+            raise CliError(
+                f"collection {args.collection!r} records no recipe (written before recipes); pass the model and "
+                "calibration flags used at ingest time instead of --collection, or re-ingest it"
+            )
+        return options.spec_for_recipe(args, recipe, client=client)  # checked by the collection's gate
     except LookupError:
         raise CliError(f"--collection {args.collection!r} not found in {options.storage_label(args)}") from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
     finally:
         client.close()
-    if recipe is None:
-        raise CliError(
-            f"collection {args.collection!r} records no recipe (written before recipes); pass the model and "
-            "calibration flags used at ingest time instead of --collection, or re-ingest it"
-        )
-    return options.spec_for_recipe(args, recipe)
 
 
 def _image_spec(args: argparse.Namespace, C: Any) -> Any:

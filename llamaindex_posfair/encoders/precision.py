@@ -12,7 +12,7 @@ An :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` whose ``dtype`` is
 :data:`AUTO` (the default) is resolved with :func:`resolve_dtype` when it is
 loaded or recorded; a collection's recipe holds the resolved precision. Rankings
 agree across the two precisions (docs/encoders.md, "Precision"), so the query-side
-check accepts a difference in precision alone and says so once
+check (``llamaindex_posfair.integrations.gate``) accepts a difference in precision alone and says so once
 (:func:`notice_precision_difference`). An inference runtime other than torch
 (:mod:`~llamaindex_posfair.encoders.runtime`) computes in float32, and the
 query-side check accepts a difference in runtime (and precision) the same way
@@ -32,12 +32,11 @@ import functools
 import logging
 import os
 import sys
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = [
     "AUTO",
     "BF16_ENV",
-    "accepts_precision_twin",
     "bf16_allowed",
     "cpu_has_bf16",
     "cpuinfo_has_bf16",
@@ -199,25 +198,3 @@ def notice_runtime_difference(where: str, stored: tuple[str, str | None], used: 
         key[4],
         key[1],
     )
-
-
-def accepts_precision_twin(spec: Any, fingerprint: str, where: str) -> bool:
-    """Whether ``fingerprint`` is ``spec``'s in another precision or runtime only (then noticed once, if they differ).
-
-    The query-side check: vectors of another model, calibration or prompt never match, another rounding does
-    (another precision, or another inference runtime of the plain encoder).
-
-    Args:
-        spec: the query encoder's :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`.
-        fingerprint: the fingerprint stored with the searched vectors.
-        where: what was written, for the notice (e.g. ``"vector 'vanilla' of collection 'docs'"``).
-    """
-    twin = spec.precision_twin(fingerprint)
-    if twin is None:
-        return False
-    used = spec.pinned()
-    if twin.runtime != used.runtime:
-        notice_runtime_difference(where, (twin.runtime, twin.dtype), (used.runtime, used.dtype))
-    elif not same_precision(twin.dtype, used.dtype):
-        notice_precision_difference(where, twin.dtype, used.dtype)
-    return True

@@ -409,9 +409,11 @@ class EncoderSet(BaseModel):
 
 
 def _bound_settings(spec: EncoderSpec) -> dict[str, Any]:
-    """What one loaded encoder fixes for every vector bound to it: all but calibration and weights, the dtype
-    as its precision (``None``, as saved before automatic precision, is float32)."""
-    data = spec.resolved().with_calibration(None).model_dump(exclude={"weights"})
+    """What one loaded encoder fixes for every vector bound to it: the fields that shape vectors (and the prefix
+    tokens) but calibration and weights, the dtype as its precision (``None``, as saved before automatic
+    precision, is float32); run-time fields (device, batch size, backend) may differ."""
+    keep = {*VECTOR_FIELDS, "dump_tokens"} - {"calibration", "weights"}
+    data = spec.resolved().model_dump(include=keep)
     data["dtype"] = precision_name(data["dtype"])
     return data
 

@@ -4,7 +4,7 @@
 files (recursively, hidden paths skipped) and reads each with the file readers
 LlamaIndex maintains (``llama-index-readers-file``, the ``readers`` extra): a PDF page
 by page with its page labels, HTML as the text of its ``<body>`` (no tags, scripts or
-styles); Markdown, plain text and source code as UTF-8 text. One file is one document,
+styles); Markdown, plain text, JSON and source code as UTF-8 text. One file is one document,
 with ``doc_id`` its path relative to the ingested folder (a single file: its name), so
 ids, versions and pruning work as for :func:`qdrant_tools.chunking.load_folder`. A PDF
 keeps its pages' character offsets, so each chunk's payload names the page it starts on
@@ -46,9 +46,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: What ``posfair ingest`` reads by default: PDF, HTML, Markdown, plain text and common source code.
+#: What ``posfair ingest`` reads by default: PDF, HTML, Markdown, plain text, JSON and common source code (the
+#: text files LlamaIndex's ``SimpleDirectoryReader`` reads as text, so both store the same files of a folder).
 DEFAULT_EXTENSIONS: tuple[str, ...] = (
-    ".txt", ".md", ".markdown", ".rst", ".pdf", ".html", ".htm",
+    ".txt", ".md", ".markdown", ".rst", ".json", ".pdf", ".html", ".htm",
     ".py", ".js", ".ts", ".java", ".go", ".rs", ".c", ".h", ".cpp", ".hpp", ".rb", ".sh",
 )  # fmt: skip
 #: Reader metadata not stored: it changes when a file is read, copied or checked out, not when it changes

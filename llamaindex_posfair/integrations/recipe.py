@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llamaindex_posfair.calibration.config import CalibrationConfig
-from llamaindex_posfair.encoders.precision import AUTO, same_precision
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSet, EncoderSpec
+from llamaindex_posfair.integrations.gate import conflict, contradiction, settle
 from qdrant_tools.driver import IngestSettings
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.metadata import RECIPE_KEY, read_metadata
@@ -65,20 +64,6 @@ logger = logging.getLogger(__name__)
 #: and ``trust_remote_code`` is always the reader's own opt-in).
 RECORDED_FIELDS = tuple(VECTOR_FIELDS)
 S = TypeVar("S", bound=IngestSettings)
-
-
-def _conflict(where: str, field: str, stored: Any, given: Any, names: Mapping[str, str] | None) -> str:
-    """The message of a setting that contradicts the recipe: ``field``'s recorded and given values, and the fix."""
-    setting = (names or {}).get(field, field)
-    return _contradiction(where, f"{field} {_shown(stored)}", setting, _shown(given))
-
-
-def _contradiction(where: str, stored: str, setting: str, given: str) -> str:
-    """``where`` was written with ``stored``, but ``setting`` gives ``given``, and the fix."""
-    return (
-        f"{where} was written with {stored}, but {setting} gives {given}; "
-        f"drop {setting} to use the collection's, or write a new collection"
-    )
 
 
 class _Frozen(BaseModel):
@@ -236,30 +221,15 @@ class Recipe(_Frozen):
         names: Mapping[str, str] | None = None,
         query: bool = False,
     ) -> EncoderSpec:
-        """The spec that encodes for ``vector``, with the caller's ``given`` fields applied.
-
-        Args:
-            vector: the vector searched (default :meth:`node_vector`).
-            given: :class:`EncoderSpec` fields the caller set; recorded fields must agree with the recipe,
-                run-time fields (device, batch size, backend, trust_remote_code) are applied.
-            names: field -> the name the caller knows it by (CLI flags), for the error.
-            query: the spec only encodes queries: its dtype is the caller's, else ``"auto"`` (the device's
-                precision), and so may its runtime be (the query-side fingerprint check accepts a difference in
-                precision or runtime alone).
-                Otherwise the spec writes vectors in the recorded precision, and a given dtype must agree.
+        """The spec that encodes for ``vector`` (default :meth:`node_vector`), with the caller's ``given`` fields
+        applied by :func:`llamaindex_posfair.integrations.gate.settle` (``names``: their flags, for the error;
+        ``query``: a reader's spec, whose dtype and runtime are its own).
 
         Raises:
             CollectionMismatchError: a recorded field disagrees (both values named).
         """
         stored = self.vectors[self.node_vector(vector)]
-        given = _settle_dtype(stored, dict(given or {}), query)
-        candidate = EncoderSpec.model_validate({**stored.model_dump(), **given, "weights": stored.weights})
-        free = {"weights", "dtype", "runtime"} if query else {"weights"}
-        for field in RECORDED_FIELDS:
-            if field in given and field not in free and getattr(candidate, field) != getattr(stored, field):
-                shown = getattr(stored, field), getattr(candidate, field)
-                raise CollectionMismatchError(_conflict("the collection", field, *shown, names))
-        return candidate
+        return settle(stored, given, names=names, read=query)
 
     def rerank_settings(self, vector: str | None = None) -> dict[str, Any]:
         """:class:`~llamaindex_posfair.PosFairRerank` settings that score as this collection does:
@@ -291,7 +261,7 @@ class Recipe(_Frozen):
         for field, value in given.items():
             stored = getattr(self.layout, field)
             if value != stored:
-                raise CollectionMismatchError(_conflict("the collection", field, stored, value, names))
+                raise CollectionMismatchError(conflict("the collection", field, stored, value, names))
 
     def check_vectors(self, names: Sequence[str] | None, flag: str = "vectors") -> None:
         """Raise :class:`~qdrant_tools.spec.CollectionMismatchError` unless ``names`` are the recipe's vectors.
@@ -306,7 +276,7 @@ class Recipe(_Frozen):
         stored = sorted(self.vectors)
         if names is not None and sorted(names) != stored:
             raise CollectionMismatchError(
-                _conflict("the collection", "vectors", stored, sorted(names), {"vectors": flag})
+                conflict("the collection", "vectors", stored, sorted(names), {"vectors": flag})
             )
 
     def check_bm25(self, bm25: bool | None, flag: str = "bm25") -> None:
@@ -322,7 +292,7 @@ class Recipe(_Frozen):
         """
         if bm25 is not None and bm25 != (self.bm25 is not None):
             shown = {True: "a BM25 vector", False: "no BM25 vector"}
-            raise CollectionMismatchError(_contradiction("the collection", shown[not bm25], flag, shown[bm25]))
+            raise CollectionMismatchError(contradiction("the collection", shown[not bm25], flag, shown[bm25]))
 
 
 def switched_search(search: SearchSettings, fusion: Literal["rrf", "dbsf"], **given: Any) -> SearchSettings:
@@ -399,27 +369,6 @@ def _recorded(spec: EncoderSpec) -> EncoderSpec:
     """``spec`` with its dtype resolved on its device and the run-time fields at their defaults (what a recipe
     records: the precision the vectors were computed in, never ``"auto"``)."""
     return EncoderSpec.model_validate(spec.resolved().model_dump(include=set(RECORDED_FIELDS) | {"dump_tokens"}))
-
-
-def _settle_dtype(stored: EncoderSpec, given: dict[str, Any], query: bool) -> dict[str, Any]:
-    """``given`` with its dtype settled against the recorded one: a value of the same precision becomes the
-    recorded value (``None``, written before automatic precision, is float32); a query spec without one
-    gets ``"auto"``."""
-    if "dtype" not in given and not query:
-        return given
-    dtype = given.get("dtype", AUTO)
-    if dtype != AUTO and same_precision(EncoderSpec(dtype=dtype).dtype, stored.dtype):
-        dtype = stored.dtype
-    return {**given, "dtype": dtype}
-
-
-def _shown(value: Any) -> str:
-    """A readable form of a setting (a calibration config as its main settings; None as "none")."""
-    if value is None:
-        return "none"
-    if isinstance(value, CalibrationConfig):
-        return f"(basket_size={value.basket_size}, strength={value.strength}, layers={value.layers})"
-    return repr(value)
 
 
 def read_recipe(client: StoreLike, collection: str, *, notice: bool = True) -> Recipe | None:

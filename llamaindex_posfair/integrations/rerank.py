@@ -197,6 +197,7 @@ class PosFairRerank(BaseNodePostprocessor):
         Example:
             >>> rerank = PosFairRerank.from_collection(client, "demo", top_n=3)  # doctest: +SKIP
         """
+        from llamaindex_posfair.integrations.gate import Gate
         from llamaindex_posfair.integrations.recipe import read_recipe
 
         recipe = read_recipe(client, collection)
@@ -205,24 +206,14 @@ class PosFairRerank(BaseNodePostprocessor):
                 f"collection {collection!r} records no recipe (written before recipes, or not by posfair ingest); "
                 "construct PosFairRerank(spec=..., scoring=...) instead, or re-ingest it"
             )
+        gate = Gate.of(collection, recipe, vector, client)
         given = {k: settings.pop(k) for k in list(settings) if k in EncoderSpec.model_fields}
-        base = recipe.rerank_settings(vector)
-        base["spec"] = recipe.encoder_spec(vector, given, query=True)
-        encoder = settings.get("encoder")
-        if encoder is not None:  # the loaded encoder is the spec (spec_and_encoder refuses both): check it
-            from llamaindex_posfair.encoders.precision import accepts_precision_twin
-            from qdrant_tools.spec import CollectionMismatchError
-
-            base.pop("spec")
-            spec = recipe.encoder_spec(vector)
-            stored = spec.fingerprint()
-            if encoder.fingerprint() != stored and not accepts_precision_twin(
-                encoder.spec, stored, f"collection {collection!r}"
-            ):
-                raise CollectionMismatchError(
-                    f"collection {collection!r} was written by {spec.describe()}, but the encoder given is "
-                    f"{encoder.spec.describe()}; pass the collection's encoder or none"
-                )
+        base = {**recipe.rerank_settings(vector), "spec": gate.spec(given)}
+        if settings.get("encoder") is None:
+            base["spec"] = gate.check_reader(base["spec"])
+        else:  # the loaded encoder is the spec (spec_and_encoder refuses both)
+            del base["spec"]
+            settings["encoder"] = gate.check_reader(settings["encoder"])
         return cls(top_n, **{**base, **settings})
 
     @classmethod

@@ -28,51 +28,18 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from llamaindex_posfair.encoders.precision import accepts_precision_twin
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
+from llamaindex_posfair.integrations.gate import FingerprintMismatchError, Gate
 from llamaindex_posfair.integrations.nodes import hit_to_node
 from llamaindex_posfair.integrations.recipe import Recipe, read_recipe
-from qdrant_tools.compat import stored_fingerprint
 from qdrant_tools.search import CollectionVectors, Hit, SearchSettings, asearch, collection_vectors, search
-from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.store.async_store import AsyncStore
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import AsyncStoreLike, StoreLike
 
 __all__ = ["FingerprintMismatchError", "PosFairRetriever", "RemoteQueryEncoder"]
-
-
-class FingerprintMismatchError(CollectionMismatchError):
-    """The query encoder is not the encoder that wrote the searched vector
-    (:func:`qdrant_tools.compat.stored_fingerprint`)."""
-
-
-def query_encoder(encoder: Any, stored: str | None, vector: str, collection: str) -> Any:
-    """The encoder (or its plain view) whose fingerprint is the stored one, in any precision (a difference in
-    precision alone is accepted with one notice: rankings agree).
-
-    Raises:
-        FingerprintMismatchError: neither the encoder nor its plain view wrote ``vector``.
-    """
-    from llamaindex_posfair.encoders.view import CalibrationView
-
-    if stored is None or stored == encoder.fingerprint():
-        return encoder
-    plain = encoder.calibration is not None
-    if plain and stored == encoder.fingerprint(calibration=None):
-        return CalibrationView(encoder, None)
-    where = f"vector {vector!r} of collection {collection!r}"
-    if accepts_precision_twin(encoder.spec, stored, where):
-        return encoder
-    if plain and accepts_precision_twin(encoder.spec.with_calibration(None), stored, where):
-        return CalibrationView(encoder, None)
-    raise FingerprintMismatchError(
-        f"{where} was written by an encoder with fingerprint {stored}, "
-        f"but the query encoder ({encoder.model_id}) has {encoder.fingerprint()}; query with the model, calibration, "
-        "prompts and max length used at ingest time (the same --model and calibration flags)"
-    )
 
 
 class RemoteQueryEncoder:
@@ -83,22 +50,12 @@ class RemoteQueryEncoder:
         self.spec = site.spec
         self.model_id = site.spec.model
 
-    def fingerprint(self) -> str:
-        return self.spec.fingerprint()
-
     def encode_queries(self, texts: list[str]) -> Any:
         return self.site.embed(list(texts), "query")[0]
 
 
-def remote_query_encoder(
-    endpoint: str, spec: EncoderSpec | None, timeout_s: float, stored: str | None, vector: str, collection: str
-) -> RemoteQueryEncoder:
-    """The server's encoder, checked against ``spec`` (if given) and against the stored fingerprint.
-
-    Raises:
-        FingerprintMismatchError: the server's encoder did not write ``vector``.
-        llamaindex_posfair.serve.client.ServeMismatchError: the server serves no encoder, or not ``spec``.
-    """
+def remote_query_encoder(endpoint: str, spec: EncoderSpec | None, timeout_s: float) -> RemoteQueryEncoder:
+    """The server's encoder, checked against ``spec`` (if given; else ``ServeMismatchError`` names both)."""
     from llamaindex_posfair.integrations.encoder_site import EndpointEncoder
     from llamaindex_posfair.serve.client import ServeClient, ServeMismatchError
 
@@ -107,19 +64,7 @@ def remote_query_encoder(
         if card is None or card.spec is None:
             raise ServeMismatchError(f"posfair serve at {endpoint} serves no text encoder")
         spec = EncoderSpec.model_validate(card.spec)
-    encoder = RemoteQueryEncoder(EndpointEncoder.connect(endpoint, spec, timeout_s))
-    where = f"vector {vector!r} of collection {collection!r}"
-    if (
-        stored is not None
-        and stored != encoder.fingerprint()
-        and not accepts_precision_twin(encoder.spec, stored, where)
-    ):
-        raise FingerprintMismatchError(
-            f"vector {vector!r} of collection {collection!r} was written by an encoder with fingerprint {stored}, "
-            f"but posfair serve at {endpoint} serves {encoder.model_id} with {encoder.fingerprint()}; start the "
-            "server with the model and calibration flags used at ingest time"
-        )
-    return encoder
+    return RemoteQueryEncoder(EndpointEncoder.connect(endpoint, spec, timeout_s))
 
 
 def _settings(recipe: Recipe | None, settings: SearchSettings | None, top_k: int) -> SearchSettings:
@@ -127,19 +72,6 @@ def _settings(recipe: Recipe | None, settings: SearchSettings | None, top_k: int
     if settings is None:
         settings = recipe.search.overridden(evidence=True) if recipe else SearchSettings(evidence=True)
     return settings.overridden(limit=top_k)
-
-
-def _query_spec(recipe: Recipe | None, vector: str, spec: EncoderSpec | None) -> EncoderSpec | None:
-    """The spec that encodes queries: the recipe's for ``vector``, with the fields ``spec`` sets explicitly
-    (in the device's precision unless ``spec`` sets a dtype).
-
-    Raises:
-        CollectionMismatchError: ``spec`` sets a field that disagrees with the recipe.
-    """
-    if recipe is None:
-        return spec
-    given = {k: getattr(spec, k) for k in spec.model_fields_set} if spec is not None else {}
-    return recipe.encoder_spec(vector, given, query=True)
 
 
 #: Nodes returned when neither ``similarity_top_k`` nor ``settings`` says (``SearchSettings().limit``).
@@ -225,15 +157,17 @@ class PosFairRetriever(BaseRetriever):
         self.vector = self.vectors.node_vector(
             self.recipe.node_vector(self.settings.vector) if self.recipe else self.settings.vector
         )
-        spec = _query_spec(self.recipe, self.vector, spec)
-        stored = stored_fingerprint(client, collection, self.vector)
+        gate = Gate.of(collection, self.recipe, self.vector, client)
+        if self.recipe is not None:  # the fields spec sets explicitly over the recipe's
+            spec = gate.spec({k: getattr(spec, k) for k in spec.model_fields_set} if spec is not None else {})
         if endpoint is not None:
             if encoder is not None:
                 raise ValueError("encoder= runs the model here and endpoint= on a server; pass one of them")
-            self.encoder = remote_query_encoder(endpoint, spec, endpoint_timeout_s, stored, self.vector, collection)
+            remote = remote_query_encoder(endpoint, spec, endpoint_timeout_s)
+            self.encoder = gate.check_reader(remote, who=f"posfair serve at {endpoint} ({remote.model_id})")
         else:
             loaded = encoder if encoder is not None else (spec or EncoderSpec()).load()
-            self.encoder = query_encoder(loaded, stored, self.vector, collection)
+            self.encoder = gate.check_reader(loaded, who=f"the query encoder ({loaded.model_id})")
         self._bm25 = self.recipe.sparse_encoder() if self.recipe else None
 
     @classmethod

@@ -66,12 +66,11 @@ from llama_index.core.vector_stores.types import (
 )
 from qdrant_client import models
 
-from llamaindex_posfair.encoders.precision import notice_precision_difference, precision_name, same_precision
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
+from llamaindex_posfair.integrations.gate import Gate
 from llamaindex_posfair.integrations.nodes import check_embeddings, hit_to_node, planned_nodes, without_empty
-from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, aread_recipe, read_recipe
-from qdrant_tools.compat import check_same_encoder
+from llamaindex_posfair.integrations.recipe import Recipe, aread_recipe, read_recipe
 from qdrant_tools.encoding import ChunkEncoder, document_token_counter
 from qdrant_tools.search import (
     CollectionVectors,
@@ -85,7 +84,6 @@ from qdrant_tools.search import (
     sparse_request,
 )
 from qdrant_tools.sparse import Bm25Sparse
-from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.writer import QdrantWriter, spec_for_vectors
 
 if TYPE_CHECKING:
@@ -146,6 +144,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     _aclient: AsyncStoreLike | None = PrivateAttr(default=None)
     _owns_client: bool = PrivateAttr(default=False)
     _recipe: Recipe = PrivateAttr()
+    _gate: Gate = PrivateAttr()
     _embed: Any = PrivateAttr(default=None)
     _encoder: Any = PrivateAttr(default=None)
     _own: Any = PrivateAttr(default=None)
@@ -243,6 +242,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     def _prepare(self, recipe: Recipe) -> None:
         """Adopt ``recipe`` (the collection's layout): its BM25 model and search; the embed model is checked."""
         self._recipe = recipe
+        self._gate = Gate.of(self.collection_name, recipe, client=self._client)
         self._bm25 = recipe.sparse_encoder()
         self._check_embed_model()
         self._search = recipe.search.overridden(**self.search_overrides)
@@ -275,41 +275,11 @@ class PosFairVectorStore(BasePydanticVectorStore):
         return Recipe.for_encoder(spec)
 
     def _check_embed_model(self) -> None:
-        """The embed model must be the encoder that writes (and queries) the searched vector: a
-        ``PosFairEmbedding`` by its spec, any other LlamaIndex embedding by its vector of one text
-        (:func:`qdrant_tools.compat.check_same_encoder`). Without an embed model, the embeddings the
-        index sends are checked on the first query and on every ``add`` (:meth:`_check_given`)."""
-        if self._embed is None:
-            return
-        if not _is_posfair(self._embed):
-            expected = self._own_encoder().encode_documents([PROBE_TEXT])[0]
-            given = self._embed.get_text_embedding(PROBE_TEXT)
-            check_same_encoder(
-                self.collection_name, self._encoder_name(), _model_name(self._embed), expected, given, "one text"
-            )
+        """The embed model must be the encoder of the searched vector (the gate's ``check_reader``); without one,
+        the embeddings the index sends are checked on the first query and on every ``add`` (:meth:`_check_given`)."""
+        if self._embed is not None:
+            self._gate.check_reader(self._embed, own=self._own_encoder, who="the embed model")
             self._trusted = True
-            return
-        self._trusted = True
-        spec = self._embed.spec.resolved()
-        given = {f: getattr(spec, f) for f in RECORDED_FIELDS if f != "weights"}
-        try:
-            self._recipe.encoder_spec(given=given, query=True)
-        except CollectionMismatchError as exc:
-            raise CollectionMismatchError(
-                f"embed model {spec.model} does not match collection {self.collection_name!r}: {exc}"
-            ) from None
-        stored = self._recipe.encoder_spec()
-        if stored.weights and spec.weights and stored.weights != spec.weights:
-            raise CollectionMismatchError(
-                f"collection {self.collection_name!r} was written by {stored.model} with weights {stored.weights}, "
-                f"but the embed model's weights are {spec.weights} (another checkpoint); use the collection's "
-                "model files, or a new collection"
-            )
-        if not same_precision(stored.dtype, spec.dtype):
-            notice_precision_difference(f"collection {self.collection_name!r}", stored.dtype, spec.dtype)
-
-    def _encoder_name(self) -> str:
-        return str(self._recipe.encoder_spec().model)
 
     def _own_encoder(self) -> Any:
         """The collection's encoder of the searched vector, loaded here once (a ``PosFairEmbedding`` embed
@@ -321,41 +291,20 @@ class PosFairVectorStore(BasePydanticVectorStore):
 
     def _check_given(self, texts: Sequence[str], embedding: Any, what: str, query: bool = False) -> None:
         """Unless the embed model is known to be the collection's encoder, check one embedding the index sent
-        against the collection encoder's vector of the same text (raises before anything is written)."""
+        (:meth:`~llamaindex_posfair.integrations.gate.Gate.check_embedding`; raises before anything is written)."""
         if self._trusted or embedding is None or not texts or not texts[0].strip():
             return
-        own = self._own_encoder()
-        expected = (own.encode_queries if query else own.encode_documents)([texts[0]])[0]
-        check_same_encoder(
-            self.collection_name, self._encoder_name(), "the index's embed model", expected, embedding, what
-        )
+        self._gate.check_embedding(self._own_encoder(), texts, embedding, what, query=query)
         if query:
             self._trusted = True
 
     def _check_nodes(self, nodes: Sequence[BaseNode]) -> None:
-        """The first node with an embedding is the collection encoder's vector of its text (see :meth:`_check_given`)."""
+        """The first node with an embedding is the collection encoder's vector of its text, with its metadata (as
+        LlamaIndex embeds it) or alone."""
         node = next((n for n in nodes if n.embedding is not None), None)
-        if node is None:
-            return
-        try:  # LlamaIndex embeds a node's text with its metadata; an app may embed the text alone
-            self._check_given(
-                [node.get_content(metadata_mode=MetadataMode.EMBED)], node.embedding, f"node {node.node_id!r}"
-            )
-        except CollectionMismatchError:
-            self._check_given(
-                [node.get_content(metadata_mode=MetadataMode.NONE)], node.embedding, f"node {node.node_id!r}"
-            )
-
-    def _check_write_precision(self) -> None:
-        """Nodes are added in the collection's recorded precision (queries may use another one)."""
-        stored, spec = self._recipe.encoder_spec(), self._embed.spec.resolved()
-        if not same_precision(stored.dtype, spec.dtype):
-            want = precision_name(stored.dtype)
-            raise CollectionMismatchError(
-                f"collection {self.collection_name!r} was written in {want}, but the embed model computes "
-                f"{precision_name(spec.dtype)}; adding nodes would mix two precisions in one collection. Build the "
-                f"embed model with dtype={want!r} to add nodes (queries in either precision are accepted)"
-            )
+        if node is not None:
+            texts = [node.get_content(metadata_mode=mode) for mode in (MetadataMode.EMBED, MetadataMode.NONE)]
+            self._check_given(texts, node.embedding, f"node {node.node_id!r}")
 
     def _node_vector(self) -> str:
         return self._recipe.node_vector()
@@ -375,8 +324,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
         """The encoders of the layout, with their point encoding and writer; the collection is checked
         (a mismatch refused) but created only by :meth:`_ready_writer`, after the nodes are validated."""
         if self._writer is None:
-            if _is_posfair(self._embed):
-                self._check_write_precision()
+            if _is_posfair(self._embed):  # in the recorded precision and runtime (queries may use others)
+                self._gate.check_writer(self._embed, who="the embed model")
             encoder = self._embed.encoder if _is_posfair(self._embed) else self._recipe.encoder_spec().load()
             vectors = self._recipe.bind(encoder)
             encoding = self._recipe.ingest_settings(show_progress=False).point_encoding(vectors)
@@ -854,18 +803,9 @@ def _mmr_candidates(top_k: int, kwargs: Mapping[str, Any]) -> int:
     return max(top_k, int(top_k * factor))
 
 
-#: The text a non-posfair embed model and the collection's encoder both embed to show they are one model.
-PROBE_TEXT = "The tide rises twice a day; a lighthouse keeper logs its height at dawn and at dusk."
-
-
 def _is_posfair(embed: Any) -> bool:
     """Whether ``embed`` is a ``PosFairEmbedding`` (it carries the spec of its encoder)."""
     return embed is not None and isinstance(getattr(embed, "spec", None), EncoderSpec)
-
-
-def _model_name(embed: Any) -> str:
-    name = getattr(embed, "model_name", None)
-    return f"{type(embed).__name__}({name!r})" if name else type(embed).__name__
 
 
 def _selection(node_ids: list[str] | None, filters: MetadataFilters | None) -> models.Filter:

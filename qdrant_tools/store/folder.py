@@ -61,6 +61,22 @@ def folder_kind(root: str | Path) -> FolderKind:
     return "empty" if names <= {".lock", ".store.lock"} else "other"
 
 
+def is_store_folder(root: str | Path) -> bool:
+    """Whether ``root`` is an embedded store: Qdrant Edge's (``store.json`` beside ``collections/``) or
+    qdrant-client local mode's (``meta.json`` beside ``collection/`` or ``.lock``); a lone file of either
+    name is not one.
+
+    Example:
+        >>> import tempfile
+        >>> is_store_folder(tempfile.mkdtemp())
+        False
+    """
+    root = Path(root)
+    if (root / MARKER).is_file() and (root / COLLECTIONS).is_dir():
+        return True
+    return (root / "meta.json").is_file() and ((root / "collection").is_dir() or (root / ".lock").is_file())
+
+
 def check_collection_name(name: str) -> str:
     """Return ``name`` if it can be a folder name.
 

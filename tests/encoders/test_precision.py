@@ -128,12 +128,23 @@ def test_precision_twin_finds_another_precision_only():
     assert spec.precision_twin(EncoderSpec(dtype=None).fingerprint()).dtype is None
 
 
+def _reads(spec, stored):
+    """Whether the one gate (``integrations/gate.py``) lets ``spec`` read vectors of fingerprint ``stored``."""
+    from llamaindex_posfair.integrations.gate import FingerprintMismatchError, Gate
+
+    try:
+        Gate("c", "v", stored=stored).check_reader(spec)
+    except FingerprintMismatchError:
+        return False
+    return True
+
+
 def test_a_precision_difference_alone_is_accepted_with_one_notice(caplog, monkeypatch):
     monkeypatch.setattr(precision, "_noticed", set())
     stored = EncoderSpec(dtype="bfloat16").fingerprint()
     with caplog.at_level(logging.WARNING, logger=precision.__name__):
-        first = precision.accepts_precision_twin(EncoderSpec(dtype="float32"), stored, "collection 'c'")
-        again = precision.accepts_precision_twin(EncoderSpec(dtype="float32"), stored, "collection 'c'")
+        first = _reads(EncoderSpec(dtype="float32"), stored)
+        again = _reads(EncoderSpec(dtype="float32"), stored)
     assert first and again
     notices = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(notices) == 1 and "rankings agree" in notices[0].getMessage()
@@ -143,7 +154,7 @@ def test_a_precision_difference_alone_is_accepted_with_one_notice(caplog, monkey
 def test_another_model_setting_is_no_precision_twin(caplog):
     stored = EncoderSpec(dtype="bfloat16", calibration=None).fingerprint()
     with caplog.at_level(logging.WARNING, logger=precision.__name__):
-        assert not precision.accepts_precision_twin(EncoderSpec(dtype="float32"), stored, "collection 'c'")
+        assert not _reads(EncoderSpec(dtype="float32"), stored)
     assert not caplog.records
 
 
@@ -151,7 +162,7 @@ def test_none_and_float32_meet_without_a_notice(caplog, monkeypatch):
     monkeypatch.setattr(precision, "_noticed", set())
     stored = EncoderSpec(dtype=None).fingerprint()
     with caplog.at_level(logging.WARNING, logger=precision.__name__):
-        assert precision.accepts_precision_twin(EncoderSpec(dtype="float32"), stored, "collection 'c'")
+        assert _reads(EncoderSpec(dtype="float32"), stored)
     assert not caplog.records
 
 

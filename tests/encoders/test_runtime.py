@@ -15,7 +15,6 @@ from pydantic import ValidationError
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders import runtime
 from llamaindex_posfair.encoders.encoder import PosFairEncoder
-from llamaindex_posfair.encoders.precision import accepts_precision_twin
 from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
 
 PLAIN = {"calibration": None}
@@ -81,16 +80,21 @@ def test_runtime_twin_is_found_for_the_plain_spec_only():
 
 
 def test_query_side_check_accepts_a_runtime_twin_with_one_notice(caplog):
+    from llamaindex_posfair.integrations.gate import FingerprintMismatchError, Gate
+
     onnx_spec = EncoderSpec(runtime="onnx", **PLAIN).pinned()
-    stored = EncoderSpec(dtype="bfloat16", **PLAIN).fingerprint()
+    gate = Gate("twin-test", "vanilla", stored=EncoderSpec(dtype="bfloat16", **PLAIN).fingerprint())
     with caplog.at_level(logging.WARNING, logger="llamaindex_posfair.encoders.precision"):
-        assert accepts_precision_twin(onnx_spec, stored, "vector 'vanilla' of collection 'twin-test'")
-        assert accepts_precision_twin(onnx_spec, stored, "vector 'vanilla' of collection 'twin-test'")
+        assert gate.check_reader(onnx_spec) is onnx_spec
+        assert gate.check_reader(onnx_spec) is onnx_spec
     notices = [r.getMessage() for r in caplog.records if "twin-test" in r.getMessage()]
     assert len(notices) == 1
     assert "written with runtime torch in bfloat16 and is queried with runtime onnx in float32" in notices[0]
+    with pytest.raises(FingerprintMismatchError, match="written in bfloat16, but .* computes float32 on onnx"):
+        gate.check_writer(onnx_spec)
     other_prompt = EncoderSpec(query_prompt="query: ", **PLAIN).fingerprint()
-    assert not accepts_precision_twin(onnx_spec, other_prompt, "vector 'vanilla' of collection 'twin-test'")
+    with pytest.raises(FingerprintMismatchError):
+        Gate("twin-test", "vanilla", stored=other_prompt).check_reader(onnx_spec)
 
 
 @pytest.mark.parametrize(("name", "module"), [("onnx", "onnxruntime"), ("openvino", "openvino")])

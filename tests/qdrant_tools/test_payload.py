@@ -22,8 +22,9 @@ from qdrant_tools.writer import PointBatch, QdrantWriter
 def _payload(metadata, pages=(), index=1, n_chunks=3):
     doc = SourceDocument("sub/a.pdf", "x" * 100, "/data/sub/a.pdf", "h", metadata=metadata, pages=pages)
     chunk = Chunk(index, "chunk text", 10, 20, 3)
-    return P.build_payload(doc, chunk, n_chunks=n_chunks, version="v1", fingerprints={"calibrated": "f"},
-                           n_tokens=5, truncated=False, chunking_key="k")  # fmt: skip
+    fields = P.posfair_record(doc, chunk, n_chunks=n_chunks, version="v1", fingerprints={"calibrated": "f"},
+                              n_tokens=5, truncated=False, chunking_key="k")  # fmt: skip
+    return P.build_payload(doc, fields)
 
 
 def test_metadata_is_flat_and_posfair_fields_are_nested():
