@@ -253,6 +253,8 @@ def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any
     Raises:
         CliError: a flag contradicts the collection's recipe, or an invalid value.
     """
+    from pydantic import ValidationError
+
     from llamaindex_posfair.encoders.spec import EncoderSet
     from llamaindex_posfair.integrations.recipe import read_recipe
     from qdrant_tools.spec import CollectionMismatchError
@@ -270,6 +272,8 @@ def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any
                 recipe.encoder_spec(name, options.spec_fields_given(args), names=options.SPEC_FLAGS)
         except CollectionMismatchError as exc:
             raise CliError(str(exc).replace("the collection", f"collection {args.collection!r}", 1)) from None
+        except ValidationError as exc:  # e.g. --device cuda for a collection written on runtime onnx
+            raise CliError(options.error_message(exc)) from None
     runtime = options.runtime_fields(args)
     return recipe, EncoderSet(vectors={n: s.model_copy(update=runtime) for n, s in recipe.vectors.items()})
 
@@ -300,6 +304,12 @@ def encoder_set_from_args(args: argparse.Namespace) -> Any:
     """
     from llamaindex_posfair.encoders.spec import EncoderSet
 
+    if args.both_vectors and args.runtime not in (None, "torch"):
+        raise CliError(
+            f"--both-vectors stores a calibrated vector, which --runtime {args.runtime} cannot compute (calibration "
+            "needs attention hooks, which only --runtime torch has); drop --both-vectors to store the plain vector, "
+            "or pass --runtime torch"
+        )
     off = not args.no_subchunks and not args.both_vectors
     try:
         return EncoderSet.single(

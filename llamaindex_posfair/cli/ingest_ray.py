@@ -90,6 +90,21 @@ def _collection_spec(args: argparse.Namespace) -> Any:
     return spec
 
 
+def check_worker_devices(args: argparse.Namespace, encoder_set: Any) -> None:
+    """Raise :class:`CliError` for GPU workers with an encoder whose runtime runs on the CPU only (onnx, openvino).
+
+    Raises:
+        CliError: ``--gpus-per-worker`` above 0 with such a runtime (given by ``--runtime`` or the collection's).
+    """
+    exported = sorted({spec.runtime for spec in encoder_set.vectors.values()} - {"torch"})
+    if args.gpus_per_worker > 0 and exported:
+        raise CliError(
+            f"--gpus-per-worker {args.gpus_per_worker:g} puts each worker's encoder on a GPU, but runtime "
+            f"{exported[0]!r} runs on the CPU; pass --gpus-per-worker 0 (CPU workers), or use --runtime torch "
+            "for a new collection"
+        )
+
+
 def run_ingest_ray(args: argparse.Namespace) -> int:
     from qdrant_tools.driver import scoped_to
     from qdrant_tools.ray_ingest import RayIngestReport, ray_ingest_documents
@@ -102,6 +117,7 @@ def run_ingest_ray(args: argparse.Namespace) -> int:
     client = open_for_run(args)
     try:
         recipe, encoder_set = ingest_recipe(args, client)
+        check_worker_devices(args, encoder_set)
         config = scoped_to(_config(args, recipe), args.source)
         if args.dry_run:  # the plan needs the encoders' fingerprints and chunking: load them here, not on Ray
             vectors = encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))

@@ -38,6 +38,7 @@ import argparse
 import functools
 import logging
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -282,12 +283,36 @@ def layer_set_type(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+#: Words of the encoder's runtime checks (:mod:`llamaindex_posfair.encoders.runtime`) -> the model flags' words.
+_FLAG_WORDS = (
+    (r"got calibration=CalibrationConfig\(.*?\): ", "and calibration is on: "),
+    (r"pass calibration=None", "pass --no-calibration"),
+    (r"\(or leave it 'auto'\)", "(or drop --dtype)"),
+    (r"\(or None\)", "(or drop --device)"),
+    (r"\b(runtime|dtype|device)='([^']*)'", r"--\1 \2"),
+)
+
+
+def flag_words(message: str) -> str:
+    """``message`` of an :class:`EncoderSpec` check with its settings named by their flags
+    (``runtime='torch'`` -> ``--runtime torch``, ``calibration=None`` -> ``--no-calibration``)."""
+    for words, flags in _FLAG_WORDS:
+        message = re.sub(words, flags, message)
+    return message
+
+
 def error_message(exc: Exception) -> str:
-    """A user-facing message of ``exc`` (a pydantic ``ValidationError``: one clause per field)."""
+    """A user-facing message of ``exc`` (a pydantic ``ValidationError``: one clause per field, the settings of
+    the model flags named by their flags: :func:`flag_words`)."""
     errors = getattr(exc, "errors", None)
-    if callable(errors):
-        return "; ".join(f"{'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in errors())
-    return str(exc)
+    if not callable(errors):
+        return str(exc)
+    clauses = []
+    for e in errors():
+        where = ".".join(str(x) for x in e["loc"])
+        message = flag_words(str(e["msg"]).removeprefix("Value error, "))
+        clauses.append(f"{where}: {message}" if where else message)
+    return "; ".join(clauses)
 
 
 def calibration_from_args(args: argparse.Namespace, off_by_default: bool = False) -> Any:

@@ -407,10 +407,19 @@ class PosFairEncoder(SpecSettings):
         )
 
 
+def _load_device(spec: EncoderSpec) -> str | None:
+    """The device ``spec``'s model loads on: its own; without one, the CPU for the exported runtimes (also on a
+    machine with a GPU), else ``None`` (sentence-transformers picks CUDA when available)."""
+    if spec.device is None and spec.runtime != "torch":
+        return "cpu"
+    return spec.device
+
+
 def _load_sentence_transformer(spec: EncoderSpec) -> Any:
     """Load the ``SentenceTransformer`` of ``spec`` (SDPA attention, safetensors first, no remote code unless asked)."""
     from sentence_transformers import SentenceTransformer
 
+    device = _load_device(spec)
     path = resolve_model_path(spec.model)
     model_kwargs: dict[str, Any] = {"attn_implementation": "sdpa"}
     if spec.dtype is not None:
@@ -418,9 +427,9 @@ def _load_sentence_transformer(spec: EncoderSpec) -> Any:
     try:
         if spec.pooling is None:
             return SentenceTransformer(
-                path, device=spec.device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs
+                path, device=device, trust_remote_code=spec.trust_remote_code, model_kwargs=model_kwargs
             )
-        return PosFairEncoder._from_transformers(path, spec.pooling, spec.device, spec.trust_remote_code, model_kwargs)
+        return PosFairEncoder._from_transformers(path, spec.pooling, device, spec.trust_remote_code, model_kwargs)
     except OSError as exc:
         raise OSError(
             f"could not load model {spec.model!r}: it is not a local sentence-transformers/transformers "

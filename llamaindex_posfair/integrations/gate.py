@@ -71,13 +71,16 @@ def settle(
         dtype = given.get("dtype", AUTO)
         same = dtype != AUTO and same_precision(EncoderSpec(dtype=dtype).dtype, recorded.dtype)
         given["dtype"] = recorded.dtype if same else dtype
-    candidate = EncoderSpec.model_validate({**recorded.model_dump(), **given, "weights": recorded.weights})
+    fields = {**recorded.model_dump(), **given, "weights": recorded.weights}
+    # each setting is compared with the record before the settings are checked together (a calibration given
+    # for a collection written on an exported runtime contradicts its record); torch runs every setting
+    alone = EncoderSpec.model_validate({**fields, "runtime": "torch"})
     free = {"weights", *ROUNDING_FIELDS} if read else {"weights"}
     for field in VECTOR_FIELDS:
-        if field in given and field not in free and getattr(candidate, field) != getattr(recorded, field):
-            shown = getattr(recorded, field), getattr(candidate, field)
-            raise CollectionMismatchError(conflict(where, field, *shown, names))
-    return candidate
+        value = fields["runtime"] if field == "runtime" else getattr(alone, field)
+        if field in given and field not in free and value != getattr(recorded, field):
+            raise CollectionMismatchError(conflict(where, field, getattr(recorded, field), value, names))
+    return EncoderSpec.model_validate(fields)
 
 
 def conflict(where: str, field: str, stored: Any, given: Any, names: Mapping[str, str] | None = None) -> str:

@@ -106,22 +106,7 @@ def test_missing_runtime_package_names_the_extra(monkeypatch, name, module):
         runtime._import_runtime(name)
 
 
-# ---------------------------------------------------------------------- the export (tiny model)
-@pytest.fixture
-def own_cache(tmp_path, monkeypatch):
-    """A fresh cache folder, and a count of the exports made into it."""
-    monkeypatch.setenv("POSFAIR_CACHE_DIR", str(tmp_path))
-    exports = []
-    real = runtime._export_model
-
-    def counted(st, names, path):
-        exports.append(path)
-        real(st, names, path)
-
-    monkeypatch.setattr(runtime, "_export_model", counted)
-    return exports
-
-
+# ---------------------------------------------------------------------- the export (tiny model; own_cache: conftest)
 def _onnx_folder(encoder: PosFairEncoder):
     return runtime.onnx_cache_folder(runtime.export_settings(encoder.sentence_transformer, encoder.spec.weights))
 
@@ -134,6 +119,17 @@ def test_onnx_matches_torch_on_a_padded_batch(tiny_bert_path, mixed_texts, own_c
     assert np.abs(onnx_enc.encode_documents(texts, batch_size=4) - torch_enc.encode_documents(texts)).max() <= 1e-5
     assert onnx_enc.fingerprint() == onnx_enc.spec.model_copy(update={"device": "cpu"}).fingerprint()
     assert onnx_enc.fingerprint() != torch_enc.fingerprint()
+
+
+@needs_onnxruntime
+def test_onnx_without_a_device_loads_on_the_cpu_where_cuda_is_available(tiny_bert_path, own_cache, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setattr(SentenceTransformer, "get_device_name", lambda self: "cuda")  # what a GPU machine answers
+    enc = PosFairEncoder(tiny_bert_path, calibration=None, runtime="onnx")
+    assert enc.device.type == "cpu" and enc.spec.device is None and len(own_cache) == 1
+    torch_enc = PosFairEncoder(tiny_bert_path, calibration=None, device="cpu")
+    assert np.abs(enc.encode_query("the mill") - torch_enc.encode_query("the mill")).max() <= 1e-5
 
 
 @needs_onnxruntime
