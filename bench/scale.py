@@ -1,7 +1,7 @@
 """The default pipeline at 10k-1M nodes: quality and cost of the default search as the collection grows.
 
 The shipped benchmarks' real ``test`` passages (needle-prose and natural-docs, ingested by ``posfair ingest``'s
-own code: :class:`research.default_pipeline.system.StoreIndex`, 254-token nodes, ``DEFAULT_SUBCHUNKS``, BM25,
+own code: :class:`research.default_pipeline.system.StoreIndex`, 254-token nodes, ``SubchunkConfig()``, BM25,
 the bundled all-MiniLM-L6-v2 uncalibrated) are put inside a collection of *distractor* nodes, until it holds
 ``--sizes`` nodes. Encoding a million real nodes is out of reach on a CPU, so a distractor is built from real
 vectors: ``--per-node`` (10) sub-chunk vectors drawn at random from a pool of encoded real sub-chunks, each
@@ -30,7 +30,7 @@ which pages in every vector; the store is reopened as readers open it, its files
 kernel can drop and read again, left out) and disk per node (allocated bytes of the folder, WAL included).
 ``--storage`` keeps the vectors as a row of :data:`research.storage_arms.ARMS` says (a quantized copy in RAM,
 originals memory-mapped). The
-searches: the default (``DEFAULT_SEARCH``: the node cosine and BM25 fused in, as the recipe says, through
+searches: the default (``SearchSettings()``: the node cosine and BM25 fused in, as the recipe says, through
 ``qdrant_tools.search.search``; a collection of at most the recipe's ``exact_up_to`` = 5,000 nodes is scored
 exactly), the query of larger collections forced at every size (``exact_up_to=0``: MaxSim over candidates from
 the node vector's HNSW, BM25 and, with ``--subchunk-m``, the sub-chunk graph), ``--prefetch`` variants of it
@@ -103,13 +103,18 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> Rea
     from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
-    from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
+    from qdrant_tools.subchunks import SubchunkConfig
     from research.default_pipeline import system as pipeline
 
     out = RealNodes()
     chunk_tokens = resolve_chunking(encoder).chunk_tokens
-    layout = NodeLayout(
-        chunk_tokens=chunk_tokens, subchunks=DEFAULT_SUBCHUNKS, fused_weight=fused_weight, node_int8=node_int8
+    layout = NodeLayout(  # float rows in RAM: `--storage` keeps them as an arm says
+        chunk_tokens=chunk_tokens,
+        subchunks=SubchunkConfig(),
+        fused_weight=fused_weight,
+        node_int8=node_int8,
+        node_on_disk=False,
+        fused_quantization=None,
     )
     for name in BENCHMARKS:
         bench = load_shipped(name, "test")
@@ -139,14 +144,14 @@ def pool(encoder: Any) -> Pool:
     """Every sub-chunk of the shipped prose outside the benchmarks' ``test`` passages and the repository's docs
     (which change with every commit), encoded (memoised)."""
     from qdrant_tools.encoding import spans_for
-    from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, subchunk_text
+    from qdrant_tools.subchunks import SubchunkConfig, subchunk_text
     from research.bench.subchunk_index import prose_pool
 
     spans_fn, _ = spans_for(encoder)
     texts = []
     for doc_id, text, source in prose_pool(None):
         if source != "repo-docs" and not doc_id.startswith("needle/test/"):  # docs change with every commit
-            texts += [s.text for s in subchunk_text(text, DEFAULT_SUBCHUNKS, spans_fn)]
+            texts += [s.text for s in subchunk_text(text, SubchunkConfig(), spans_fn)]
     texts = sorted(set(texts))
     vecs = np.asarray(encoder.encode_documents(texts), dtype=np.float32)
     return Pool(vecs / np.linalg.norm(vecs, axis=1, keepdims=True), texts)
@@ -616,9 +621,9 @@ def variants(n: int, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     settings :func:`exhaustive` scores every node with (the default's)."""
     from dataclasses import replace
 
-    from llamaindex_posfair.integrations.recipe import DEFAULT_SEARCH
+    from qdrant_tools.search import SearchSettings
 
-    default = DEFAULT_SEARCH.overridden(limit=100)  # the harness' depth: documents are ranked from 100 nodes
+    default = SearchSettings().overridden(limit=100)  # the harness' depth: documents are ranked from 100 nodes
     candidates = replace(default, exact_up_to=0)  # the query of collections above exact_up_to, at any size
     out = {f"default (exact_up_to={default.exact_up_to:,})": default, "candidates (exact_up_to=0)": candidates}
     if args.exact:

@@ -33,8 +33,9 @@ import numpy as np
 __all__ = ["NODE_WEIGHT", "cosine_matrix", "max_over_owners", "node_scores", "unit_rows", "weigh_node_scores"]
 
 #: The default search's weight of the node cosine (``w`` above; research/results/hybrid_sweep/sweep.md): the default of
-#: every node-weighted score in the package (the collection recipe's search, ``PosFairRerank`` and ``/v1/rerank`` with
-#: ``scoring="weighted"``). A bare ``qdrant_tools.search.SearchSettings()`` keeps 0 (best sub-chunk only).
+#: every node-weighted score in the package (``PosFairRerank`` and ``/v1/rerank`` with ``scoring="weighted"``); the
+#: default search, ``qdrant_tools.search.SearchSettings()``, holds the same value (qdrant_tools imports nothing of
+#: the package; a test checks that the two agree).
 NODE_WEIGHT = 0.5
 
 

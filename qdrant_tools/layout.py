@@ -1,10 +1,9 @@
 """How a collection's nodes are written: node size, sub-chunks, fused rows and quantization.
 
-:class:`NodeLayout` is the one description of a collection's layout. The recipe
-a collection records (:mod:`llamaindex_posfair.integrations.recipe`) stores it,
-every ingestion path takes it (:class:`qdrant_tools.driver.IngestSettings`
-``layout``), and the benchmarks vary it. The BM25 sparse vector and the
-collection metadata are settings of the run beside it
+:class:`NodeLayout` is the one description of a collection's layout, and ``NodeLayout()`` is the layout
+``posfair ingest`` writes. The recipe a collection records (:mod:`llamaindex_posfair.integrations.recipe`)
+stores it, every ingestion path takes it (:class:`qdrant_tools.driver.IngestSettings` ``layout``), and the
+benchmarks vary it. The BM25 sparse vector and the collection metadata are settings of the run beside it
 (:class:`~qdrant_tools.driver.IngestSettings` ``sparse`` and ``metadata``).
 """
 
@@ -12,21 +11,39 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from qdrant_tools.encoding import Encoder, PointEncoding, build_point_encoding
+from qdrant_tools.search import SearchSettings
 from qdrant_tools.sparse import Bm25Sparse
-from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+from qdrant_tools.subchunks import SubchunkConfig
 
 __all__ = ["NodeLayout"]
 
 _NEEDS_SUBCHUNKS = "pass subchunks=SubchunkConfig(...)"
 
 
+class _Follows:
+    """The default of a field that follows the layout's other fields (resolved when the layout is built)."""
+
+    def __repr__(self) -> str:
+        return "FOLLOWS"
+
+
+_FOLLOWS: Any = _Follows()
+
+
 @dataclass(frozen=True, kw_only=True)
 class NodeLayout:
     """How documents are cut into nodes and which vectors each node stores.
+
+    ``NodeLayout()`` is the layout ``posfair ingest`` writes: 32-token sub-chunks, node vectors encoded from
+    the node text, the fused multivector at the default search's node weight kept as an int8 copy in RAM
+    (floats memory-mapped), and the node vectors' int8 copy in RAM (floats memory-mapped): the compact layout
+    of research/results/compact_sweep/sweep.md. Three defaults follow the fields given: ``fused_weight`` is
+    ``None`` without sub-chunks, ``fused_quantization`` is ``None`` without fused rows, and ``node_on_disk``
+    is ``node_int8``.
 
     Args:
         chunk_tokens: tokens per node (special tokens not counted); ``None`` =
@@ -58,10 +75,12 @@ class NodeLayout:
 
     Example:
         >>> from qdrant_tools.layout import NodeLayout
-        >>> from qdrant_tools.subchunks import SubchunkConfig
-        >>> layout = NodeLayout(chunk_tokens=254, subchunks=SubchunkConfig(32, 0), fused_weight=0.5)
-        >>> layout.subchunks.max_tokens, layout.replace(subchunks=None, fused_weight=None).subchunks
-        (32, None)
+        >>> layout = NodeLayout()
+        >>> layout.subchunks.max_tokens, layout.fused_weight, layout.fused_quantization, layout.node_on_disk
+        (32, 0.5, 'int8', True)
+        >>> single = NodeLayout(subchunks=None, node_int8=False)
+        >>> single.fused_weight, single.fused_quantization, single.node_on_disk
+        (None, None, False)
         >>> NodeLayout(subchunks=None, node_from_subchunks=True)
         Traceback (most recent call last):
         ...
@@ -73,19 +92,29 @@ class NodeLayout:
 
     chunk_tokens: int | None = None
     overlap_tokens: int | None = None
-    subchunks: SubchunkConfig | None = DEFAULT_SUBCHUNKS
+    subchunks: SubchunkConfig | None = field(default_factory=SubchunkConfig)
     subchunk_int8: bool = False
     subchunk_graph_m: int = 0
     node_from_subchunks: bool = False
-    fused_weight: float | None = None
-    node_int8: bool = False
-    node_on_disk: bool = False
-    fused_quantization: Literal["int8", "binary"] | None = None
+    fused_weight: float | None = _FOLLOWS
+    node_int8: bool = True
+    node_on_disk: bool = _FOLLOWS
+    fused_quantization: Literal["int8", "binary"] | None = _FOLLOWS
 
     def __post_init__(self) -> None:
+        self._resolve_followers()
         self._check_sizes()
         self._check_flags()
         self._check_subchunk_settings()
+
+    def _resolve_followers(self) -> None:
+        """Give the fields left at a following default their value (see the class docstring)."""
+        if self.fused_weight is _FOLLOWS:
+            object.__setattr__(self, "fused_weight", None if self.subchunks is None else SearchSettings().node_weight)
+        if self.fused_quantization is _FOLLOWS:
+            object.__setattr__(self, "fused_quantization", None if self.fused_weight is None else "int8")
+        if self.node_on_disk is _FOLLOWS:
+            object.__setattr__(self, "node_on_disk", self.node_int8 is True)
 
     def _check_sizes(self) -> None:
         if self.chunk_tokens is not None and (not _is_int(self.chunk_tokens) or self.chunk_tokens < 1):

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from qdrant_tools.store.protocol import AsyncStoreLike, StoreLike
 
 __all__ = [
+    "RRF_SEARCH",
     "CollectionVectors",
     "Hit",
     "SearchSettings",
@@ -204,7 +205,12 @@ def _hnsw_m(params: Any, collection_hnsw: Any) -> int:
 
 @dataclass(frozen=True)
 class SearchSettings:
-    """How a query is answered.
+    """How a query is answered; ``SearchSettings()`` is the search ``posfair ingest`` records.
+
+    The default: node weight 0.5 (one MaxSim over the default layout's fused rows), BM25 fused by DBSF over 100
+    nodes per ranking (docs/evidence.md, "DBSF, the default fusion"; collections written with the earlier
+    :data:`RRF_SEARCH` keep it until switched), exact up to 5,000 nodes, above that 2% of the nodes (300 to 2,000)
+    re-scored from BM25 and HNSW candidates.
 
     Args:
         limit: hits returned.
@@ -244,16 +250,16 @@ class SearchSettings:
     limit: int = 5
     vector: str | None = None
     subchunks: bool = True
-    prefetch_limit: int = 100
-    prefetch_max: int | None = None
-    exact_up_to: int = 10_000
+    prefetch_limit: int = 300
+    prefetch_max: int | None = 2000
+    exact_up_to: int = 5000
     subchunk_candidates: int = 300
-    node_weight: float = 0.0
+    node_weight: float = 0.5
     evidence: bool = False
     evidence_limit: int | None = None
     sparse: bool = True
-    fusion: Literal["rrf", "dbsf"] = "rrf"
-    fusion_limit: int = 50
+    fusion: Literal["rrf", "dbsf"] = "dbsf"
+    fusion_limit: int = 100
     sparse_limit: int | None = None
     sparse_weight: float = 1.0
     rrf_k: int | None = None
@@ -273,7 +279,7 @@ class SearchSettings:
             )
         if isinstance(self.exact_up_to, bool) or not isinstance(self.exact_up_to, int) or self.exact_up_to < 0:
             raise ValueError(
-                f"exact_up_to must be an integer >= 0, got {self.exact_up_to!r}; typical 10000 (0 = always prefetch)"
+                f"exact_up_to must be an integer >= 0, got {self.exact_up_to!r}; typical 5000 (0 = always prefetch)"
             )
         subs = self.subchunk_candidates
         if isinstance(subs, bool) or not isinstance(subs, int) or subs < 0:
@@ -308,7 +314,7 @@ class SearchSettings:
         drops the RRF weight and ``k`` (DBSF takes neither), unless they are given too.
 
         Example:
-            >>> s = SearchSettings(sparse_weight=1.5, rrf_k=60).overridden(fusion="dbsf", limit=3, node_weight=None)
+            >>> s = RRF_SEARCH.overridden(fusion="dbsf", limit=3, node_weight=None)
             >>> s.fusion, s.sparse_weight, s.rrf_k, s.limit
             ('dbsf', 1.0, None, 3)
 
@@ -348,6 +354,11 @@ class SearchSettings:
     def scores_exactly(self, points: int | None) -> bool:
         """Whether a sub-chunk collection of ``points`` nodes is scored exactly (``None``: size unknown: no)."""
         return points is not None and points <= self.exact_up_to
+
+
+#: The default search of collections written before DBSF: the same candidates fused by weighted RRF
+#: (BM25 weight 1.5, ``k`` = 60).
+RRF_SEARCH = SearchSettings(fusion="rrf", sparse_weight=1.5, rrf_k=60)
 
 
 @dataclass(frozen=True)

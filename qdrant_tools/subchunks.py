@@ -31,7 +31,6 @@ from qdrant_tools.chunking import Span, SpanFn, whitespace_spans
 from qdrant_tools.text import SPLITTER_TAG, sentence_spans
 
 __all__ = [
-    "DEFAULT_SUBCHUNKS",
     "FUSED_VECTOR",
     "FUSED_WEIGHT_KEY",
     "SUBCHUNK_VECTOR",
@@ -53,7 +52,9 @@ FUSED_WEIGHT_KEY = "posfair_fused_node_weight"
 
 @dataclass(frozen=True)
 class SubchunkConfig:
-    """How a node is cut into sub-chunks.
+    """How a node is cut into sub-chunks; ``SubchunkConfig()`` is the sub-chunking of ``posfair ingest``:
+    32-token sub-chunks without overlap (the evidence: research/results/default_pipeline/sweep.md, reproduced by
+    ``python -m research.default_pipeline``).
 
     Args:
         max_tokens: token budget of a sub-chunk (special tokens not counted);
@@ -64,8 +65,8 @@ class SubchunkConfig:
         ValueError: ``max_tokens`` below 4 or a negative overlap.
     """
 
-    max_tokens: int = 64
-    overlap_sentences: int = 1
+    max_tokens: int = 32
+    overlap_sentences: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 4:
@@ -82,11 +83,6 @@ class SubchunkConfig:
         its boundaries, so a collection ingested with another splitter re-embeds instead of mixing.
         """
         return f"sub={self.max_tokens};ov={self.overlap_sentences};split={SPLITTER_TAG}"
-
-
-#: The default sub-chunk layout of ``posfair ingest``: 32-token sub-chunks without overlap (the evidence:
-#: research/results/default_pipeline/sweep.md, reproduced by ``python -m research.default_pipeline``).
-DEFAULT_SUBCHUNKS = SubchunkConfig(max_tokens=32, overlap_sentences=0)
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ ARMS = (
     Arm("fused int8 copy, originals memory-mapped; node without a copy", "int8", True, "none"),
 )
 
-#: The arm the shipped default layout is (``DEFAULT_FUSED_QUANTIZATION``, ``DEFAULT_NODE_ON_DISK``), chosen by
+#: The arm the shipped default layout is (``NodeLayout()``'s ``fused_quantization`` and ``node_on_disk``), chosen by
 #: research/bench/compact_sweep.py's rule.
 SHIPPED = 3
 

@@ -19,7 +19,9 @@ BM25 = Bm25Sparse()
 PLAIN = IngestConfig(
     show_progress=False,
     sparse=BM25,
-    layout=NodeLayout(chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0)),
+    layout=NodeLayout(
+        chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0), fused_weight=None, node_int8=False
+    ),
 )
 FUSED = replace(PLAIN, layout=PLAIN.layout.replace(fused_weight=0.4))
 QUERY = "how do spring tides form when the moon and sun align"

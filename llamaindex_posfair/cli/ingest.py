@@ -29,13 +29,12 @@ import logging
 import os
 import re
 import sys
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from llamaindex_posfair.cli import options
 from llamaindex_posfair.cli.metadata import add_metadata_arg
 from llamaindex_posfair.cli.options import CliError
-from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
+from qdrant_tools.subchunks import SubchunkConfig
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
@@ -83,13 +82,13 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
         "--subchunk-tokens",
         type=int,
         default=None,
-        help=f"token budget of a sub-chunk (default {DEFAULT_SUBCHUNKS.max_tokens})",
+        help=f"token budget of a sub-chunk (default {SubchunkConfig().max_tokens})",
     )
     g.add_argument(
         "--subchunk-overlap",
         type=int,
         default=None,
-        help=f"sentences shared by neighbouring sub-chunks (default {DEFAULT_SUBCHUNKS.overlap_sentences})",
+        help=f"sentences shared by neighbouring sub-chunks (default {SubchunkConfig().overlap_sentences})",
     )
     g.add_argument(
         "--no-subchunks", action="store_true", help="the single-vector layout: one vector per node (less storage)"
@@ -133,12 +132,11 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
     b.add_argument("--no-bm25", dest="bm25", action="store_false", help="store no BM25 vector (dense search only)")
 
 
-#: Layout field (flat form, :func:`~llamaindex_posfair.integrations.recipe.layout_fields`) -> its flag (for errors).
+#: Layout field -> its flag (for errors).
 LAYOUT_FLAGS = {
     "chunk_tokens": "--chunk-tokens",
     "overlap_tokens": "--overlap-tokens",
-    "subchunk_tokens": "--subchunk-tokens / --no-subchunks",
-    "subchunk_overlap": "--subchunk-overlap",
+    "subchunks": "--subchunk-tokens / --subchunk-overlap / --no-subchunks",
     "subchunk_int8": "--subchunk-int8",
     "subchunk_graph_m": "--subchunk-graph-m",
     "node_from_subchunks": "--node-source",
@@ -154,16 +152,22 @@ _FLAG_WORDS = {
     r"\bnode_from_subchunks\b": "--node-source subchunk-mean",
     r"\bmax_tokens\b": "--subchunk-tokens",
     r"\boverlap_sentences\b": "--subchunk-overlap",
-    **{rf"\b{field}\b": flag for field, flag in LAYOUT_FLAGS.items() if field not in ("node_from_subchunks",)},
+    **{
+        rf"\b{field}\b": flag
+        for field, flag in LAYOUT_FLAGS.items()
+        if field not in ("subchunks", "node_from_subchunks")
+    },
 }
 
 
-def layout_given(args: argparse.Namespace) -> dict[str, Any]:
-    """The layout fields the flags set explicitly, in their flat form (``subchunk_tokens``, ``subchunk_overlap``).
+def layout_given(args: argparse.Namespace, base: Any) -> dict[str, Any]:
+    """The :class:`~qdrant_tools.layout.NodeLayout` fields the flags set explicitly; ``--subchunk-tokens`` and
+    ``--subchunk-overlap`` change ``base``'s sub-chunks (the collection's layout, or ``NodeLayout()``).
 
     Raises:
         CliError: contradictory flags (--subchunk-int8, a sub-chunk budget or graph with --no-subchunks), or a
             --fused-weight outside [0, 1).
+        ValueError: an invalid sub-chunk budget or overlap (the message names the field).
     """
     if args.no_subchunks and (args.subchunk_int8 or args.subchunk_tokens is not None or args.subchunk_graph_m):
         raise CliError(
@@ -176,8 +180,6 @@ def layout_given(args: argparse.Namespace) -> dict[str, Any]:
     given = {
         "chunk_tokens": args.chunk_tokens,
         "overlap_tokens": args.overlap_tokens,
-        "subchunk_tokens": args.subchunk_tokens,
-        "subchunk_overlap": args.subchunk_overlap,
         "subchunk_int8": True if args.subchunk_int8 else None,
         "subchunk_graph_m": args.subchunk_graph_m,
         "node_from_subchunks": None if args.node_source is None else args.node_source == "subchunk-mean",
@@ -191,7 +193,12 @@ def layout_given(args: argparse.Namespace) -> dict[str, Any]:
     if args.fused_quantization is not None:
         given["fused_quantization"] = None if args.fused_quantization == "none" else args.fused_quantization
     if args.no_subchunks:
-        given["subchunk_tokens"] = None
+        given["subchunks"] = None
+    elif args.subchunk_tokens is not None or args.subchunk_overlap is not None:
+        sub = base.subchunks or SubchunkConfig()
+        tokens = sub.max_tokens if args.subchunk_tokens is None else args.subchunk_tokens
+        overlap = sub.overlap_sentences if args.subchunk_overlap is None else args.subchunk_overlap
+        given["subchunks"] = SubchunkConfig(tokens, overlap)
     return given
 
 
@@ -201,42 +208,41 @@ def layout_from_args(args: argparse.Namespace, recipe: Any = None) -> Any:
     Args:
         args: the parsed flags.
         recipe: the collection's recipe, when it exists: its layout is kept, and the flags may only repeat it.
-            Without one, the flags apply over the default layout
-            (:func:`~llamaindex_posfair.integrations.recipe.default_layout`).
+            Without one, the flags apply over the default layout, ``NodeLayout()``.
 
     Raises:
         CliError: contradictory flags or an invalid value, named by its flag.
         CollectionMismatchError: a flag contradicts ``recipe`` (both values named).
     """
-    from llamaindex_posfair.integrations.recipe import default_layout, layout_fields
+    from qdrant_tools.layout import NodeLayout
 
-    given = layout_given(args)
-    if recipe is not None:
-        recipe.check_layout(given, LAYOUT_FLAGS)
-        return recipe.layout
+    base = NodeLayout() if recipe is None else recipe.layout
     try:
-        return default_layout(**layout_fields(given))
+        given = layout_given(args, base)
+        layout = base if recipe is not None else NodeLayout(**given)
     except ValueError as exc:
         message = str(exc)
         for words, flag in _FLAG_WORDS.items():
             message = re.sub(words, flag, message)
         raise CliError(message) from None
+    if recipe is not None:
+        recipe.check_layout(given, LAYOUT_FLAGS)
+    return layout
 
 
 def new_recipe(args: argparse.Namespace) -> Any:
-    """The recipe of a new collection: the flags over the default layout.
+    """The recipe of a new collection: the flags over the default layout and search.
 
     Raises:
         CliError: an invalid value, named by its flag.
     """
-    from llamaindex_posfair.integrations.recipe import DEFAULT_BM25, DEFAULT_SEARCH, Recipe
+    from llamaindex_posfair.integrations.recipe import Recipe
+    from qdrant_tools.search import SearchSettings
     from qdrant_tools.sparse import Bm25Sparse
 
     layout = layout_from_args(args)
-    encoder_set = encoder_set_from_args(args)
-    bm25 = Bm25Sparse() if (DEFAULT_BM25 if args.bm25 is None else args.bm25) else None
-    search = replace(DEFAULT_SEARCH, vector=args.vector_name)
-    return Recipe.build(encoder_set, layout, search, bm25)
+    bm25 = None if args.bm25 is False else Bm25Sparse()
+    return Recipe.build(encoder_set_from_args(args), layout, SearchSettings(vector=args.vector_name), bm25)
 
 
 def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any]:

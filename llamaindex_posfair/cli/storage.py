@@ -113,13 +113,13 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 def _fused_weight(args: argparse.Namespace, recipe: Any) -> float:
     """``--fused-weight``, else the collection's search node weight, else the default search's."""
-    from llamaindex_posfair.integrations.recipe import DEFAULT_SEARCH
+    from qdrant_tools.search import SearchSettings
 
     if args.fused_weight is not None:
         if not 0.0 < args.fused_weight < 1.0:
             raise CliError(f"--fused-weight must lie strictly between 0 and 1, got {args.fused_weight:g}; e.g. 0.5")
         return float(args.fused_weight)
-    weight = DEFAULT_SEARCH.node_weight if recipe is None else recipe.search.node_weight
+    weight = SearchSettings().node_weight if recipe is None else recipe.search.node_weight
     if weight <= 0:
         raise CliError(
             f"collection {args.collection!r} searches without the node cosine (node weight 0), so fused rows "
@@ -129,13 +129,16 @@ def _fused_weight(args: argparse.Namespace, recipe: Any) -> float:
 
 
 def _storage(args: argparse.Namespace) -> dict[str, Any]:
-    """The target's storage: the flags, else the default layout's."""
-    from llamaindex_posfair.integrations.recipe import DEFAULT_FUSED_QUANTIZATION, DEFAULT_NODE_ON_DISK
+    """The target's storage: the flags, else the default layout's (``NodeLayout()``); a ValueError names a conflict."""
+    from qdrant_tools.layout import NodeLayout
 
-    int8 = args.node_quantization == "int8"
-    quant = DEFAULT_FUSED_QUANTIZATION if args.fused_quantization is None else args.fused_quantization
-    on_disk = (DEFAULT_NODE_ON_DISK and int8) if args.node_on_disk is None else args.node_on_disk
-    return {"node_int8": int8, "fused_quantization": None if quant == "none" else quant, "node_on_disk": on_disk}
+    given: dict[str, Any] = {"node_int8": args.node_quantization == "int8"}
+    if args.node_on_disk is not None:
+        given["node_on_disk"] = args.node_on_disk
+    if args.fused_quantization is not None:
+        given["fused_quantization"] = None if args.fused_quantization == "none" else args.fused_quantization
+    layout = NodeLayout(**given)
+    return {f: getattr(layout, f) for f in ("node_int8", "fused_quantization", "node_on_disk")}
 
 
 def run_fuse(args: argparse.Namespace) -> int:

@@ -16,14 +16,14 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from llamaindex_posfair.scoring import NODE_WEIGHT, cosine_matrix, max_over_owners, weigh_node_scores
 from qdrant_tools.encoding import document_token_counter, spans_for, subchunk_mean, whole_text_node_vectors
-from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig, subchunk_text
+from qdrant_tools.subchunks import SubchunkConfig, subchunk_text
 
 Scoring = Literal["node", "subchunks", "weighted"]
 SCORINGS: tuple[str, ...] = ("node", "subchunks", "weighted")
@@ -67,7 +67,7 @@ class ScoringSettings:
     """
 
     scoring: Scoring = "node"
-    subchunks: SubchunkConfig = DEFAULT_SUBCHUNKS
+    subchunks: SubchunkConfig = field(default_factory=SubchunkConfig)
     node_weight: float = NODE_WEIGHT
     node_source: NodeSource = "encoded"
 
@@ -187,7 +187,7 @@ class NodeScorer:
 
     encoder: Any
     scoring: Scoring = "node"
-    subchunks: SubchunkConfig = DEFAULT_SUBCHUNKS
+    subchunks: SubchunkConfig = field(default_factory=SubchunkConfig)
     node_weight: float = NODE_WEIGHT
     node_source: NodeSource = "encoded"
 

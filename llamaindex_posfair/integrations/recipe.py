@@ -14,7 +14,7 @@ or :class:`~qdrant_tools.spec.CollectionMismatchError` names both values.
 
 :meth:`Recipe.default` is the default pipeline: 254-token nodes (the model
 window), sentence-aligned sub-chunks of at most 32 tokens, uncalibrated, with
-BM25 and the default search (:data:`DEFAULT_SEARCH`).
+BM25: ``NodeLayout()`` and ``SearchSettings()``, whose defaults are the product's.
 
 Example:
     >>> from llamaindex_posfair.integrations.recipe import Recipe
@@ -34,18 +34,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSet, EncoderSpec
 from llamaindex_posfair.integrations.gate import conflict, contradiction, settle
-from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.driver import IngestSettings
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.metadata import RECIPE_KEY, read_metadata
-from qdrant_tools.search import SearchSettings
+from qdrant_tools.search import RRF_SEARCH, SearchSettings
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.spec import CollectionMismatchError
-from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+from qdrant_tools.subchunks import SubchunkConfig
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import AsyncStoreLike, StoreLike
@@ -53,8 +52,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Recipe",
     "aread_recipe",
-    "default_layout",
-    "layout_fields",
     "read_recipe",
     "search_changes",
     "switched_search",
@@ -73,90 +70,31 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-#: The default search: the node cosine fused with its best sub-chunk at weight 0.5 (one MaxSim over the fused
-#: multivector of :func:`default_layout`), fused with BM25 by distribution-based score fusion (DBSF: each ranking's
-#: scores normalised by its mean +- 3 sigma, then summed; 100 nodes per ranking), scored exactly up to 5,000 nodes
-#: and over 2% of the nodes (300 to 2,000) re-scored from BM25 and HNSW candidates above that. The evidence is
-#: docs/evidence.md ("DBSF, the default fusion"); collections written with the earlier weighted RRF keep it until
-#: switched (:data:`RRF_SEARCH`, ``posfair collection set-search``).
-DEFAULT_SEARCH = SearchSettings(
-    node_weight=NODE_WEIGHT,
-    fusion="dbsf",
-    fusion_limit=100,
-    prefetch_limit=300,
-    prefetch_max=2000,
-    exact_up_to=5000,
-)
-#: The default search of collections written before DBSF: the same candidates fused by weighted RRF
-#: (BM25 weight 1.5, ``k`` = 60).
-RRF_SEARCH = DEFAULT_SEARCH.overridden(fusion="rrf", sparse_weight=1.5, rrf_k=60)
 #: The search fields that say how the dense and the BM25 rankings are fused.
 FUSION_FIELDS = ("fusion", "fusion_limit", "sparse_weight", "rrf_k")
-DEFAULT_BM25 = True
-#: New collections encode their node vectors from the node text (``False``); ``True`` would derive them from the
-#: sub-chunk vectors (``NodeLayout.node_from_subchunks``), which its rule rejected (research/results/hybrid_sweep/).
-DEFAULT_NODE_FROM_SUBCHUNKS = False
-#: New sub-chunk collections also store the sub-chunks fused with the node vector at the search's node weight
-#: (``NodeLayout.fused_weight``), so the default search scores in one arm.
-DEFAULT_FUSED = True
-#: New collections give the node vectors an int8 copy for their HNSW search (``NodeLayout.node_int8``).
-DEFAULT_NODE_INT8 = True
-#: New collections with the fused multivector keep it as this quantized copy in RAM, the float rows memory-mapped
-#: (``NodeLayout.fused_quantization``; ``None``: float rows in RAM), and memory-map the float node vectors beside
-#: their int8 copy (``NodeLayout.node_on_disk``): the compact layout chosen by research/bench/compact_sweep.py's
-#: rule (research/results/compact_sweep/sweep.md).
-DEFAULT_FUSED_QUANTIZATION: str | None = "int8"
-DEFAULT_NODE_ON_DISK = True
+#: What a layout or search field missing from a recorded recipe meant when it was written (a recipe records every
+#: field of its time; these are the fields whose default has since become the product's).
+_BEFORE_PRODUCT_DEFAULTS = {
+    "layout": {"fused_weight": None, "node_int8": False, "node_on_disk": False, "fused_quantization": None},
+    "search": {"prefetch_limit": 100, "prefetch_max": None, "exact_up_to": 10_000, "fusion": "rrf", "fusion_limit": 50},
+}
 
 
-def default_layout(**given: Any) -> NodeLayout:
-    """The layout of a new collection: ``given`` :class:`~qdrant_tools.layout.NodeLayout` fields over the default
-    layout's (derived node vectors and the fused multivector apply to sub-chunk layouts only).
-
-    Raises:
-        ValueError: an invalid or contradictory field (the layout's message).
-    """
-    if given.get("subchunks", DEFAULT_SUBCHUNKS) is not None:
-        given.setdefault("node_from_subchunks", DEFAULT_NODE_FROM_SUBCHUNKS)
-        weight = DEFAULT_SEARCH.node_weight if DEFAULT_FUSED and DEFAULT_SEARCH.node_weight > 0 else None
-        given.setdefault("fused_weight", weight)
-    if given.get("fused_weight") is not None:
-        given.setdefault("fused_quantization", DEFAULT_FUSED_QUANTIZATION)
-    given.setdefault("node_int8", DEFAULT_NODE_INT8)
-    if given["node_int8"]:
-        given.setdefault("node_on_disk", DEFAULT_NODE_ON_DISK)
-    return NodeLayout(**given)
-
-
-#: The two settings of a layout's sub-chunks in their flat form (CLI flags, recipes recorded as ``"chunking"``).
-FLAT_SUBCHUNK_FIELDS = ("subchunk_tokens", "subchunk_overlap")
-
-
-def layout_fields(flat: Mapping[str, Any]) -> dict[str, Any]:
-    """:class:`~qdrant_tools.layout.NodeLayout` fields from their flat form: ``subchunk_tokens`` (``None``: no
-    sub-chunks) and ``subchunk_overlap`` become ``subchunks``, a missing one taking the default sub-chunks'
-    value; every other field keeps its name.
-
-    Example:
-        >>> layout_fields({"chunk_tokens": 254, "subchunk_tokens": 48})
-        {'chunk_tokens': 254, 'subchunks': SubchunkConfig(max_tokens=48, overlap_sentences=0)}
-        >>> layout_fields({"subchunk_tokens": None, "subchunk_overlap": 1})
-        {'subchunks': None}
-    """
-    fields = {k: v for k, v in flat.items() if k not in FLAT_SUBCHUNK_FIELDS}
-    if any(k in flat for k in FLAT_SUBCHUNK_FIELDS):
-        tokens = flat.get("subchunk_tokens", DEFAULT_SUBCHUNKS.max_tokens)
-        overlap = flat.get("subchunk_overlap", DEFAULT_SUBCHUNKS.overlap_sentences)
-        fields["subchunks"] = None if tokens is None else SubchunkConfig(tokens, overlap)
-    return fields
-
-
-def _flat_layout(layout: NodeLayout) -> dict[str, Any]:
-    """``layout``'s fields in their flat form (:func:`layout_fields` reversed)."""
-    fields = {f.name: getattr(layout, f.name) for f in dataclasses.fields(layout) if f.name != "subchunks"}
-    s = layout.subchunks
-    overlap = DEFAULT_SUBCHUNKS.overlap_sentences if s is None else s.overlap_sentences
-    return {**fields, "subchunk_tokens": None if s is None else s.max_tokens, "subchunk_overlap": overlap}
+def _read_back(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` (a recorded recipe) with its layout and search as they were meant when written: a flat
+    ``"chunking"`` (``subchunk_tokens``, ``subchunk_overlap``) as its layout, a missing field as it was then, and
+    a missing search node weight as the layout's fused weight (recorded once, in the layout), else 0."""
+    data = dict(record)
+    flat = dict(data.pop("chunking", None) or {})
+    if "layout" not in data and flat:
+        sub = SubchunkConfig()
+        tokens = flat.pop("subchunk_tokens", sub.max_tokens)
+        overlap = flat.pop("subchunk_overlap", sub.overlap_sentences)
+        data["layout"] = {**flat, "subchunks": None if tokens is None else SubchunkConfig(tokens, overlap)}
+    layout = {**_BEFORE_PRODUCT_DEFAULTS["layout"], **data.get("layout", {})}
+    fused = layout["fused_weight"]
+    search = {**_BEFORE_PRODUCT_DEFAULTS["search"], "node_weight": 0.0 if fused is None else fused}
+    return {**data, "layout": layout, "search": {**search, **data.get("search", {})}}
 
 
 class Recipe(_Frozen):
@@ -179,27 +117,26 @@ class Recipe(_Frozen):
         None, description="Settings of the BM25 sparse vector of each node (Bm25Sparse.settings()); None = none."
     )
 
-    @model_validator(mode="before")
     @classmethod
-    def _recorded_chunking(cls, data: Any) -> Any:
-        """A recipe recorded with its layout as flat ``"chunking"`` fields (:func:`layout_fields`) reads as
-        that ``"layout"``, so collections written so still open."""
-        if isinstance(data, Mapping) and isinstance(data.get("chunking"), Mapping) and "layout" not in data:
-            data = {**{k: v for k, v in data.items() if k != "chunking"}, "layout": layout_fields(data["chunking"])}
-        return data
+    def from_record(cls, record: Mapping[str, Any]) -> Recipe:
+        """The recipe a collection records (``metadata()[RECIPE_KEY]``), read as it was written: a recipe
+        written before a field existed reads that field as it was then (:func:`_read_back`).
+
+        Raises:
+            pydantic.ValidationError: the record is not a recipe this version understands.
+        """
+        return cls.model_validate(_read_back(record))
 
     @classmethod
     def default(cls) -> Recipe:
-        """The default pipeline: the bundled MiniLM, uncalibrated, 32-token sub-chunks, and
-        :data:`DEFAULT_SEARCH` / :data:`DEFAULT_BM25` and :func:`default_layout`."""
-        bm25 = Bm25Sparse() if DEFAULT_BM25 else None
-        return cls.build(EncoderSet.single(EncoderSpec(calibration=None)), default_layout(), DEFAULT_SEARCH, bm25)
+        """The default pipeline: the bundled MiniLM, uncalibrated, with ``NodeLayout()``, ``SearchSettings()``
+        and BM25."""
+        return cls.for_encoder(EncoderSpec(calibration=None))
 
     @classmethod
     def for_encoder(cls, spec: EncoderSpec) -> Recipe:
         """The shipped layout and search (:meth:`default`) for another encoder's single vector."""
-        bm25 = Bm25Sparse() if DEFAULT_BM25 else None
-        return cls.build(EncoderSet.single(spec), default_layout(), DEFAULT_SEARCH, bm25)
+        return cls.build(EncoderSet.single(spec), NodeLayout(), SearchSettings(), Bm25Sparse())
 
     def ingest_settings(self, kind: type[S] = IngestSettings, **run: Any) -> S:
         """The settings that write this recipe: an :class:`qdrant_tools.driver.IngestSettings`, or ``kind``, a
@@ -237,9 +174,14 @@ class Recipe(_Frozen):
         return None if self.bm25 is None else Bm25Sparse(self.bm25)
 
     def metadata(self) -> dict[str, Any]:
-        """The collection metadata that records this recipe (the encoders' run-time fields left out)."""
+        """The collection metadata that records this recipe (read back by :meth:`from_record`): the encoders'
+        run-time fields left out, and the search's node weight too where it is the layout's fused weight (each
+        fact recorded once)."""
         runtime = set(EncoderSpec.model_fields) - set(RECORDED_FIELDS) - {"dump_tokens"}
-        return {RECIPE_KEY: self.model_dump(mode="json", exclude={"vectors": {n: runtime for n in self.vectors}})}
+        exclude: dict[str, Any] = {"vectors": {n: runtime for n in self.vectors}}
+        if self.layout.fused_weight == self.search.node_weight:
+            exclude["search"] = {"node_weight"}
+        return {RECIPE_KEY: self.model_dump(mode="json", exclude=exclude)}
 
     def with_fused_rows(
         self, weight: float, node_int8: bool, fused_quantization: str | None = None, node_on_disk: bool = False
@@ -310,17 +252,16 @@ class Recipe(_Frozen):
         the recipe's layout.
 
         Args:
-            given: layout fields in their flat form (:func:`layout_fields`: ``subchunk_tokens`` and
-                ``subchunk_overlap`` for the sub-chunks), e.g. those a command's flags set.
+            given: :class:`~qdrant_tools.layout.NodeLayout` fields, e.g. those a command's flags set.
             names: field -> the name the caller knows it by (CLI flags), for the error.
 
         Raises:
             CollectionMismatchError: a field disagrees (both values named).
         """
-        stored = _flat_layout(self.layout)
         for field, value in given.items():
-            if value != stored[field]:
-                raise CollectionMismatchError(conflict("the collection", field, stored[field], value, names))
+            stored = getattr(self.layout, field)
+            if value != stored:
+                raise CollectionMismatchError(conflict("the collection", field, stored, value, names))
 
     def check_vectors(self, names: Sequence[str] | None, flag: str = "vectors") -> None:
         """Raise :class:`~qdrant_tools.spec.CollectionMismatchError` unless ``names`` are the recipe's vectors.
@@ -355,12 +296,13 @@ class Recipe(_Frozen):
 
 
 def switched_search(search: SearchSettings, fusion: Literal["rrf", "dbsf"], **given: Any) -> SearchSettings:
-    """``search`` with the fusion fields of ``fusion``'s shipped search (:data:`DEFAULT_SEARCH` for DBSF,
-    :data:`RRF_SEARCH` for weighted RRF), ``given`` fusion fields on top; every other field is kept.
+    """``search`` with the fusion fields of ``fusion``'s shipped search (``SearchSettings()`` for DBSF, the
+    earlier :data:`~qdrant_tools.search.RRF_SEARCH` for weighted RRF), ``given`` fusion fields on top; every other
+    field is kept.
 
     Example:
         >>> s = switched_search(RRF_SEARCH, "dbsf")
-        >>> (s.fusion, s.sparse_weight, s.rrf_k, s.fusion_limit) == ("dbsf", 1.0, None, 100), s == DEFAULT_SEARCH
+        >>> (s.fusion, s.sparse_weight, s.rrf_k, s.fusion_limit) == ("dbsf", 1.0, None, 100), s == SearchSettings()
         (True, True)
 
     Raises:
@@ -371,7 +313,7 @@ def switched_search(search: SearchSettings, fusion: Literal["rrf", "dbsf"], **gi
     other = sorted(set(given) - set(FUSION_FIELDS))
     if other:
         raise ValueError(f"{other} are not fusion settings; the fusion settings are {list(FUSION_FIELDS)}")
-    base = DEFAULT_SEARCH if fusion == "dbsf" else RRF_SEARCH
+    base = SearchSettings() if fusion == "dbsf" else RRF_SEARCH
     fields = {f: getattr(base, f) for f in FUSION_FIELDS}
     fields.update({k: v for k, v in given.items() if v is not None})
     return dataclasses.replace(search, **fields)
@@ -381,7 +323,7 @@ def search_changes(before: SearchSettings, after: SearchSettings) -> list[str]:
     """``"field: before -> after"`` for every search field that differs.
 
     Example:
-        >>> search_changes(RRF_SEARCH, DEFAULT_SEARCH)
+        >>> search_changes(RRF_SEARCH, SearchSettings())
         ["fusion: 'rrf' -> 'dbsf'", 'sparse_weight: 1.5 -> 1.0', 'rrf_k: 60 -> None']
     """
     return [
@@ -408,8 +350,8 @@ _FUSION_NOTICED: set[str] = set()
 
 def notice_search_default(recipe: Recipe, collection: str) -> None:
     """Log once per collection that its recorded fusion is not the current default, and how to switch."""
-    fusion = recipe.search.fusion
-    if fusion == DEFAULT_SEARCH.fusion or collection in _FUSION_NOTICED or recipe.bm25 is None:
+    fusion, default = recipe.search.fusion, SearchSettings().fusion
+    if fusion == default or collection in _FUSION_NOTICED or recipe.bm25 is None:
         return
     _FUSION_NOTICED.add(collection)
     logger.warning(
@@ -417,9 +359,9 @@ def notice_search_default(recipe: Recipe, collection: str) -> None:
         "(docs/evidence.md). Switch it without re-embedding: posfair collection set-search %s --fusion %s",
         collection,
         fusion.upper(),
-        DEFAULT_SEARCH.fusion.upper(),
+        default.upper(),
         collection,
-        DEFAULT_SEARCH.fusion,
+        default,
     )
 
 
@@ -460,7 +402,7 @@ def _recipe_of(metadata: dict[str, Any], collection: str, notice: bool) -> Recip
     if data is None:
         return None
     try:
-        recipe = Recipe.model_validate(data)
+        recipe = Recipe.from_record(data)
     except ValueError as exc:
         raise ValueError(
             f"collection {collection!r} records a recipe this version of llamaindex-posfair cannot read ({exc}); "

@@ -18,7 +18,7 @@ from llamaindex_posfair.integrations.embedding import local_encoder
 from llamaindex_posfair.integrations.encoder_site import encoder_site
 from llamaindex_posfair.integrations.node_scoring import NodeSource, Scoring, ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
-from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+from qdrant_tools.subchunks import SubchunkConfig
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
@@ -131,10 +131,10 @@ class PosFairRerank(BaseNodePostprocessor):
         "'weighted': node_weight * node + (1 - node_weight) * best sub-chunk.",
     )
     subchunk_tokens: int = Field(
-        default=DEFAULT_SUBCHUNKS.max_tokens, ge=4, description="Token budget of a sub-chunk (scoring 'subchunks')."
+        default=SubchunkConfig().max_tokens, ge=4, description="Token budget of a sub-chunk (scoring 'subchunks')."
     )
     subchunk_overlap: int = Field(
-        default=DEFAULT_SUBCHUNKS.overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
+        default=SubchunkConfig().overlap_sentences, ge=0, description="Sentences shared by neighbouring sub-chunks."
     )
     node_weight: float = Field(
         default=NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in scoring 'weighted'."

@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from llamaindex_posfair.integrations.node_scoring import ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
-from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+from qdrant_tools.subchunks import SubchunkConfig
 
 InputType = Literal["query", "document"]
 ImageMethod = Literal["ours", "vanilla", "pride", "attention"]
@@ -229,13 +229,13 @@ class RerankRequest(Wire):
         "sub-chunk; 'weighted': node_weight * node + (1 - node_weight) * best sub-chunk (as PosFairRerank).",
     )
     subchunk_tokens: int = Field(
-        DEFAULT_SUBCHUNKS.max_tokens,
+        SubchunkConfig().max_tokens,
         ge=MIN_SUBCHUNK_TOKENS,
         le=MAX_SUBCHUNK_TOKENS,
         description="Token budget of a sub-chunk.",
     )
     subchunk_overlap: int = Field(
-        DEFAULT_SUBCHUNKS.overlap_sentences,
+        SubchunkConfig().overlap_sentences,
         ge=0,
         le=MAX_SUBCHUNK_OVERLAP,
         description="Sentences shared by neighbouring sub-chunks.",

@@ -83,7 +83,12 @@ def diagnose(bench: Any, encoder: Any) -> tuple[Counter, dict[str, Counter]]:
     chunk_tokens = c.chunk_tokens or resolve_chunking(encoder).chunk_tokens
     # the layout research/bench/fusion_sweep.py scores (float fused rows)
     layout = NodeLayout(
-        chunk_tokens=chunk_tokens, subchunks=c.subchunks, fused_weight=c.fused_weight, node_int8=c.node_int8
+        chunk_tokens=chunk_tokens,
+        subchunks=c.subchunks,
+        fused_weight=c.fused_weight,
+        node_int8=c.node_int8,
+        node_on_disk=False,
+        fused_quantization=None,
     )
     doc_ids = list(bench.corpus)
     index = StoreIndex.build(encoder, [bench.corpus[d] for d in doc_ids], doc_ids, layout, bm25=True)

@@ -106,7 +106,12 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
             continue
         sub = SubchunkConfig(g.subchunk_tokens, g.overlap_sentences)
         layout = NodeLayout(
-            chunk_tokens=chunk_tokens, subchunks=sub, fused_weight=c.fused_weight, node_int8=c.node_int8
+            chunk_tokens=chunk_tokens,
+            subchunks=sub,
+            fused_weight=c.fused_weight,
+            node_int8=c.node_int8,
+            node_on_disk=False,
+            fused_quantization=None,
         )
         search = replace(
             ranked_as(layout, recipe.search),

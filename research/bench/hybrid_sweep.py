@@ -152,7 +152,13 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
         encoder = encoders[(g.calibrated, g.dtype)]
         sub = SubchunkConfig(g.subchunk_tokens, 0)
         chunk_tokens = resolve_chunking(encoder).chunk_tokens
-        layout = NodeLayout(chunk_tokens=chunk_tokens, subchunks=sub, node_from_subchunks=g.derived_node)
+        layout = NodeLayout(
+            chunk_tokens=chunk_tokens,
+            subchunks=sub,
+            node_from_subchunks=g.derived_node,
+            fused_weight=None,
+            node_int8=False,
+        )
         search = replace(
             eval_search(layout, node_weight=g.node_weight),
             sparse=g.bm25,

@@ -2,7 +2,7 @@
 
 Every alternative holds the *same* vectors: the corpus is ingested once by
 ``posfair ingest``'s own code (:class:`research.default_pipeline.system.StoreIndex`:
-254-token nodes, ``DEFAULT_SUBCHUNKS``, the bundled all-MiniLM-L6-v2 with
+254-token nodes, ``SubchunkConfig()``, the bundled all-MiniLM-L6-v2 with
 calibration off), the stored vectors are read back, and the other layouts are
 written from them into the shipped embedded default, Qdrant Edge
 (``open_store(folder)``):
@@ -258,8 +258,9 @@ def ask_d(client, node_name: str, p: int, multi_limit: int):
 # ------------------------------------------------------------------ main
 def scan_latency(n_nodes: int, per_node: int, n_queries: int = 50, dim: int = 384) -> str:
     """p50/p99 ms of the exact MaxSim scan (``search()`` default) on random vectors: how it grows with size."""
-    from qdrant_tools.search import SearchSettings, search
+    from qdrant_tools.search import search
     from qdrant_tools.store import open_store
+    from research.default_pipeline.system import HARNESS_SEARCH
 
     rng = np.random.default_rng(0)
     folder = Path(tempfile.mkdtemp(prefix="posfair-scan-"))
@@ -279,7 +280,7 @@ def scan_latency(n_nodes: int, per_node: int, n_queries: int = 50, dim: int = 38
             vecs = {"vanilla": node.tolist(), "subchunks": [x.tolist() for x in subs]}
             store.upsert("s", models.Batch(ids=list(range(s, s + k)), vectors=vecs, payloads=[{}] * k))
         store.build_index("s")
-        settings = SearchSettings(limit=K, exact_up_to=n_nodes)
+        settings = HARNESS_SEARCH.overridden(limit=K, exact_up_to=n_nodes)
         ms = []
         for q in rng.normal(size=(n_queries + 1, dim)).astype(np.float32):
             t0 = time.perf_counter()
@@ -325,9 +326,8 @@ def load_data(args):
 
 def run(args) -> list[Row]:
     from qdrant_tools.layout import NodeLayout
-    from qdrant_tools.search import SearchSettings
-    from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
-    from research.default_pipeline.system import StoreIndex, node_scores, prefetch_recall
+    from qdrant_tools.subchunks import SubchunkConfig
+    from research.default_pipeline.system import HARNESS_SEARCH, StoreIndex, node_scores, prefetch_recall
 
     pool, encoder = load_data(args)
     queries = np.asarray(encoder.encode_queries(needle_queries()), dtype=np.float32)
@@ -336,7 +336,7 @@ def run(args) -> list[Row]:
         encoder,
         [t for _, t, _ in pool],
         [d for d, _, _ in pool],
-        NodeLayout(chunk_tokens=254, subchunks=DEFAULT_SUBCHUNKS),
+        NodeLayout(chunk_tokens=254, subchunks=SubchunkConfig(), fused_weight=None, node_int8=False),
     )
     v = index.vectors
     n, n_sub, dim = len(v.ids), len(v.owner), v.node.shape[1]
@@ -348,7 +348,7 @@ def run(args) -> list[Row]:
         f"corpus: {len(pool)} passages ({', '.join(f'{k} {c}' for k, c in sources.items())}), {n} nodes, "
         f"{n_sub} sub-chunks ({n_sub / n:.1f}/node); {len(queries)} queries (needle-prose dev+test)"
     )
-    print(f"embedding (cold, memoised after): {encoder.charged_seconds:.1f}s; chunks {DEFAULT_SUBCHUNKS}")
+    print(f"embedding (cold, memoised after): {encoder.charged_seconds:.1f}s; chunks {SubchunkConfig()}")
     node_bytes, sub_bytes = 4 * dim, 4 * dim * n_sub / n
     a_build = index.ingest_seconds - encoder.charged_seconds
     rows = []
@@ -357,12 +357,12 @@ def run(args) -> list[Row]:
     ]
     for p in limits:
         name = f"A: node prefetch P={p} ({p / n:.0%} of nodes) → MaxSim (search(), exact_up_to=0)"
-        ask = ask_search(index, SearchSettings(limit=K, prefetch_limit=p, exact_up_to=0))
+        ask = ask_search(index, HARNESS_SEARCH.overridden(limit=K, prefetch_limit=p, exact_up_to=0))
         ceiling = prefetch_recall(node_scores(v, queries, prefetch_limit=p), exact, K)
         note = f"numpy, exact node prefetch: {ceiling:.3f}"
         rows.append(measure(name, queries, exact, ask, a_build, node_bytes + sub_bytes, index.folder, note))
     name = f"A0: today's collection (m=0), exact MaxSim scan, no prefetch (search() default, {n} ≤ exact_up_to)"
-    ask = ask_search(index, SearchSettings(limit=K))
+    ask = ask_search(index, HARNESS_SEARCH.overridden(limit=K))
     rows.append(measure(name, queries, exact, ask, a_build, node_bytes + sub_bytes, index.folder))
     work = Path(tempfile.mkdtemp(prefix="posfair-subidx-"))
     try:

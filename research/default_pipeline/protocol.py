@@ -34,10 +34,18 @@ from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
 from llamaindex_posfair.eval.benchmarks.splits import check_held_apart
 from llamaindex_posfair.eval.harness.runner import SystemResult, run_eval
 from qdrant_tools.layout import NodeLayout
-from qdrant_tools.search import SearchSettings
 from qdrant_tools.subchunks import SubchunkConfig
 
-from .system import DefaultPipelineStats, DefaultPipelineSystem, IndexPool, Scoring, cpu_load, eval_search, layout_label
+from .system import (
+    HARNESS_SEARCH,
+    DefaultPipelineStats,
+    DefaultPipelineSystem,
+    IndexPool,
+    Scoring,
+    cpu_load,
+    eval_search,
+    layout_label,
+)
 
 __all__ = [
     "SELECTION_RULE",
@@ -87,7 +95,13 @@ class Setting:
 
     @property
     def layout(self) -> NodeLayout:
-        return NodeLayout(chunk_tokens=self.node_tokens, subchunks=self.subchunks, subchunk_int8=self.subchunk_int8)
+        return NodeLayout(
+            chunk_tokens=self.node_tokens,
+            subchunks=self.subchunks,
+            subchunk_int8=self.subchunk_int8,
+            fused_weight=None,
+            node_int8=False,
+        )
 
     def label(self) -> str:
         text = f"{layout_label(self.layout)}, calib {self.calibration}"
@@ -165,7 +179,7 @@ class DefaultPipelineGrid:
     tolerance: float = 0.01
     bytes_slack: float = 0.05
     depth: int = 100
-    exact_up_to: int = SearchSettings.exact_up_to
+    exact_up_to: int = HARNESS_SEARCH.exact_up_to
 
     def __post_init__(self) -> None:
         for name in ("node_tokens", "subchunk_tokens", "subchunk_overlaps", "calibrations", "prefetch_limits"):

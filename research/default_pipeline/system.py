@@ -53,6 +53,7 @@ from qdrant_tools.subchunks import SUBCHUNK_VECTOR
 
 __all__ = [
     "DEFAULT_CLIENT_FACTORY",
+    "HARNESS_SEARCH",
     "DefaultPipelineStats",
     "DefaultPipelineSystem",
     "IndexPool",
@@ -115,12 +116,20 @@ def layout_label(layout: NodeLayout, bm25: bool = False) -> str:
     return text + (", int8" if layout.subchunk_int8 else "") + (", BM25" if bm25 else "")
 
 
+#: The search the harness starts from: that of the sweeps which chose the product's defaults (best sub-chunk
+#: only, plain RRF over 50 nodes per ranking, exact up to 10,000 nodes), not the product's ``SearchSettings()``;
+#: each grid point sets what it varies.
+HARNESS_SEARCH = SearchSettings(
+    prefetch_limit=100, prefetch_max=None, exact_up_to=10_000, node_weight=0.0, fusion="rrf", fusion_limit=50
+)
+
+
 def eval_search(
     layout: NodeLayout,
     prefetch_limit: int = 100,
     node_weight: float = 0.0,
     depth: int = 100,
-    exact_up_to: int = SearchSettings.exact_up_to,
+    exact_up_to: int = HARNESS_SEARCH.exact_up_to,
 ) -> SearchSettings:
     """The ``SearchSettings`` the harness queries with.
 
@@ -130,7 +139,9 @@ def eval_search(
     two-stage query, as in :func:`node_scores` with ``prefetch_limit``).
     """
     limit = prefetch_limit if layout.subchunks is not None else depth
-    return SearchSettings(limit=limit, prefetch_limit=prefetch_limit, node_weight=node_weight, exact_up_to=exact_up_to)
+    return replace(
+        HARNESS_SEARCH, limit=limit, prefetch_limit=prefetch_limit, node_weight=node_weight, exact_up_to=exact_up_to
+    )
 
 
 #: The fields of a recipe's default search that shape its ranking (the harness keeps its own depth and evidence).

@@ -84,10 +84,15 @@ def layout_system(name: str, encoder: Any) -> Any:
     """
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
-    from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS
+    from qdrant_tools.subchunks import SubchunkConfig
     from research.default_pipeline.system import DefaultPipelineSystem, eval_search
 
-    layout = NodeLayout(chunk_tokens=resolve_chunking(encoder).chunk_tokens, subchunks=DEFAULT_SUBCHUNKS)
+    layout = NodeLayout(
+        chunk_tokens=resolve_chunking(encoder).chunk_tokens,
+        subchunks=SubchunkConfig(),
+        fused_weight=None,
+        node_int8=False,
+    )
     return DefaultPipelineSystem(name, encoder, layout, eval_search(layout))
 
 

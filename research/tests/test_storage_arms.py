@@ -33,9 +33,9 @@ def test_the_float_arm_changes_nothing():
 
 
 def test_the_shipped_arm_is_the_default_layouts_storage():
-    from llamaindex_posfair.integrations.recipe import default_layout
+    from qdrant_tools.layout import NodeLayout
 
-    layout, arm = default_layout(), ARMS[SHIPPED]
+    layout, arm = NodeLayout(), ARMS[SHIPPED]
     assert (arm.fused_copy, arm.fused_on_disk, arm.node_on_disk) == (
         layout.fused_quantization,
         True,

@@ -251,7 +251,8 @@ def test_no_subchunks_flag_writes_the_single_vector_layout(tmp_path, capsys, fak
     client.close()
     assert rc == 0 and set(vectors) == {"calibrated"}
     rc, _, err = run(capsys, *base, "--subchunk-tokens", "32")  # the sub-chunk layout must not be mixed into it
-    assert rc == 2 and "written with subchunk_tokens none" in err and "gives 32" in err
+    assert rc == 2 and "written with subchunks none, but --subchunk-tokens / --subchunk-overlap / --no-subchunks" in err
+    assert "gives SubchunkConfig(max_tokens=32, overlap_sentences=0)" in err
 
 
 def test_reingest_with_other_vector_flags_is_refused(tmp_path, capsys, fake_cli, example_data):

@@ -9,14 +9,10 @@ import pytest
 
 from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
-from llamaindex_posfair.integrations.recipe import (
-    RRF_SEARCH,
-    Recipe,
-    read_recipe,
-)
+from llamaindex_posfair.integrations.recipe import Recipe, read_recipe
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.metadata import RECIPE_KEY
-from qdrant_tools.search import SearchSettings
+from qdrant_tools.search import RRF_SEARCH, SearchSettings
 from qdrant_tools.spec import CollectionMismatchError
 from qdrant_tools.subchunks import SubchunkConfig
 
@@ -71,9 +67,9 @@ def test_agreeing_and_run_time_settings_are_applied():
 
 def test_layout_conflict_is_named():
     r = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), NodeLayout(subchunks=SubchunkConfig(48, 0)))
-    r.check_layout({"subchunk_tokens": 48})
-    with pytest.raises(CollectionMismatchError, match="subchunk_tokens 48, but subchunk_tokens gives 32"):
-        r.check_layout({"subchunk_tokens": 32})
+    r.check_layout({"subchunks": SubchunkConfig(48, 0), "node_int8": True})
+    with pytest.raises(CollectionMismatchError, match=r"subchunks SubchunkConfig\(max_tokens=48, .*, but subs gives"):
+        r.check_layout({"subchunks": SubchunkConfig(32, 0)}, {"subchunks": "subs"})
 
 
 def test_a_contradicting_bm25_setting_names_both_sides():
@@ -110,7 +106,7 @@ def test_rerank_settings_derive_node_vectors_as_the_collection_did():
 def test_a_recipe_without_the_node_from_subchunks_field_reads_as_encoded_nodes():
     data = Recipe.default().model_dump(mode="json")
     del data["layout"]["node_from_subchunks"]
-    assert Recipe.model_validate(data).layout.node_from_subchunks is False
+    assert Recipe.from_record(data).layout.node_from_subchunks is False
 
 
 def test_derived_node_vectors_need_sub_chunks():
@@ -134,12 +130,12 @@ def test_a_search_recorded_as_its_former_fields_still_reads():
     data = Recipe.default().model_dump(mode="json")
     data["search"] = {"vector": None, "node_weight": 0.5, "fusion": "rrf", "fusion_limit": 100, "sparse_weight": 1.5}
     data["search"].update(rrf_k=60, prefetch_limit=300, prefetch_max=2000, exact_up_to=5000)
-    assert Recipe.model_validate(data).search == RRF_SEARCH
+    assert Recipe.from_record(data).search == RRF_SEARCH
 
 
 def test_a_recipe_round_trips_through_its_metadata():
     recipe = Recipe.default()
-    assert Recipe.model_validate(recipe.metadata()[RECIPE_KEY]).search == recipe.search
+    assert Recipe.from_record(recipe.metadata()[RECIPE_KEY]) == recipe
 
 
 def test_a_recipe_reads_back_equal_from_its_metadata_json():
@@ -147,7 +143,7 @@ def test_a_recipe_reads_back_equal_from_its_metadata_json():
     recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), layout, SearchSettings(node_weight=0.4))
     stored = json.loads(json.dumps(recipe.metadata()[RECIPE_KEY]))
     assert stored["layout"]["subchunks"] == {"max_tokens": 24, "overlap_sentences": 1}
-    assert Recipe.model_validate(stored) == recipe
+    assert Recipe.from_record(stored) == recipe
 
 
 def test_a_recorded_chunking_reads_as_the_same_layout():
@@ -156,14 +152,15 @@ def test_a_recorded_chunking_reads_as_the_same_layout():
     layout = data.pop("layout")
     sub = layout.pop("subchunks")
     data["chunking"] = {**layout, "subchunk_tokens": sub["max_tokens"], "subchunk_overlap": sub["overlap_sentences"]}
-    assert Recipe.model_validate(data) == recipe
+    assert Recipe.from_record(data) == recipe
 
 
 def test_a_recorded_chunking_without_sub_chunks_reads_as_the_single_vector_layout():
     data = Recipe.default().model_dump(mode="json")
     del data["layout"]
     data["chunking"] = {"chunk_tokens": 254, "subchunk_tokens": None, "subchunk_overlap": 0, "node_int8": True}
-    assert Recipe.model_validate(data).layout == NodeLayout(chunk_tokens=254, subchunks=None, node_int8=True)
+    want = NodeLayout(chunk_tokens=254, subchunks=None, node_int8=True, node_on_disk=False)  # as written then
+    assert Recipe.from_record(data).layout == want
 
 
 def test_query_names_the_flag_of_a_bad_bm25_weight(tmp_path, capsys, fake_cli, example_data):

@@ -9,7 +9,8 @@ import pytest
 
 from llamaindex_posfair.cli import main
 from llamaindex_posfair.integrations import recipe as R
-from qdrant_tools.search import search
+from llamaindex_posfair.scoring import NODE_WEIGHT
+from qdrant_tools.search import RRF_SEARCH, SearchSettings, search
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.store import open_store
 
@@ -66,11 +67,12 @@ def _plain(vector):
 
 
 def test_the_default_search_is_dbsf_with_the_measured_candidates():
-    s = R.DEFAULT_SEARCH
+    s = SearchSettings()
     assert (s.fusion, s.sparse_weight, s.rrf_k, s.fusion_limit, s.node_weight) == ("dbsf", 1.0, None, 100, 0.5)
+    assert (s.prefetch_limit, s.prefetch_max, s.exact_up_to) == (300, 2000, 5000) and s.node_weight == NODE_WEIGHT
     assert R.Recipe.default().search == s
-    assert R.RRF_SEARCH.fusion == "rrf" and (R.RRF_SEARCH.sparse_weight, R.RRF_SEARCH.rrf_k) == (1.5, 60)
-    assert R.search_changes(R.RRF_SEARCH, s) == [
+    assert RRF_SEARCH.fusion == "rrf" and (RRF_SEARCH.sparse_weight, RRF_SEARCH.rrf_k) == (1.5, 60)
+    assert R.search_changes(RRF_SEARCH, s) == [
         "fusion: 'rrf' -> 'dbsf'",
         "sparse_weight: 1.5 -> 1.0",
         "rrf_k: 60 -> None",
@@ -86,11 +88,11 @@ def test_an_rrf_collection_keeps_its_ranking_until_switched_and_switching_reembe
         assert rc == 0
     with open_store(store) as client:  # "old" as written before DBSF became the default: it records RRF
         recipe = R.read_recipe(client, "old", notice=False)
-        assert recipe.search == R.DEFAULT_SEARCH
-        R.write_recipe(client, "old", recipe.model_copy(update={"search": R.RRF_SEARCH}))
+        assert recipe.search == SearchSettings()
+        R.write_recipe(client, "old", recipe.model_copy(update={"search": RRF_SEARCH}))
     encoder = fake_cli.encoders[0]
-    rrf = {q: _direct(store, "old", encoder, q, R.RRF_SEARCH) for q in QUERIES}
-    dbsf = {q: _direct(store, "old", encoder, q, R.DEFAULT_SEARCH) for q in QUERIES}
+    rrf = {q: _direct(store, "old", encoder, q, RRF_SEARCH) for q in QUERIES}
+    dbsf = {q: _direct(store, "old", encoder, q, SearchSettings()) for q in QUERIES}
     assert rrf != dbsf  # the two fusions rank these queries differently, so the checks below can tell them apart
 
     R._FUSION_NOTICED.discard("old")
@@ -106,7 +108,7 @@ def test_an_rrf_collection_keeps_its_ranking_until_switched_and_switching_reembe
     assert _points(store, "old") == before and len(fake_cli.calls) == calls
     assert {q: _ranking(capsys, store, "old", q) for q in QUERIES} == dbsf
     with open_store(store) as client:
-        assert R.read_recipe(client, "old").search == R.DEFAULT_SEARCH
+        assert R.read_recipe(client, "old").search == SearchSettings()
 
     rc, out, _ = run(capsys, "collection", "set-search", "old", "--fusion", "dbsf", "--path", store)
     assert rc == 0 and "nothing changed" in out
@@ -124,12 +126,12 @@ def test_set_search_refuses_what_it_cannot_record(tmp_path, capsys, fake_cli, ex
     rc, out, _ = run(capsys, "collection", "set-search", "demo", "--fusion", "rrf", "--dry-run", "--path", store)
     assert rc == 0 and "would change" in out
     with open_store(store) as client:
-        assert R.read_recipe(client, "demo").search == R.DEFAULT_SEARCH
+        assert R.read_recipe(client, "demo").search == SearchSettings()
 
 
 @pytest.mark.parametrize("fusion", ["rrf", "dbsf"])
 def test_switched_search_keeps_every_other_field(fusion):
-    base = R.DEFAULT_SEARCH.overridden(node_weight=0.3, vector="vanilla", prefetch_limit=123, prefetch_max=456)
+    base = SearchSettings().overridden(node_weight=0.3, vector="vanilla", prefetch_limit=123, prefetch_max=456)
     s = R.switched_search(base, fusion)
     assert (s.node_weight, s.vector, s.prefetch_limit, s.prefetch_max) == (0.3, "vanilla", 123, 456)
     assert s.fusion == fusion

@@ -116,7 +116,7 @@ def test_a_missing_collection_is_named(client):
 
 
 def test_the_fused_key_is_the_one_ingestion_writes(encoder):
-    layout = NodeLayout(subchunks=SubchunkConfig(24, 0))
+    layout = NodeLayout(subchunks=SubchunkConfig(24, 0), fused_weight=None)
     plain_key = layout.point_encoding({"calibrated": encoder}, sparse=BM25).chunking_key
     fused_key = build_point_encoding({"calibrated": encoder}, layout.replace(fused_weight=0.4), BM25).chunking_key
     assert fused_chunking_key(plain_key, 0.4) == fused_key

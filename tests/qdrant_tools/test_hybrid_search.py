@@ -22,7 +22,9 @@ BM25 = Bm25Sparse()
 CFG = IngestConfig(
     show_progress=False,
     sparse=BM25,
-    layout=NodeLayout(chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0)),
+    layout=NodeLayout(  # the layout these tests were written with: no fused rows, float node vectors
+        chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0), fused_weight=None, node_int8=False
+    ),
 )
 
 
@@ -62,9 +64,9 @@ def test_a_rare_keyword_wins_through_bm25_when_the_dense_ranking_misses_it(clien
     [
         {"fusion": "rrf"},
         {"fusion": "dbsf"},
-        {"sparse_weight": 0.5},
-        {"sparse_weight": 2.0, "rrf_k": 60},
-        {"node_weight": 0.5, "sparse_weight": 1.5, "rrf_k": 60, "fusion_limit": 100},
+        {"fusion": "rrf", "sparse_weight": 0.5},
+        {"fusion": "rrf", "sparse_weight": 2.0, "rrf_k": 60},
+        {"fusion": "rrf", "node_weight": 0.5, "sparse_weight": 1.5, "rrf_k": 60, "fusion_limit": 100},
         {"node_weight": 0.5, "fusion": "dbsf", "fusion_limit": 100},
     ],
     ids=["rrf", "dbsf", "weighted-rrf", "weighted-rrf-k60", "default-search", "dbsf-node-0.5"],
@@ -90,11 +92,15 @@ def test_the_bm25_weight_of_weighted_rrf_decides_which_ranking_leads(client, enc
     n = len(_points(client))
     unrelated = encoder.encode_queries(["tide moon gravity ocean"])[0]
     sparse = BM25.embed_query("waggle")
-    dense_top = search(client, "c", unrelated, SearchSettings(limit=1, sparse=False))[0].id
+    dense_top = search(client, "c", unrelated, SearchSettings(limit=1, sparse=False, node_weight=0.0))[0].id
     bm25_top = next(p.id for p in _points(client) if "waggle" in posfair_fields(p.payload)["text"].lower())
     top = {
         w: search(
-            client, "c", unrelated, SearchSettings(limit=1, fusion_limit=n, sparse_weight=w), sparse_query=sparse
+            client,
+            "c",
+            unrelated,
+            SearchSettings(limit=1, fusion="rrf", fusion_limit=n, sparse_weight=w),
+            sparse_query=sparse,
         )[0].id
         for w in (0.25, 4.0)
     }
@@ -129,7 +135,7 @@ def test_a_collection_without_bm25_refuses_a_run_that_writes_it(client, encoder)
         "c",
         DATA,
         {"vanilla": encoder},
-        IngestConfig(show_progress=False, layout=NodeLayout(subchunks=SubchunkConfig(24, 0))),
+        IngestConfig(show_progress=False, layout=CFG.layout),
     )
     before = client.count("c").count
     with pytest.raises(CollectionMismatchError, match="no sparse vector"):

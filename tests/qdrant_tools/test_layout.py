@@ -10,14 +10,31 @@ from qdrant_tools import NodeLayout
 from qdrant_tools.driver import IngestSettings
 from qdrant_tools.ingest import IngestConfig
 from qdrant_tools.ray_ingest import RayIngestConfig
-from qdrant_tools.subchunks import DEFAULT_SUBCHUNKS, SubchunkConfig
+from qdrant_tools.search import SearchSettings
+from qdrant_tools.subchunks import SubchunkConfig
 
 
-def test_defaults_are_the_shipped_sub_chunks_without_extras():
+def test_the_defaults_are_the_layout_posfair_ingest_writes():
     layout = NodeLayout()
-    assert (layout.chunk_tokens, layout.overlap_tokens, layout.subchunks) == (None, None, DEFAULT_SUBCHUNKS)
+    assert (layout.chunk_tokens, layout.overlap_tokens, layout.subchunks) == (None, None, SubchunkConfig(32, 0))
     assert (layout.subchunk_int8, layout.subchunk_graph_m, layout.node_from_subchunks) == (False, 0, False)
-    assert (layout.fused_weight, layout.node_int8) == (None, False)
+    assert layout.fused_weight == SearchSettings().node_weight == 0.5 and layout.fused_quantization == "int8"
+    assert layout.node_int8 and layout.node_on_disk
+
+
+@pytest.mark.parametrize(
+    ("fields", "followers"),
+    [
+        ({"subchunks": None}, (None, None, True)),
+        ({"fused_weight": None}, (None, None, True)),
+        ({"fused_weight": 0.3}, (0.3, "int8", True)),
+        ({"node_int8": False}, (0.5, "int8", False)),
+        ({"subchunks": None, "node_int8": False}, (None, None, False)),
+    ],
+)
+def test_the_defaults_that_follow_other_fields_follow_the_fields_given(fields, followers):
+    layout = NodeLayout(**fields)
+    assert (layout.fused_weight, layout.fused_quantization, layout.node_on_disk) == followers
 
 
 def test_every_ingestion_config_holds_a_default_layout():
@@ -33,8 +50,8 @@ def test_layout_is_frozen_and_keyword_only():
 
 
 def test_replace_changes_one_field_and_checks_again():
-    layout = NodeLayout(chunk_tokens=128, fused_weight=0.5)
-    assert layout.replace(node_int8=True) == NodeLayout(chunk_tokens=128, fused_weight=0.5, node_int8=True)
+    layout = NodeLayout(chunk_tokens=128, node_int8=False)
+    assert layout.replace(chunk_tokens=64) == NodeLayout(chunk_tokens=64, node_int8=False)
     with pytest.raises(ValueError, match="fused_weight"):
         layout.replace(subchunks=None)
 
@@ -81,7 +98,7 @@ def test_point_encoding_follows_the_layout(encoder):
     single = NodeLayout(chunk_tokens=20, overlap_tokens=4, subchunks=None).point_encoding({"vanilla": encoder})
     fused = NodeLayout(chunk_tokens=20, overlap_tokens=4, fused_weight=0.5).point_encoding({"vanilla": encoder})
     assert (single.layout.subchunks, single.chunking.chunk_tokens, single.chunking.overlap_tokens) == (None, 20, 4)
-    assert fused.layout.subchunks == DEFAULT_SUBCHUNKS and fused.layout.fused_weight == 0.5
+    assert fused.layout.subchunks == SubchunkConfig() and fused.layout.fused_weight == 0.5
     assert fused.chunking_key.startswith(single.chunking_key) and ";fused=0.5" in fused.chunking_key
 
 
@@ -94,9 +111,9 @@ def test_ingest_settings_plan_through_their_layout(encoder):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"fused_quantization": "int8"}, "needs the fused multivector; pass fused_weight"),
+        ({"fused_weight": None, "fused_quantization": "int8"}, "needs the fused multivector; pass fused_weight"),
         ({"fused_weight": 0.5, "fused_quantization": "int4"}, 'must be "int8", "binary" or None'),
-        ({"node_on_disk": True}, "need their int8 copy in RAM"),
+        ({"node_int8": False, "node_on_disk": True}, "need their int8 copy in RAM"),
     ],
 )
 def test_a_compact_storage_setting_names_what_it_needs(changes, message):

@@ -29,6 +29,8 @@ from qdrant_tools.store import open_store
 
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 CHUNK = 64
+#: The layout of these tests: sub-chunks, no fused rows, float node vectors (the resume test builds it by hand).
+LAYOUT = NodeLayout(chunk_tokens=CHUNK, fused_weight=None, node_int8=False)
 
 
 # ---------------------------------------------------------------------- fast, no Ray
@@ -114,7 +116,7 @@ def reference(recipe):
         "single",
         DATA,
         {"vanilla": CalibrationView(enc, None), "calibrated": enc},
-        IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=CHUNK)),
+        IngestConfig(show_progress=False, layout=LAYOUT),
     )
     assert report.chunks_written > 20 and len(report.new) == 5
     points = dump(client, "single")
@@ -137,7 +139,7 @@ def assert_same_points(got, want):
     for pid, (payload, vecs) in want.items():
         g_payload, g_vecs = got[pid]
         assert g_payload == payload
-        assert sorted(g_vecs) == sorted(vecs) == ["calibrated", "subchunks", "vanilla"]  # the default layout
+        assert sorted(g_vecs) == sorted(vecs) == ["calibrated", "subchunks", "vanilla"]  # LAYOUT
         for name in vecs:
             np.testing.assert_allclose(g_vecs[name], vecs[name], atol=1e-5, rtol=0)
 
@@ -145,7 +147,7 @@ def assert_same_points(got, want):
 def config(**kw) -> RayIngestConfig:
     base = dict(
         num_workers=1,
-        layout=NodeLayout(chunk_tokens=CHUNK),
+        layout=LAYOUT,
         docs_per_task=2,
         write_batch_size=8,
         token_budget=512,
@@ -181,7 +183,7 @@ def test_both_paths_write_the_same_points_and_payload_indexes(ray_session, recip
 
     local, ray_client = Mock(wraps=open_store(":memory:")), Mock(wraps=open_store(":memory:"))
     vectors = recipe.load(device="cpu")
-    ingest_path(local, "c", DATA, vectors, IngestConfig(show_progress=False, layout=NodeLayout(chunk_tokens=CHUNK)))
+    ingest_path(local, "c", DATA, vectors, IngestConfig(show_progress=False, layout=LAYOUT))
     ray_ingest_path(ray_client, "c", DATA, recipe, config())
     assert_same_points(dump(ray_client, "c"), dump(local, "c"))
     keyword, integer = models.PayloadSchemaType.KEYWORD, models.PayloadSchemaType.INTEGER
@@ -287,7 +289,7 @@ DRIVER = textwrap.dedent(
         print("WROTE", n, flush=True)
         time.sleep(60)  # the test kills -9 the driver here
 
-    config = RayIngestConfig(num_workers=1, layout=NodeLayout(chunk_tokens=CHUNK_TOKENS), docs_per_task=2, write_batch_size=8,
+    config = RayIngestConfig(num_workers=1, layout=NodeLayout(chunk_tokens=CHUNK_TOKENS, fused_weight=None, node_int8=False), docs_per_task=2, write_batch_size=8,
                              token_budget=512, show_progress=False, point_encoding_on="driver")
     ray_ingest_path(open_store(storage), "resume", data, recipe, config, on_write=on_write)
     print("FINISHED", flush=True)

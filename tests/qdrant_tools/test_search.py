@@ -98,8 +98,10 @@ def store(client, request):
     return client
 
 
-#: Large-collection settings: 240 nodes > exact_up_to, a node-vector prefetch of only 10 of them.
-LARGE = SearchSettings(limit=10, prefetch_limit=10, exact_up_to=20, subchunk_candidates=60, sparse=False)
+#: Large-collection settings: 240 nodes > exact_up_to, a node-vector prefetch of only 10 of them, best sub-chunk only.
+LARGE = SearchSettings(
+    limit=10, prefetch_limit=10, exact_up_to=20, subchunk_candidates=60, sparse=False, node_weight=0.0
+)
 
 
 @pytest.mark.parametrize(("store", "graph"), [(0, False), (16, True)], indirect=["store"])
@@ -146,8 +148,9 @@ def test_edge_and_local_mode_answer_the_large_collection_query_alike(m, hybrid, 
 @pytest.mark.parametrize("store", [16], indirect=True)
 def test_bm25_and_the_graph_keep_the_hybrid_top10_of_the_exhaustive_search(store):
     sparse = models.SparseVector(indices=[3, 7, 11, 19], values=[1.0, 1.0, 1.0, 1.0])
-    large = SearchSettings(limit=10, prefetch_limit=10, exact_up_to=20, subchunk_candidates=60, node_weight=0.5)
-    exhaustive = SearchSettings(limit=10, exact_up_to=0, prefetch_limit=N, node_weight=0.5)  # every node a candidate
+    rrf = {"node_weight": 0.5, "fusion": "rrf", "fusion_limit": 50}
+    large = SearchSettings(limit=10, prefetch_limit=10, exact_up_to=20, subchunk_candidates=60, **rrf)
+    exhaustive = SearchSettings(limit=10, exact_up_to=0, prefetch_limit=N, **rrf)  # every node a candidate
     shares = []
     for q in _queries():
         want = {h.id for h in search(store, "c", q, exhaustive, sparse_query=sparse)}
@@ -182,7 +185,7 @@ def test_subchunk_candidates_must_be_a_non_negative_integer(bad):
 @pytest.mark.parametrize("store", [16], indirect=True)
 def test_up_to_exact_up_to_a_collection_with_the_graph_is_still_scanned_exactly(store):
     queries = _queries()
-    exact = SearchSettings(limit=10, exact_up_to=N, sparse=False)
+    exact = SearchSettings(limit=10, exact_up_to=N, sparse=False, node_weight=0.0)
     got = [[int(h.id) for h in search(store, "c", q, exact)] for q in queries]
     maxsim = np.einsum("qd,npd->qnp", queries, DATA[1]).max(axis=2)
     want = [np.argsort(-row, kind="stable")[:10].tolist() for row in maxsim]
@@ -251,7 +254,7 @@ def test_node_candidates_grow_with_two_percent_of_the_collection_between_the_flo
 
 
 def test_without_a_cap_the_node_candidates_are_the_prefetch_limit():
-    assert SearchSettings(prefetch_limit=300).node_candidates(10**7) == 300
+    assert SearchSettings(prefetch_limit=300, prefetch_max=None).node_candidates(10**7) == 300
 
 
 @pytest.mark.parametrize("bad", [299, True, 1.5])
@@ -277,7 +280,7 @@ def test_overrides_apply_only_where_given():
 
 
 def test_a_dbsf_override_drops_the_rrf_weight_and_k():
-    s = SearchSettings(sparse_weight=1.5, rrf_k=60).overridden(fusion="dbsf")
+    s = SearchSettings(fusion="rrf", sparse_weight=1.5, rrf_k=60).overridden(fusion="dbsf")
     assert (s.fusion, s.sparse_weight, s.rrf_k) == ("dbsf", 1.0, None)
 
 

@@ -49,7 +49,7 @@ def test_maxsim_through_qdrant_equals_numpy_max_over_the_same_vectors(client, en
     pts = _points(client)
     q = encoder.encode_queries(["how do spring tides form when the moon and sun align"])[0]
     want = {str(p.id): float((_unit(p.vector["subchunks"]) @ _unit(q)).max()) for p in pts}
-    hits = search(client, "c", q, SearchSettings(limit=len(pts), prefetch_limit=len(pts)))
+    hits = search(client, "c", q, SearchSettings(limit=len(pts), prefetch_limit=len(pts), node_weight=0.0))
     assert [h.id for h in hits][:5] == sorted(want, key=lambda i: -want[i])[:5]
     for h in hits:
         assert h.score == pytest.approx(want[h.id], abs=1e-5)
@@ -164,7 +164,7 @@ def test_a_small_collection_is_scored_by_exact_maxsim_over_every_node(client, en
     ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
     pts = _points(client)
     q = encoder.encode_queries(["how do spring tides form when the moon and sun align"])[0]
-    hits = search(client, "c", q, SearchSettings(limit=5, prefetch_limit=1))  # default exact_up_to >= nodes
+    hits = search(client, "c", q, SearchSettings(limit=5, prefetch_limit=1, node_weight=0.0))  # exact_up_to >= nodes
     want = _numpy_top(pts, q, 5)
     assert [h.id for h in hits] == [i for i, _ in want]
     assert [h.score for h in hits] == pytest.approx([s for _, s in want], abs=1e-5)

@@ -59,7 +59,9 @@ def test_file_score_is_the_best_node_of_the_passage(plain):
 
 def test_file_score_of_a_sub_chunk_layout_is_its_best_sub_chunk(plain):
     docs = {"a": "Alpha beta gamma. Zebra zebra zebra. Delta delta delta.", "b": "Zebra alpha beta. Gamma gamma."}
-    layout = NodeLayout(chunk_tokens=64, subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0))
+    layout = NodeLayout(
+        chunk_tokens=64, subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0), fused_weight=None, node_int8=False
+    )
     with _pool() as pool:
         scores = _score(DefaultPipelineSystem("mj", plain, layout, eval_search(layout), pool=pool), docs, ["zebra"])
     q = plain.encode_queries(["zebra"])[0]
@@ -84,7 +86,9 @@ def test_passages_without_a_returned_node_score_minus_inf_and_rank_last(plain):
 def test_storage_accounting_of_a_known_corpus(plain):
     # one 8-word node of four 2-word sentences; budget 4 without overlap -> 2 sub-chunks
     docs = {"a": "One fish. Two fish. Red fish. Blue fish."}
-    layout = NodeLayout(chunk_tokens=8, subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0))
+    layout = NodeLayout(
+        chunk_tokens=8, subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0), fused_weight=None, node_int8=False
+    )
     with _pool() as pool:
         system = DefaultPipelineSystem("mj", plain, layout, eval_search(layout), pool=pool)
         _score(system, docs, ["fish"])

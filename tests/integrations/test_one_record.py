@@ -1,0 +1,137 @@
+"""One record of a collection: ``posfair ingest`` records the types' defaults, each fact once, and reads old records."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from llamaindex_posfair.encoders.spec import EncoderSpec
+from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, read_recipe
+from qdrant_tools.layout import NodeLayout
+from qdrant_tools.metadata import RECIPE_KEY
+from qdrant_tools.search import SearchSettings
+
+#: ``Recipe.default().metadata()[RECIPE_KEY]`` as recorded before the defaults moved onto the types (float32, the
+#: bundled model's weights hash left out): the default pipeline must record, and so rank, exactly as before.
+BEFORE = {
+    "bm25": {
+        "ascii_folding": False,
+        "avg_len": 256.0,
+        "b": 0.75,
+        "cjk_bigrams": True,
+        "k": 1.2,
+        "language": "english",
+        "lowercase": True,
+        "model": "bm25",
+        "tokenizer": "word",
+    },
+    "format": 1,
+    "layout": {
+        "chunk_tokens": None,
+        "fused_quantization": "int8",
+        "fused_weight": 0.5,
+        "node_from_subchunks": False,
+        "node_int8": True,
+        "node_on_disk": True,
+        "overlap_tokens": None,
+        "subchunk_graph_m": 0,
+        "subchunk_int8": False,
+        "subchunks": {"max_tokens": 32, "overlap_sentences": 0},
+    },
+    "search": {
+        "evidence": False,
+        "evidence_limit": None,
+        "exact_up_to": 5000,
+        "fusion": "dbsf",
+        "fusion_limit": 100,
+        "limit": 5,
+        "node_weight": 0.5,
+        "prefetch_limit": 300,
+        "prefetch_max": 2000,
+        "rrf_k": None,
+        "sparse": True,
+        "sparse_limit": None,
+        "sparse_weight": 1.0,
+        "subchunk_candidates": 300,
+        "subchunks": True,
+        "vector": None,
+    },
+    "vectors": {
+        "vanilla": {
+            "calibration": None,
+            "document_prompt": None,
+            "dtype": "float32",
+            "dump_tokens": None,
+            "max_length": None,
+            "model": "bundled:all-MiniLM-L6-v2",
+            "normalize": True,
+            "pooling": None,
+            "query_prompt": None,
+            "runtime": "torch",
+            "weights": "707f563058cc13d5b1cfd7bb",
+        }
+    },
+}
+
+#: The search of a recipe that records none, as it was read before the defaults moved onto the types.
+BARE_SEARCH = SearchSettings(
+    prefetch_limit=100, prefetch_max=None, exact_up_to=10_000, node_weight=0.0, fusion="rrf", fusion_limit=50
+)
+
+
+def _unpinned(record: dict) -> dict:
+    """``record`` without the weights hash of its vectors' model (a fact of the model files, not of the recipe)."""
+    vectors = {n: {k: v for k, v in s.items() if k != "weights"} for n, s in record["vectors"].items()}
+    return {**record, "vectors": vectors}
+
+
+@pytest.mark.slow
+def test_posfair_ingest_without_flags_records_the_defaults_of_the_types(tmp_path, capsys):
+    from llamaindex_posfair.cli import main
+    from qdrant_tools.store import open_store
+
+    folder, store = tmp_path / "docs", str(tmp_path / "q")
+    folder.mkdir()
+    (folder / "tides.txt").write_text("The tide rises twice a day. The moon pulls the ocean towards it.")
+    rc = main(["ingest", str(folder), "--collection", "c", "--path", store, "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    with open_store(store) as client:
+        recipe, record = read_recipe(client, "c"), client.get_collection("c").config.metadata[RECIPE_KEY]
+    assert recipe.layout == NodeLayout() and recipe.search == SearchSettings() and recipe.bm25 is not None
+    assert "node_weight" not in record["search"] and record["layout"]["fused_weight"] == 0.5  # recorded once
+    spec, bare = recipe.vectors["vanilla"], EncoderSpec().pinned()  # pinned: the dtype resolved, the weights hashed
+    assert [f for f in RECORDED_FIELDS if getattr(spec, f) != getattr(bare, f)] == ["calibration"]
+    assert spec.calibration is None  # the sub-chunk layout is written uncalibrated; EncoderSpec() calibrates
+
+
+def test_the_default_recipe_is_recorded_as_before_but_for_the_fused_weight_recorded_once():
+    before = _unpinned(copy.deepcopy(BEFORE))
+    assert before["search"].pop("node_weight") == before["layout"]["fused_weight"] == 0.5
+    assert _unpinned(Recipe.default().metadata()[RECIPE_KEY]) == before
+
+
+def test_a_record_of_both_weights_reads_as_the_recipe_it_records():
+    recipe = Recipe.default()
+    old = recipe.model_dump(mode="json")  # the search's node weight beside the layout's fused weight
+    assert "node_weight" in old["search"] and Recipe.from_record(old) == recipe
+
+
+def test_a_search_weight_other_than_the_fused_rows_is_recorded_and_read_back():
+    recipe = Recipe.default().model_copy(update={"search": SearchSettings(node_weight=0.3)})
+    record = recipe.metadata()[RECIPE_KEY]
+    assert record["search"]["node_weight"] == 0.3 and Recipe.from_record(record) == recipe
+
+
+def test_a_layout_recorded_before_compact_storage_reads_without_it():
+    record = Recipe.default().model_dump(mode="json")
+    del record["layout"]["node_on_disk"], record["layout"]["fused_quantization"]
+    layout = Recipe.from_record(record).layout
+    assert (layout.node_on_disk, layout.fused_quantization, layout.fused_weight) == (False, None, 0.5)
+
+
+def test_a_recipe_recording_no_layout_nor_search_reads_as_the_bare_types_of_its_time():
+    record = Recipe.default().model_dump(mode="json")
+    del record["layout"], record["search"]
+    recipe = Recipe.from_record(record)
+    assert recipe.layout == NodeLayout(fused_weight=None, node_int8=False) and recipe.search == BARE_SEARCH
