@@ -139,7 +139,7 @@ def read_queries(path: str) -> list[tuple[str, str]]:
 
 def _settings(args: argparse.Namespace, recipe: Any) -> Any:
     """The search: the collection's recipe (if it has one), the search flags on top."""
-    from qdrant_tools.search import SearchSettings
+    from llamaindex_posfair.integrations.recipe import recorded_search
 
     given = {
         "limit": max(args.candidates, args.top_k) if args.rerank else args.top_k,
@@ -156,9 +156,7 @@ def _settings(args: argparse.Namespace, recipe: Any) -> Any:
         "rrf_k": args.rrf_k,
     }
     try:
-        if recipe is not None:
-            return recipe.search.overridden(**given)
-        return SearchSettings(**{k: v for k, v in given.items() if v is not None})
+        return recorded_search(recipe).overridden(**given)
     except ValueError as exc:
         raise CliError(
             str(exc)

@@ -53,6 +53,7 @@ __all__ = [
     "Recipe",
     "aread_recipe",
     "read_recipe",
+    "recorded_search",
     "search_changes",
     "switched_search",
     "write_recipe",
@@ -78,6 +79,14 @@ _BEFORE_PRODUCT_DEFAULTS = {
     "layout": {"fused_weight": None, "node_int8": False, "node_on_disk": False, "fused_quantization": None},
     "search": {"prefetch_limit": 100, "prefetch_max": None, "exact_up_to": 10_000, "fusion": "rrf", "fusion_limit": 50},
 }
+
+
+def recorded_search(recipe: Recipe | None) -> SearchSettings:
+    """The search ``recipe`` records; for a collection written before recipes (``None``), the search of that
+    time (best sub-chunk only, the candidates of then), so it ranks as it did."""
+    if recipe is not None:
+        return recipe.search
+    return SearchSettings(**_BEFORE_PRODUCT_DEFAULTS["search"], node_weight=0.0)
 
 
 def _read_back(record: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
 from llamaindex_posfair.integrations.gate import FingerprintMismatchError, Gate
 from llamaindex_posfair.integrations.nodes import hit_to_node
-from llamaindex_posfair.integrations.recipe import Recipe, read_recipe
+from llamaindex_posfair.integrations.recipe import Recipe, read_recipe, recorded_search
 from qdrant_tools.search import CollectionVectors, Hit, SearchSettings, asearch, collection_vectors, search
 from qdrant_tools.store.async_store import AsyncStore
 
@@ -70,7 +70,7 @@ def remote_query_encoder(endpoint: str, spec: EncoderSpec | None, timeout_s: flo
 def _settings(recipe: Recipe | None, settings: SearchSettings | None, top_k: int) -> SearchSettings:
     """The search settings: ``settings`` if given, else the recipe's default search (with evidence)."""
     if settings is None:
-        settings = recipe.search.overridden(evidence=True) if recipe else SearchSettings(evidence=True)
+        settings = recorded_search(recipe).overridden(evidence=True)
     return settings.overridden(limit=top_k)
 
 

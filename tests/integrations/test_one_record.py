@@ -135,3 +135,13 @@ def test_a_recipe_recording_no_layout_nor_search_reads_as_the_bare_types_of_its_
     del record["layout"], record["search"]
     recipe = Recipe.from_record(record)
     assert recipe.layout == NodeLayout(fused_weight=None, node_int8=False) and recipe.search == BARE_SEARCH
+
+
+def test_a_collection_written_before_recipes_is_searched_as_then():
+    from llamaindex_posfair.integrations.recipe import recorded_search
+
+    then = recorded_search(None)
+    assert (then.fusion, then.fusion_limit, then.node_weight) == ("rrf", 50, 0.0)
+    assert (then.prefetch_limit, then.prefetch_max, then.exact_up_to) == (100, None, 10_000)
+    assert then != SearchSettings()
+    assert recorded_search(Recipe.default()) == SearchSettings()
