@@ -362,7 +362,12 @@ def _stored_vectors(store: Any) -> int:
     """Dense vectors a posfair collection holds: per point its node vector and each multivector's rows."""
     from qdrant_tools import payload as P
 
-    records = store._scroll(None)
+    records, offset = [], None
+    while True:  # every point, a page at a time
+        page, offset = store.client.scroll(store.collection_name, limit=1000, offset=offset, with_payload=True)
+        records.extend(page)
+        if offset is None:
+            break
     rows = sum(len(P.posfair_fields(r.payload).get(P.SUBCHUNK_SPANS) or []) for r in records)
     multivectors = len(store.client.get_collection(store.collection_name).config.params.vectors) - 1
     return len(records) + rows * multivectors
