@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from llamaindex_posfair.cli import build_parser, main
+from llamaindex_posfair.cli.options import CliError
 from llamaindex_posfair.encoders import runtime
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from qdrant_tools import payload as P
@@ -255,6 +256,9 @@ def test_serve_flags_and_collection_carry_onnx_to_the_replicas_config(onnx_store
         assert shipped.encoder.runtime == "onnx" and shipped.encoder.weights is not None
     _, recipe = points(onnx_store, "c")
     assert by_collection.encoder.fingerprint() == recipe.vectors["vanilla"].fingerprint()
+    with pytest.raises(CliError, match="--num-gpus 1 reserves GPUs for each text replica, but runtime 'onnx'"):
+        config_from_args(build_parser().parse_args(["serve", "--collection", "c", "--path", str(onnx_store),
+                                                    "--num-gpus", "1"]))  # fmt: skip
 
 
 async def test_serve_replica_on_onnx_embeds_as_the_in_process_encoder(tiny_bert_path, own_cache, monkeypatch):
