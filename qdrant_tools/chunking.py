@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
@@ -26,6 +27,7 @@ import os
 import re
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,9 +46,7 @@ _SPACE = re.compile(r"\s")
 _HASH_CHARS = 1 << 20
 #: Characters tokenized per tokenizer call when a text is cut into chunks (:func:`iter_spans`).
 SEGMENT_CHARS = 1 << 16
-_HOLD = 32  # spans at a segment's end held back and tokenized again by the next segment
 _SYNC = 16  # spans emitted from one segment that the next must reproduce before its own are used
-_WARM = 8  # spans before those that the next segment tokenizes again and ignores (its start may differ)
 
 
 @dataclass(frozen=True)
@@ -143,11 +143,25 @@ def tokenizer_spans(tokenizer: Any) -> SpanFn:
             "character offsets; load it with use_fast=True or chunk with whitespace_spans"
         )
 
+    backend = _untruncated(tokenizer)
+
     def spans(text: str) -> list[Span]:
-        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-        return [(int(s), int(e)) for s, e in enc["offset_mapping"] if e > s]
+        (encoding,) = backend.encode_batch([text], add_special_tokens=False)  # releases Python's lock
+        return [o for o in encoding.offsets if o[1] > o[0]]
 
     return spans
+
+
+def _untruncated(tokenizer: Any) -> Any:
+    """A copy of a fast ``tokenizer``'s Rust tokenizer with truncation and padding off (as the wrapper sets them
+    for a call without either): it gives the wrapper's offsets, and threads may call it at once, since no call
+    changes its settings."""
+    from tokenizers import Tokenizer
+
+    copy = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    copy.no_truncation()
+    copy.no_padding()
+    return copy
 
 
 def content_hash(text: str, metadata: Mapping[str, Any] | None = None, pages: Sequence[tuple[int, str]] = ()) -> str:
@@ -210,11 +224,12 @@ def iter_spans(
     """The token spans of ``text``, the same as ``spans_fn(text)``, tokenizing about ``segment_chars`` at a time.
 
     A tokenizer's output for a whole large file takes several hundred bytes per token; in segments the
-    memory is bounded. Each segment ends at whitespace; its last spans, which the cut may have changed,
-    are held back and tokenized again by the next segment, which starts a few spans earlier and is used
-    from the point where its spans agree with those already emitted. A tokenizer whose spans never agree
-    across a cut has the rest of the text tokenized in one call (logged), so the spans are always those of
-    the whole text.
+    memory is bounded. The text is cut at whitespace about every ``segment_chars`` characters; each part is
+    tokenized with a margin on both sides, and gives the spans that start in it, used from where its spans
+    agree with those the part before gave (the cut and the margin may change a few tokens near either end).
+    The segments do not depend on each other's tokens, so two are tokenized at once (a Rust tokenizer
+    releases Python's lock). A tokenizer whose spans do not agree across a cut has the rest of the text
+    tokenized in one call (logged), so the spans are always those of the whole text.
 
     Args:
         text: the document text.
@@ -229,29 +244,64 @@ def iter_spans(
     if segment_chars is None or len(text) <= segment_chars:
         yield from spans_fn(text)
         return
-    offset, emitted, tail = 0, 0, ()
-    size = segment_chars
-    while True:
-        end = _segment_end(text, (tail[-1][1] if tail else offset) + size)  # past what is emitted already
-        spans = [(s + offset, e + offset) for s, e in spans_fn(text[offset:end])]
-        if tail:
-            synced = _resync(spans, tail[-_SYNC:])
-            if synced is None:
-                logger.warning("the tokenizer's spans differ across a cut of the text; tokenizing the rest in one call")
-                yield from list(spans_fn(text))[emitted:]
-                return
-            spans = synced
-        if end >= len(text):
+    emitted: list[Span] = []  # the last spans emitted (at most _SYNC)
+    count = 0
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        for cut, next_cut, future in _ahead(pool, _cuts(text, segment_chars), spans_fn, text):
+            spans = future.result()
+            if emitted:  # the segment starts before its cut: it must agree with the spans emitted up to it
+                synced = _resync(spans, emitted)
+                if synced is None or (synced and synced[0][0] < cut):
+                    logger.warning(
+                        "the tokenizer's spans differ across a cut of the text; tokenizing the rest in one call"
+                    )
+                    yield from list(spans_fn(text))[count:]
+                    return
+                spans = synced
+            if next_cut is not None:  # spans from the next cut on are the next segment's
+                spans = [span for span in spans if span[0] < next_cut]
             yield from spans
+            count += len(spans)
+            emitted = (emitted + spans)[-_SYNC:]
+
+
+#: Characters a segment tokenizes on each side of its part of the text: before its cut, where its first tokens
+#: may differ from the whole text's, and after the next cut, where the cut may change its last tokens.
+_MARGIN = 2048
+#: Tokenizer calls in flight at once: a Rust tokenizer releases Python's lock while it works.
+_THREADS = 2
+
+
+def _cuts(text: str, segment_chars: int) -> Iterator[tuple[int, int | None]]:
+    """``(cut, next cut)`` of each part of ``text`` (``None``: the part runs to the end): cuts at whitespace,
+    about ``segment_chars`` apart."""
+    cut = 0
+    while True:
+        next_cut = _segment_end(text, cut + segment_chars)
+        if next_cut >= len(text):
+            yield cut, None
             return
-        if len(spans) <= _HOLD + _SYNC:  # too few tokens to hold some back: a longer segment
-            size *= 2
-            continue
-        keep = spans[:-_HOLD]
-        yield from keep
-        emitted += len(keep)
-        tail = tuple((list(tail) + keep)[-(_WARM + _SYNC) :])
-        offset, size = tail[0][0], segment_chars
+        yield cut, next_cut
+        cut = next_cut
+
+
+def _ahead(
+    pool: ThreadPoolExecutor, cuts: Iterator[tuple[int, int | None]], spans_fn: SpanFn, text: str
+) -> Iterator[tuple[int, int | None, Future[list[Span]]]]:
+    """Each part with the future of its segment's spans (document offsets): the part and :data:`_MARGIN`
+    characters on each side, from and to whitespace; :data:`_THREADS` segments tokenized ahead."""
+
+    def spans_of(cut: int, next_cut: int | None) -> list[Span]:
+        start = 0 if cut <= _MARGIN else _segment_end(text, cut - _MARGIN)
+        end = len(text) if next_cut is None else _segment_end(text, next_cut + _MARGIN)
+        return [(a + start, b + start) for a, b in spans_fn(text[start:end])]
+
+    queue: collections.deque[tuple[int, int | None, Future[list[Span]]]] = collections.deque()
+    for cut, next_cut in cuts:
+        queue.append((cut, next_cut, pool.submit(spans_of, cut, next_cut)))
+        if len(queue) > _THREADS:
+            yield queue.popleft()
+    yield from queue
 
 
 class _SpanWindow:

@@ -70,10 +70,26 @@ def test_a_tokenizer_whose_first_tokens_differ_is_resynced(caplog):
         spans = whitespace_spans(text)
         return [(spans[0][0], spans[1][1]), *spans[2:]] if len(spans) > 1 else spans
 
-    text = make_text(3, 400)
+    text = make_text(3, 2000)  # longer than the margin: later segments start inside the text
     with caplog.at_level("WARNING"):
         assert list(iter_spans(text, first_two_merged, 100)) == first_two_merged(text)
     assert "in one call" not in caplog.text
+
+
+def test_segments_are_tokenized_two_at_a_time_and_spans_come_in_order(minilm_tokenizer):
+    import threading
+
+    from qdrant_tools.chunking import tokenizer_spans
+
+    spans_fn, threads = tokenizer_spans(minilm_tokenizer), set()
+
+    def recording(text):
+        threads.add(threading.get_ident())
+        return spans_fn(text)
+
+    text = big_text() * 3
+    assert list(iter_spans(text, recording, 20_000)) == spans_fn(text)
+    assert len(threads) == 2
 
 
 def test_a_tokenizer_that_reads_across_cuts_still_gives_the_whole_text_spans(caplog):
@@ -89,7 +105,7 @@ def test_a_tokenizer_that_reads_across_cuts_still_gives_the_whole_text_spans(cap
                 i += 1
         return out
 
-    text = make_text(3, 400)
+    text = make_text(3, 2000)  # longer than the margin a segment tokenizes before its cut
     with caplog.at_level("WARNING"):
         assert list(iter_spans(text, every_seventh_merged, 100)) == every_seventh_merged(text)
     assert "tokenizing the rest in one call" in caplog.text
@@ -244,3 +260,18 @@ def test_a_changed_large_file_is_written_before_its_old_chunks_are_deleted(clien
     assert all(kept for kind, kept in events if kind == "upsert")  # the old version is whole while writing
     stored = _stored(client)
     assert not old & set(stored) and len(stored) == report.chunks_written
+
+
+def test_tokenizer_spans_are_the_wrappers_offsets_whatever_the_shared_tokenizers_truncation(minilm_tokenizer):
+    from qdrant_tools.chunking import tokenizer_spans
+
+    text = MIXED * 30 + " 東京の天気は晴れです。 naïve café — “quoted” text\t\n end"
+    call = minilm_tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    expected = [(s, e) for s, e in call["offset_mapping"] if e > s]
+    backend = minilm_tokenizer.backend_tokenizer
+    backend.enable_truncation(max_length=8)  # a setting left on the shared Rust tokenizer does not apply
+    try:
+        spans_fn = tokenizer_spans(minilm_tokenizer)
+    finally:
+        backend.no_truncation()
+    assert len(expected) > 300 and spans_fn(text) == expected
