@@ -163,6 +163,12 @@ def time_pipeline(ids: list[str], texts: list[str], encoder: Any, recipe: Any, w
     return seconds, len(nodes)
 
 
+def paired_ratios(seconds: list[float], base: list[float]) -> str:
+    """Table cells: each repeat's docs/s ratio to ``base``'s in the same repeat, then their median."""
+    ratios = [b / s for s, b in zip(seconds, base)]
+    return ", ".join(f"{x:.2f}x" for x in ratios) + f" | {statistics.median(ratios):.2f}x"
+
+
 def print_same_precision(seconds: dict[str, list[float]], default_dtype: str) -> None:
     """posfair's ingestion against the peer in the same precision, paired per repeat."""
     paths = {"float32": (PEER, "posfair (float32)"), "bfloat16": (PEER_BF16, "posfair (bfloat16)")}
@@ -170,9 +176,7 @@ def print_same_precision(seconds: dict[str, list[float]], default_dtype: str) ->
     rows = []
     for dtype, (peer, ours) in paths.items():
         if peer in seconds and ours in seconds:
-            ratios = [p / s for s, p in zip(seconds[ours], seconds[peer])]
-            cells = ", ".join(f"{x:.2f}x" for x in ratios)
-            rows.append(f"| {dtype} | {cells} | {statistics.median(ratios):.2f}x |")
+            rows.append(f"| {dtype} | {paired_ratios(seconds[ours], seconds[peer])} |")
     if rows:  # --only may leave out the paths of one precision or both
         print("\n| precision (both sides) | posfair vs peer, per repeat (paired) | median ratio |")
         print("|---|---|---|")
@@ -291,17 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| path | best docs/s | docs/s vs {PEER}, per repeat (paired) | median ratio |")
     print("|---|---|---|---|")
     for name, secs in seconds.items():
-        ratios = [peer / s for s, peer in zip(secs, seconds[PEER])]
-        cells = ", ".join(f"{x:.2f}x" for x in ratios)
-        print(f"| {name} | {len(texts) / min(secs):.2f} | {cells} | {statistics.median(ratios):.2f}x |")
+        print(f"| {name} | {len(texts) / min(secs):.2f} | {paired_ratios(secs, seconds[PEER])} |")
     print_same_precision(seconds, default.encoder_spec().dtype or "float32")
     if PEER_ONNX in seconds:
         print(f"\n| path | docs/s vs {PEER_ONNX}, per repeat (paired) | median ratio |")
         print("|---|---|---|")
         for name, secs in seconds.items():
-            ratios = [p / s for s, p in zip(secs, seconds[PEER_ONNX])]
-            cells = ", ".join(f"{x:.2f}x" for x in ratios)
-            print(f"| {name} | {cells} | {statistics.median(ratios):.2f}x |")
+            print(f"| {name} | {paired_ratios(secs, seconds[PEER_ONNX])} |")
     by_dtype = {default.encoder_spec().dtype or "float32": encoder, other_dtype: flipped_encoder}
     latency = {f"torch ({dtype}){' default' if enc is encoder else ''}": enc for dtype, enc in by_dtype.items()}
     latency.update({f"{runtime} (float32)": enc for runtime, (_, enc) in exported.items()})
