@@ -147,6 +147,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     _gate: Gate = PrivateAttr()
     _embed: Any = PrivateAttr(default=None)
     _encoder: Any = PrivateAttr(default=None)
+    _loaded: Any = PrivateAttr(default=None)
     _own: Any = PrivateAttr(default=None)
     _trusted: bool = PrivateAttr(default=False)
     _writer: Any = PrivateAttr(default=None)
@@ -281,12 +282,17 @@ class PosFairVectorStore(BasePydanticVectorStore):
             self._gate.check_reader(self._embed, own=self._own_encoder, who="the embed model")
             self._trusted = True
 
+    def _model(self) -> Any:
+        """The loaded model that encodes for the collection: a ``PosFairEmbedding`` embed model's own encoder,
+        else the recorded spec's, loaded here once (for the embedding checks and the writer alike)."""
+        if self._loaded is None:
+            self._loaded = self._embed.encoder if _is_posfair(self._embed) else self._recipe.encoder_spec().load()
+        return self._loaded
+
     def _own_encoder(self) -> Any:
-        """The collection's encoder of the searched vector, loaded here once (a ``PosFairEmbedding`` embed
-        model's own encoder when it is one)."""
+        """The collection's encoder of the searched vector (:meth:`_model`, bound to the recipe's vectors)."""
         if self._own is None:
-            encoder = self._embed.encoder if _is_posfair(self._embed) else self._recipe.encoder_spec().load()
-            self._own = self._recipe.bind(encoder)[self._node_vector()]
+            self._own = self._recipe.bind(self._model())[self._node_vector()]
         return self._own
 
     def _check_given(self, texts: Sequence[str], embedding: Any, what: str, query: bool = False) -> None:
@@ -326,8 +332,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
         if self._writer is None:
             if _is_posfair(self._embed):  # in the recorded precision and runtime (queries may use others)
                 self._gate.check_writer(self._embed, who="the embed model")
-            encoder = self._embed.encoder if _is_posfair(self._embed) else self._recipe.encoder_spec().load()
-            vectors = self._recipe.bind(encoder)
+            vectors = self._recipe.bind(self._model())
             encoding = self._recipe.ingest_settings(show_progress=False).point_encoding(vectors)
             metadata = {**(self._recipe.metadata()), **encoding.metadata()}
             spec = spec_for_vectors(
