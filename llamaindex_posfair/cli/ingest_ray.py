@@ -96,13 +96,13 @@ def check_worker_devices(args: argparse.Namespace, encoder_set: Any) -> None:
     Raises:
         CliError: ``--gpus-per-worker`` above 0 with such a runtime (given by ``--runtime`` or the collection's).
     """
-    exported = sorted({spec.runtime for spec in encoder_set.vectors.values()} - {"torch"})
-    if args.gpus_per_worker > 0 and exported:
-        raise CliError(
-            f"--gpus-per-worker {args.gpus_per_worker:g} puts each worker's encoder on a GPU, but runtime "
-            f"{exported[0]!r} runs on the CPU; pass --gpus-per-worker 0 (CPU workers), or use --runtime torch "
-            "for a new collection"
-        )
+    options.check_gpus_for_runtimes(
+        "--gpus-per-worker",
+        args.gpus_per_worker,
+        {spec.runtime for spec in encoder_set.vectors.values()},
+        "puts each worker's encoder on a GPU",
+        "--gpus-per-worker 0 (CPU workers), or use --runtime torch for a new collection",
+    )
 
 
 def run_ingest_ray(args: argparse.Namespace) -> int:

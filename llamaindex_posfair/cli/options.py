@@ -386,6 +386,14 @@ def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
     return {**{k: v for k, v in given.items() if v is not None}, **runtime_fields(args)}
 
 
+def check_gpus_for_runtimes(flag: str, gpus: float, runtimes: Any, placed: str, fix: str) -> None:
+    """Raise :class:`CliError` when ``flag`` asks for GPUs (``placed``: what it puts on them) for an encoder
+    whose runtime, one of ``runtimes``, runs on the CPU only (onnx, openvino); ``fix``: what to pass instead."""
+    exported = sorted(set(runtimes) - {"torch"})
+    if gpus > 0 and exported:
+        raise CliError(f"{flag} {gpus:g} {placed}, but runtime {exported[0]!r} runs on the CPU; pass {fix}")
+
+
 def spec_fields_given(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`EncoderSpec` fields the model flags set explicitly (run-time fields included).
 

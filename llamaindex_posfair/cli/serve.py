@@ -106,11 +106,13 @@ def config_from_args(args: argparse.Namespace) -> Any:
     from llamaindex_posfair.serve import config as C
 
     spec = _encoder_spec(args)
-    if args.num_gpus > 0 and spec.runtime != "torch":
-        raise CliError(
-            f"--num-gpus {args.num_gpus:g} reserves GPUs for each text replica, but runtime {spec.runtime!r} runs "
-            "on the CPU; pass --num-gpus 0, or --runtime torch to encode on the GPUs"
-        )
+    options.check_gpus_for_runtimes(
+        "--num-gpus",
+        args.num_gpus,
+        {spec.runtime},
+        "reserves GPUs for each text replica",
+        "--num-gpus 0, or --runtime torch to encode on the GPUs",
+    )
     with contextlib.suppress(ValueError):  # a hub model not downloaded here: the replicas download it
         # every replica then refuses other model files; an "auto" dtype stays for the replicas' hardware
         spec = spec.pinned().model_copy(update={"dtype": spec.dtype})
