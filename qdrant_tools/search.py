@@ -367,13 +367,15 @@ class Hit:
 
     Args:
         id: the point id.
-        score: the hit's relevance in [0, 1] (:func:`relevance`): its dense similarity to the query (the
-            node-weighted cosine the dense ranking uses), never above the score of a hit ranked before it, so
-            one cutoff means the same for every query and keeps a prefix of the ranking.
+        score: the hit's relevance in [0, 1] (:func:`relevance`): the cosine similarity of its best sub-chunk
+            to the query (its node vector's in a collection without sub-chunks), never above the score of a hit
+            ranked before it, so one cutoff means the same for every query and keeps a prefix of the ranking.
         payload: the point's payload.
         evidence: the document offsets of its best-matching sub-chunk (if asked).
         fusion_score: the value the dense and BM25 rankings were fused to (RRF or DBSF, the order of the
             hits); ``None`` when the query was not fused.
+        rank_score: the value Qdrant ordered the hits by (the fusion value of a fused query, else the dense or
+            BM25 score of its ranking).
     """
 
     id: str
@@ -381,11 +383,7 @@ class Hit:
     payload: dict[str, Any]
     evidence: tuple[int, int] | None = None
     fusion_score: float | None = None
-
-    @property
-    def rank_score(self) -> float:
-        """The value that ordered the hit: the fusion value of a fused query, else its score."""
-        return self.score if self.fusion_score is None else self.fusion_score
+    rank_score: float | None = None
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -631,33 +629,24 @@ def _advise_fused(collection: str, vectors: CollectionVectors, settings: SearchS
     )
 
 
-def _row_vector(vectors: CollectionVectors, settings: SearchSettings) -> str | None:
-    """The multivector whose rows give a hit's dense score and evidence: the fused multivector written at the
-    search's node weight, else the sub-chunk multivector (``None``: a node-vector search)."""
-    if vectors.subchunks is None or not settings.subchunks:
-        return None
-    return vectors.fused if settings.node_weight > 0 and vectors.fuses_at(settings.node_weight) else vectors.subchunks
+def _score_rows(vectors: CollectionVectors, settings: SearchSettings) -> str | None:
+    """The multivector whose rows give a hit's relevance and evidence: the sub-chunk multivector (``None``: a
+    node-vector search, or a collection without sub-chunks)."""
+    return vectors.subchunks if vectors.subchunks is not None and settings.subchunks else None
 
 
 def _reads(vectors: CollectionVectors, settings: SearchSettings, fused: bool) -> list[str]:
-    """The vectors :func:`search` reads back per hit: the rows of its evidence and, for a fused query, what
-    gives its dense score (the node vector too when the rows are sub-chunks weighed with the node cosine)."""
-    rows = _row_vector(vectors, settings)
-    if not fused:
-        return [rows] if rows is not None and settings.evidence and settings.evidence_limit != 0 else []
-    node = vectors.node_vector(settings.vector)
-    if rows is None:
-        return [node]
-    if rows == vectors.subchunks and settings.node_weight > 0:
-        return [rows, node]
-    return [rows]
+    """The vectors :func:`search` reads back per hit for its relevance and evidence: its sub-chunk vectors, else
+    (a fused query of node vectors) its node vector; none where Qdrant's own score is the node cosine."""
+    rows = _score_rows(vectors, settings)
+    if rows is not None:
+        return [rows]
+    return [vectors.node_vector(settings.vector)] if fused else []
 
 
-def _read_request(points: Sequence[Any], reads: list[str], settings: SearchSettings, fused: bool) -> dict[str, Any]:
-    """The ``retrieve`` arguments that read ``reads`` (and the sub-chunk spans) of the hits that need them:
-    every hit of a fused query (its dense score), else the best ``evidence_limit`` (their evidence)."""
-    ids = [p.id for p in points] if fused else [p.id for p in points][: settings.evidence_limit]
-    return {"ids": ids, "with_payload": P.payload_fields(P.SUBCHUNK_SPANS), "with_vectors": reads}
+def _read_request(points: Sequence[Any], reads: list[str]) -> dict[str, Any]:
+    """The ``retrieve`` arguments that read ``reads`` (and the sub-chunk spans) of every hit."""
+    return {"ids": [p.id for p in points], "with_payload": P.payload_fields(P.SUBCHUNK_SPANS), "with_vectors": reads}
 
 
 def _cosines(rows: Any, q: np.ndarray) -> np.ndarray:
@@ -668,44 +657,23 @@ def _cosines(rows: Any, q: np.ndarray) -> np.ndarray:
     return rows @ q / np.maximum(np.linalg.norm(rows, axis=1), 1e-12)
 
 
-def _row_scores(record: Any, q: np.ndarray, rows: str | None, vectors: CollectionVectors) -> np.ndarray:
-    """A read-back hit's score against each row of its multivector ``rows``: the dot product with a fused row
-    (as Qdrant ranks it), the cosine with a sub-chunk (empty: no rows, or none read)."""
-    got = (record.vector or {}).get(rows) if rows is not None else None
-    if rows is not None and rows == vectors.fused:
-        return np.asarray(got or [], dtype=np.float32).reshape(-1, q.shape[0]) @ q
-    return _cosines(got, q)
+def _similarity(point: Any, record: Any, row_cosines: np.ndarray, q: np.ndarray, node: str, fused: bool) -> float:
+    """A hit's similarity to the query: its best sub-chunk's cosine, else its node cosine (Qdrant's own score
+    when the query ranked by it, read back when the rankings were fused)."""
+    if row_cosines.size:
+        return float(row_cosines.max())
+    if not fused:
+        return float(point.score)
+    cosine = _cosines((record.vector or {}).get(node), q) if record is not None else np.zeros(0)
+    return float(cosine[0]) if cosine.size else 0.0
 
 
-def _dense_score(
-    record: Any, row_scores: np.ndarray, q: np.ndarray, vectors: CollectionVectors, settings: SearchSettings
-) -> float | None:
-    """A read-back hit's dense score, as the dense ranking computes it, from its ``row_scores``
-    (:func:`_row_scores`) and node vector (``None``: its vectors were not read)."""
-    rows = _row_vector(vectors, settings)
-    if rows is not None and rows == vectors.fused:
-        return float(row_scores.max()) if row_scores.size else None
-    node_weight = settings.node_weight if rows is not None else 1.0
-    score = 0.0
-    if rows is not None:
-        if row_scores.size == 0:
-            return None
-        score += (1.0 - node_weight) * float(row_scores.max())
-    if node_weight > 0:
-        node = _cosines((record.vector or {}).get(vectors.node_vector(settings.vector)), q)
-        if node.size == 0:
-            return None
-        score += node_weight * float(node[0])
-    return score
-
-
-def _best_span(record: Any, row_scores: np.ndarray) -> tuple[int, int] | None:
-    """The document offsets of a read-back hit's best-matching sub-chunk (``None``: no spans or rows). A fused row
-    adds the same node term to every sub-chunk, so its best dot product is the best sub-chunk's."""
+def _best_span(record: Any, row_cosines: np.ndarray) -> tuple[int, int] | None:
+    """The document offsets of a read-back hit's best-matching sub-chunk (``None``: no spans or rows)."""
     spans = P.posfair_fields(record.payload).get(P.SUBCHUNK_SPANS)
-    if not spans or len(row_scores) != len(spans):
+    if not spans or len(row_cosines) != len(spans):
         return None
-    best = int(np.argmax(row_scores))
+    best = int(np.argmax(row_cosines))
     return int(spans[best][0]), int(spans[best][1])
 
 
@@ -734,20 +702,19 @@ def _hits(
     fused: bool,
     evidence: bool,
 ) -> list[Hit]:
-    """``query_points`` answers as :class:`Hit` objects: relevance scores (the dense score read back for a fused
-    query, Qdrant's own dense score otherwise) and the evidence of the best ``evidence_limit`` hits."""
+    """``query_points`` answers as :class:`Hit` objects: relevance scores (:func:`_similarity` in ranking order)
+    and the evidence of the best ``evidence_limit`` hits."""
     by_id = {str(r.id): r for r in records}
-    rows = _row_vector(vectors, settings)
+    rows, node = _score_rows(vectors, settings), vectors.node_vector(settings.vector)
     limit = len(points) if settings.evidence_limit is None else settings.evidence_limit
     raw, spans = [], []
     for i, p in enumerate(points):
         record = by_id.get(str(p.id))
-        row_scores = _row_scores(record, q, rows, vectors) if record is not None else np.zeros(0)
-        dense = _dense_score(record, row_scores, q, vectors, settings) if fused and record is not None else None
-        raw.append(float(p.score) if not fused else (dense if dense is not None else 0.0))
-        spans.append(_best_span(record, row_scores) if evidence and i < limit and record is not None else None)
+        row_cosines = _cosines((record.vector or {}).get(rows), q) if record is not None and rows else np.zeros(0)
+        raw.append(_similarity(p, record, row_cosines, q, node, fused))
+        spans.append(_best_span(record, row_cosines) if evidence and i < limit and record is not None else None)
     return [
-        Hit(str(p.id), score, dict(p.payload or {}), span, float(p.score) if fused else None)
+        Hit(str(p.id), score, dict(p.payload or {}), span, float(p.score) if fused else None, float(p.score))
         for p, score, span in zip(points, relevance(raw), spans)
     ]
 
@@ -755,7 +722,7 @@ def _hits(
 def hits_of(points: Sequence[Any]) -> list[Hit]:
     """``query_points`` answers of a BM25-only query (:func:`sparse_request`) as :class:`Hit` objects: the
     BM25 score as is (not a relevance in [0, 1]; docs/vector-store.md, "Scores")."""
-    return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+    return [Hit(str(p.id), float(p.score), dict(p.payload or {}), rank_score=float(p.score)) for p in points]
 
 
 def _fused(request: Mapping[str, Any]) -> bool:
@@ -771,9 +738,8 @@ def _read_back(
     points: Sequence[Any], vectors: CollectionVectors, settings: SearchSettings, request: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     """The ``retrieve`` arguments that read what a query's hits need back (``None``: nothing to read)."""
-    fused = _fused(request)
-    reads = _reads(vectors, settings, fused) if points else []
-    return _read_request(points, reads, settings, fused) if reads else None
+    reads = _reads(vectors, settings, _fused(request)) if points else []
+    return _read_request(points, reads) if reads else None
 
 
 def _answer(

@@ -138,7 +138,7 @@ def test_int8_node_vectors_leave_the_exact_scores_exact(client, encoder, weight)
         reverse=True,
     )[:5]
     hits = search(client, "q8", q, SearchSettings(limit=5, node_weight=weight, sparse=False))
-    assert [h.score for h in hits] == pytest.approx(want, abs=1e-5)
+    assert [h.rank_score for h in hits] == pytest.approx(want, abs=1e-5)
 
 
 @pytest.mark.parametrize("copy", ["int8", "binary"])  # an exactly scored collection reads the float rows alone

@@ -1,47 +1,60 @@
-"""A hit's score is its relevance in [0, 1]: the dense similarity, in ranking order, whatever the fusion."""
+"""A hit's score is its relevance in [0, 1]: its best sub-chunk's cosine, in ranking order, whatever the query."""
 
 from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 from subchunk_layouts import BM25, DATA, FUSED, PLAIN, QUERY
 
 from qdrant_tools.ingest import ingest_path
-from qdrant_tools.search import SearchSettings, relevance, search
+from qdrant_tools.search import SearchSettings, collection_vectors, relevance, search
 
 QUERIES = (QUERY, "alpha beta gamma", "omega", "the quick brown fox")
 
 
-def _dense_scores(client, collection, q, settings):
-    """Every node's dense score: a dense-only search deep enough to return all of them."""
-    hits = search(client, collection, q, settings.overridden(limit=100, sparse=False, evidence=False))
-    assert all(h.fusion_score is None for h in hits)
-    return {h.id: h.score for h in hits}
+def _best_subchunk_cosines(client, collection, q):
+    """Every node's best sub-chunk cosine with ``q``, from its stored sub-chunk vectors."""
+    rows = collection_vectors(client, collection).subchunks
+    records, _ = client.scroll(collection, limit=1000, with_vectors=[rows])
+    unit = q / np.linalg.norm(q)
+    out = {}
+    for r in records:
+        m = np.asarray(r.vector[rows], dtype=np.float32)
+        out[str(r.id)] = float((m @ unit / np.linalg.norm(m, axis=1)).max())
+    return out
 
 
 @pytest.mark.parametrize("layout", ["fused", "plain"])
-@pytest.mark.parametrize("fusion", ["rrf", "dbsf"])
-def test_a_fused_query_scores_each_hit_by_its_dense_similarity_in_ranking_order(client, encoder, layout, fusion):
+@pytest.mark.parametrize("fusion", ["rrf", "dbsf", None])
+def test_every_query_scores_each_hit_by_its_best_sub_chunk_cosine_in_ranking_order(client, encoder, layout, fusion):
     ingest_path(client, layout, DATA, {"calibrated": encoder}, FUSED if layout == "fused" else PLAIN)
-    settings = SearchSettings(limit=6, node_weight=0.4, fusion_limit=10).overridden(fusion=fusion)
+    settings = SearchSettings(limit=6, node_weight=0.4, fusion_limit=10)
+    settings = settings.overridden(sparse=False) if fusion is None else settings.overridden(fusion=fusion)
     for text in QUERIES:
         q = encoder.encode_queries([text])[0]
-        dense = _dense_scores(client, layout, q, settings)
+        best = _best_subchunk_cosines(client, layout, q)
         hits = search(client, layout, q, settings, sparse_query=BM25.embed_query(text))
-        assert hits and all(h.fusion_score is not None for h in hits)
+        assert hits and all((h.fusion_score is None) == (fusion is None) for h in hits)
         scores = [h.score for h in hits]
         assert all(0.0 <= s <= 1.0 for s in scores) and all(a > b or b == 0.0 for a, b in itertools.pairwise(scores))
-        assert scores == pytest.approx(relevance([dense[h.id] for h in hits]), abs=1e-5)
+        assert scores == pytest.approx(relevance([best[h.id] for h in hits]), abs=1e-5)
 
 
-def test_a_dense_query_keeps_qdrants_scores_as_relevance(client, encoder):
+def test_a_node_vector_query_scores_by_the_node_cosine(client, encoder):
     ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
     q = encoder.encode_queries([QUERY])[0]
-    hits = search(client, "fused", q, SearchSettings(limit=5, node_weight=0.4, sparse=False, evidence=True))
-    assert [h.fusion_score for h in hits] == [None] * len(hits)
-    assert [h.score for h in hits] == relevance([h.score for h in hits])
-    assert all(h.evidence is not None for h in hits)
+    settings = SearchSettings(limit=5, subchunks=False, sparse=False)
+    hits = search(client, "fused", q, settings)
+    node = collection_vectors(client, "fused").node_vector()
+    unit = q / np.linalg.norm(q)
+    stored = {
+        str(r.id): np.asarray(r.vector[node])
+        for r in client.retrieve("fused", [h.id for h in hits], with_vectors=[node])
+    }
+    cosines = [float(stored[h.id] @ unit / np.linalg.norm(stored[h.id])) for h in hits]
+    assert [h.score for h in hits] == pytest.approx(relevance(cosines), abs=1e-5)
 
 
 def test_the_evidence_of_a_fused_query_is_the_best_sub_chunk_as_in_a_dense_query(client, encoder):
