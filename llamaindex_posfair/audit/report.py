@@ -1,6 +1,6 @@
 """The audit's report: per target, nDCG@10 and recall@k per position third, harmonic mean, PSI, and where it fails.
 
-Scoring (the measure of ``posfair eval``, :mod:`llamaindex_posfair.eval.metrics`): a probe's ranking is the
+Scoring (the measure of ``python -m research.eval``, :mod:`llamaindex_posfair.eval.metrics`): a probe's ranking is the
 target's node list; the first node that holds the evidence (:func:`~llamaindex_posfair.audit.probes.evidence_in`)
 is the one relevant item, so a probe's nDCG@10 is ``1 / log2(rank + 1)`` for that node at ``rank <= 10``, else 0,
 and recall@k is 1 when it is among the first ``k``. Per group (begin / middle / end third of the passage) the

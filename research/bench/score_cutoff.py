@@ -95,9 +95,9 @@ def main() -> int:
     parser.add_argument("--memo", default=None, help="embedding memo folder (research/bench/natural_peers.py's)")
     parser.add_argument("--benchmarks", default=",".join(BENCHMARKS), help="comma-separated benchmarks")
     args = parser.parse_args()
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
+    from research.eval.benchmarks.loaders import load_shipped
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     t0 = time.time()
     encoder = MemoEncoder(Recipe.default().encoder_spec().load(), VectorMemo(args.memo) if args.memo else None)
