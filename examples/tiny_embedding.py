@@ -1,4 +1,4 @@
-"""A tiny, random, CLIP-shaped image/text embedding for offline examples and tests.
+"""A tiny, random, CLIP-shaped image/text embedding for the offline example ``image_rerank.py``.
 
 Images: 8×8 RGB thumbnail → fixed random projection; text: hashed bag of
 words → another fixed random projection; both L2-normalised into the same
@@ -17,7 +17,7 @@ import torch
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.embeddings.multi_modal_base import MultiModalEmbedding
 
-from .images import load_image
+from llamaindex_posfair.multimodal.images import load_image
 
 __all__ = ["TinyRandomClipEmbedding"]
 
