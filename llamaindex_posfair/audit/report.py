@@ -191,10 +191,6 @@ class AuditReport:
             "returned_first": None if first is None else {"doc": first.doc_id, "text": _snip(first.text)},
         }
 
-    def max_psi(self) -> float:
-        """The largest PSI over the targets (all probes)."""
-        return max(self.summary(r)["psi"] for r in self.results)
-
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-ready values (the ``--json`` output)."""
         return {

@@ -36,7 +36,6 @@ from llamaindex_posfair.cli.options import (
     comma_list,
     error_message,
     int_at_least,
-    layer_set_type,
     parse_layers,
 )
 from research import _cli
@@ -50,6 +49,15 @@ PROG = "python -m research.eval"
 #: Comma-separated lists (``""`` is the empty list: e.g. ``--chunk-sizes ''`` = no chunk-max systems).
 int_list = comma_list(int_at_least(1), allow_empty=True)
 float_list = comma_list(float, allow_empty=True)
+
+
+def layer_set_type(text: str) -> Any:
+    """:func:`~llamaindex_posfair.cli.options.parse_layers` as an argparse ``type`` (argparse names the flag in its
+    error)."""
+    try:
+        return parse_layers(text, "a layer set")
+    except CliError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _one_layer_set(text: str) -> Any:
