@@ -188,10 +188,10 @@ def remote(repeats: int, concurrency: int, n_passages: int) -> None:
     from llamaindex_posfair import PosFairEmbedding, PosFairVectorStore
     from llamaindex_posfair.encoders.models import BUNDLED_MINILM
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.serve import config as C
     from llamaindex_posfair.serve import runner
     from qdrant_tools.store import open_store
+    from research.eval.benchmarks.loaders import load_shipped
 
     bench = load_shipped("natural-docs", "test")
     texts = list(bench.corpus.values())[:n_passages]

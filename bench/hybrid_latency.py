@@ -125,11 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from qdrant_tools.sparse import Bm25Sparse
     from qdrant_tools.store import open_store
     from research.default_pipeline.system import cpu_load
+    from research.eval.benchmarks.loaders import load_shipped
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     bench = load_shipped("natural-docs", "test")
     encoder = MemoEncoder(EncoderSpec(calibration=None).load(), VectorMemo(args.memo) if args.memo else None)

@@ -68,7 +68,7 @@ QUERY = "where did the mill stand?"
 
 def passages(n: int) -> tuple[list[str], list[str]]:
     """``(doc_ids, texts)``: the first ``n`` passages of the natural benchmark's corpus."""
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from research.eval.benchmarks.loaders import load_shipped
 
     corpus = load_shipped("natural-docs", "test").corpus
     ids = list(corpus)[:n]

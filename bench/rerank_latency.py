@@ -17,16 +17,19 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def candidate_texts(n: int, node_tokens: int, tokenizer) -> list[str]:
     """``n`` node texts of about ``node_tokens`` tokens from the shipped benchmark's test passages."""
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from qdrant_tools.chunking import ChunkingConfig, chunk_text, tokenizer_spans
+    from research.eval.benchmarks.loaders import load_shipped
 
     bench = load_shipped(split="test")
     spans = tokenizer_spans(tokenizer)

@@ -100,11 +100,11 @@ class Pool:
 def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> RealNodes:
     """Both benchmarks' ``test`` corpora ingested by the default pipeline (``fused_weight``: with the fused multivector
     at that node weight; ``node_int8``: an int8 copy of the node vectors); every stored point read back."""
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import SubchunkConfig
     from research.default_pipeline import system as pipeline
+    from research.eval.benchmarks.loaders import load_shipped
 
     out = RealNodes()
     chunk_tokens = resolve_chunking(encoder).chunk_tokens
@@ -344,8 +344,8 @@ class Queries:
 
 
 def load_queries(encoder: Any) -> Queries:
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from qdrant_tools.sparse import Bm25Sparse
+    from research.eval.benchmarks.loaders import load_shipped
 
     bm25, out = Bm25Sparse(), Queries([], np.zeros((0, 0)), [], {}, {})
     texts = []
@@ -635,8 +635,8 @@ def variants(n: int, args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
 
 def main(argv: list[str] | None = None) -> None:
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from research.default_pipeline.system import cpu_load
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     args = parse_args(argv)
     from llamaindex_posfair.integrations.recipe import Recipe

@@ -3,7 +3,7 @@
 
 Everything here is tiny and random so it runs anywhere in seconds: a
 generated folder of coloured shapes, a random CLIP-shaped embedding
-(``TinyRandomClipEmbedding``) and a random 4-layer Qwen2-VL
+(``TinyRandomClipEmbedding``, ``tiny_embedding.py`` beside this file) and a random 4-layer Qwen2-VL
 (``build_tiny_adapter``) with the real Qwen tokenizer. The *rankings* are
 therefore meaningless; the code path is the production one. For real use
 swap in a CLIP embedding and ``QwenVLAdapter.from_pretrained("Qwen/Qwen2.5-VL-3B-Instruct")``.
@@ -17,11 +17,13 @@ import argparse
 import json
 import os
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tiny_embedding.py, beside this file
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,12 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     from llama_index.core.schema import ImageDocument, QueryBundle
     from llama_index.vector_stores.qdrant import QdrantVectorStore
     from qdrant_client import QdrantClient
+    from tiny_embedding import TinyRandomClipEmbedding
 
     from llamaindex_posfair.multimodal.calibrator import AttentionGuidedCalibrator
     from llamaindex_posfair.multimodal.images import load_image
     from llamaindex_posfair.multimodal.rerank import PosFairImageRerank
     from llamaindex_posfair.multimodal.tiny import build_tiny_adapter, write_synthetic_image_folder
-    from llamaindex_posfair.multimodal.tiny_embedding import TinyRandomClipEmbedding
     from llamaindex_posfair.multimodal.types import Candidates
 
     work = args.out or Path(tempfile.mkdtemp(prefix="posfair-mm-"))

@@ -33,8 +33,8 @@ import re
 from collections import Counter, defaultdict
 from typing import Any
 
-from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
-from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+from research.eval.benchmarks.data import PositionBenchmark
+from research.eval.benchmarks.loaders import load_shipped
 
 NAME = "docs-identifiers"
 GROUPS = ("begin", "middle", "end")

@@ -60,6 +60,8 @@ import os
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # research.eval (the needle builder)
+
 
 def read_source(pattern: str, encoding: str) -> str:
     """The text of every file matching ``pattern`` (a path or a glob; ``.gz`` files decompressed), joined."""
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
-    from llamaindex_posfair.eval.benchmarks.needle import (
+    from research.eval.benchmarks.needle import (
         NeedleConfig,
         build_needle_benchmark,
         clean_gutenberg,

@@ -77,10 +77,10 @@ def _type_only_imports(tree: ast.Module) -> set[int]:
     return out
 
 
-def imports_of(name: str, runtime_only: bool = False) -> set[str]:
+def imports_of(name: str, runtime_only: bool = False, mods: dict[str, Path] | None = None) -> set[str]:
     """The project modules ``name`` imports (anywhere in the file), itself excluded; ``runtime_only``: not those
-    imported only under ``if TYPE_CHECKING:``."""
-    mods = modules()
+    imported only under ``if TYPE_CHECKING:``; ``mods``: the modules that count (default: the two packages')."""
+    mods = modules() if mods is None else mods
     path = mods[name]
     is_package = path.name == "__init__.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -152,15 +152,26 @@ def strongly_connected(g: dict[str, frozenset[str]]) -> list[list[str]]:
     return out
 
 
-def edges(where: str | tuple[str, ...], to: str | tuple[str, ...]) -> list[str]:
-    """``"a -> b"`` for every import of a module under ``to`` by a module under ``where``."""
+@cache
+def lab_eval_graph() -> dict[str, frozenset[str]]:
+    """The import graph of ``research/eval`` (``python -m research.eval``), among its own modules."""
+    mods = {module_name(p): p for p in sorted((ROOT / "research" / "eval").rglob("*.py"))}
+    return {name: frozenset(imports_of(name, mods=mods)) for name in mods}
+
+
+def edges(
+    where: str | tuple[str, ...], to: str | tuple[str, ...], g: dict[str, frozenset[str]] | None = None
+) -> list[str]:
+    """``"a -> b"`` for every import of a module under ``to`` by a module under ``where`` (in ``g``, default
+    :func:`graph`)."""
 
     def under(m: str, prefixes: tuple[str, ...]) -> bool:
         return any(m == p or m.startswith(p + ".") for p in prefixes)
 
     where = (where,) if isinstance(where, str) else where
     to = (to,) if isinstance(to, str) else to
-    return sorted(f"{a} -> {b}" for a, bs in graph().items() if under(a, where) for b in bs if under(b, to))
+    g = graph() if g is None else g
+    return sorted(f"{a} -> {b}" for a, bs in g.items() if under(a, where) for b in bs if under(b, to))
 
 
 # --------------------------------------------------------------------------- the graph reader itself
@@ -209,6 +220,7 @@ def test_nothing_outside_the_cli_imports_the_cli():
     [
         ("llamaindex_posfair.calibration", ()),
         ("llamaindex_posfair.scoring", ()),
+        ("llamaindex_posfair.eval", ()),
         ("llamaindex_posfair.backends", ("llamaindex_posfair.calibration",)),
         ("llamaindex_posfair.encoders", ("llamaindex_posfair.calibration", "llamaindex_posfair.backends")),
     ],
@@ -220,22 +232,29 @@ def test_lower_layers_import_only_lower_layers(layer, may_import):
     assert crossing == []
 
 
-#: eval's sub-packages (docs/architecture.md): benchmarks <- harness <- sweep.
-EVAL = {p: f"llamaindex_posfair.eval.{p}" for p in ("benchmarks", "harness", "sweep", "metrics", "memo")}
+#: The parts of the lab's evaluation, research/eval (docs/architecture.md): benchmarks <- harness <- sweep <- cli;
+#: memo imports none of the others.
+EVAL = {p: f"research.eval.{p}" for p in ("benchmarks", "harness", "sweep", "cli", "memo")}
+
+
+def test_the_lab_eval_graph_sees_its_imports():
+    g = lab_eval_graph()
+    assert "research.eval.harness.systems" in g["research.eval.sweep.protocol"]  # relative: ..harness.systems
+    assert "research.eval.sweep.protocol" in g["research.eval.cli"]  # function-level, absolute
 
 
 @pytest.mark.parametrize(
     ("part", "higher"),
     [
-        ("benchmarks", ("harness", "sweep")),
-        ("harness", ("sweep",)),
-        ("metrics", ("benchmarks", "harness", "sweep", "memo")),
-        ("memo", ("benchmarks", "harness", "sweep", "metrics")),
+        ("benchmarks", ("harness", "sweep", "cli")),
+        ("harness", ("sweep", "cli")),
+        ("sweep", ("cli",)),
+        ("memo", ("benchmarks", "harness", "sweep", "cli")),
     ],
 )
-def test_eval_sub_packages_import_one_way(part, higher):
-    """A part of eval imports nothing above it."""
-    assert edges(EVAL[part], tuple(EVAL[h] for h in higher)) == []
+def test_eval_parts_import_one_way(part, higher):
+    """A part of research/eval imports nothing above it."""
+    assert edges(EVAL[part], tuple(EVAL[h] for h in higher), lab_eval_graph()) == []
 
 
 def test_serve_imports_no_llamaindex_class():

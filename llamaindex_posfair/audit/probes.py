@@ -13,7 +13,7 @@ Three kinds:
   the whole corpus. A target that sees the whole passage finds it at once; a target that truncates
   or dilutes the end of its nodes does not.
 * ``planted``: an invented fact about an invented person (the needle builder's templates,
-  :func:`~llamaindex_posfair.eval.benchmarks.facts.make_fact`) is inserted at a sentence boundary;
+  :func:`~llamaindex_posfair.eval.facts.make_fact`) is inserted at a sentence boundary;
   the query paraphrases it. The corpus the target indexes is the user's text with the facts in it
   (:meth:`ProbeSet.documents`), so only targets the audit indexes itself can take planted probes.
 * ``question``: the user's own questions with their answer text (hand-written, or written by an
@@ -461,7 +461,7 @@ def _plant_candidates(texts: Mapping[str, str], config: ProbeConfig, rng: random
 
 
 def _planted(texts: Mapping[str, str], config: ProbeConfig, rng: random.Random) -> tuple[list[Plant], list[Probe]]:
-    from llamaindex_posfair.eval.benchmarks.facts import make_fact, person_names
+    from llamaindex_posfair.eval.facts import make_fact, person_names
 
     corpus_text = "\n".join(texts.values())
     sites = _plant_candidates(texts, config, rng)

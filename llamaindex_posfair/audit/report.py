@@ -1,6 +1,6 @@
 """The audit's report: per target, nDCG@10 and recall@k per position third, harmonic mean, PSI, and where it fails.
 
-Scoring (the measure of ``posfair eval``, :mod:`llamaindex_posfair.eval.metrics`): a probe's ranking is the
+Scoring (the measure of ``python -m research.eval``, :mod:`llamaindex_posfair.eval.metrics`): a probe's ranking is the
 target's node list; the first node that holds the evidence (:func:`~llamaindex_posfair.audit.probes.evidence_in`)
 is the one relevant item, so a probe's nDCG@10 is ``1 / log2(rank + 1)`` for that node at ``rank <= 10``, else 0,
 and recall@k is 1 when it is among the first ``k``. Per group (begin / middle / end third of the passage) the
@@ -190,10 +190,6 @@ class AuditReport:
             "evidence_rank": outcome.rank,
             "returned_first": None if first is None else {"doc": first.doc_id, "text": _snip(first.text)},
         }
-
-    def max_psi(self) -> float:
-        """The largest PSI over the targets (all probes)."""
-        return max(self.summary(r)["psi"] for r in self.results)
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as JSON-ready values (the ``--json`` output)."""

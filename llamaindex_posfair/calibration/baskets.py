@@ -59,16 +59,6 @@ class BasketAssignment:
         return (scale.float() * float(base)).clamp(0.0, 1.0)
 
     @property
-    def content_lengths(self) -> torch.Tensor:
-        """``[B]`` content tokens per sequence."""
-        return (self.basket_ids >= 0).sum(-1)
-
-    @property
-    def num_isolated(self) -> torch.Tensor:
-        """``[B]`` isolated positions per sequence."""
-        return (self.basket_ids == ISOLATED).sum(-1)
-
-    @property
     def max_baskets(self) -> int:
         """Most content baskets of any sequence in the batch."""
         return int(self.num_baskets.max().item()) if self.num_baskets.numel() else 0

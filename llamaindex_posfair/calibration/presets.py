@@ -4,7 +4,7 @@
 ``B=128, λ=0.5, last_half``). ``"posfair-minilm"`` is the setting chosen for
 all-MiniLM-L6-v2 on the ``dev`` split of the shipped ``needle-prose`` benchmark
 (best harmonic-mean nDCG@10 over the calibration grid and the named variants of
-``llamaindex_posfair.eval.sweep.variants``) and checked on its held-apart ``test``
+``research.eval.sweep.variants``) and checked on its held-apart ``test``
 split; ``docs/evaluation.md`` gives the numbers and the command.
 
 Example:

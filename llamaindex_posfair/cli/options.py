@@ -120,7 +120,6 @@ def comma_list(item: Callable[[str], Any], *, allow_empty: bool = False) -> Call
             raise argparse.ArgumentTypeError(detail if len(parts) == 1 else f"{detail} (in {text!r})") from None
 
     parse.__name__ = f"comma-separated {name}" + (" or empty" if allow_empty else "")
-    parse.comma_separated = True  # type: ignore[attr-defined]
     return parse
 
 
@@ -273,14 +272,6 @@ def parse_layers(text: str, flag: str = "--layers") -> Any:
             f'{flag} must be "last", "last_half" or comma-separated layer indices such as 3,4,5; got {text!r}'
         )
     return layers
-
-
-def layer_set_type(text: str) -> Any:
-    """:func:`parse_layers` as an argparse ``type`` (argparse names the flag in its error)."""
-    try:
-        return parse_layers(text, "a layer set")
-    except CliError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 #: Words of the encoder's runtime checks (:mod:`llamaindex_posfair.encoders.runtime`) -> the model flags' words.

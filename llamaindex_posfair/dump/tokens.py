@@ -193,23 +193,6 @@ class _Wrap:
         self._tokenizer = rust
 
 
-def count_prefix_runs(input_ids: Sequence[int], prefix_ids: Sequence[int]) -> int:
-    """How many times the full prefix occurs contiguously in ``input_ids`` (pure).
-
-    Example:
-        >>> count_prefix_runs([101, 7, 8, 5, 102], [7, 8])
-        1
-        >>> count_prefix_runs([7, 8, 7, 8], [7, 8])
-        2
-    """
-    k = len(prefix_ids)
-    if k == 0:
-        return 0
-    ids = list(input_ids)
-    target = list(prefix_ids)
-    return sum(1 for i in range(len(ids) - k + 1) if ids[i : i + k] == target)
-
-
 def prefix_mask(input_ids: Any, prefix_ids: Sequence[int]) -> Any:
     """Boolean tensor marking prefix positions in a ``[batch, seq]`` id tensor (pure).
 

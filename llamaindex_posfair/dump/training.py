@@ -426,8 +426,3 @@ def evaluate_eval_set(
     out["n_queries"] = float(len(eval_set.queries))
     out["n_docs"] = float(len(eval_set.corpus))
     return out
-
-
-def embedding_snapshot(model: Any) -> np.ndarray:
-    """A float32 copy of the input embedding matrix (for row-change checks)."""
-    return input_embeddings(model).weight.detach().float().cpu().numpy().copy()

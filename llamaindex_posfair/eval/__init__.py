@@ -1,51 +1,20 @@
-"""Position-fairness evaluation: benchmarks, metrics, the harness, and the calibration sweep built on it.
+"""The position-fairness measures ``posfair audit`` and ``posfair train-dump`` share.
 
-* ``benchmarks`` — the in-memory benchmark (``PositionBenchmark``), the loaders
-  and the needle builder;
-* ``metrics`` — the one implementation of the retrieval metrics (pure numpy),
-  imported by everything that scores;
-* ``memo`` — the one embedding cache (``VectorMemo``, ``MemoEncoder``);
-* ``harness`` — retrieval systems and the runner that scores them per
-  position group;
-* ``sweep`` — the calibration sweep behind ``posfair eval`` (select on one
-  split, report on another; tables and plots).
+* ``metrics`` — the one implementation of the retrieval metrics (pure numpy:
+  nDCG, recall, per-group harmonic mean, PSI, paired bootstrap), imported by
+  everything that scores;
+* ``facts`` — the invented facts (names, templates) the audit plants in your
+  documents, and the needle benchmarks are built from.
 
-The command only turns flags into a ``sweep.protocol.Protocol``. The sweep that
-chose the shipped layout (``research/default_pipeline``) builds on the same harness
-from outside the package.
-
-Shipped benchmarks (``load_shipped``): ``"needle-prose"`` (planted facts in
-public-domain prose), ``"needle-manuals"`` (planted facts in GNU manuals, with
-near-duplicate hard negatives) and ``"natural-docs"`` (hand-written questions on
-Python and Vim documentation).
+The evaluation harness, the calibration sweep and the benchmark loaders are lab
+code: ``research/eval`` (``python -m research.eval``), outside the package.
 
 Example:
-    >>> from llamaindex_posfair.eval import load_shipped, metrics
-    >>> bench = load_shipped("needle-prose", "dev")
-    >>> len(bench.queries), bench.group_counts()
-    (180, {'begin': 60, 'middle': 60, 'end': 60})
+    >>> from llamaindex_posfair.eval import metrics
+    >>> round(metrics.ndcg_at_k(["b", "a"], {"a": 1}, k=10), 3)
+    0.631
 """
 
 from . import metrics
-from .benchmarks.data import PositionBenchmark
-from .benchmarks.loaders import (
-    load_beir,
-    load_benchmark,
-    load_fineweb_posq,
-    load_needle,
-    load_posir,
-    load_shipped,
-    load_squad_posq,
-)
 
-__all__ = [
-    "PositionBenchmark",
-    "load_beir",
-    "load_benchmark",
-    "load_fineweb_posq",
-    "load_needle",
-    "load_posir",
-    "load_shipped",
-    "load_squad_posq",
-    "metrics",
-]
+__all__ = ["metrics"]

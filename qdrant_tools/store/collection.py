@@ -175,10 +175,6 @@ class EdgeCollection:
         last = {f"vector_storage-{name}" for name, params in dense.items() if _scanned_only(params, self.record)}
         return warm_files(self.folder / SHARD, skip, last, budget_bytes)
 
-    def size_bytes(self) -> int:
-        """Bytes on disk (segments, WAL, indexes and the record)."""
-        return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
-
 
 def store_root(folder: Path) -> Path:
     """The store folder of a collection folder (``<root>/collections/<name>``)."""

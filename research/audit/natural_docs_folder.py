@@ -28,7 +28,7 @@ def write(out: Path, split: str, distractors: int | None = None) -> tuple[int, i
 
     ``distractors``: keep the split's target passages and only the first N others (by id); ``None``: all 901.
     """
-    from llamaindex_posfair.eval.benchmarks.loaders import shipped_path
+    from research.eval.benchmarks.loaders import shipped_path
 
     folder = Path(shipped_path("natural-docs")) / split
     rows = []

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> None:
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.integrations.recipe import Recipe
+    from research.eval.benchmarks.loaders import load_shipped
 
     corpus = load_shipped("natural-docs", "test").corpus
     texts = [t[:1200] for t in list(corpus.values())[:40]]

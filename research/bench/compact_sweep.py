@@ -101,8 +101,8 @@ def systems(encoder: Any, pool: Any) -> list[ArmSystem]:
 
 def score(name: str, split: str, encoder: Any) -> list[Any]:
     """``[(harness result, query p50 ms)]`` of every arm on one split."""
-    from llamaindex_posfair.eval.harness.runner import run_eval
     from research.default_pipeline.system import IndexPool
+    from research.eval.harness.runner import run_eval
     from research.identifiers import load
 
     with IndexPool(max_open=1) as pool:
@@ -149,9 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import logging
 
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
     from research.default_pipeline.system import cpu_load
+    from research.eval.memo import MemoEncoder, VectorMemo
     from research.identifiers import load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)

@@ -100,7 +100,7 @@ def build_fresh(folder: Path, gutenberg: str | None) -> dict[str, Path]:
 
 def dev_sets(fresh: dict[str, Path]) -> dict[str, Any]:
     """Name -> the loaded dev data of the rule."""
-    from llamaindex_posfair.eval.benchmarks.loaders import load_needle
+    from research.eval.benchmarks.loaders import load_needle
     from research.identifiers import load
 
     sets = {name: load_needle(path, "fresh") for name, path in fresh.items()}
@@ -140,10 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import logging
 
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
     from research.default_pipeline.peers import bundled_minilm_embedding, llamaindex_peers
     from research.default_pipeline.system import cpu_load
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     t0 = time.perf_counter()

@@ -33,7 +33,7 @@ DEPTH = 100
 
 def load_set(spec: str, fresh: str | None) -> Any:
     """``NAME:SPLIT`` of a shipped benchmark, or of a fresh set built under ``fresh``."""
-    from llamaindex_posfair.eval.benchmarks.loaders import load_needle, load_shipped
+    from research.eval.benchmarks.loaders import load_needle, load_shipped
 
     name, _, split = spec.partition(":")
     if name.endswith("-fresh"):
@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import logging
 
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     encoder = MemoEncoder(Recipe.default().encoder_spec().load(), VectorMemo(args.memo) if args.memo else VectorMemo())

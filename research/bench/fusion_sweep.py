@@ -128,8 +128,8 @@ def score(
     name: str, split: str, encoder: Any, peers: list[Any], labels: list[str] | None = None, bench: Any = None
 ) -> list[Any]:
     """``[(result, system)]`` of the grid's rows (then the peers) on one split (``bench``: that split, loaded)."""
-    from llamaindex_posfair.eval.harness.runner import run_eval
     from research.default_pipeline.system import IndexPool
+    from research.eval.harness.runner import run_eval
     from research.identifiers import load
 
     bench = bench if bench is not None else load(name, split)
@@ -203,11 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
     from research.default_pipeline.peers import bundled_minilm_embedding, llamaindex_peers
     from research.default_pipeline.system import cpu_load
+    from research.eval.benchmarks.loaders import load_shipped
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     t0 = time.perf_counter()

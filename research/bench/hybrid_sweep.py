@@ -172,9 +172,9 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
 
 
 def score(name: str, split: str, encoder: Any, labels: list[str] | None = None) -> dict[str, Any]:
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
-    from llamaindex_posfair.eval.harness.runner import run_eval
     from research.default_pipeline.system import IndexPool
+    from research.eval.benchmarks.loaders import load_shipped
+    from research.eval.harness.runner import run_eval
 
     bench = load_shipped(name, split)
     with IndexPool(max_open=3) as pool:  # one store per layout (with and without BM25), shared by the settings
@@ -244,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     from llamaindex_posfair.calibration.presets import preset
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.encoders.view import CalibrationView
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from research.default_pipeline.system import cpu_load
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     t0 = time.perf_counter()

@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--splits", default="dev", help="comma-separated splits (choose on dev; test to report)")
     args = parser.parse_args(argv)
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from research.default_pipeline.system import cpu_load
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     t0 = time.perf_counter()
     plain = EncoderSpec(calibration=None, dtype=None).load()  # as saved: float32 on any machine

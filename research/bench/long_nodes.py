@@ -112,10 +112,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
-    from llamaindex_posfair.eval.harness.runner import run_eval
     from research.bench.natural_peers import default_pipeline_system
     from research.default_pipeline.peers import bundled_minilm_embedding
     from research.default_pipeline.system import cpu_load
+    from research.eval.harness.runner import run_eval
     from research.identifiers import load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)

@@ -46,10 +46,10 @@ BENCHMARKS = ("natural-docs", "needle-prose", "needle-manuals", "docs-identifier
 
 def default_pipeline_system(memo: str | None = None) -> Any:
     """The shipped default pipeline (``posfair ingest`` without flags: ``Recipe.default()``) as a harness system."""
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.encoding import resolve_chunking
     from research.default_pipeline.system import DefaultPipelineSystem, ranked_as
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     recipe = Recipe.default()
     encoder = MemoEncoder(recipe.encoder_spec().load(), VectorMemo(memo) if memo else None)
@@ -151,9 +151,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from llamaindex_posfair.eval.harness.runner import run_eval
     from research.default_pipeline.peers import bundled_minilm_embedding, llamaindex_peers
     from research.default_pipeline.system import cpu_load
+    from research.eval.harness.runner import run_eval
     from research.identifiers import load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)

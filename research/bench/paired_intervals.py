@@ -40,8 +40,8 @@ def shares(per_query: dict[str, float]) -> str:
 
 def compare(a: str, b: str, split: str, encoders: dict) -> list[str]:
     """Table rows of ``a`` against ``b`` on ``split`` of both benchmarks."""
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from llamaindex_posfair.eval.metrics import bootstrap_harmonic_diff
+    from research.eval.benchmarks.loaders import load_shipped
 
     lines = []
     for bench in H.BENCHMARKS:
@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from research.default_pipeline.system import cpu_load
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     labels = {g.label for g in H.GRID}
     for label in (args.a, args.b):

@@ -134,9 +134,9 @@ def main() -> int:
         help="comma-separated node weights w of the candidate scores (the second rule; default: its candidates)",
     )
     args = parser.parse_args()
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
     from llamaindex_posfair.integrations.recipe import Recipe
+    from research.eval.benchmarks.loaders import load_shipped
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     t0 = time.time()
     weights = tuple(float(w) for w in args.relevance_weights.split(","))

@@ -37,10 +37,13 @@ from __future__ import annotations
 import argparse
 import random
 import re
+import sys
 import time
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 Span = tuple[int, int]
 
@@ -230,7 +233,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from research.eval.benchmarks.loaders import load_shipped
 
     corpora = {
         "natural-docs": list(load_shipped("natural-docs", "test").corpus.values()),

@@ -18,7 +18,7 @@ length, a hard case for HNSW (no structure to exploit); ``--data clustered``:
 ~0.8 of the centre), closer to text embeddings, which lie near a lower-dimensional
 set; queries for both are drawn like the data. ``--data real``: real
 all-MiniLM-L6-v2 sentence embeddings read from the embedding memo on disk
-(:class:`llamaindex_posfair.eval.memo.VectorMemo`, one ``<fingerprint>-<role>``
+(:class:`research.eval.memo.VectorMemo`, one ``<fingerprint>-<role>``
 folder of ``.npz`` shards per bucket) in each ``--memo DIR`` (default
 ``/tmp/sweep/memo`` and ``~/.cache/llamaindex_posfair/scale``): every stored vector
 of every fingerprint and role whose dimension is ``--dim``, identical rows once,
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -47,8 +48,10 @@ from pathlib import Path
 import numpy as np
 from qdrant_client import models
 
-from llamaindex_posfair.eval.memo import VectorMemo
 from qdrant_tools.store import EdgeStore, open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from research.eval.memo import VectorMemo
 
 DEFAULT_MEMOS = ["/tmp/sweep/memo", "~/.cache/llamaindex_posfair/scale"]
 

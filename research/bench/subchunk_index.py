@@ -83,7 +83,7 @@ def _files(folder: Path) -> list[Path]:
 
 def prose_pool(extra: Path | None) -> list[tuple[str, str, str]]:
     """Every available passage as ``(doc_id, text, source)``, needle-prose first."""
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from research.eval.benchmarks.loaders import load_shipped
 
     pool = []
     for split in ("dev", "test"):
@@ -113,7 +113,7 @@ def prose_pool(extra: Path | None) -> list[tuple[str, str, str]]:
 
 
 def needle_queries() -> list[str]:
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+    from research.eval.benchmarks.loaders import load_shipped
 
     return [q for split in ("dev", "test") for q in load_shipped(split=split).queries.values()]
 
@@ -314,7 +314,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def load_data(args):
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo
+    from research.eval.memo import MemoEncoder, VectorMemo
 
     pool = prose_pool(args.extra)
     if args.passages is not None and args.passages > len(pool):

@@ -28,15 +28,15 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from llamaindex_posfair.cli.eval import add_data_args, cache_dir_from_args, float_list, int_list, load_split
 from llamaindex_posfair.cli.options import CliError, error_message, int_at_least
 from research import _cli
+from research.eval.cli import add_data_args, cache_dir_from_args, float_list, int_list, load_split
 
 PROG = "python -m research.default_pipeline"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The sweep's flags: ``posfair eval``'s data flags, then the grid."""
+    """The sweep's flags: ``python -m research.eval``'s data flags, then the grid."""
     p = _cli.parser(PROG, __doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_data_args(p)
     p.add_argument(
@@ -142,9 +142,9 @@ def _grid(args: argparse.Namespace) -> Any:
 def _encoders(args: argparse.Namespace, select: Any, grid: Any) -> Any:
     from llamaindex_posfair.encoders.models import BUNDLED_MINILM
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.memo import VectorMemo
     from qdrant_tools.subchunks import SubchunkConfig, subchunk_text
     from research.default_pipeline.encoders import SpecEncoders, calibration_named
+    from research.eval.memo import VectorMemo
 
     for name in grid.calibrations:
         calibration_named(name)  # unknown presets fail here, before any model loads

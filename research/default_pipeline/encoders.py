@@ -2,8 +2,8 @@
 
 One model load per window (a node size longer than the model's default window
 loads it with a longer ``max_length``), a calibration view per calibration
-name, every view wrapped in a :class:`~llamaindex_posfair.eval.memo.MemoEncoder`
-over one shared :class:`~llamaindex_posfair.eval.memo.VectorMemo`. Texts that a
+name, every view wrapped in a :class:`~research.eval.memo.MemoEncoder`
+over one shared :class:`~research.eval.memo.VectorMemo`. Texts that a
 calibration leaves unchanged (they fit in one basket) and that fit every window
 are stored once, under the plain encoder of the longest window — after the
 claim is checked on probe texts (``MemoEncoder.share_short_texts``).
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llamaindex_posfair.eval.memo import MemoEncoder, VectorMemo, unchanged_tokens
+from research.eval.memo import MemoEncoder, VectorMemo, unchanged_tokens
 
 __all__ = ["SpecEncoders", "calibration_named"]
 

@@ -44,8 +44,8 @@ from llama_index.core import Document, VectorStoreIndex
 from llama_index.core.node_parser import SentenceSplitter, SentenceWindowNodeParser
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llamaindex_posfair.eval.harness.systems import EncodeCache
 from llamaindex_posfair.scoring import max_over_owners
+from research.eval.harness.systems import EncodeCache
 
 __all__ = [
     "DEFAULT_TOP_K",

@@ -30,11 +30,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
-from llamaindex_posfair.eval.benchmarks.splits import check_held_apart
-from llamaindex_posfair.eval.harness.runner import SystemResult, run_eval
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.subchunks import SubchunkConfig
+from research.eval.benchmarks.data import PositionBenchmark
+from research.eval.benchmarks.splits import check_held_apart
+from research.eval.harness.runner import SystemResult, run_eval
 
 from .system import (
     HARNESS_SEARCH,

@@ -15,9 +15,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
-from llamaindex_posfair.eval.harness.plots import plot_groups, pyplot
 from llamaindex_posfair.eval.metrics import bootstrap_harmonic_diff
+from research.eval.benchmarks.data import PositionBenchmark
+from research.eval.harness.plots import plot_groups, pyplot
 
 from .protocol import DefaultPipelineOutcome, Scored
 

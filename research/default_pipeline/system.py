@@ -41,7 +41,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llamaindex_posfair.eval.harness.systems import EncodeCache
 from llamaindex_posfair.scoring import max_over_owners, unit_rows, weigh_node_scores
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument, content_hash
@@ -50,6 +49,7 @@ from qdrant_tools.layout import NodeLayout
 from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR
+from research.eval.harness.systems import EncodeCache
 
 __all__ = [
     "DEFAULT_CLIENT_FACTORY",
@@ -543,7 +543,7 @@ class DefaultPipelineSystem:
     Args:
         name: Row label.
         encoder: the node (and sub-chunk) encoder, e.g. a bound ``EncoderSpec`` view (wrap it in a
-            :class:`~llamaindex_posfair.eval.memo.MemoEncoder` to share embeddings across settings).
+            :class:`~research.eval.memo.MemoEncoder` to share embeddings across settings).
         layout: ingestion settings (:class:`qdrant_tools.layout.NodeLayout`).
         search: query settings (:func:`eval_search`).
         scoring: ``"store"`` (through :func:`qdrant_tools.search.search`), ``"exact"`` (numpy MaxSim

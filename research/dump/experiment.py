@@ -104,7 +104,7 @@ def nodes_per_passage(system: Any) -> float:
 
 def score_needle(bench: Any, systems: Sequence[Any], batch_size: int = 16) -> list[Any]:
     """Score systems on a needle benchmark split with the harness (``run_eval``)."""
-    from llamaindex_posfair.eval.harness.runner import run_eval
+    from research.eval.harness.runner import run_eval
 
     return run_eval(bench, systems, batch_size=batch_size, show_progress_bar=False)
 

@@ -100,8 +100,8 @@ def train_arm(arm: Any, args: argparse.Namespace) -> dict[str, Any]:
 def evaluate_model(label: str, folder: str, bench: Any, layout: bool, cache: Path) -> dict[str, Any]:
     """Single-vector and layout results of one model (cached as JSON)."""
     from llamaindex_posfair.encoders.spec import EncoderSpec
-    from llamaindex_posfair.eval.harness.systems import DenseSystem
     from research.dump.experiment import layout_system, nodes_per_passage, score_needle
+    from research.eval.harness.systems import DenseSystem
 
     path = cache / f"{label}.json"
     if path.exists():
@@ -243,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.nice(max(0, args.nice - os.nice(0)))
     from llamaindex_posfair.encoders.models import bundled_model_path
-    from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
     from research.dump.experiment import parse_arms
+    from research.eval.benchmarks.loaders import load_shipped
 
     started, arms = time.perf_counter(), parse_arms(args.arms)
     layout_arms = {a.name for a in parse_arms(args.layout_arms)} if args.layout_arms else {a.name for a in arms}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llamaindex_posfair.audit import ProbeConfig, build_probes, llamaindex_default, posfair_store, run_audit
-from llamaindex_posfair.eval.benchmarks.loaders import load_shipped
+from research.eval.benchmarks.loaders import load_shipped
 
 
 @pytest.mark.slow

@@ -35,7 +35,7 @@ def _flags(command: str) -> dict[str, str]:
     return {opt: (a.help or "") for a in sub._actions for opt in a.option_strings}
 
 
-@pytest.mark.parametrize("command", ["ingest", "ingest-ray", "query", "eval", "train-dump"])
+@pytest.mark.parametrize("command", ["ingest", "ingest-ray", "query", "train-dump"])
 def test_batch_size_flags_say_what_they_batch(command):
     flags = _flags(command)
     assert "--batch-size" not in flags  # one name used to mean three different things

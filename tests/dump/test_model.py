@@ -11,8 +11,8 @@ import torch
 
 from llamaindex_posfair.dump.config import DumpConfig
 from llamaindex_posfair.dump.model import add_dump_prefix, init_prefix_rows, input_embeddings, load_dump_model
-from llamaindex_posfair.dump.tokens import count_prefix_runs
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids, prefix_token_ids
+from tests.dump.conftest import count_prefix_runs
 
 pytestmark = pytest.mark.slow
 TEXTS = ["what causes the tides", "The moon's gravity pulls on the oceans and raises two bulges of water."]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from llamaindex_posfair.dump.tokens import add_prefix_tokens, count_prefix_runs, prefix_mask
+from llamaindex_posfair.dump.tokens import add_prefix_tokens, prefix_mask
 from llamaindex_posfair.encoders.prefix_tokens import dump_token_ids
+from tests.dump.conftest import count_prefix_runs
 
 DUMP = ["[DUMP_1]", "[DUMP_2]", "[DUMP_3]", "[DUMP_4]"]
 

@@ -7,8 +7,6 @@ import math
 import pytest
 from llama_index.core.schema import NodeRelationship, NodeWithScore, RelatedNodeInfo, TextNode
 
-from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
-from llamaindex_posfair.eval.harness.runner import run_eval
 from research.default_pipeline.peers import (
     LlamaIndexPeer,
     hybrid_recipe,
@@ -16,6 +14,8 @@ from research.default_pipeline.peers import (
     passage_scores,
     splitter_recipe,
 )
+from research.eval.benchmarks.data import PositionBenchmark
+from research.eval.harness.runner import run_eval
 
 FILLER = "Apples grow on trees in the orchard. The weather turned cold in winter. Trains leave the station at noon."
 

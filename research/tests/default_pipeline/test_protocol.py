@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
-from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
-from llamaindex_posfair.eval.harness.runner import SystemResult
 from llamaindex_posfair.eval.metrics import summarize
 from qdrant_tools.subchunks import SubchunkConfig
 from research.default_pipeline.protocol import DefaultPipelineGrid, DefaultPipelineProtocol, Scored, Setting, choose
 from research.default_pipeline.system import DefaultPipelineStats, StorageStats
+from research.eval.benchmarks.data import PositionBenchmark
+from research.eval.harness.runner import SystemResult
 
 SMALL, LARGE = SubchunkConfig(32, 0), SubchunkConfig(128, 0)
 
@@ -81,7 +81,7 @@ def test_the_sweep_selects_on_dev_only_and_reports_the_choice_on_test():
 
 
 def test_a_selection_split_sharing_queries_with_the_report_is_refused():
-    from llamaindex_posfair.eval.benchmarks.splits import HeldApartError
+    from research.eval.benchmarks.splits import HeldApartError
 
     protocol = Planted(encoder_for=lambda n, c: None, grid=DefaultPipelineGrid(node_tokens=(510,)))
     with pytest.raises(HeldApartError):

@@ -6,9 +6,6 @@ import numpy as np
 import pytest
 from qdrant_client import QdrantClient
 
-from llamaindex_posfair.eval.benchmarks.data import PositionBenchmark
-from llamaindex_posfair.eval.harness.runner import evaluate_scores
-from llamaindex_posfair.eval.harness.systems import EncodeCache
 from llamaindex_posfair.eval.metrics import rank_scores
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.subchunks import SubchunkConfig
@@ -22,6 +19,9 @@ from research.default_pipeline.system import (
     node_scores,
     prefetch_recall,
 )
+from research.eval.benchmarks.data import PositionBenchmark
+from research.eval.harness.runner import evaluate_scores
+from research.eval.harness.systems import EncodeCache
 
 
 def memory_store(folder: str) -> QdrantClient:

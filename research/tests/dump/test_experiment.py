@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from llamaindex_posfair.eval.harness.systems import EncodeCache
 from llamaindex_posfair.eval.metrics import summarize
 from research.dump.experiment import comparison_row, layout_system, nodes_per_passage, parse_arms
+from research.eval.harness.systems import EncodeCache
 
 
 def test_arms_parse_into_train_dump_flags():
