@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
-    from llamaindex_posfair.eval.harness.runner import run_eval
     from research.default_pipeline.peers import bundled_minilm_embedding
+    from research.eval.harness.runner import run_eval
     from research.identifiers import load
 
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
