@@ -97,7 +97,8 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
         "--subchunk-quantization",
         choices=("int8", "none"),
         default=None,
-        help="'int8': keep an int8 copy of the sub-chunk vectors (4x smaller); 'none': float only (default: none)",
+        help="'int8': keep an int8 copy of the sub-chunk vectors (4x smaller); 'none': float only "
+        "(default: the default layout's, none)",
     )
     g.add_argument(  # the earlier spelling of --subchunk-quantization int8
         "--subchunk-int8", dest="subchunk_quantization", action="store_const", const="int8", help=argparse.SUPPRESS
