@@ -10,7 +10,7 @@ bundled all-MiniLM-L6-v2, each path with its own default batch size, model loadi
   layout (what ``posfair ingest`` runs after loading the model) into a fresh embedded Qdrant Edge store
   on disk: chunking, token counting, embedding, BM25, ``upsert(wait=True)``;
 * ``posfair (encoded nodes)`` / ``(derived nodes)``: the same with the node vector encoded from the node
-  text, or derived from the sub-chunk vectors (``node_from_subchunks``): whichever the default is not;
+  text, or derived from the sub-chunk vectors (``node_source="subchunk-mean"``): whichever the default is not;
 * ``posfair (float32)`` / ``(bfloat16)``: the default recipe with the encoder in the other precision
   (``--dtype``) than the default's automatic one (:func:`llamaindex_posfair.encoders.precision.default_dtype`);
 * ``posfair (onnx)`` / ``(openvino)``: the default recipe with its (plain) encoder on ONNX Runtime / OpenVINO
@@ -112,7 +112,7 @@ def posfair_tokens(ids: list[str], texts: list[str], encoder: Any, recipe: Any) 
     ]
     nodes = (
         0
-        if encoding.layout.node_from_subchunks
+        if encoding.layout.node_source == "subchunk-mean"
         else sum(min(int(P.posfair_fields(c.payload)[P.N_TOKENS]), encoder.max_length) for c in chunks)
     )
     fields = [P.posfair_fields(c.payload) for c in chunks]
@@ -242,8 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("qdrant_tools").setLevel(logging.WARNING)
     ids, texts = passages(args.passages)
     default = Recipe.default()
-    flipped = not default.layout.node_from_subchunks
-    other = default.model_copy(update={"layout": default.layout.replace(node_from_subchunks=flipped)})
+    flipped = "encoded" if default.layout.node_source == "subchunk-mean" else "subchunk-mean"
+    other = default.model_copy(update={"layout": default.layout.replace(node_source=flipped)})
     encoder = default.encoder_spec().load()
     embed = bundled_minilm_embedding()
     runs: dict[str, Any] = {

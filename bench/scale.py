@@ -97,9 +97,9 @@ class Pool:
 
 
 # ------------------------------------------------------------------ data
-def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> RealNodes:
+def real_nodes(encoder: Any, fused_weight: float | None, node_quantization: str | None) -> RealNodes:
     """Both benchmarks' ``test`` corpora ingested by the default pipeline (``fused_weight``: with the fused multivector
-    at that node weight; ``node_int8``: an int8 copy of the node vectors); every stored point read back."""
+    at that node weight; ``node_quantization="int8"``: an int8 copy of the node vectors); every stored point read back."""
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
     from qdrant_tools.subchunks import SubchunkConfig
@@ -112,7 +112,7 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_int8: bool) -> Rea
         chunk_tokens=chunk_tokens,
         subchunks=SubchunkConfig(),
         fused_weight=fused_weight,
-        node_int8=node_int8,
+        node_quantization=node_quantization,
         node_on_disk=False,
         fused_quantization=None,
     )
@@ -651,7 +651,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average before: {cpu_load()} ({os.cpu_count()} CPUs)", flush=True)
     encoder = MemoEncoder(EncoderSpec(calibration=None).load(device="cpu"), VectorMemo(Path(args.cache).expanduser()))
     t0 = time.perf_counter()
-    real, pool_ = real_nodes(encoder, args.fused, layout.node_int8), pool(encoder)
+    real, pool_ = real_nodes(encoder, args.fused, layout.node_quantization), pool(encoder)
     queries = load_queries(encoder)
     print(
         f"fused multivector: {'none' if args.fused is None else f'node weight {args.fused:g}'}; "

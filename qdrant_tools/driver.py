@@ -165,7 +165,7 @@ def plan_run(
         CollectionMismatchError: the collection (or ``spec``) does not fit the encoders.
         ValueError: duplicate document ids.
     """
-    metadata = {**(settings.metadata or {}), **encoders.metadata()}
+    metadata = encoders.metadata(settings.metadata)
     spec = spec_for_vectors(collection, encoders.vector_configs(), spec, metadata, sparse=encoders.sparse_configs())
     writer = QdrantWriter(client, spec, descriptions=encoders.descriptions, retry=settings.retry, ordering=ordering)
     writer.check()

@@ -36,9 +36,10 @@ from qdrant_tools.chunking import (
     whitespace_spans,
 )
 from qdrant_tools.ids import document_version, point_id
+from qdrant_tools.metadata import FUSED_WEIGHT_KEY, RECIPE_KEY
 from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 from qdrant_tools.spec import HnswSpec, QuantizationSpec, SparseVectorConfig, VectorConfig
-from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR, SubchunkConfig, subchunk_text
+from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR, SubchunkConfig, subchunk_text
 from qdrant_tools.writer import PointBatch
 
 if TYPE_CHECKING:  # qdrant_tools.layout imports this module: the layout object is passed in at run time
@@ -48,18 +49,21 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_TOKENS = 256
 DEFAULT_OVERLAP_TOKENS = 32
-#: The int8 copy of a vector (``node_int8``, ``subchunk_int8``): scalar, outliers clipped.
-INT8_COPY = QuantizationSpec(kind="scalar", quantile=0.99)
+#: The int8 copy of a vector (``"int8"`` of a layout's ``node_quantization``, ``subchunk_quantization``,
+#: ``fused_quantization``): scalar, outliers clipped.
+INT8_COPY = QuantizationSpec(kind="int8", quantile=0.99)
 
 
 #: The binary copy of a vector (``fused_quantization="binary"``): one bit per dimension, kept in RAM.
 BINARY_COPY = QuantizationSpec(kind="binary")
+#: A layout's quantization (``None``, ``"int8"``, ``"binary"``) -> the quantized copy it keeps.
+QUANTIZED_COPIES: dict[str | None, QuantizationSpec | None] = {None: None, "int8": INT8_COPY, "binary": BINARY_COPY}
 
 
 def fused_vector_config(size: int, quantization: str | None = None) -> VectorConfig:
     """The fused multivector (:func:`fused_rows`): unit rows scored by dot product, no graph (it re-scores);
     ``quantization`` (``"int8"`` or ``"binary"``): a quantized copy in RAM, the float rows memory-mapped."""
-    copy = {None: None, "int8": INT8_COPY, "binary": BINARY_COPY}[quantization]
+    copy = QUANTIZED_COPIES[quantization]
     on_disk = True if copy is not None else None
     return VectorConfig(
         name=FUSED_VECTOR,
@@ -219,7 +223,7 @@ class PointEncoding:
         if layout.subchunks is not None:
             s = layout.subchunks
             label += f"; sub-chunks of <= {s.max_tokens} tokens, {s.overlap_sentences}-sentence overlap"
-            if layout.node_from_subchunks:
+            if layout.node_source == "subchunk-mean":
                 label += "; node vectors = mean of the sub-chunk vectors"
             if layout.fused_weight is not None:
                 label += f"; fused multivector (node weight {layout.fused_weight:g})"
@@ -250,16 +254,16 @@ class PointEncoding:
             >>> layout = NodeLayout(subchunk_graph_m=16)
             >>> encoding = PointEncoding(layout, {"vanilla": 8}, {}, {}, 64, ChunkingConfig(32, 4), "k", "whitespace")
             >>> [(v.name, v.hnsw.m if v.hnsw else None) for v in encoding.vector_configs()]
-            [('vanilla', None), ('subchunks', 16)]
+            [('vanilla', None), ('subchunks', 16), ('subchunks_fused', 0)]
         """
         layout = self.layout
-        node_quant = INT8_COPY if layout.node_int8 else None
+        node_quant = QUANTIZED_COPIES[layout.node_quantization]
         node_disk = True if layout.node_on_disk else None
         out = [
             VectorConfig(name=n, size=d, quantization=node_quant, on_disk=node_disk) for n, d in self.dimensions.items()
         ]
         if layout.subchunks is not None:
-            quant = INT8_COPY if layout.subchunk_int8 else None
+            quant = QUANTIZED_COPIES[layout.subchunk_quantization]
             size = self.dimensions[self.source_vector]
             # with the fused rows in RAM, the plain sub-chunks serve other weights and the evidence: memory-mapped
             on_disk = True if layout.fused_weight is not None else None
@@ -277,10 +281,14 @@ class PointEncoding:
                 out.append(fused_vector_config(size, layout.fused_quantization))
         return out
 
-    def metadata(self) -> dict[str, Any]:
-        """What the collection metadata records of the layout: the fused multivector's weight, if any."""
-        weight = self.layout.fused_weight
-        return {} if weight is None else {FUSED_WEIGHT_KEY: weight}
+    def metadata(self, run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The collection metadata a run writes: ``run`` (the run's own, e.g. the recipe), and the fused
+        multivector's weight under :data:`~qdrant_tools.metadata.FUSED_WEIGHT_KEY` only where ``run`` records no
+        recipe (a recipe records the weight in its layout: each fact once)."""
+        weight, out = self.layout.fused_weight, dict(run or {})
+        if weight is not None and RECIPE_KEY not in out:
+            out[FUSED_WEIGHT_KEY] = weight
+        return out
 
 
 def build_point_encoding(
@@ -307,7 +315,7 @@ def build_point_encoding(
     key = chunking_key(chunking, spans_name)
     if layout.subchunks is not None:
         source = "calibrated" if "calibrated" in vectors else next(iter(vectors))
-        derived = ";node=subchunk-mean" if layout.node_from_subchunks else ""
+        derived = ";node=subchunk-mean" if layout.node_source == "subchunk-mean" else ""
         key += f";{layout.subchunks.key()};src={source}{derived}"
     if sparse is not None:
         key += f";bm25={sparse.fingerprint()}"
@@ -359,7 +367,7 @@ def subchunk_source_of(key: str) -> str | None:
 def subchunk_mean(vectors: np.ndarray) -> np.ndarray:
     """A node vector derived from its ``(k, dim)`` sub-chunk vectors: their mean, scaled to unit length.
 
-    What ``node_from_subchunks`` stores instead of encoding the node text (and what the reranker and
+    What ``node_source="subchunk-mean"`` stores instead of encoding the node text (and what the reranker and
     ``bench/scale.py`` compute for such a layout). A zero mean stays zero.
 
     Example:
@@ -590,7 +598,7 @@ class ChunkEncoder:
             groups = token_budget_batches(lengths, token_budget)
         layout = self.encoding.layout
         subs = self._subchunk_vectors(chunks) if layout.subchunks is not None and chunks else None
-        derived = self.encoding.source_vector if layout.node_from_subchunks and subs is not None else None
+        derived = self.encoding.source_vector if layout.node_source == "subchunk-mean" and subs is not None else None
         vectors = {}
         for name, enc in self.vectors.items():
             if name in given:

@@ -31,11 +31,17 @@ from qdrant_client import models
 from tqdm.auto import tqdm
 
 from qdrant_tools import payload as P
-from qdrant_tools.encoding import INT8_COPY, fused_chunking_key, fused_rows, fused_vector_config, subchunk_source_of
+from qdrant_tools.encoding import (
+    QUANTIZED_COPIES,
+    fused_chunking_key,
+    fused_rows,
+    fused_vector_config,
+    subchunk_source_of,
+)
 from qdrant_tools.ids import document_version, point_id
-from qdrant_tools.metadata import read_metadata
+from qdrant_tools.metadata import FUSED_WEIGHT_KEY, RECIPE_KEY, read_metadata, recorded_fused_weight
 from qdrant_tools.spec import POSFAIR_PAYLOAD_INDEXES, create_payload_indexes
-from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR
+from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
@@ -53,7 +59,7 @@ def fuse_collection(
     target: str,
     weight: float,
     *,
-    node_int8: bool = True,
+    node_quantization: str | None = "int8",
     fused_quantization: str | None = None,
     node_on_disk: bool = False,
     metadata: Mapping[str, Any] | None = None,
@@ -67,11 +73,15 @@ def fuse_collection(
         source: a posfair collection with node vectors and the sub-chunk multivector, without fused rows.
         target: a new collection (or the partial target of an interrupted run with the same weight).
         weight: the node weight of the fused rows, strictly between 0 and 1 (the search's ``node_weight``).
-        node_int8: also keep an int8 copy of the node vectors for their HNSW search.
+        node_quantization: ``"int8"``: also keep an int8 copy of the node vectors for their HNSW search (one the
+            source keeps stays); ``None``: add none.
         fused_quantization: ``"int8"`` or ``"binary"``: the fused rows' quantized copy in RAM, the float rows
             memory-mapped; ``None``: float rows in RAM.
-        node_on_disk: memory-map the float node vectors (needs ``node_int8`` or a stored copy).
-        metadata: collection metadata written over the source's (e.g. the updated recipe).
+        node_on_disk: memory-map the float node vectors (needs ``node_quantization="int8"`` or a stored copy).
+        metadata: collection metadata written over the source's: where the source records a recipe, the recipe of
+            the copy (llamaindex-posfair's ``Recipe.with_fused_rows(...).metadata()``), whose layout records
+            ``weight``; without a recipe the weight is recorded under
+            :data:`~qdrant_tools.metadata.FUSED_WEIGHT_KEY`.
         batch_size: points per page read and per write.
         show_progress: a progress bar over the points.
 
@@ -80,14 +90,16 @@ def fuse_collection(
 
     Raises:
         FuseError: the source is missing, has no sub-chunks, holds fused rows at another weight or already
-            stored as asked, the target exists with another layout, or ``weight`` is outside (0, 1); raised
-            before any write.
+            stored as asked, the target exists with another layout, ``weight`` is outside (0, 1), a quantization
+            is not one of the valid ones, or the recipe of the copy records another fused weight; raised before any
+            write.
     """
     if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 < weight < 1.0:
         raise FuseError(f"the fused node weight must lie strictly between 0 and 1, got {weight!r}; e.g. 0.5")
+    _check_quantization(node_quantization, fused_quantization)
     info, node = _check_source(client, source)
-    vectors = _target_vectors(client, source, info, node, weight, node_int8, fused_quantization, node_on_disk)
-    meta = {**read_metadata(client, source), **(metadata or {}), FUSED_WEIGHT_KEY: weight}
+    vectors = _target_vectors(client, source, info, node, weight, node_quantization, fused_quantization, node_on_disk)
+    meta = _target_metadata(client, source, metadata, weight)
     _create_target(client, target, info, vectors, weight, meta)
     total = client.count(source, exact=True).count
     bar = tqdm(total=total, desc=f"fusing {source!r} -> {target!r}", unit="point", disable=not show_progress)
@@ -109,6 +121,38 @@ def fuse_collection(
     if hasattr(client, "build_index"):
         client.build_index(target, show_progress=show_progress)  # the embedded store: indexed before the first query
     return stored
+
+
+def _check_quantization(node_quantization: Any, fused_quantization: Any) -> None:
+    """Raise :class:`FuseError` unless both quantizations are valid (named as ``posfair ingest`` names them)."""
+    if node_quantization not in (None, "int8"):
+        raise FuseError(f'node_quantization must be "int8" or None, got {node_quantization!r}; e.g. "int8"')
+    if fused_quantization not in (None, "int8", "binary"):
+        raise FuseError(f'fused_quantization must be "int8", "binary" or None, got {fused_quantization!r}; e.g. "int8"')
+
+
+def _target_metadata(
+    client: StoreLike, source: str, metadata: Mapping[str, Any] | None, weight: float
+) -> dict[str, Any]:
+    """The target's metadata: the source's, ``metadata`` over it, and the fused weight recorded once: in the recipe's
+    layout where there is a recipe (the key earlier versions wrote beside it dropped), else under
+    :data:`~qdrant_tools.metadata.FUSED_WEIGHT_KEY`.
+
+    Raises:
+        FuseError: the recipe of the copy records another fused weight than ``weight``.
+    """
+    meta = {**read_metadata(client, source), **(metadata or {})}
+    if RECIPE_KEY not in meta:
+        return {**meta, FUSED_WEIGHT_KEY: weight}
+    meta.pop(FUSED_WEIGHT_KEY, None)
+    recorded = recorded_fused_weight(meta)
+    if recorded is None or not math.isclose(recorded, weight):
+        raise FuseError(
+            f"collection {source!r} records a recipe ({RECIPE_KEY!r}) whose layout has fused weight {recorded}, "
+            f"not {weight:g}; pass metadata= the copy's recipe (Recipe.with_fused_rows(...).metadata()), or copy it "
+            "with `posfair storage migrate`, which records it"
+        )
+    return meta
 
 
 def _check_source(client: StoreLike, source: str) -> tuple[Any, str]:
@@ -138,7 +182,7 @@ def _target_vectors(
     info: Any,
     node: str,
     weight: float,
-    node_int8: bool,
+    node_quantization: str | None,
     fused_quantization: str | None,
     node_on_disk: bool,
 ) -> dict[str, Any]:
@@ -151,7 +195,7 @@ def _target_vectors(
     sub = vectors[SUBCHUNK_VECTOR]
     fused = fused_vector_config(sub.size, fused_quantization).to_qdrant()  # as ingestion writes it
     if FUSED_VECTOR in vectors:
-        stored = read_metadata(client, source).get(FUSED_WEIGHT_KEY)
+        stored = recorded_fused_weight(read_metadata(client, source))
         if stored is None or not math.isclose(stored, weight):
             raise FuseError(
                 f"collection {source!r} holds fused rows at node weight {stored}, not {weight:g}; "
@@ -161,8 +205,9 @@ def _target_vectors(
         if same:
             raise FuseError(f"collection {source!r} already holds fused rows stored this way; nothing to do")
     vectors[SUBCHUNK_VECTOR] = sub.model_copy(update={"on_disk": True})  # default queries score the fused rows
-    if node_int8 and vectors[node].quantization_config is None:
-        vectors[node] = vectors[node].model_copy(update={"quantization_config": INT8_COPY.to_qdrant()})
+    copy = QUANTIZED_COPIES[node_quantization]
+    if copy is not None and vectors[node].quantization_config is None:
+        vectors[node] = vectors[node].model_copy(update={"quantization_config": copy.to_qdrant()})
     if node_on_disk:
         if vectors[node].quantization_config is None:
             raise FuseError("memory-mapped node vectors need their int8 copy in RAM; keep --node-quantization int8")
@@ -183,7 +228,7 @@ def _create_target(
     """Create ``target`` with ``vectors`` (or accept an interrupted run's target)."""
     if client.collection_exists(target):
         have = client.get_collection(target).config.params.vectors
-        stored = read_metadata(client, target).get(FUSED_WEIGHT_KEY)
+        stored = recorded_fused_weight(read_metadata(client, target))
         if isinstance(have, Mapping) and FUSED_VECTOR in have and stored is not None and math.isclose(stored, weight):
             return  # an interrupted run: the copy goes on (every write is idempotent)
         raise FuseError(

@@ -28,10 +28,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["RECIPE_KEY", "metadata_conflicts", "read_metadata"]
+__all__ = ["FUSED_WEIGHT_KEY", "RECIPE_KEY", "metadata_conflicts", "read_metadata", "recorded_fused_weight"]
 
 #: The metadata key of the recipe posfair ingestion writes.
 RECIPE_KEY = "posfair_recipe"
+#: The metadata key of the fused multivector's node weight in a collection that records no recipe (written
+#: through :mod:`qdrant_tools` alone, or copied by ``posfair storage migrate`` from such a collection). A recipe
+#: records the weight in its layout (``fused_weight``) instead; earlier versions wrote this key beside it.
+FUSED_WEIGHT_KEY = "posfair_fused_node_weight"
 
 
 def read_metadata(client: StoreLike, collection: str) -> dict[str, Any]:
@@ -44,6 +48,26 @@ def read_metadata(client: StoreLike, collection: str) -> dict[str, Any]:
         raise LookupError(f"collection {collection!r} not found")
     config = client.get_collection(collection).config
     return dict(getattr(config, "metadata", None) or {})
+
+
+def recorded_fused_weight(metadata: Mapping[str, Any]) -> float | None:
+    """The node weight of the collection's fused multivector as its ``metadata`` records it (``None``: no fused rows).
+
+    The recipe's layout records it (``fused_weight``; in the earliest recipes, their ``chunking``); a collection
+    without a recipe, or whose recipe does not say, records it under :data:`FUSED_WEIGHT_KEY`.
+
+    Example:
+        >>> recorded_fused_weight({RECIPE_KEY: {"layout": {"fused_weight": 0.5}}})
+        0.5
+        >>> recorded_fused_weight({FUSED_WEIGHT_KEY: 0.4}), recorded_fused_weight({})
+        (0.4, None)
+    """
+    record = metadata.get(RECIPE_KEY)
+    if isinstance(record, Mapping):
+        layout = record.get("layout", record.get("chunking"))
+        if isinstance(layout, Mapping) and "fused_weight" in layout:
+            return layout["fused_weight"]
+    return metadata.get(FUSED_WEIGHT_KEY)
 
 
 def metadata_conflicts(stored: Mapping[str, Any], given: Mapping[str, Any], prefix: str = "") -> list[str]:

@@ -59,8 +59,9 @@ import numpy as np
 from qdrant_client import models
 
 from qdrant_tools import payload as P
+from qdrant_tools.metadata import recorded_fused_weight
 from qdrant_tools.sparse import SPARSE_VECTOR
-from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR
+from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import AsyncStoreLike, StoreLike
@@ -106,7 +107,8 @@ class CollectionVectors:
         subchunk_graph: the sub-chunk multivector has an HNSW graph (``m`` > 0), so collections above
             ``exact_up_to`` also draw candidates from it; ``False`` for collections written with ``m=0``.
         fused: the fused multivector's name (:data:`~qdrant_tools.subchunks.FUSED_VECTOR`), or ``None``.
-        fused_weight: the node weight its rows were fused at (from the collection metadata).
+        fused_weight: the node weight its rows were fused at, as the collection records it
+            (:func:`qdrant_tools.metadata.recorded_fused_weight`).
         quantized: the vectors with a quantized copy: a stage that ranks by one of them scans the copy and
             re-scores its best from the originals (:func:`ranking_params`).
     """
@@ -178,7 +180,7 @@ def vectors_of(collection: str, info: models.CollectionInfo) -> CollectionVector
     sub = SUBCHUNK_VECTOR if SUBCHUNK_VECTOR in multi else None
     sparse = SPARSE_VECTOR if SPARSE_VECTOR in (info.config.params.sparse_vectors or {}) else None
     graph = sub is not None and _hnsw_m(vectors[sub], info.config.hnsw_config) > 0
-    weight = (getattr(info.config, "metadata", None) or {}).get(FUSED_WEIGHT_KEY)
+    weight = recorded_fused_weight(getattr(info.config, "metadata", None) or {})
     fused = FUSED_VECTOR if FUSED_VECTOR in multi and sub is not None and weight is not None else None
     shared = info.config.quantization_config is not None
     quantized = frozenset(n for n, p in vectors.items() if shared or getattr(p, "quantization_config", None))

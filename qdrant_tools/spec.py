@@ -95,26 +95,35 @@ class QuantizationSpec(_Frozen):
     """Vector quantization.
 
     Args:
-        kind: ``"scalar"`` (int8, 4x smaller, ~1% recall loss), ``"binary"``
-            (32x smaller; for >= 1024-dim models), ``"product"``.
+        kind: ``"int8"`` (scalar, 4x smaller, ~1% recall loss), ``"binary"`` (32x smaller; for >= 1024-dim
+            models), ``"product"``: the spelling of ``posfair ingest --node-quantization`` /
+            ``--fused-quantization``. Qdrant's name ``"scalar"`` (spec files written before) reads as ``"int8"``.
         always_ram: keep the quantized vectors in RAM while originals are on disk.
-        quantile: scalar only; clip outliers (0.99 typical).
+        quantile: int8 only; clip outliers (0.99 typical).
         compression: product only; ``"x4"`` ... ``"x64"``.
 
     Example:
-        >>> type(QuantizationSpec(kind="scalar").to_qdrant()).__name__
+        >>> type(QuantizationSpec(kind="int8").to_qdrant()).__name__
         'ScalarQuantization'
+        >>> QuantizationSpec(kind="scalar").kind
+        'int8'
     """
 
-    kind: Literal["scalar", "binary", "product"]
+    kind: Literal["int8", "binary", "product"]
     always_ram: bool | None = True
     quantile: float | None = Field(default=None, gt=0.5, le=1.0)
     compression: Literal["x4", "x8", "x16", "x32", "x64"] | None = None
 
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _int8_is_scalar(cls, value: Any) -> Any:
+        """Qdrant's name for the int8 copy, ``"scalar"``, reads as ``"int8"``."""
+        return "int8" if value == "scalar" else value
+
     @model_validator(mode="after")
     def _check(self) -> QuantizationSpec:
-        if self.quantile is not None and self.kind != "scalar":
-            raise ValueError(f"quantile applies to kind='scalar' only, got kind={self.kind!r}; remove quantile")
+        if self.quantile is not None and self.kind != "int8":
+            raise ValueError(f"quantile applies to kind='int8' only, got kind={self.kind!r}; remove quantile")
         if self.kind == "product" and self.compression is None:
             raise ValueError("kind='product' needs compression ('x4'...'x64'); e.g. compression='x16'")
         if self.kind != "product" and self.compression is not None:
@@ -122,7 +131,7 @@ class QuantizationSpec(_Frozen):
         return self
 
     def to_qdrant(self) -> Any:
-        if self.kind == "scalar":
+        if self.kind == "int8":
             return models.ScalarQuantization(
                 scalar=models.ScalarQuantizationConfig(
                     type=models.ScalarType.INT8, quantile=self.quantile, always_ram=self.always_ram
@@ -142,7 +151,7 @@ class QuantizationSpec(_Frozen):
         if q is None:
             return None
         if isinstance(q, models.ScalarQuantization):
-            return f"scalar(quantile={q.scalar.quantile}, always_ram={q.scalar.always_ram})"
+            return f"int8(quantile={q.scalar.quantile}, always_ram={q.scalar.always_ram})"
         if isinstance(q, models.BinaryQuantization):
             return f"binary(always_ram={q.binary.always_ram})"
         if isinstance(q, models.ProductQuantization):

@@ -26,14 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from qdrant_tools.chunking import Span, SpanFn, whitespace_spans
 from qdrant_tools.text import SPLITTER_TAG, sentence_spans
 
 __all__ = [
     "FUSED_VECTOR",
-    "FUSED_WEIGHT_KEY",
+    "NODE_SOURCES",
     "SUBCHUNK_VECTOR",
+    "NodeSource",
     "SubChunk",
     "SubchunkConfig",
     "sentence_spans",
@@ -46,8 +48,24 @@ SUBCHUNK_VECTOR = "subchunks"
 #: rows ``(1 - w) * s_j + w * node`` (unit ``s_j`` and node, dot product), so its MaxSim for a unit query is
 #: ``(1 - w) * max_j cos(q, s_j) + w * cos(q, node)``: the node-weighted score in one arm (:mod:`qdrant_tools.search`).
 FUSED_VECTOR = "subchunks_fused"
-#: Collection metadata key that records the fused multivector's weight ``w``.
-FUSED_WEIGHT_KEY = "posfair_fused_node_weight"
+#: Where a node's vector comes from: ``"encoded"``, an encoding of the node text; ``"subchunk-mean"``, the
+#: normalised mean of its sub-chunk vectors (:func:`qdrant_tools.encoding.subchunk_mean`: each text is encoded once).
+#: The layout (``NodeLayout.node_source``), ``posfair ingest --node-source`` and the reranker all spell it so.
+NodeSource = Literal["encoded", "subchunk-mean"]
+NODE_SOURCES: tuple[str, ...] = get_args(NodeSource)
+
+
+def check_node_source(value: object, name: str = "node_source") -> None:
+    """Raise ``ValueError`` unless ``value`` is one of :data:`NODE_SOURCES` (``name``: the parameter, for the error).
+
+    Example:
+        >>> check_node_source("mean")
+        Traceback (most recent call last):
+        ...
+        ValueError: node_source must be "encoded" or "subchunk-mean", got 'mean'
+    """
+    if value not in NODE_SOURCES:
+        raise ValueError(f'{name} must be "encoded" or "subchunk-mean", got {value!r}')
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ PLAIN = IngestConfig(
     show_progress=False,
     sparse=BM25,
     layout=NodeLayout(
-        chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0), fused_weight=None, node_int8=False
+        chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0), fused_weight=None, node_quantization=None
     ),
 )
 FUSED = replace(PLAIN, layout=PLAIN.layout.replace(fused_weight=0.4))

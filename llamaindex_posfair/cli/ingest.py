@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from llamaindex_posfair.cli import options
 from llamaindex_posfair.cli.metadata import add_metadata_arg
 from llamaindex_posfair.cli.options import CliError
-from qdrant_tools.subchunks import SubchunkConfig
+from qdrant_tools.subchunks import NODE_SOURCES, SubchunkConfig
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
@@ -93,7 +93,16 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--no-subchunks", action="store_true", help="the single-vector layout: one vector per node (less storage)"
     )
-    g.add_argument("--subchunk-int8", action="store_true", help="store sub-chunk vectors int8-quantized (4x smaller)")
+    g.add_argument(
+        "--subchunk-quantization",
+        choices=("int8", "none"),
+        default=None,
+        help="'int8': keep an int8 copy of the sub-chunk vectors (4x smaller); 'none': float only "
+        "(default: the default layout's, none)",
+    )
+    g.add_argument(  # the earlier spelling of --subchunk-quantization int8
+        "--subchunk-int8", dest="subchunk_quantization", action="store_const", const="int8", help=argparse.SUPPRESS
+    )
     g.add_argument(
         "--subchunk-graph-m",
         type=int,
@@ -103,7 +112,7 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--node-source",
-        choices=("encoded", "subchunk-mean"),
+        choices=NODE_SOURCES,
         default=None,
         help="'encoded': embed each node's text; 'subchunk-mean': the normalised mean of its sub-chunk vectors "
         "(no node pass: about half the encoding) (default: the default layout's)",
@@ -137,26 +146,26 @@ LAYOUT_FLAGS = {
     "chunk_tokens": "--chunk-tokens",
     "overlap_tokens": "--overlap-tokens",
     "subchunks": "--subchunk-tokens / --subchunk-overlap / --no-subchunks",
-    "subchunk_int8": "--subchunk-int8",
+    "subchunk_quantization": "--subchunk-quantization",
     "subchunk_graph_m": "--subchunk-graph-m",
-    "node_from_subchunks": "--node-source",
+    "node_source": "--node-source",
     "fused_weight": "--fused-weight",
-    "node_int8": "--node-quantization",
+    "node_quantization": "--node-quantization",
     "node_on_disk": "--node-on-disk",
     "fused_quantization": "--fused-quantization",
 }
 
-#: Words of a layout's validation error -> the flags' words.
+#: Words of a layout's validation error -> the flags' words (a field set to a value: the flag and the value).
 _FLAG_WORDS = {
     r"pass subchunks=SubchunkConfig\(\.\.\.\)": "drop --no-subchunks",
-    r"\bnode_from_subchunks\b": "--node-source subchunk-mean",
     r"\bmax_tokens\b": "--subchunk-tokens",
     r"\boverlap_sentences\b": "--subchunk-overlap",
     **{
-        rf"\b{field}\b": flag
+        rf"""\b{field}=["']?([\w.-]+)["']?""": rf"{flag} \1"
         for field, flag in LAYOUT_FLAGS.items()
-        if field not in ("subchunks", "node_from_subchunks")
+        if field != "subchunks"
     },
+    **{rf"\b{field}\b": flag for field, flag in LAYOUT_FLAGS.items() if field != "subchunks"},
 }
 
 
@@ -165,13 +174,14 @@ def layout_given(args: argparse.Namespace, base: Any) -> dict[str, Any]:
     ``--subchunk-overlap`` change ``base``'s sub-chunks (the collection's layout, or ``NodeLayout()``).
 
     Raises:
-        CliError: contradictory flags (--subchunk-int8, a sub-chunk budget or graph with --no-subchunks), or a
+        CliError: contradictory flags (a sub-chunk quantization, budget or graph with --no-subchunks), or a
             --fused-weight outside [0, 1).
         ValueError: an invalid sub-chunk budget or overlap (the message names the field).
     """
-    if args.no_subchunks and (args.subchunk_int8 or args.subchunk_tokens is not None or args.subchunk_graph_m):
+    sub_flags = (args.subchunk_quantization == "int8", args.subchunk_tokens is not None, args.subchunk_graph_m)
+    if args.no_subchunks and any(sub_flags):
         raise CliError(
-            "--no-subchunks stores no sub-chunks; drop --subchunk-int8 / --subchunk-tokens / --subchunk-graph-m"
+            "--no-subchunks stores no sub-chunks; drop --subchunk-quantization / --subchunk-tokens / --subchunk-graph-m"
         )
     if args.fused_weight is not None and not 0.0 <= args.fused_weight < 1.0:
         raise CliError(
@@ -180,18 +190,18 @@ def layout_given(args: argparse.Namespace, base: Any) -> dict[str, Any]:
     given = {
         "chunk_tokens": args.chunk_tokens,
         "overlap_tokens": args.overlap_tokens,
-        "subchunk_int8": True if args.subchunk_int8 else None,
         "subchunk_graph_m": args.subchunk_graph_m,
-        "node_from_subchunks": None if args.node_source is None else args.node_source == "subchunk-mean",
+        "node_source": args.node_source,
         "fused_weight": args.fused_weight,
-        "node_int8": None if args.node_quantization is None else args.node_quantization == "int8",
         "node_on_disk": args.node_on_disk,
     }
     given = {k: v for k, v in given.items() if v is not None}
     if given.get("fused_weight") == 0:  # --fused-weight 0: no fused multivector
         given["fused_weight"] = None
-    if args.fused_quantization is not None:
-        given["fused_quantization"] = None if args.fused_quantization == "none" else args.fused_quantization
+    for field in ("subchunk_quantization", "node_quantization", "fused_quantization"):  # "none": no quantized copy
+        value = getattr(args, field)
+        if value is not None:
+            given[field] = None if value == "none" else value
     if args.no_subchunks:
         given["subchunks"] = None
     elif args.subchunk_tokens is not None or args.subchunk_overlap is not None:

@@ -132,13 +132,13 @@ def _storage(args: argparse.Namespace) -> dict[str, Any]:
     """The target's storage: the flags, else the default layout's (``NodeLayout()``); a ValueError names a conflict."""
     from qdrant_tools.layout import NodeLayout
 
-    given: dict[str, Any] = {"node_int8": args.node_quantization == "int8"}
+    given: dict[str, Any] = {"node_quantization": None if args.node_quantization == "none" else args.node_quantization}
     if args.node_on_disk is not None:
         given["node_on_disk"] = args.node_on_disk
     if args.fused_quantization is not None:
         given["fused_quantization"] = None if args.fused_quantization == "none" else args.fused_quantization
     layout = NodeLayout(**given)
-    return {f: getattr(layout, f) for f in ("node_int8", "fused_quantization", "node_on_disk")}
+    return {f: getattr(layout, f) for f in ("node_quantization", "fused_quantization", "node_on_disk")}
 
 
 def run_fuse(args: argparse.Namespace) -> int:

@@ -23,21 +23,15 @@ import numpy as np
 
 from llamaindex_posfair.scoring import NODE_WEIGHT, cosine_matrix, max_over_owners, weigh_node_scores
 from qdrant_tools.encoding import document_token_counter, spans_for, subchunk_mean, whole_text_node_vectors
-from qdrant_tools.subchunks import SubchunkConfig, subchunk_text
+from qdrant_tools.subchunks import NodeSource, SubchunkConfig, check_node_source, subchunk_text
 
 Scoring = Literal["node", "subchunks", "weighted"]
 SCORINGS: tuple[str, ...] = ("node", "subchunks", "weighted")
-#: Where a candidate's node vector comes from: an encoding of its text, or the normalised mean of its
-#: sub-chunk vectors (:func:`qdrant_tools.encoding.subchunk_mean`, what ``node_from_subchunks`` stores).
-NodeSource = Literal["encoded", "subchunk-mean"]
-NODE_SOURCES: tuple[str, ...] = ("encoded", "subchunk-mean")
 
 __all__ = [
     "NODE_SCORING",
-    "NODE_SOURCES",
     "SCORINGS",
     "NodeScorer",
-    "NodeSource",
     "Scoring",
     "ScoringSettings",
     "ScoringTexts",
@@ -49,9 +43,9 @@ __all__ = [
 
 
 def check_scoring(scoring: str, node_weight: float, node_source: str = "encoded") -> None:
-    """Raise ``ValueError`` for an unknown ``scoring`` or ``node_source``, or a ``node_weight`` outside [0, 1]."""
-    if node_source not in NODE_SOURCES:
-        raise ValueError(f'node_source must be "encoded" or "subchunk-mean", got {node_source!r}')
+    """Raise ``ValueError`` for an unknown ``scoring`` or ``node_source`` (:data:`qdrant_tools.subchunks.NodeSource`:
+    where a candidate's node vector comes from), or a ``node_weight`` outside [0, 1]."""
+    check_node_source(node_source)
     if scoring not in SCORINGS:
         raise ValueError(f'scoring must be "node", "subchunks" or "weighted", got {scoring!r}')
     if not 0.0 <= node_weight <= 1.0:
@@ -179,7 +173,7 @@ class NodeScorer:
         subchunks: how candidates are cut into sub-chunks.
         node_weight: weight of the node cosine in ``"weighted"``.
         node_source: ``"encoded"`` (the candidate's text) or ``"subchunk-mean"`` (the normalised mean of
-            its sub-chunk vectors: as a collection ingested with ``node_from_subchunks`` stores it).
+            its sub-chunk vectors: as a collection ingested with ``node_source="subchunk-mean"`` stores it).
 
     Raises:
         ValueError: an unknown ``scoring`` or ``node_source``, or a ``node_weight`` outside [0, 1].

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSet, EncoderSpec
 from llamaindex_posfair.integrations.gate import conflict, contradiction, settle
 from qdrant_tools.driver import IngestSettings
-from qdrant_tools.layout import NodeLayout
+from qdrant_tools.layout import NodeLayout, layout_fields
 from qdrant_tools.metadata import RECIPE_KEY, read_metadata
 from qdrant_tools.search import RRF_SEARCH, SearchSettings
 from qdrant_tools.sparse import Bm25Sparse
@@ -76,7 +76,7 @@ FUSION_FIELDS = ("fusion", "fusion_limit", "sparse_weight", "rrf_k")
 #: What a layout or search field missing from a recorded recipe meant when it was written (a recipe records every
 #: field of its time; these are the fields whose default has since become the product's).
 _BEFORE_PRODUCT_DEFAULTS = {
-    "layout": {"fused_weight": None, "node_int8": False, "node_on_disk": False, "fused_quantization": None},
+    "layout": {"fused_weight": None, "node_quantization": None, "node_on_disk": False, "fused_quantization": None},
     "search": {"prefetch_limit": 100, "prefetch_max": None, "exact_up_to": 10_000, "fusion": "rrf", "fusion_limit": 50},
 }
 
@@ -91,8 +91,10 @@ def recorded_search(recipe: Recipe | None) -> SearchSettings:
 
 def _read_back(record: Mapping[str, Any]) -> dict[str, Any]:
     """``record`` (a recorded recipe) with its layout and search as they were meant when written: a flat
-    ``"chunking"`` (``subchunk_tokens``, ``subchunk_overlap``) as its layout, a missing field as it was then, and
-    a missing search node weight as the layout's fused weight (recorded once, in the layout), else 0."""
+    ``"chunking"`` (``subchunk_tokens``, ``subchunk_overlap``) as its layout, a layout field recorded by its earlier
+    name under today's (:func:`qdrant_tools.layout.layout_fields`: ``node_int8``, ``subchunk_int8``,
+    ``node_from_subchunks``), a missing field as it was then, and a missing search node weight as the layout's fused
+    weight (recorded once, in the layout), else 0."""
     data = dict(record)
     flat = dict(data.pop("chunking", None) or {})
     if "layout" not in data and flat:
@@ -100,7 +102,7 @@ def _read_back(record: Mapping[str, Any]) -> dict[str, Any]:
         tokens = flat.pop("subchunk_tokens", sub.max_tokens)
         overlap = flat.pop("subchunk_overlap", sub.overlap_sentences)
         data["layout"] = {**flat, "subchunks": None if tokens is None else SubchunkConfig(tokens, overlap)}
-    layout = {**_BEFORE_PRODUCT_DEFAULTS["layout"], **data.get("layout", {})}
+    layout = {**_BEFORE_PRODUCT_DEFAULTS["layout"], **layout_fields(data.get("layout", {}))}
     fused = layout["fused_weight"]
     search = {**_BEFORE_PRODUCT_DEFAULTS["search"], "node_weight": 0.0 if fused is None else fused}
     return {**data, "layout": layout, "search": {**search, **data.get("search", {})}}
@@ -193,17 +195,21 @@ class Recipe(_Frozen):
         return {RECIPE_KEY: self.model_dump(mode="json", exclude=exclude)}
 
     def with_fused_rows(
-        self, weight: float, node_int8: bool, fused_quantization: str | None = None, node_on_disk: bool = False
+        self,
+        weight: float,
+        node_quantization: str | None,
+        fused_quantization: str | None = None,
+        node_on_disk: bool = False,
     ) -> Recipe:
         """This recipe for a copy holding the fused multivector at ``weight``, stored as the other arguments say
-        (:func:`qdrant_tools.fuse.fuse_collection`).
+        (:func:`qdrant_tools.fuse.fuse_collection`; a node quantization the recipe has is kept).
 
         Raises:
             ValueError: the recipe has no sub-chunks, ``weight`` is outside (0, 1), or the storage is invalid.
         """
         layout = self.layout.replace(
             fused_weight=weight,
-            node_int8=node_int8 or self.layout.node_int8,
+            node_quantization=node_quantization or self.layout.node_quantization,
             fused_quantization=fused_quantization,
             node_on_disk=node_on_disk,
         )
@@ -252,7 +258,7 @@ class Recipe(_Frozen):
                 "subchunk_tokens": layout.subchunks.max_tokens,
                 "subchunk_overlap": layout.subchunks.overlap_sentences,
                 "node_weight": weight,
-                "node_source": "subchunk-mean" if layout.node_from_subchunks else "encoded",
+                "node_source": layout.node_source,
             }
         return {"spec": self.encoder_spec(vector, query=True), **scoring}
 

@@ -16,9 +16,9 @@ from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
 from llamaindex_posfair.integrations.embedding import local_encoder
 from llamaindex_posfair.integrations.encoder_site import encoder_site
-from llamaindex_posfair.integrations.node_scoring import NodeSource, Scoring, ScoringSettings
+from llamaindex_posfair.integrations.node_scoring import Scoring, ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
-from qdrant_tools.subchunks import SubchunkConfig
+from qdrant_tools.subchunks import NodeSource, SubchunkConfig
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
@@ -91,8 +91,8 @@ class PosFairRerank(BaseNodePostprocessor):
         scoring: ``"node"``, ``"subchunks"`` or ``"weighted"`` (see above).
         subchunk_tokens / subchunk_overlap: sub-chunk budget and sentence overlap.
         node_weight: weight of the node cosine in ``"weighted"``.
-        node_source: ``"encoded"`` or ``"subchunk-mean"`` (a node vector derived from the sub-chunks, as
-            a collection ingested with node vectors derived from sub-chunks stores it).
+        node_source: ``"encoded"`` or ``"subchunk-mean"`` (a node vector derived from the sub-chunks, as a
+            collection ingested with ``node_source="subchunk-mean"`` stores it; :data:`qdrant_tools.subchunks.NodeSource`).
         drop_duplicates: drop exact duplicate candidates before scoring.
         encoder: an already loaded ``PosFairEncoder`` (or view) to reuse; the spec is then the encoder's.
         endpoint: URL of a ``posfair serve`` server (``None``: run the model in this process).

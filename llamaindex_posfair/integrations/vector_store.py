@@ -334,7 +334,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
                 self._gate.check_writer(self._embed, who="the embed model")
             vectors = self._recipe.bind(self._model())
             encoding = self._recipe.ingest_settings(show_progress=False).point_encoding(vectors)
-            metadata = {**(self._recipe.metadata()), **encoding.metadata()}
+            metadata = encoding.metadata(self._recipe.metadata())
             spec = spec_for_vectors(
                 self.collection_name, encoding.vector_configs(), None, metadata, sparse=encoding.sparse_configs()
             )

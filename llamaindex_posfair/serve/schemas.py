@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from llamaindex_posfair.integrations.node_scoring import ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
-from qdrant_tools.subchunks import SubchunkConfig
+from qdrant_tools.subchunks import NodeSource, SubchunkConfig
 
 InputType = Literal["query", "document"]
 ImageMethod = Literal["ours", "vanilla", "pride", "attention"]
@@ -241,10 +241,10 @@ class RerankRequest(Wire):
         description="Sentences shared by neighbouring sub-chunks.",
     )
     node_weight: float = Field(NODE_WEIGHT, ge=0.0, le=1.0, description="Weight of the node cosine in 'weighted'.")
-    node_source: Literal["encoded", "subchunk-mean"] = Field(
+    node_source: NodeSource = Field(
         "encoded",
         description="'encoded': the node vector encodes the text; 'subchunk-mean': the normalised mean "
-        "of its sub-chunk vectors (as a collection ingested with node vectors derived from sub-chunks).",
+        "of its sub-chunk vectors (as a collection ingested with --node-source subchunk-mean stores it).",
     )
 
     def scoring_settings(self) -> ScoringSettings:

@@ -86,7 +86,7 @@ def diagnose(bench: Any, encoder: Any) -> tuple[Counter, dict[str, Counter]]:
         chunk_tokens=chunk_tokens,
         subchunks=c.subchunks,
         fused_weight=c.fused_weight,
-        node_int8=c.node_int8,
+        node_quantization=c.node_quantization,
         node_on_disk=False,
         fused_quantization=None,
     )

@@ -109,7 +109,7 @@ def systems(encoder: Any, pool: Any, labels: list[str] | None = None) -> list[An
             chunk_tokens=chunk_tokens,
             subchunks=sub,
             fused_weight=c.fused_weight,
-            node_int8=c.node_int8,
+            node_quantization=c.node_quantization,
             node_on_disk=False,
             fused_quantization=None,
         )

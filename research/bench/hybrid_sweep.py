@@ -155,9 +155,9 @@ def systems(encoders: dict[bool, Any], pool: Any) -> list[Any]:
         layout = NodeLayout(
             chunk_tokens=chunk_tokens,
             subchunks=sub,
-            node_from_subchunks=g.derived_node,
+            node_source="subchunk-mean" if g.derived_node else "encoded",
             fused_weight=None,
-            node_int8=False,
+            node_quantization=None,
         )
         search = replace(
             eval_search(layout, node_weight=g.node_weight),

@@ -336,7 +336,7 @@ def run(args) -> list[Row]:
         encoder,
         [t for _, t, _ in pool],
         [d for d, _, _ in pool],
-        NodeLayout(chunk_tokens=254, subchunks=SubchunkConfig(), fused_weight=None, node_int8=False),
+        NodeLayout(chunk_tokens=254, subchunks=SubchunkConfig(), fused_weight=None, node_quantization=None),
     )
     v = index.vectors
     n, n_sub, dim = len(v.ids), len(v.owner), v.node.shape[1]

@@ -98,9 +98,9 @@ class Setting:
         return NodeLayout(
             chunk_tokens=self.node_tokens,
             subchunks=self.subchunks,
-            subchunk_int8=self.subchunk_int8,
+            subchunk_quantization="int8" if self.subchunk_int8 else None,
             fused_weight=None,
-            node_int8=False,
+            node_quantization=None,
         )
 
     def label(self) -> str:

@@ -112,8 +112,8 @@ def layout_label(layout: NodeLayout, bm25: bool = False) -> str:
         return f"{text}, single vector"
     s = layout.subchunks
     text += f", sub-chunks ≤{s.max_tokens} tok, {s.overlap_sentences}-sent overlap"
-    text += ", node = sub-chunk mean" if layout.node_from_subchunks else ""
-    return text + (", int8" if layout.subchunk_int8 else "") + (", BM25" if bm25 else "")
+    text += ", node = sub-chunk mean" if layout.node_source == "subchunk-mean" else ""
+    return text + (", int8" if layout.subchunk_quantization == "int8" else "") + (", BM25" if bm25 else "")
 
 
 #: The search the harness starts from: that of the sweeps which chose the product's defaults (best sub-chunk

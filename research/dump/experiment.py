@@ -91,7 +91,7 @@ def layout_system(name: str, encoder: Any) -> Any:
         chunk_tokens=resolve_chunking(encoder).chunk_tokens,
         subchunks=SubchunkConfig(),
         fused_weight=None,
-        node_int8=False,
+        node_quantization=None,
     )
     return DefaultPipelineSystem(name, encoder, layout, eval_search(layout))
 

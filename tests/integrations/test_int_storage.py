@@ -7,6 +7,8 @@ import json
 import pytest
 
 from llamaindex_posfair.integrations.recipe import read_recipe
+from qdrant_tools.metadata import FUSED_WEIGHT_KEY
+from qdrant_tools.search import collection_vectors
 
 
 def run(capsys, *argv):
@@ -36,9 +38,12 @@ def test_the_copy_records_the_fused_layout_in_its_recipe(store, capsys):
     rc, out, _ = run(capsys, "storage", "migrate", "--collection", "plain", "--to", "fused", "--path", store)
     assert rc == 0 and "'fused'" in out and "node weight" in out
     client = _open(store)
-    recipe = read_recipe(client, "fused")
+    recipe, metadata = read_recipe(client, "fused"), client.get_collection("fused").config.metadata
+    vectors = collection_vectors(client, "fused")
     client.close()
-    assert recipe.layout.fused_weight == recipe.search.node_weight and recipe.layout.node_int8
+    assert recipe.layout.fused_weight == recipe.search.node_weight and recipe.layout.node_quantization == "int8"
+    assert FUSED_WEIGHT_KEY not in metadata  # the weight is recorded once, in the recipe's layout
+    assert vectors.fused_weight == recipe.layout.fused_weight
 
 
 def test_ingesting_the_same_files_into_the_copy_encodes_nothing(store, capsys, example_data):
@@ -91,6 +96,6 @@ def test_a_fused_collection_moves_into_compact_storage_and_reingests_nothing(sto
     client = _open(store)
     layout = read_recipe(client, "small").layout
     client.close()
-    assert (layout.fused_quantization, layout.node_on_disk, layout.node_int8) == ("int8", True, True)
+    assert (layout.fused_quantization, layout.node_on_disk, layout.node_quantization) == ("int8", True, "int8")
     rc, out, err = run(capsys, "ingest", str(example_data), "--collection", "small", "--path", store, "--no-progress")
     assert rc == 0 and "0 new, 0 changed" in out, err

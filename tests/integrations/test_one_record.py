@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, read_recipe
-from qdrant_tools.layout import NodeLayout
-from qdrant_tools.metadata import RECIPE_KEY
+from qdrant_tools.layout import EARLIER_NAMES, NodeLayout
+from qdrant_tools.metadata import FUSED_WEIGHT_KEY, RECIPE_KEY
 from qdrant_tools.search import SearchSettings
 
 #: ``Recipe.default().metadata()[RECIPE_KEY]`` as recorded before the defaults moved onto the types (float32, the
-#: bundled model's weights hash left out): the default pipeline must record, and so rank, exactly as before.
+#: bundled model's weights hash left out), and before each layout choice had one spelling (``node_int8``,
+#: ``subchunk_int8``, ``node_from_subchunks``): the default pipeline must record, and so rank, exactly as before.
 BEFORE = {
     "bm25": {
         "ascii_folding": False,
@@ -74,6 +76,9 @@ BEFORE = {
     },
 }
 
+#: The layout fields of the record, each under its one name.
+CANONICAL_LAYOUT = {f.name for f in dataclasses.fields(NodeLayout)}
+
 #: The search of a recipe that records none, as it was read before the defaults moved onto the types.
 BARE_SEARCH = SearchSettings(
     prefetch_limit=100, prefetch_max=None, exact_up_to=10_000, node_weight=0.0, fusion="rrf", fusion_limit=50
@@ -97,18 +102,65 @@ def test_posfair_ingest_without_flags_records_the_defaults_of_the_types(tmp_path
     rc = main(["ingest", str(folder), "--collection", "c", "--path", store, "--no-progress"])
     assert rc == 0, capsys.readouterr().err
     with open_store(store) as client:
-        recipe, record = read_recipe(client, "c"), client.get_collection("c").config.metadata[RECIPE_KEY]
+        metadata = client.get_collection("c").config.metadata
+        recipe, record = read_recipe(client, "c"), metadata[RECIPE_KEY]
     assert recipe.layout == NodeLayout() and recipe.search == SearchSettings() and recipe.bm25 is not None
     assert "node_weight" not in record["search"] and record["layout"]["fused_weight"] == 0.5  # recorded once
+    assert set(metadata) == {RECIPE_KEY}  # the fused weight is not written again beside the recipe
+    assert set(record["layout"]) == CANONICAL_LAYOUT and not set(record["layout"]) & set(EARLIER_NAMES)
+    layout = record["layout"]
+    assert (layout["node_source"], layout["node_quantization"], layout["subchunk_quantization"]) == (
+        "encoded",
+        "int8",
+        None,
+    )
     spec, bare = recipe.vectors["vanilla"], EncoderSpec().pinned()  # pinned: the dtype resolved, the weights hashed
     assert [f for f in RECORDED_FIELDS if getattr(spec, f) != getattr(bare, f)] == ["calibration"]
     assert spec.calibration is None  # the sub-chunk layout is written uncalibrated; EncoderSpec() calibrates
 
 
-def test_the_default_recipe_is_recorded_as_before_but_for_the_fused_weight_recorded_once():
+def _canonical(layout: dict) -> dict:
+    """``layout`` (a record of :data:`BEFORE`'s time) with each choice under its one name, as recorded now."""
+    out = {k: v for k, v in layout.items() if k not in EARLIER_NAMES}
+    out["node_source"] = "subchunk-mean" if layout["node_from_subchunks"] else "encoded"
+    out["node_quantization"] = "int8" if layout["node_int8"] else None
+    out["subchunk_quantization"] = "int8" if layout["subchunk_int8"] else None
+    return out
+
+
+def test_the_default_recipe_is_recorded_as_before_but_for_the_fused_weight_recorded_once_and_one_name_each():
     before = _unpinned(copy.deepcopy(BEFORE))
     assert before["search"].pop("node_weight") == before["layout"]["fused_weight"] == 0.5
+    before["layout"] = _canonical(before["layout"])
     assert _unpinned(Recipe.default().metadata()[RECIPE_KEY]) == before
+
+
+def test_the_record_of_the_default_recipe_uses_only_the_canonical_names():
+    metadata = Recipe.default().metadata()
+    assert set(metadata) == {RECIPE_KEY} and FUSED_WEIGHT_KEY not in metadata
+    assert set(metadata[RECIPE_KEY]["layout"]) == CANONICAL_LAYOUT
+
+
+def test_a_record_of_the_earlier_names_reads_as_the_default_recipe():
+    recipe = Recipe.from_record(copy.deepcopy(BEFORE))
+    assert recipe.layout == NodeLayout() and recipe.search == SearchSettings()
+    assert recipe.metadata()[RECIPE_KEY]["layout"] == _canonical(BEFORE["layout"])
+
+
+@pytest.mark.parametrize(
+    ("earlier", "now"),
+    [
+        ({"node_int8": False}, {"node_quantization": None, "node_on_disk": False}),
+        ({"subchunk_int8": True}, {"subchunk_quantization": "int8"}),
+        ({"node_from_subchunks": True}, {"node_source": "subchunk-mean"}),
+    ],
+)
+def test_each_earlier_name_reads_as_its_canonical_field(earlier, now):
+    record = copy.deepcopy(BEFORE)
+    if "node_int8" in earlier:
+        record["layout"]["node_on_disk"] = False  # memory-mapped node vectors need the int8 copy
+    record["layout"].update(earlier)
+    assert Recipe.from_record(record).layout == NodeLayout().replace(**now)
 
 
 def test_a_record_of_both_weights_reads_as_the_recipe_it_records():
@@ -134,7 +186,7 @@ def test_a_recipe_recording_no_layout_nor_search_reads_as_the_bare_types_of_its_
     record = Recipe.default().model_dump(mode="json")
     del record["layout"], record["search"]
     recipe = Recipe.from_record(record)
-    assert recipe.layout == NodeLayout(fused_weight=None, node_int8=False) and recipe.search == BARE_SEARCH
+    assert recipe.layout == NodeLayout(fused_weight=None, node_quantization=None) and recipe.search == BARE_SEARCH
 
 
 def test_a_collection_written_before_recipes_is_searched_as_then():

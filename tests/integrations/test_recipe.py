@@ -67,7 +67,7 @@ def test_agreeing_and_run_time_settings_are_applied():
 
 def test_layout_conflict_is_named():
     r = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), NodeLayout(subchunks=SubchunkConfig(48, 0)))
-    r.check_layout({"subchunks": SubchunkConfig(48, 0), "node_int8": True})
+    r.check_layout({"subchunks": SubchunkConfig(48, 0), "node_quantization": "int8"})
     with pytest.raises(CollectionMismatchError, match=r"subchunks SubchunkConfig\(max_tokens=48, .*, but subs gives"):
         r.check_layout({"subchunks": SubchunkConfig(32, 0)}, {"subchunks": "subs"})
 
@@ -97,21 +97,31 @@ def test_repeating_the_recorded_vectors_and_bm25_is_accepted():
 
 
 def test_rerank_settings_derive_node_vectors_as_the_collection_did():
-    layout = NodeLayout(node_from_subchunks=True)
+    layout = NodeLayout(node_source="subchunk-mean")
     recipe = Recipe.build(EncoderSet.single(EncoderSpec(calibration=None)), layout, SearchSettings(node_weight=0.5))
     assert recipe.rerank_settings()["node_source"] == "subchunk-mean"
     assert Recipe.build(EncoderSet.single(EncoderSpec())).rerank_settings()["node_source"] == "encoded"
 
 
-def test_a_recipe_without_the_node_from_subchunks_field_reads_as_encoded_nodes():
+def test_a_recipe_without_the_node_source_field_reads_as_encoded_nodes():
     data = Recipe.default().model_dump(mode="json")
-    del data["layout"]["node_from_subchunks"]
-    assert Recipe.from_record(data).layout.node_from_subchunks is False
+    del data["layout"]["node_source"]
+    assert Recipe.from_record(data).layout.node_source == "encoded"
+
+
+@pytest.mark.parametrize(("earlier", "source"), [(True, "subchunk-mean"), (False, "encoded")])
+def test_a_recipe_recording_node_from_subchunks_reads_as_its_node_source(earlier, source):
+    data = Recipe.default().model_dump(mode="json")
+    del data["layout"]["node_source"]
+    data["layout"]["node_from_subchunks"] = earlier
+    recipe = Recipe.from_record(data)
+    assert recipe.layout.node_source == source and recipe.rerank_settings()["node_source"] == source
+    assert recipe.layout == NodeLayout(node_source=source)
 
 
 def test_derived_node_vectors_need_sub_chunks():
     with pytest.raises(ValueError, match="need sub-chunks"):
-        NodeLayout(subchunks=None, node_from_subchunks=True)
+        NodeLayout(subchunks=None, node_source="subchunk-mean")
 
 
 def test_rerank_settings_follow_the_layout():
@@ -159,7 +169,7 @@ def test_a_recorded_chunking_without_sub_chunks_reads_as_the_single_vector_layou
     data = Recipe.default().model_dump(mode="json")
     del data["layout"]
     data["chunking"] = {"chunk_tokens": 254, "subchunk_tokens": None, "subchunk_overlap": 0, "node_int8": True}
-    want = NodeLayout(chunk_tokens=254, subchunks=None, node_int8=True, node_on_disk=False)  # as written then
+    want = NodeLayout(chunk_tokens=254, subchunks=None, node_quantization="int8", node_on_disk=False)  # as then
     assert Recipe.from_record(data).layout == want
 
 
@@ -215,7 +225,7 @@ def test_node_source_flag_is_recorded_and_a_contradiction_names_it(tmp_path, cap
     recipe = read_recipe(client, "demo")
     points = client.scroll("demo", limit=1, with_vectors=True)[0]
     client.close()
-    assert recipe.layout.node_from_subchunks and recipe.rerank_settings()["node_source"] == "subchunk-mean"
+    assert recipe.layout.node_source == recipe.rerank_settings()["node_source"] == "subchunk-mean"
     subs = np.asarray(points[0].vector["subchunks"], dtype=np.float64).mean(axis=0)
     np.testing.assert_allclose(points[0].vector[recipe.node_vector()], subs / np.linalg.norm(subs), atol=1e-5)
     rc, _, err = run(capsys, *base, "--node-source", "encoded")
@@ -252,8 +262,8 @@ def test_new_collections_give_the_node_vectors_an_int8_copy_unless_told(tmp_path
         for c, r in recipes.items()
     }
     client.close()
-    assert recipes["demo"].layout.node_int8 and quant["demo"] is not None
-    assert not recipes["plain"].layout.node_int8 and quant["plain"] is None
+    assert recipes["demo"].layout.node_quantization == "int8" and quant["demo"] is not None
+    assert recipes["plain"].layout.node_quantization is None and quant["plain"] is None
     rc, _, err = run(capsys, *base, "--node-quantization", "none")
     assert rc == 2 and "--node-quantization" in err
 
@@ -484,3 +494,33 @@ def test_a_query_spec_takes_any_precision_but_no_other_setting():
     assert recipe.encoder_spec(given={"dtype": "float32"}, query=True).dtype == "float32"
     with pytest.raises(CollectionMismatchError, match="query_prompt"):
         recipe.encoder_spec(given={"dtype": "float32", "query_prompt": "q: "}, query=True)
+
+
+def _layout_of(*flags: str) -> NodeLayout:
+    from llamaindex_posfair.cli import build_parser
+    from llamaindex_posfair.cli.ingest import layout_from_args
+
+    return layout_from_args(build_parser().parse_args(["ingest", "docs", "--collection", "c", *flags]))
+
+
+@pytest.mark.parametrize(
+    ("flags", "changes"),
+    [
+        (("--node-source", "subchunk-mean"), {"node_source": "subchunk-mean"}),
+        (("--node-quantization", "none"), {"node_quantization": None, "node_on_disk": False}),
+        (("--fused-quantization", "binary"), {"fused_quantization": "binary"}),
+        (("--subchunk-quantization", "int8"), {"subchunk_quantization": "int8"}),
+        (("--subchunk-int8",), {"subchunk_quantization": "int8"}),  # the earlier spelling
+    ],
+)
+def test_each_layout_flag_sets_the_field_of_its_name_with_the_value_typed(flags, changes):
+    assert _layout_of(*flags) == NodeLayout().replace(**changes)
+
+
+def test_a_layout_error_names_the_flags_and_the_values_to_type():
+    from llamaindex_posfair.cli.options import CliError
+
+    with pytest.raises(CliError, match="pass --node-quantization int8 or drop --node-on-disk"):
+        _layout_of("--node-quantization", "none", "--node-on-disk")
+    with pytest.raises(CliError, match="drop --subchunk-quantization / --subchunk-tokens"):
+        _layout_of("--subchunk-int8", "--no-subchunks")

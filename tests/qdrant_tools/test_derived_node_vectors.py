@@ -1,4 +1,4 @@
-"""Node vectors derived from the sub-chunk vectors (``node_from_subchunks``): no node pass at ingestion."""
+"""Node vectors derived from the sub-chunk vectors (``node_source="subchunk-mean"``): no node pass at ingestion."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from qdrant_tools.subchunks import SubchunkConfig
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 CFG = IngestConfig(
     show_progress=False,
-    layout=NodeLayout(chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0), node_from_subchunks=True),
+    layout=NodeLayout(
+        chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0), node_source="subchunk-mean"
+    ),
 )
 
 
@@ -40,7 +42,7 @@ def test_the_node_vector_is_the_normalised_mean_of_its_stored_sub_chunk_vectors(
 def test_ingestion_encodes_only_the_sub_chunks(client, make_encoder):
     plain, derived = make_encoder(), make_encoder()
     ingest_path(client, "c", DATA, {"calibrated": derived}, CFG)
-    encoded = replace(CFG, layout=CFG.layout.replace(node_from_subchunks=False))
+    encoded = replace(CFG, layout=CFG.layout.replace(node_source="encoded"))
     ingest_path(client, "d", DATA, {"calibrated": plain}, encoded)
     count = sum(c.count for c in derived.calls if c.role == "document")
     nodes = client.count("c", exact=True).count
@@ -49,7 +51,7 @@ def test_ingestion_encodes_only_the_sub_chunks(client, make_encoder):
 
 def test_switching_node_vectors_re_embeds_every_document(client, encoder):
     first = ingest_path(
-        client, "c", DATA, {"calibrated": encoder}, replace(CFG, layout=CFG.layout.replace(node_from_subchunks=False))
+        client, "c", DATA, {"calibrated": encoder}, replace(CFG, layout=CFG.layout.replace(node_source="encoded"))
     )
     again = ingest_path(client, "c", DATA, {"calibrated": encoder}, CFG)
     assert len(again.changed) == len(first.new)
@@ -58,7 +60,7 @@ def test_switching_node_vectors_re_embeds_every_document(client, encoder):
 
 def test_derived_node_vectors_need_sub_chunks(encoder):
     with pytest.raises(ValueError, match="need sub-chunks; pass subchunks="):
-        NodeLayout(subchunks=None, node_from_subchunks=True).point_encoding({"calibrated": encoder})
+        NodeLayout(subchunks=None, node_source="subchunk-mean").point_encoding({"calibrated": encoder})
 
 
 @settings(max_examples=50, deadline=None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from subchunk_layouts import BM25, DATA, FUSED, PLAIN, QUERY
@@ -11,9 +13,9 @@ from qdrant_tools.encoding import build_point_encoding, fused_chunking_key, subc
 from qdrant_tools.fuse import FuseError, fuse_collection
 from qdrant_tools.ingest import IngestConfig, ingest_path
 from qdrant_tools.layout import NodeLayout
-from qdrant_tools.metadata import read_metadata
+from qdrant_tools.metadata import FUSED_WEIGHT_KEY, RECIPE_KEY, read_metadata
 from qdrant_tools.search import SearchSettings, collection_vectors, search
-from qdrant_tools.subchunks import FUSED_VECTOR, FUSED_WEIGHT_KEY, SUBCHUNK_VECTOR, SubchunkConfig
+from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR, SubchunkConfig
 
 
 @pytest.fixture
@@ -29,6 +31,46 @@ def test_the_copy_holds_every_point_with_fused_rows_and_records_the_weight(plain
     vectors = collection_vectors(plain, "fused")
     assert (vectors.fused, vectors.fused_weight) == (FUSED_VECTOR, 0.4)
     assert read_metadata(plain, "fused")[FUSED_WEIGHT_KEY] == 0.4
+
+
+def _recorded(weight):
+    """A collection's record of its layout (the part of a recipe qdrant_tools reads) with fused rows at ``weight``."""
+    return {RECIPE_KEY: {"layout": {"fused_weight": weight}}}
+
+
+def test_a_copy_whose_record_holds_the_weight_is_not_given_the_key(client, encoder):
+    ingest_path(client, "plain", DATA, {"calibrated": encoder}, replace(PLAIN, metadata=_recorded(None)))
+    fuse_collection(client, "plain", "fused", 0.4, metadata=_recorded(0.4))
+    assert read_metadata(client, "fused") == _recorded(0.4)
+    assert collection_vectors(client, "fused").fused_weight == 0.4
+
+
+def test_a_copy_whose_record_would_contradict_its_rows_is_refused_before_any_write(client, encoder):
+    ingest_path(client, "plain", DATA, {"calibrated": encoder}, replace(PLAIN, metadata=_recorded(None)))
+    with pytest.raises(FuseError, match="records a recipe .* whose layout has fused weight None, not 0.4"):
+        fuse_collection(client, "plain", "fused", 0.4)
+    assert not client.collection_exists("fused")
+
+
+def test_a_collection_recording_the_weight_twice_as_earlier_versions_did_is_read_and_copied_once(plain):
+    fuse_collection(plain, "plain", "fused", 0.4)
+    plain.update_collection("fused", metadata=_recorded(0.4))  # the recipe beside the key: how it was written
+    assert read_metadata(plain, "fused") == {FUSED_WEIGHT_KEY: 0.4, **_recorded(0.4)}
+    fuse_collection(plain, "fused", "compact", 0.4, fused_quantization="int8", metadata=_recorded(0.4))
+    assert read_metadata(plain, "compact") == _recorded(0.4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"node_quantization": "binary"}, "node_quantization must be \"int8\" or None, got 'binary'"),
+        ({"fused_quantization": "scalar"}, 'fused_quantization must be "int8", "binary" or None, got \'scalar\''),
+    ],
+)
+def test_a_bad_quantization_is_named_before_any_write(plain, kwargs, message):
+    with pytest.raises(FuseError, match=message):
+        fuse_collection(plain, "plain", "fused", 0.4, **kwargs)
+    assert not plain.collection_exists("fused")
 
 
 def test_the_copy_is_what_ingestion_of_the_fused_layout_writes(plain, encoder):

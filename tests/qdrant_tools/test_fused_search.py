@@ -123,7 +123,11 @@ def test_a_collection_without_the_fused_multivector_is_told_once_how_to_copy_it(
 @pytest.mark.parametrize("weight", [0.4, 0.7])  # one arm (the fused rows); the two-arm formula
 def test_int8_node_vectors_leave_the_exact_scores_exact(client, encoder, weight):
     ingest_path(
-        client, "q8", DATA, {"calibrated": encoder}, replace(FUSED, layout=FUSED.layout.replace(node_int8=True))
+        client,
+        "q8",
+        DATA,
+        {"calibrated": encoder},
+        replace(FUSED, layout=FUSED.layout.replace(node_quantization="int8")),
     )
     params = client.get_collection("q8").config.params.vectors["calibrated"]
     assert params.quantization_config is not None
@@ -143,7 +147,7 @@ def test_int8_node_vectors_leave_the_exact_scores_exact(client, encoder, weight)
 
 @pytest.mark.parametrize("copy", ["int8", "binary"])  # an exactly scored collection reads the float rows alone
 def test_compact_storage_ranks_as_the_float_rows(client, encoder, copy):
-    compact = FUSED.layout.replace(fused_quantization=copy, node_int8=True, node_on_disk=True)
+    compact = FUSED.layout.replace(fused_quantization=copy, node_quantization="int8", node_on_disk=True)
     ingest_path(client, "fused", DATA, {"calibrated": encoder}, FUSED)
     ingest_path(client, "compact", DATA, {"calibrated": encoder}, replace(FUSED, layout=compact))
     fused = client.get_collection("compact").config.params.vectors[FUSED_VECTOR]

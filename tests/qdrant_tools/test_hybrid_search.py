@@ -23,7 +23,7 @@ CFG = IngestConfig(
     show_progress=False,
     sparse=BM25,
     layout=NodeLayout(  # the layout these tests were written with: no fused rows, float node vectors
-        chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0), fused_weight=None, node_int8=False
+        chunk_tokens=120, overlap_tokens=10, subchunks=SubchunkConfig(24, 0), fused_weight=None, node_quantization=None
     ),
 )
 

@@ -17,9 +17,9 @@ from qdrant_tools.subchunks import SubchunkConfig
 def test_the_defaults_are_the_layout_posfair_ingest_writes():
     layout = NodeLayout()
     assert (layout.chunk_tokens, layout.overlap_tokens, layout.subchunks) == (None, None, SubchunkConfig(32, 0))
-    assert (layout.subchunk_int8, layout.subchunk_graph_m, layout.node_from_subchunks) == (False, 0, False)
+    assert (layout.subchunk_quantization, layout.subchunk_graph_m, layout.node_source) == (None, 0, "encoded")
     assert layout.fused_weight == SearchSettings().node_weight == 0.5 and layout.fused_quantization == "int8"
-    assert layout.node_int8 and layout.node_on_disk
+    assert layout.node_quantization == "int8" and layout.node_on_disk
 
 
 @pytest.mark.parametrize(
@@ -28,8 +28,8 @@ def test_the_defaults_are_the_layout_posfair_ingest_writes():
         ({"subchunks": None}, (None, None, True)),
         ({"fused_weight": None}, (None, None, True)),
         ({"fused_weight": 0.3}, (0.3, "int8", True)),
-        ({"node_int8": False}, (0.5, "int8", False)),
-        ({"subchunks": None, "node_int8": False}, (None, None, False)),
+        ({"node_quantization": None}, (0.5, "int8", False)),
+        ({"subchunks": None, "node_quantization": None}, (None, None, False)),
     ],
 )
 def test_the_defaults_that_follow_other_fields_follow_the_fields_given(fields, followers):
@@ -50,8 +50,8 @@ def test_layout_is_frozen_and_keyword_only():
 
 
 def test_replace_changes_one_field_and_checks_again():
-    layout = NodeLayout(chunk_tokens=128, node_int8=False)
-    assert layout.replace(chunk_tokens=64) == NodeLayout(chunk_tokens=64, node_int8=False)
+    layout = NodeLayout(chunk_tokens=128, node_quantization=None)
+    assert layout.replace(chunk_tokens=64) == NodeLayout(chunk_tokens=64, node_quantization=None)
     with pytest.raises(ValueError, match="fused_weight"):
         layout.replace(subchunks=None)
 
@@ -71,7 +71,10 @@ def test_equal_layouts_hash_alike():
         ({"fused_weight": 1.0}, r"fused_weight must lie strictly between 0 and 1, got 1.0"),
         ({"fused_weight": 0.0}, r"fused_weight must lie strictly between 0 and 1, got 0.0"),
         ({"subchunks": {"max_tokens": 32}}, "subchunks must be a SubchunkConfig or None"),
-        ({"node_int8": "yes"}, "node_int8 must be True or False, got 'yes'"),
+        ({"node_quantization": True}, 'node_quantization must be "int8" or None, got True'),
+        ({"subchunk_quantization": "binary"}, "subchunk_quantization must be \"int8\" or None, got 'binary'"),
+        ({"node_source": "mean"}, 'node_source must be "encoded" or "subchunk-mean", got \'mean\''),
+        ({"node_on_disk": "yes"}, "node_on_disk must be True or False, got 'yes'"),
     ],
 )
 def test_a_value_out_of_range_is_named(fields, message):
@@ -80,18 +83,21 @@ def test_a_value_out_of_range_is_named(fields, message):
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("node_from_subchunks", True), ("fused_weight", 0.5), ("subchunk_int8", True)]
+    ("field", "value", "fix"),
+    [
+        ("node_source", "subchunk-mean", 'pass node_source="encoded"'),
+        ("fused_weight", 0.5, "drop fused_weight"),
+        ("subchunk_quantization", "int8", "drop subchunk_quantization"),
+    ],
 )
-def test_a_sub_chunk_setting_without_sub_chunks_names_the_fix(field, value):
-    with pytest.raises(
-        ValueError, match=rf"need(s)? sub-chunks; pass subchunks=SubchunkConfig\(\.\.\.\) or drop {field}"
-    ):
+def test_a_sub_chunk_setting_without_sub_chunks_names_the_fix(field, value, fix):
+    with pytest.raises(ValueError, match=rf"need(s)? sub-chunks; pass subchunks=SubchunkConfig\(\.\.\.\) or {fix}"):
         NodeLayout(subchunks=None, **{field: value})
 
 
 def test_the_single_vector_layout_takes_node_settings():
-    layout = NodeLayout(chunk_tokens=254, overlap_tokens=0, subchunks=None, node_int8=True)
-    assert layout.subchunks is None and layout.node_int8
+    layout = NodeLayout(chunk_tokens=254, overlap_tokens=0, subchunks=None, node_quantization="int8")
+    assert layout.subchunks is None and layout.node_quantization == "int8"
 
 
 def test_point_encoding_follows_the_layout(encoder):
@@ -113,7 +119,7 @@ def test_ingest_settings_plan_through_their_layout(encoder):
     [
         ({"fused_weight": None, "fused_quantization": "int8"}, "needs the fused multivector; pass fused_weight"),
         ({"fused_weight": 0.5, "fused_quantization": "int4"}, 'must be "int8", "binary" or None'),
-        ({"node_int8": False, "node_on_disk": True}, "need their int8 copy in RAM"),
+        ({"node_quantization": None, "node_on_disk": True}, 'need their int8 copy in RAM.*node_quantization="int8"'),
     ],
 )
 def test_a_compact_storage_setting_names_what_it_needs(changes, message):
@@ -122,8 +128,32 @@ def test_a_compact_storage_setting_names_what_it_needs(changes, message):
 
 
 def test_compact_storage_keeps_the_quantized_copies_in_ram_and_maps_the_originals(encoder):
-    layout = NodeLayout(fused_weight=0.5, fused_quantization="int8", node_int8=True, node_on_disk=True)
+    layout = NodeLayout(fused_weight=0.5, fused_quantization="int8", node_quantization="int8", node_on_disk=True)
     encoding = layout.point_encoding({"vanilla": encoder})
     configs = {v.name: v for v in encoding.vector_configs()}
-    assert configs["subchunks_fused"].on_disk and configs["subchunks_fused"].quantization.kind == "scalar"
-    assert configs["vanilla"].on_disk and configs["vanilla"].quantization.kind == "scalar"
+    assert configs["subchunks_fused"].on_disk and configs["subchunks_fused"].quantization.kind == "int8"
+    assert configs["vanilla"].on_disk and configs["vanilla"].quantization.kind == "int8"
+
+
+def test_a_sub_chunk_quantization_keeps_an_int8_copy_of_the_sub_chunks(encoder):
+    layout = NodeLayout(subchunk_quantization="int8")
+    configs = {v.name: v for v in layout.point_encoding({"vanilla": encoder}).vector_configs()}
+    assert configs["subchunks"].quantization.kind == "int8" and configs["subchunks"].quantization.quantile == 0.99
+    assert NodeLayout().point_encoding({"vanilla": encoder}).vector_configs()[1].quantization is None
+
+
+def test_a_layout_recorded_with_the_earlier_names_reads_as_the_same_layout():
+    from qdrant_tools.layout import layout_fields
+
+    earlier = {"chunk_tokens": 254, "node_int8": False, "subchunk_int8": True, "node_from_subchunks": True}
+    assert layout_fields(earlier) == {
+        "chunk_tokens": 254,
+        "node_quantization": None,
+        "subchunk_quantization": "int8",
+        "node_source": "subchunk-mean",
+    }
+    want = NodeLayout(
+        chunk_tokens=254, node_quantization=None, subchunk_quantization="int8", node_source="subchunk-mean"
+    )
+    assert NodeLayout.from_record(earlier) == want
+    assert NodeLayout.from_record({"node_int8": True, "node_quantization": None}).node_quantization is None  # today's

@@ -30,7 +30,7 @@ from qdrant_tools.store import open_store
 DATA = Path(__file__).resolve().parents[2] / "examples" / "data"
 CHUNK = 64
 #: The layout of these tests: sub-chunks, no fused rows, float node vectors (the resume test builds it by hand).
-LAYOUT = NodeLayout(chunk_tokens=CHUNK, fused_weight=None, node_int8=False)
+LAYOUT = NodeLayout(chunk_tokens=CHUNK, fused_weight=None, node_quantization=None)
 
 
 # ---------------------------------------------------------------------- fast, no Ray
@@ -289,7 +289,7 @@ DRIVER = textwrap.dedent(
         print("WROTE", n, flush=True)
         time.sleep(60)  # the test kills -9 the driver here
 
-    config = RayIngestConfig(num_workers=1, layout=NodeLayout(chunk_tokens=CHUNK_TOKENS, fused_weight=None, node_int8=False), docs_per_task=2, write_batch_size=8,
+    config = RayIngestConfig(num_workers=1, layout=NodeLayout(chunk_tokens=CHUNK_TOKENS, fused_weight=None, node_quantization=None), docs_per_task=2, write_batch_size=8,
                              token_budget=512, show_progress=False, point_encoding_on="driver")
     ray_ingest_path(open_store(storage), "resume", data, recipe, config, on_write=on_write)
     print("FINISHED", flush=True)

@@ -47,7 +47,7 @@ def test_create_kwargs_carry_every_setting():
                 size=384,
                 distance="dot",
                 on_disk=True,
-                quantization=QuantizationSpec(kind="scalar", quantile=0.99),
+                quantization=QuantizationSpec(kind="int8", quantile=0.99),
             )
         ],
         shard_number=4,
@@ -98,6 +98,17 @@ def test_spec_rejects_typos_duplicates_and_inconsistent_factors():
         )
     with pytest.raises(ValidationError, match="needs compression"):
         QuantizationSpec(kind="product")
+
+
+def test_a_spec_file_with_qdrants_name_scalar_reads_as_int8(tmp_path):
+    record = {"name": "d", "vectors": [{"name": "v", "size": 8, "quantization": {"kind": "scalar", "quantile": 0.99}}]}
+    (tmp_path / "s.json").write_text(json.dumps(record))
+    spec = CollectionSpec.from_file(tmp_path / "s.json")
+    assert spec.vectors[0].quantization == QuantizationSpec(kind="int8", quantile=0.99)
+    assert json.loads(spec.to_json())["vectors"][0]["quantization"]["kind"] == "int8"
+    with pytest.raises(ValidationError, match="kind") as err:
+        QuantizationSpec(kind="int4")
+    assert "'int8', 'binary' or 'product'" in str(err.value) and "int4" in str(err.value)
 
 
 def test_create_then_validate_matches_and_lists_unverified_settings(client):

@@ -143,7 +143,7 @@ def test_a_crash_then_a_rerun_stores_every_node_once_with_its_sub_chunks(client,
 
 
 def test_int8_quantized_sub_chunks_are_configured_on_the_multivector(client, encoder):
-    cfg = IngestConfig(show_progress=False, layout=NodeLayout(subchunks=SUB, subchunk_int8=True))
+    cfg = IngestConfig(show_progress=False, layout=NodeLayout(subchunks=SUB, subchunk_quantization="int8"))
     ingest_path(client, "c", DATA, {"calibrated": encoder}, cfg)
     params = client.get_collection("c").config.params.vectors["subchunks"]
     assert params.multivector_config is not None and params.quantization_config is not None

@@ -55,6 +55,17 @@ def test_rerank_request_errors_name_the_field(body, message):
         RerankRequest.model_validate(body)
 
 
+def test_rerank_request_node_source_is_the_layouts_one_spelling():
+    from qdrant_tools.subchunks import NODE_SOURCES
+
+    for source in NODE_SOURCES:
+        req = RerankRequest.model_validate({"query": "q", "documents": ["a"], "node_source": source})
+        assert req.scoring_settings().node_source == source
+    with pytest.raises(ValidationError, match="node_source") as err:
+        RerankRequest.model_validate({"query": "q", "documents": ["a"], "node_source": "mean"})
+    assert "'encoded' or 'subchunk-mean'" in str(err.value) and "'mean'" in str(err.value)
+
+
 def test_image_request_needs_two_images():
     with pytest.raises(ValidationError, match="images must hold at least 2 images to rank, got 1"):
         ImageRerankRequest.model_validate({"query": "q", "images": ["aGk="]})

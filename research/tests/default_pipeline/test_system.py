@@ -60,7 +60,10 @@ def test_file_score_is_the_best_node_of_the_passage(plain):
 def test_file_score_of_a_sub_chunk_layout_is_its_best_sub_chunk(plain):
     docs = {"a": "Alpha beta gamma. Zebra zebra zebra. Delta delta delta.", "b": "Zebra alpha beta. Gamma gamma."}
     layout = NodeLayout(
-        chunk_tokens=64, subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0), fused_weight=None, node_int8=False
+        chunk_tokens=64,
+        subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0),
+        fused_weight=None,
+        node_quantization=None,
     )
     with _pool() as pool:
         scores = _score(DefaultPipelineSystem("mj", plain, layout, eval_search(layout), pool=pool), docs, ["zebra"])
@@ -87,7 +90,10 @@ def test_storage_accounting_of_a_known_corpus(plain):
     # one 8-word node of four 2-word sentences; budget 4 without overlap -> 2 sub-chunks
     docs = {"a": "One fish. Two fish. Red fish. Blue fish."}
     layout = NodeLayout(
-        chunk_tokens=8, subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0), fused_weight=None, node_int8=False
+        chunk_tokens=8,
+        subchunks=SubchunkConfig(max_tokens=4, overlap_sentences=0),
+        fused_weight=None,
+        node_quantization=None,
     )
     with _pool() as pool:
         system = DefaultPipelineSystem("mj", plain, layout, eval_search(layout), pool=pool)
@@ -146,4 +152,4 @@ def test_int8_roundtrip_keeps_256_levels_and_clips_outliers():
 
 def test_int8_needs_sub_chunks():
     with pytest.raises(ValueError, match="sub-chunk"):
-        NodeLayout(chunk_tokens=254, subchunks=None, subchunk_int8=True)
+        NodeLayout(chunk_tokens=254, subchunks=None, subchunk_quantization="int8")
