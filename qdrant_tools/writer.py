@@ -68,6 +68,7 @@ from qdrant_tools.compat import check_writable
 from qdrant_tools.metadata import read_metadata
 from qdrant_tools.plan import StoredVersion
 from qdrant_tools.retry import RetryingClient, RetryPolicy, acall_with_retry
+from qdrant_tools.scroll import scroll_pages
 from qdrant_tools.spec import (
     CollectionMismatchError,
     CollectionSpec,
@@ -290,7 +291,14 @@ class QdrantWriter:
         totals: dict[tuple[str, str], int] = {}
         sources: dict[tuple[str, str], str] = {}
         fields = P.payload_fields(P.DOC_ID, P.VERSION, P.N_CHUNKS, P.CHUNK_INDEX, P.SOURCE)
-        for pl in map(P.posfair_fields, self._scroll_payloads(fields)):
+        pages = scroll_pages(
+            self.client,
+            self.collection,
+            page=_SCROLL_PAGE,
+            with_payload=models.PayloadSelectorInclude(include=fields),
+            scroll_filter=models.Filter(must=[_IS_POSFAIR]),
+        )
+        for pl in (P.posfair_fields(p.payload) for page in pages for p in page):
             if P.DOC_ID not in pl or P.VERSION not in pl:
                 continue
             key = (pl[P.DOC_ID], pl[P.VERSION])
@@ -303,22 +311,6 @@ class QdrantWriter:
             key = (doc_id, version)
             state[doc_id][version] = StoredVersion(frozenset(idx), totals[key], sources.get(key))
         return dict(state)
-
-    def _scroll_payloads(self, fields: list[str]) -> Iterable[dict[str, Any]]:
-        offset = None
-        flt = models.Filter(must=[_IS_POSFAIR])
-        while True:
-            points, offset = self.client.scroll(
-                self.collection,
-                scroll_filter=flt,
-                limit=_SCROLL_PAGE,
-                offset=offset,
-                with_vectors=False,
-                with_payload=models.PayloadSelectorInclude(include=fields),
-            )
-            yield from (p.payload or {} for p in points)
-            if offset is None:
-                return
 
     def upsert(self, batch: PointBatch) -> int:
         """Write ``batch`` with ``upsert(wait=True)`` (retried on transient errors); return its size.

@@ -72,6 +72,7 @@ from llamaindex_posfair.integrations.gate import Gate
 from llamaindex_posfair.integrations.nodes import check_embeddings, hit_to_node, planned_nodes, without_empty
 from llamaindex_posfair.integrations.recipe import Recipe, aread_recipe, read_recipe
 from qdrant_tools.encoding import ChunkEncoder, document_token_counter
+from qdrant_tools.scroll import ascroll_pages, scroll_pages
 from qdrant_tools.search import (
     CollectionVectors,
     Hit,
@@ -93,7 +94,6 @@ __all__ = ["PosFairVectorStore"]
 
 _DENSE_MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.SEMANTIC_HYBRID)
 _SPARSE_MODES = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
-_SCROLL_PAGE = 256
 #: MMR re-ranks this many times ``similarity_top_k`` candidates (LlamaIndex's default prefetch factor).
 MMR_PREFETCH_FACTOR = 4.0
 
@@ -623,12 +623,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
         if not client.collection_exists(self.collection_name):
             raise _missing(self.collection_name)
         flt = self._filter(filters, node_ids=node_ids, qdrant_filters=kwargs.get("qdrant_filters"))
-        out, offset = [], None
-        while True:
-            points, offset = client.scroll(self.collection_name, **self._scroll_page(flt, limit, len(out), offset))
-            out.extend(points)
-            if offset is None or (limit is not None and len(out) >= limit):
-                return [self._stored_node(r) for r in out]
+        pages = scroll_pages(client, self.collection_name, **self._scroll_options(flt, limit))
+        return [self._stored_node(r) for page in pages for r in page]
 
     async def aget_nodes(
         self,
@@ -642,24 +638,12 @@ class PosFairVectorStore(BasePydanticVectorStore):
             raise _missing(self.collection_name)
         await self._aready()
         flt = self._filter(filters, node_ids=node_ids, qdrant_filters=kwargs.get("qdrant_filters"))
-        out, offset = [], None
-        while True:
-            page = self._scroll_page(flt, limit, len(out), offset)
-            points, offset = await self._aclient.scroll(self.collection_name, **page)
-            out.extend(points)
-            if offset is None or (limit is not None and len(out) >= limit):
-                return [self._stored_node(r) for r in out]
+        pages = ascroll_pages(self._aclient, self.collection_name, **self._scroll_options(flt, limit))
+        return [self._stored_node(r) async for page in pages for r in page]
 
-    def _scroll_page(self, flt: models.Filter | None, limit: int | None, read: int, offset: Any) -> dict[str, Any]:
-        """The ``scroll`` arguments of the next page: payloads and node vectors, at most ``limit - read`` points."""
-        size = _SCROLL_PAGE if limit is None else max(1, min(_SCROLL_PAGE, limit - read))
-        return {
-            "scroll_filter": flt,
-            "limit": size,
-            "offset": offset,
-            "with_payload": True,
-            "with_vectors": [self._node_vector()],
-        }
+    def _scroll_options(self, flt: models.Filter | None, limit: int | None) -> dict[str, Any]:
+        """What :meth:`get_nodes` scrolls: payloads and node vectors, at most ``limit`` points."""
+        return {"scroll_filter": flt, "limit": limit, "with_payload": True, "with_vectors": [self._node_vector()]}
 
     def _stored_node(self, record: Any) -> BaseNode:
         """A scrolled point as its node, with the node vector as its embedding."""
