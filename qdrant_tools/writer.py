@@ -55,6 +55,7 @@ Example:
 from __future__ import annotations
 
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -343,6 +344,19 @@ class QdrantWriter:
         ordering = {"ordering": self.ordering} if self.ordering else {}
         await acall_with_retry(aclient.upsert, self.collection, points=points, wait=True, policy=self.retry, **ordering)
         return n
+
+    async def aensure(self, aclient: Any) -> bool:
+        """Create the collection from the spec, with its payload indexes, in ``aclient``'s store if it lacks it (an
+        app may give the async methods a store of their own); return whether it was created."""
+        if await aclient.collection_exists(self.collection):
+            return False
+        await aclient.create_collection(self.collection, **self.spec.create_kwargs())
+        with warnings.catch_warnings():  # local mode keeps no payload index and says so (create_payload_indexes)
+            warnings.simplefilter("ignore")
+            for index in self.spec.payload_indexes:
+                kind = models.PayloadSchemaType(index.type)
+                await aclient.create_payload_index(self.collection, index.field, kind, wait=True)
+        return True
 
     def points_of(self, batch: PointBatch) -> models.Batch:
         """``batch`` as the ``points`` of an upsert (also sent by an ``AsyncQdrantClient``).

@@ -49,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -339,7 +338,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
                 self.collection_name, encoding.vector_configs(), None, metadata, sparse=encoding.sparse_configs()
             )
             writer = QdrantWriter(self._client, spec, descriptions=encoding.descriptions)
-            if self._client is not None:  # async only: async_add creates the collection (_aensure_collection)
+            if self._client is not None:  # async only: async_add creates the collection (QdrantWriter.aensure)
                 writer.check()
             self._encoder, self._writer = ChunkEncoder(vectors, encoding), writer
         return self._encoder
@@ -415,24 +414,12 @@ class PosFairVectorStore(BasePydanticVectorStore):
         if kept:
             if self._client is not None:
                 await asyncio.to_thread(self._ready_writer)
-            await self._aensure_collection()
+            await self._writer.aensure(self._aclient)
             for batch_nodes, batch_chunks in self._batches(kept, chunks):
                 batch = await asyncio.to_thread(self._encode, batch_nodes, batch_chunks)
                 await self._writer.aupsert(self._aclient, batch)
         self._vectors = None
         return [n.node_id for n in kept]
-
-    async def _aensure_collection(self) -> None:
-        """Create the collection in the async client's store if it lacks it (an app may give a separate store)."""
-        if await self._aclient.collection_exists(self.collection_name):
-            return
-        spec = self._writer.spec
-        await self._aclient.create_collection(self.collection_name, **spec.create_kwargs())
-        with warnings.catch_warnings():  # local mode keeps no payload index and says so
-            warnings.simplefilter("ignore")
-            for index in spec.payload_indexes:
-                kind = models.PayloadSchemaType(index.type)
-                await self._aclient.create_payload_index(self.collection_name, index.field, kind, wait=True)
 
     # ------------------------------------------------------------------ querying
     def _sparse_query(self, text: str | None) -> Any:
