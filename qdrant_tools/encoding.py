@@ -437,18 +437,16 @@ def plan_chunk(
     node_record: Mapping[str, Any] | None = None,
     point_id: str | None = None,
 ) -> PlannedChunk:
-    """One chunk as a point to encode, its id and payload (:func:`qdrant_tools.payload.build_payload`): ``posfair
+    """One chunk as a point to encode, its id and payload (:func:`qdrant_tools.payload.build_payload`). ``posfair
     ingest`` plans a document's chunks here (:func:`prepare_document`), the vector store its nodes
-    (``llamaindex_posfair.integrations.nodes.planned_nodes``), so their fields cannot drift apart.
+    (``llamaindex_posfair.integrations.nodes.planned_nodes``), so their points cannot drift apart.
 
     Args:
-        doc: the document of the chunk.
-        chunk: the chunk (text and document offsets).
-        n_tokens: tokens the encoder sees of the chunk (:func:`document_token_counter`).
-        n_chunks: chunks of this document version.
-        version: the document's version (:meth:`PointEncoding.version`).
-        encoding: the run's point encoding.
-        spans_fn: the token spans chunks follow (:func:`spans_for`), for the sub-chunks.
+        doc, chunk: the chunk (text and document offsets) and its document.
+        n_tokens: tokens the encoder sees of the chunk (:func:`document_token_counter`); more than the
+            encoders' window (``encoding.max_length``) marks it truncated.
+        n_chunks, version: how many chunks the document version has, and the version (:meth:`PointEncoding.version`).
+        encoding, spans_fn: the run's point encoding, and the token spans its sub-chunks follow (:func:`spans_for`).
         node_record: LlamaIndex's record of a node the vector store writes; ``None`` for a chunk of a document.
         point_id: the point id; ``None`` = :func:`qdrant_tools.ids.point_id` of the document, version and index.
 

@@ -90,8 +90,6 @@ NODE_CONTENT = "_node_content"
 NODE_TYPE = "_node_type"
 DOCUMENT_ID = "document_id"
 REF_DOC_ID = "ref_doc_id"
-#: Top-level keys a payload sets over the metadata: LlamaIndex's record and ``_posfair``.
-RECORD_KEYS = (NODE_CONTENT, NODE_TYPE, DOCUMENT_ID, DOC_ID, REF_DOC_ID, POSFAIR)
 
 #: The filter keys of posfair's own fields in a format-2 payload (nested keys, as Qdrant filters name them).
 VERSION_KEY = f"{POSFAIR}.{VERSION}"

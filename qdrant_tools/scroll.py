@@ -7,8 +7,8 @@ Example:
     >>> client.create_collection("d", vectors_config=models.VectorParams(size=2, distance=models.Distance.DOT))
     True
     >>> _ = client.upsert("d", [models.PointStruct(id=i, vector=[1.0, float(i)]) for i in range(5)])
-    >>> [[p.id for p in page] for page in scroll_pages(client, "d", page=2)], len(list(scroll_pages(client, "d", limit=3)))
-    ([[0, 1], [2, 3], [4]], 1)
+    >>> [[p.id for p in page] for page in scroll_pages(client, "d", page=2, limit=3)]
+    [[0, 1], [2]]
 """
 
 from __future__ import annotations
@@ -29,24 +29,17 @@ def _size(page: int, limit: int | None, read: int) -> int:
 
 
 def scroll_pages(
-    client: StoreLike,
-    collection: str,
-    *,
-    page: int = PAGE,
-    limit: int | None = None,
-    with_payload: Any = True,
-    with_vectors: Any = False,
-    scroll_filter: Any = None,
+    client: StoreLike, collection: str, *, page: int = PAGE, limit: int | None = None, **options: Any
 ) -> Iterator[list[Any]]:
-    """The records of ``collection`` (those ``scroll_filter`` matches), one non-empty page at a time, in scroll order.
+    """The records of ``collection``, one non-empty page at a time, in scroll order.
 
     Args:
         client: the store.
         page: points per ``scroll`` call.
         limit: at most this many points (the last call asks for no more); ``None`` = every point.
-        with_payload, with_vectors, scroll_filter: as ``QdrantClient.scroll`` takes them.
+        **options: the other arguments of ``QdrantClient.scroll``: ``scroll_filter``, ``with_payload`` (default
+            ``True``), ``with_vectors`` (default ``False``), ``order_by``.
     """
-    options = {"scroll_filter": scroll_filter, "with_payload": with_payload, "with_vectors": with_vectors}
     offset, read = None, 0
     while True:
         points, offset = client.scroll(collection, limit=_size(page, limit, read), offset=offset, **options)
@@ -58,17 +51,9 @@ def scroll_pages(
 
 
 async def ascroll_pages(
-    aclient: AsyncStoreLike,
-    collection: str,
-    *,
-    page: int = PAGE,
-    limit: int | None = None,
-    with_payload: Any = True,
-    with_vectors: Any = False,
-    scroll_filter: Any = None,
+    aclient: AsyncStoreLike, collection: str, *, page: int = PAGE, limit: int | None = None, **options: Any
 ) -> AsyncIterator[list[Any]]:
     """:func:`scroll_pages` through an ``AsyncQdrantClient`` or the async store."""
-    options = {"scroll_filter": scroll_filter, "with_payload": with_payload, "with_vectors": with_vectors}
     offset, read = None, 0
     while True:
         points, offset = await aclient.scroll(collection, limit=_size(page, limit, read), offset=offset, **options)
