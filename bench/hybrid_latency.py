@@ -48,12 +48,10 @@ def ingest_real(client, encoder, bench) -> None:
 def pool(client) -> tuple[list[np.ndarray], list[str], float]:
     """Every real sub-chunk vector with its text, and the mean sub-chunks per node."""
     from qdrant_tools.payload import posfair_fields
+    from qdrant_tools.scroll import scroll_pages
 
-    vecs, texts, counts, offset = [], [], [], None
-    while True:
-        points, offset = client.scroll(
-            COLLECTION, limit=256, offset=offset, with_payload=True, with_vectors=["subchunks"]
-        )
+    vecs, texts, counts = [], [], []
+    for points in scroll_pages(client, COLLECTION, with_vectors=["subchunks"]):
         for p in points:
             fields = posfair_fields(p.payload)
             base, text = fields["start_char"], fields["text"]
@@ -61,8 +59,7 @@ def pool(client) -> tuple[list[np.ndarray], list[str], float]:
                 vecs.append(np.asarray(v, dtype=np.float32))
                 texts.append(text[a - base : b - base])
             counts.append(len(fields["subchunk_spans"]))
-        if offset is None:
-            return vecs, texts, float(np.mean(counts))
+    return vecs, texts, float(np.mean(counts))
 
 
 def add_distractors(client, n: int, vecs, texts, k: float, seed: int = 0) -> None:

@@ -152,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from llamaindex_posfair import BUNDLED_MINILM, CalibrationConfig, PosFairEncoder, bundled_model_path
     from qdrant_tools.chunking import load_folder
-    from qdrant_tools.encoding import prepare_document, resolve_chunking, spans_for
+    from qdrant_tools.encoding import ChunkEncoder
+    from qdrant_tools.layout import NodeLayout
 
     tmp = Path(tempfile.mkdtemp(prefix="posfair-bench-"))
     try:
@@ -160,21 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         enc = PosFairEncoder(BUNDLED_MINILM, calibration=CalibrationConfig(), batch_size=args.batch_size)
         plain = PosFairEncoder(BUNDLED_MINILM, calibration=None, batch_size=args.batch_size)
         docs, _, _ = load_folder(folder)
-        chunking = resolve_chunking(enc, args.chunk_tokens)
-        spans_fn, _spans_name = spans_for(enc)
-        texts = [
-            c.text
-            for d in docs
-            for c in prepare_document(
-                d,
-                chunking=chunking,
-                chunking_key="bench",
-                spans_fn=spans_fn,
-                fingerprints={},
-                count_tokens=enc.count_tokens,
-                max_length=enc.max_length,
-            )
-        ]
+        encoding = NodeLayout(chunk_tokens=args.chunk_tokens, subchunks=None).point_encoding({"calibrated": enc})
+        chunking = encoding.chunking
+        chunker = ChunkEncoder({"calibrated": enc}, encoding)
+        texts = [c.text for d in docs for c in chunker.chunks(d)]
         runs: dict[str, list[tuple[float, int]]] = {"llamaindex": [], "off": [], "on": []}
         label = ""
         load_before = os.getloadavg()[0]

@@ -102,6 +102,7 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_quantization: str 
     at that node weight; ``node_quantization="int8"``: an int8 copy of the node vectors); every stored point read back."""
     from qdrant_tools.encoding import resolve_chunking
     from qdrant_tools.layout import NodeLayout
+    from qdrant_tools.scroll import scroll_pages
     from qdrant_tools.subchunks import SubchunkConfig
     from research.default_pipeline import system as pipeline
     from research.eval.benchmarks.loaders import load_shipped
@@ -127,14 +128,10 @@ def real_nodes(encoder: Any, fused_weight: float | None, node_quantization: str 
                 "sparse_vectors_config": config.params.sparse_vectors,
                 "metadata": getattr(config, "metadata", None),
             }
-            offset = None
-            while True:
-                points, offset = index.client.scroll(pipeline.COLLECTION, limit=256, offset=offset, with_vectors=True)
+            for points in scroll_pages(index.client, pipeline.COLLECTION, with_vectors=True):
                 out.vectors += [dict(p.vector) for p in points]
                 out.payloads += [dict(p.payload) for p in points]
                 out.docs += [f"{name}/{p.payload['doc_id']}" for p in points]
-                if offset is None:
-                    break
         finally:
             index.close()
     return out

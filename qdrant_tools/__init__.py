@@ -18,6 +18,7 @@ Modules (each importable on its own):
     compat    may this writer or reader use this collection (the compatibility checks)
     metadata  what a collection records about how it was written
     search    the one query_points request of a query, and its hits' relevance scores
+    scroll    every point of a collection, a page at a time (the one scroll loop)
     sparse    the BM25 sparse vector
     subchunks sentence-aligned sub-chunks and the fused multivector
     fuse      a collection's fused rows built from its stored vectors

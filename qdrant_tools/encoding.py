@@ -4,8 +4,9 @@
 * :func:`build_point_encoding` -> :class:`PointEncoding`: what the driver needs to know
   about the encoders (sizes, fingerprints, window, chunking), picklable, so a
   Ray driver can learn it without loading the model itself;
-* :func:`prepare_document`: a document's chunks as points (ids and payloads);
-  every path builds points with it, so ids and payloads agree;
+* :func:`plan_chunk`: one chunk as a point (id and payload); both writers plan every point with it
+  (``posfair ingest`` through :func:`prepare_document`, the vector store through its node planner),
+  so ids, payloads, truncation and sub-chunk spans agree;
 * :class:`ChunkEncoder`: the loaded encoders of one process (the local driver
   or a Ray actor) turning documents into :class:`qdrant_tools.writer.PointBatch`.
 
@@ -25,8 +26,10 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from qdrant_tools import ids
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import (
+    Chunk,
     ChunkBounds,
     ChunkingConfig,
     SourceDocument,
@@ -35,7 +38,6 @@ from qdrant_tools.chunking import (
     tokenizer_spans,
     whitespace_spans,
 )
-from qdrant_tools.ids import document_version, point_id
 from qdrant_tools.metadata import FUSED_WEIGHT_KEY, RECIPE_KEY
 from qdrant_tools.sparse import SPARSE_VECTOR, Bm25Sparse
 from qdrant_tools.spec import HnswSpec, QuantizationSpec, SparseVectorConfig, VectorConfig
@@ -239,6 +241,10 @@ class PointEncoding:
         """``{SPARSE_VECTOR: one BM25 document vector per text}`` (``{}`` without sparse vectors)."""
         return {} if self.sparse is None or not texts else {SPARSE_VECTOR: self.sparse.embed_documents(texts)}
 
+    def version(self, content_hash: str) -> str:
+        """The version of a document with ``content_hash`` written with this encoding (part of its point ids)."""
+        return ids.document_version(content_hash, self.chunking_key, self.fingerprints)
+
     @property
     def source_vector(self) -> str:
         """The vector whose encoder embeds the sub-chunks (``subchunk_source``, else the first vector)."""
@@ -427,58 +433,78 @@ class PlannedChunk:
     payload: dict[str, Any]
 
 
+def plan_chunk(
+    doc: SourceDocument,
+    chunk: Chunk,
+    *,
+    n_tokens: int,
+    n_chunks: int,
+    version: str,
+    encoding: PointEncoding,
+    spans_fn: SpanFn,
+    node_record: Mapping[str, Any] | None = None,
+    point_id: str | None = None,
+) -> PlannedChunk:
+    """One chunk as a point to encode, its id and payload (:func:`qdrant_tools.payload.build_payload`). ``posfair
+    ingest`` plans a document's chunks here (:func:`prepare_document`), the vector store its nodes
+    (``llamaindex_posfair.integrations.nodes.planned_nodes``), so their points cannot drift apart.
+
+    Args:
+        doc, chunk: the chunk (text and document offsets) and its document.
+        n_tokens: tokens the encoder sees of the chunk (:func:`document_token_counter`); more than the
+            encoders' window (``encoding.max_length``) marks it truncated.
+        n_chunks, version: how many chunks the document version has, and the version (:meth:`PointEncoding.version`).
+        encoding, spans_fn: the run's point encoding, and the token spans its sub-chunks follow (:func:`spans_for`).
+        node_record: LlamaIndex's record of a node the vector store writes; ``None`` for a chunk of a document.
+        point_id: the point id; ``None`` = :func:`qdrant_tools.ids.point_id` of the document, version and index.
+
+    Raises:
+        ValueError: document metadata a payload cannot hold (:func:`qdrant_tools.payload.json_metadata`).
+    """
+    subchunks = encoding.layout.subchunks
+    fields = P.posfair_record(
+        doc,
+        chunk,
+        n_chunks=n_chunks,
+        version=version,
+        fingerprints=encoding.fingerprints,
+        n_tokens=n_tokens,
+        truncated=n_tokens > encoding.max_length,
+        chunking_key=encoding.chunking_key,
+        subchunk_spans=None if subchunks is None else subchunk_spans(chunk, subchunks, spans_fn),
+    )
+    pid = point_id if point_id is not None else ids.point_id(doc.doc_id, version, chunk.index)
+    return PlannedChunk(doc.doc_id, pid, chunk.text, P.build_payload(doc, fields, node_record))
+
+
 def prepare_document(
     doc: SourceDocument,
-    *,
-    chunking: ChunkingConfig,
-    chunking_key: str,
+    encoding: PointEncoding,
     spans_fn: SpanFn,
-    fingerprints: Mapping[str, str],
-    count_tokens: Any,
-    max_length: int,
+    count_tokens: Callable[[list[str]], list[int]],
+    *,
     skip: Collection[int] = (),
-    subchunks: SubchunkConfig | None = None,
     bounds: ChunkBounds | None = None,
     indices: Iterable[int] | None = None,
 ) -> list[PlannedChunk]:
-    """Chunk one document into planned points (pure given its inputs), leaving out chunk indices in ``skip``.
+    """Chunk one document into planned points (:func:`plan_chunk`; pure given its inputs), leaving out chunk
+    indices in ``skip``.
 
-    With ``subchunks``, each payload also records its sub-chunks' document offsets
-    (:data:`qdrant_tools.payload.SUBCHUNK_SPANS`). ``count_tokens`` counts what the encoder
-    embeds (:func:`document_token_counter`: document prompt and special tokens included), so
-    ``n_tokens`` and ``truncated`` tell the truth. Every ingestion path builds points with this
-    function, so ids and payloads agree.
+    ``count_tokens`` counts what the encoder embeds (:func:`document_token_counter`: document prompt and
+    special tokens included), so ``n_tokens`` and ``truncated`` tell the truth.
 
     A large document is planned a window at a time: ``bounds`` (:func:`qdrant_tools.chunking.chunk_bounds`
     of the document, read once) with ``indices``, the chunk indices of one window; the points are those
     the whole document's plan has at these indices.
     """
-    version = document_version(doc.content_hash, chunking_key, fingerprints)
+    version = encoding.version(doc.content_hash)
     if bounds is None:
-        bounds = chunk_bounds(doc.text, chunking, spans_fn)
+        bounds = chunk_bounds(doc.text, encoding.chunking, spans_fn)
     n_chunks = len(bounds)
     chunks = [bounds.chunk(doc.text, i) for i in (range(n_chunks) if indices is None else indices) if i not in skip]
     n_tokens = list(count_tokens([c.text for c in chunks])) if chunks else []
     return [
-        PlannedChunk(
-            doc_id=doc.doc_id,
-            point_id=point_id(doc.doc_id, version, c.index),
-            text=c.text,
-            payload=P.build_payload(
-                doc,
-                P.posfair_record(
-                    doc,
-                    c,
-                    n_chunks=n_chunks,
-                    version=version,
-                    fingerprints=fingerprints,
-                    n_tokens=n,
-                    truncated=n > max_length,
-                    chunking_key=chunking_key,
-                    subchunk_spans=None if subchunks is None else subchunk_spans(c, subchunks, spans_fn),
-                ),
-            ),
-        )
+        plan_chunk(doc, c, n_tokens=int(n), n_chunks=n_chunks, version=version, encoding=encoding, spans_fn=spans_fn)
         for c, n in zip(chunks, n_tokens)
     ]
 
@@ -554,20 +580,8 @@ class ChunkEncoder:
     ) -> list[PlannedChunk]:
         """The chunks of ``doc`` still to encode (indices in ``skip`` are already stored); with ``bounds``
         (:meth:`bounds`) and ``indices``, only those of one window (:func:`prepare_document`)."""
-        p = self.encoding
-        return prepare_document(
-            doc,
-            chunking=p.chunking,
-            chunking_key=p.chunking_key,
-            spans_fn=self.spans_fn,
-            fingerprints=p.fingerprints,
-            count_tokens=document_token_counter(self.first),
-            max_length=p.max_length,
-            skip=skip,
-            subchunks=p.layout.subchunks,
-            bounds=bounds,
-            indices=indices,
-        )
+        count = document_token_counter(self.first)
+        return prepare_document(doc, self.encoding, self.spans_fn, count, skip=skip, bounds=bounds, indices=indices)
 
     def bounds(self, doc: SourceDocument) -> ChunkBounds:
         """Where each chunk of ``doc`` lies (one pass over its text, no chunk text kept): how many chunks it has,

@@ -40,6 +40,7 @@ from qdrant_tools.encoding import (
 )
 from qdrant_tools.ids import document_version, point_id
 from qdrant_tools.metadata import FUSED_WEIGHT_KEY, RECIPE_KEY, read_metadata, recorded_fused_weight
+from qdrant_tools.scroll import scroll_pages
 from qdrant_tools.spec import POSFAIR_PAYLOAD_INDEXES, create_payload_indexes
 from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
 
@@ -103,15 +104,10 @@ def fuse_collection(
     _create_target(client, target, info, vectors, weight, meta)
     total = client.count(source, exact=True).count
     bar = tqdm(total=total, desc=f"fusing {source!r} -> {target!r}", unit="point", disable=not show_progress)
-    offset = None
     with bar:
-        while True:
-            page, offset = client.scroll(source, limit=batch_size, offset=offset, with_payload=True, with_vectors=True)
-            if page:
-                client.upsert(target, [_fused_point(p, node, weight) for p in page], wait=True)
-                bar.update(len(page))
-            if offset is None:
-                break
+        for page in scroll_pages(client, source, page=batch_size, with_vectors=True):
+            client.upsert(target, [_fused_point(p, node, weight) for p in page], wait=True)
+            bar.update(len(page))
     stored = client.count(target, exact=True).count
     if stored != total:
         raise FuseError(

@@ -90,8 +90,6 @@ NODE_CONTENT = "_node_content"
 NODE_TYPE = "_node_type"
 DOCUMENT_ID = "document_id"
 REF_DOC_ID = "ref_doc_id"
-#: Top-level keys a payload sets over the metadata: LlamaIndex's record and ``_posfair``.
-RECORD_KEYS = (NODE_CONTENT, NODE_TYPE, DOCUMENT_ID, DOC_ID, REF_DOC_ID, POSFAIR)
 
 #: The filter keys of posfair's own fields in a format-2 payload (nested keys, as Qdrant filters name them).
 VERSION_KEY = f"{POSFAIR}.{VERSION}"
@@ -204,7 +202,7 @@ def posfair_record(
     chunking_key: str = "",
     subchunk_spans: list[list[int]] | None = None,
 ) -> dict[str, Any]:
-    """posfair's fields of one chunk (stored as the ``_posfair`` object, less the text: :func:`point_payload`).
+    """posfair's fields of one chunk (stored as the ``_posfair`` object, less the text: :func:`build_payload`).
 
     Args:
         doc: the document the chunk came from.
@@ -238,22 +236,6 @@ def posfair_record(
     if subchunk_spans is not None:
         fields[SUBCHUNK_SPANS] = subchunk_spans
     return fields
-
-
-def point_payload(
-    metadata: Mapping[str, Any], node_content: str, node_type: str, doc_id: str, fields: Mapping[str, Any]
-) -> dict[str, Any]:
-    """A point's payload: JSON ``metadata`` flat, LlamaIndex's node record, and posfair's ``fields``.
-
-    Args:
-        metadata: the node's metadata, JSON values already (:func:`json_metadata`).
-        node_content: the node as JSON, its text included (LlamaIndex's ``_node_content``).
-        node_type: the node's class name (``"TextNode"``).
-        doc_id: the document id (``document_id``, ``doc_id`` and ``ref_doc_id``).
-        fields: :func:`posfair_record` (its ``text`` is left out: ``node_content`` holds it).
-    """
-    record = {NODE_CONTENT: node_content, NODE_TYPE: node_type, DOCUMENT_ID: doc_id, DOC_ID: doc_id}
-    return {**metadata, **record, REF_DOC_ID: doc_id, POSFAIR: _stored(fields)}
 
 
 def _stored(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -298,21 +280,33 @@ def chunk_node_content(metadata: Mapping[str, Any], fields: Mapping[str, Any]) -
     return json.dumps(node, ensure_ascii=False)
 
 
-def build_payload(doc: SourceDocument, fields: dict[str, Any]) -> dict[str, Any]:
-    """Payload of one chunk ``posfair ingest`` writes, from its record ``fields`` (:func:`posfair_record`).
+def build_payload(
+    doc: SourceDocument, fields: Mapping[str, Any], node_record: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A point's payload (format 2): the node's metadata flat, LlamaIndex's node record, and posfair's ``fields``
+    under ``_posfair``; both writers build every payload here.
 
-    The node's metadata is the document's (JSON-safe), with the ``file_name`` and, for a paged
-    document, the page fields of the chunk (:func:`page_fields`) unless the document's metadata
-    has them (any of the page fields: they go together); the node record is :func:`chunk_node_content`.
+    Args:
+        doc: the document of the chunk; its ``doc_id`` is the record's ``document_id`` / ``doc_id`` /
+            ``ref_doc_id``.
+        fields: :func:`posfair_record` (its ``text`` is left out: ``_node_content`` holds it).
+        node_record: LlamaIndex's record of a node the vector store writes (its metadata flat, ``_node_content``
+            and ``_node_type``: ``node_to_metadata_dict``), kept as given; ``None`` for a chunk ``posfair
+            ingest`` writes, whose metadata is the document's (JSON-safe), with the ``file_name`` and, for a
+            paged document, the page fields of the chunk (:func:`page_fields`) unless the document's metadata
+            has them (any of the page fields: they go together), and whose node is :func:`chunk_node_content`.
 
     Raises:
         ValueError: document metadata a payload cannot hold (:func:`json_metadata`).
     """
-    metadata = json_metadata(doc.metadata, f"metadata of {doc.doc_id!r}")
-    metadata.setdefault(FILE_NAME, fields[FILE_NAME])
-    if not any(k in metadata for k in PAGE_FIELDS):  # the page fields go together
-        metadata.update({k: fields[k] for k in PAGE_FIELDS if k in fields})
-    return point_payload(metadata, chunk_node_content(metadata, fields), "TextNode", doc.doc_id, fields)
+    if node_record is None:
+        metadata = json_metadata(doc.metadata, f"metadata of {doc.doc_id!r}")
+        metadata.setdefault(FILE_NAME, fields[FILE_NAME])
+        if not any(k in metadata for k in PAGE_FIELDS):  # the page fields go together
+            metadata.update({k: fields[k] for k in PAGE_FIELDS if k in fields})
+        node_record = {**metadata, NODE_CONTENT: chunk_node_content(metadata, fields), NODE_TYPE: "TextNode"}
+    doc_id = doc.doc_id
+    return {**node_record, DOCUMENT_ID: doc_id, DOC_ID: doc_id, REF_DOC_ID: doc_id, POSFAIR: _stored(fields)}
 
 
 def rekeyed(payload: Mapping[str, Any], chunking_key: str, version: str) -> dict[str, Any]:

@@ -55,6 +55,7 @@ Example:
 from __future__ import annotations
 
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ from qdrant_tools.compat import check_writable
 from qdrant_tools.metadata import read_metadata
 from qdrant_tools.plan import StoredVersion
 from qdrant_tools.retry import RetryingClient, RetryPolicy, acall_with_retry
+from qdrant_tools.scroll import scroll_pages
 from qdrant_tools.spec import (
     CollectionMismatchError,
     CollectionSpec,
@@ -290,7 +292,14 @@ class QdrantWriter:
         totals: dict[tuple[str, str], int] = {}
         sources: dict[tuple[str, str], str] = {}
         fields = P.payload_fields(P.DOC_ID, P.VERSION, P.N_CHUNKS, P.CHUNK_INDEX, P.SOURCE)
-        for pl in map(P.posfair_fields, self._scroll_payloads(fields)):
+        pages = scroll_pages(
+            self.client,
+            self.collection,
+            page=_SCROLL_PAGE,
+            with_payload=models.PayloadSelectorInclude(include=fields),
+            scroll_filter=models.Filter(must=[_IS_POSFAIR]),
+        )
+        for pl in (P.posfair_fields(p.payload) for page in pages for p in page):
             if P.DOC_ID not in pl or P.VERSION not in pl:
                 continue
             key = (pl[P.DOC_ID], pl[P.VERSION])
@@ -303,22 +312,6 @@ class QdrantWriter:
             key = (doc_id, version)
             state[doc_id][version] = StoredVersion(frozenset(idx), totals[key], sources.get(key))
         return dict(state)
-
-    def _scroll_payloads(self, fields: list[str]) -> Iterable[dict[str, Any]]:
-        offset = None
-        flt = models.Filter(must=[_IS_POSFAIR])
-        while True:
-            points, offset = self.client.scroll(
-                self.collection,
-                scroll_filter=flt,
-                limit=_SCROLL_PAGE,
-                offset=offset,
-                with_vectors=False,
-                with_payload=models.PayloadSelectorInclude(include=fields),
-            )
-            yield from (p.payload or {} for p in points)
-            if offset is None:
-                return
 
     def upsert(self, batch: PointBatch) -> int:
         """Write ``batch`` with ``upsert(wait=True)`` (retried on transient errors); return its size.
@@ -351,6 +344,19 @@ class QdrantWriter:
         ordering = {"ordering": self.ordering} if self.ordering else {}
         await acall_with_retry(aclient.upsert, self.collection, points=points, wait=True, policy=self.retry, **ordering)
         return n
+
+    async def aensure(self, aclient: Any) -> bool:
+        """Create the collection from the spec, with its payload indexes, in ``aclient``'s store if it lacks it (an
+        app may give the async methods a store of their own); return whether it was created."""
+        if await aclient.collection_exists(self.collection):
+            return False
+        await aclient.create_collection(self.collection, **self.spec.create_kwargs())
+        with warnings.catch_warnings():  # local mode keeps no payload index and says so (create_payload_indexes)
+            warnings.simplefilter("ignore")
+            for index in self.spec.payload_indexes:
+                kind = models.PayloadSchemaType(index.type)
+                await aclient.create_payload_index(self.collection, index.field, kind, wait=True)
+        return True
 
     def points_of(self, batch: PointBatch) -> models.Batch:
         """``batch`` as the ``points`` of an upsert (also sent by an ``AsyncQdrantClient``).

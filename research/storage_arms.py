@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple
 from qdrant_client import models
 
 from qdrant_tools.encoding import BINARY_COPY, INT8_COPY
+from qdrant_tools.scroll import scroll_pages
 from qdrant_tools.sparse import SPARSE_VECTOR
 from qdrant_tools.subchunks import FUSED_VECTOR, SUBCHUNK_VECTOR
 
@@ -92,15 +93,11 @@ def copy_as(client: Any, source: str, target: str, arm: Arm, batch_size: int = 2
         metadata=config.metadata,
         optimizers_config=optimizers,
     )
-    offset, copied = None, 0
-    while True:
-        page, offset = client.scroll(source, limit=batch_size, offset=offset, with_payload=True, with_vectors=True)
-        if page:
-            points = [models.PointStruct(id=p.id, vector=dict(p.vector), payload=p.payload) for p in page]
-            client.upsert(target, points, wait=True)
-            copied += len(page)
-        if offset is None:
-            break
+    copied = 0
+    for page in scroll_pages(client, source, page=batch_size, with_vectors=True):
+        points = [models.PointStruct(id=p.id, vector=dict(p.vector), payload=p.payload) for p in page]
+        client.upsert(target, points, wait=True)
+        copied += len(page)
     if hasattr(client, "build_index"):
         client.build_index(target)
     return copied

@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.schema import BaseNode
@@ -25,6 +24,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from llamaindex_posfair.integrations.nodes import NODE_CONTENT
 from llamaindex_posfair.integrations.vector_store import PosFairVectorStore
+from qdrant_tools.scroll import scroll_pages
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
@@ -34,16 +34,6 @@ __all__ = ["NotALlamaIndexCollectionError", "adopt_llamaindex_collection", "chec
 
 class NotALlamaIndexCollectionError(ValueError):
     """The source collection does not hold LlamaIndex node records."""
-
-
-def _pages(client: StoreLike, collection: str, page: int) -> Iterator[list[Any]]:
-    offset = None
-    while True:
-        points, offset = client.scroll(collection, limit=page, offset=offset, with_payload=True, with_vectors=False)
-        if points:
-            yield points
-        if offset is None:
-            return
 
 
 def _node(payload: dict[str, Any]) -> BaseNode:
@@ -108,7 +98,7 @@ def adopt_llamaindex_collection(
         bar = tqdm(total=total, unit="node", desc=f"adopt {source} -> {target}")
     copied = 0
     try:
-        for points in _pages(client, source, batch_size):
+        for points in scroll_pages(client, source, page=batch_size):
             nodes = [_node(p.payload or {}) for p in points]
             store.add(nodes)
             copied += len(nodes)

@@ -1,11 +1,10 @@
 """LlamaIndex nodes <-> posfair points: the payload a node is stored with, and the node a hit becomes.
 
-Both writers produce the same payload (:mod:`qdrant_tools.payload`, format 2): ``posfair ingest``
-through :func:`qdrant_tools.encoding.prepare_document`, and
-:class:`~llamaindex_posfair.integrations.vector_store.PosFairVectorStore` through
-:func:`planned_nodes`: the node's metadata flat and LlamaIndex's node record (``_node_content``,
-``_node_type``, ``ref_doc_id``: what llama-index-vector-stores-qdrant stores), posfair's fields
-under ``_posfair``. A node round-trips with its id, metadata and relationships; a chunk ``posfair
+Both writers plan every point with :func:`qdrant_tools.encoding.plan_chunk`, so they store the same
+payload (:mod:`qdrant_tools.payload`, format 2): ``posfair ingest`` a document's chunks,
+:class:`~llamaindex_posfair.integrations.vector_store.PosFairVectorStore` nodes (:func:`planned_nodes`):
+the node's metadata flat and LlamaIndex's node record (``_node_content``, ``_node_type``, ``ref_doc_id``:
+what llama-index-vector-stores-qdrant stores), posfair's fields under ``_posfair``. A node round-trips with its id, metadata and relationships; a chunk ``posfair
 ingest`` wrote comes back with its document as ``ref_doc_id`` and its neighbouring chunks as prev /
 next. Every reader turns a hit into a node with :func:`hit_to_node`; points of payload format 1
 (flat posfair fields) read as they did.
@@ -30,8 +29,8 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_
 
 from qdrant_tools import payload as P
 from qdrant_tools.chunking import Chunk, SourceDocument
-from qdrant_tools.encoding import PlannedChunk, PointEncoding, subchunk_spans
-from qdrant_tools.ids import document_version, node_point_id, point_id
+from qdrant_tools.encoding import PlannedChunk, PointEncoding, plan_chunk
+from qdrant_tools.ids import node_point_id, point_id
 
 __all__ = ["NODE_METADATA", "check_embeddings", "hit_to_node", "planned_nodes", "without_empty"]
 
@@ -142,13 +141,7 @@ def _doc_versions(nodes: Sequence[BaseNode], encoding: PointEncoding) -> dict[st
     for node in nodes:
         hashes[_doc_id(node)].append(node.hash)
     return {
-        doc: (
-            document_version(
-                hashlib.sha256("\n".join(h).encode()).hexdigest(), encoding.chunking_key, encoding.fingerprints
-            ),
-            len(h),
-        )
-        for doc, h in hashes.items()
+        doc: (encoding.version(hashlib.sha256("\n".join(h).encode()).hexdigest()), len(h)) for doc, h in hashes.items()
     }
 
 
@@ -174,8 +167,9 @@ def _node_record(node: BaseNode) -> dict[str, Any]:
 def planned_nodes(
     nodes: Sequence[BaseNode], encoding: PointEncoding, spans_fn: Any, count_tokens: Any
 ) -> list[PlannedChunk]:
-    """``nodes`` as points to encode: deterministic ids from the node ids, the node's metadata top-level
-    (where filters reach it), LlamaIndex's node record and posfair's fields (:func:`qdrant_tools.payload.point_payload`).
+    """``nodes`` as points to encode (:func:`qdrant_tools.encoding.plan_chunk`, as ``posfair ingest`` plans its
+    chunks): deterministic ids from the node ids, the node's metadata top-level (where filters reach it),
+    LlamaIndex's node record and posfair's fields.
 
     Raises:
         ValueError: a node without text (leave them out with :func:`without_empty`), or metadata a
@@ -196,21 +190,17 @@ def planned_nodes(
         start = node.start_char_idx if isinstance(node, TextNode) and node.start_char_idx is not None else 0
         chunk = Chunk(seen[doc_id], text, start, start + len(text), int(n))
         seen[doc_id] += 1
-        source = str(node.metadata.get("file_path", doc_id))
-        doc = SourceDocument(doc_id, "", source, node.hash, metadata=node.metadata)
-        subchunks = encoding.layout.subchunks
-        spans = None if subchunks is None else subchunk_spans(chunk, subchunks, spans_fn)
-        fields = P.posfair_record(
+        doc = SourceDocument(doc_id, "", str(node.metadata.get("file_path", doc_id)), node.hash, metadata=node.metadata)
+        planned = plan_chunk(
             doc,
             chunk,
+            n_tokens=int(n),
             n_chunks=n_chunks,
             version=version,
-            fingerprints=encoding.fingerprints,
-            n_tokens=n,
-            truncated=n > encoding.max_length,
-            chunking_key=encoding.chunking_key,
-            subchunk_spans=spans,
+            encoding=encoding,
+            spans_fn=spans_fn,
+            node_record=record,
+            point_id=node_point_id(node.node_id),
         )
-        payload = P.point_payload(record, record[P.NODE_CONTENT], record[P.NODE_TYPE], doc_id, fields)
-        out.append(PlannedChunk(doc_id, node_point_id(node.node_id), text, payload))
+        out.append(planned)
     return out

@@ -49,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +71,7 @@ from llamaindex_posfair.integrations.gate import Gate
 from llamaindex_posfair.integrations.nodes import check_embeddings, hit_to_node, planned_nodes, without_empty
 from llamaindex_posfair.integrations.recipe import Recipe, aread_recipe, read_recipe
 from qdrant_tools.encoding import ChunkEncoder, document_token_counter
+from qdrant_tools.scroll import ascroll_pages, scroll_pages
 from qdrant_tools.search import (
     CollectionVectors,
     Hit,
@@ -93,7 +93,6 @@ __all__ = ["PosFairVectorStore"]
 
 _DENSE_MODES = (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.SEMANTIC_HYBRID)
 _SPARSE_MODES = (VectorStoreQueryMode.SPARSE, VectorStoreQueryMode.TEXT_SEARCH)
-_SCROLL_PAGE = 256
 #: MMR re-ranks this many times ``similarity_top_k`` candidates (LlamaIndex's default prefetch factor).
 MMR_PREFETCH_FACTOR = 4.0
 
@@ -339,7 +338,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
                 self.collection_name, encoding.vector_configs(), None, metadata, sparse=encoding.sparse_configs()
             )
             writer = QdrantWriter(self._client, spec, descriptions=encoding.descriptions)
-            if self._client is not None:  # async only: async_add creates the collection (_aensure_collection)
+            if self._client is not None:  # async only: async_add creates the collection (QdrantWriter.aensure)
                 writer.check()
             self._encoder, self._writer = ChunkEncoder(vectors, encoding), writer
         return self._encoder
@@ -415,24 +414,12 @@ class PosFairVectorStore(BasePydanticVectorStore):
         if kept:
             if self._client is not None:
                 await asyncio.to_thread(self._ready_writer)
-            await self._aensure_collection()
+            await self._writer.aensure(self._aclient)
             for batch_nodes, batch_chunks in self._batches(kept, chunks):
                 batch = await asyncio.to_thread(self._encode, batch_nodes, batch_chunks)
                 await self._writer.aupsert(self._aclient, batch)
         self._vectors = None
         return [n.node_id for n in kept]
-
-    async def _aensure_collection(self) -> None:
-        """Create the collection in the async client's store if it lacks it (an app may give a separate store)."""
-        if await self._aclient.collection_exists(self.collection_name):
-            return
-        spec = self._writer.spec
-        await self._aclient.create_collection(self.collection_name, **spec.create_kwargs())
-        with warnings.catch_warnings():  # local mode keeps no payload index and says so
-            warnings.simplefilter("ignore")
-            for index in spec.payload_indexes:
-                kind = models.PayloadSchemaType(index.type)
-                await self._aclient.create_payload_index(self.collection_name, index.field, kind, wait=True)
 
     # ------------------------------------------------------------------ querying
     def _sparse_query(self, text: str | None) -> Any:
@@ -623,12 +610,8 @@ class PosFairVectorStore(BasePydanticVectorStore):
         if not client.collection_exists(self.collection_name):
             raise _missing(self.collection_name)
         flt = self._filter(filters, node_ids=node_ids, qdrant_filters=kwargs.get("qdrant_filters"))
-        out, offset = [], None
-        while True:
-            points, offset = client.scroll(self.collection_name, **self._scroll_page(flt, limit, len(out), offset))
-            out.extend(points)
-            if offset is None or (limit is not None and len(out) >= limit):
-                return [self._stored_node(r) for r in out]
+        pages = scroll_pages(client, self.collection_name, **self._scroll_options(flt, limit))
+        return [self._stored_node(r) for page in pages for r in page]
 
     async def aget_nodes(
         self,
@@ -642,24 +625,12 @@ class PosFairVectorStore(BasePydanticVectorStore):
             raise _missing(self.collection_name)
         await self._aready()
         flt = self._filter(filters, node_ids=node_ids, qdrant_filters=kwargs.get("qdrant_filters"))
-        out, offset = [], None
-        while True:
-            page = self._scroll_page(flt, limit, len(out), offset)
-            points, offset = await self._aclient.scroll(self.collection_name, **page)
-            out.extend(points)
-            if offset is None or (limit is not None and len(out) >= limit):
-                return [self._stored_node(r) for r in out]
+        pages = ascroll_pages(self._aclient, self.collection_name, **self._scroll_options(flt, limit))
+        return [self._stored_node(r) async for page in pages for r in page]
 
-    def _scroll_page(self, flt: models.Filter | None, limit: int | None, read: int, offset: Any) -> dict[str, Any]:
-        """The ``scroll`` arguments of the next page: payloads and node vectors, at most ``limit - read`` points."""
-        size = _SCROLL_PAGE if limit is None else max(1, min(_SCROLL_PAGE, limit - read))
-        return {
-            "scroll_filter": flt,
-            "limit": size,
-            "offset": offset,
-            "with_payload": True,
-            "with_vectors": [self._node_vector()],
-        }
+    def _scroll_options(self, flt: models.Filter | None, limit: int | None) -> dict[str, Any]:
+        """What :meth:`get_nodes` scrolls: payloads and node vectors, at most ``limit`` points."""
+        return {"scroll_filter": flt, "limit": limit, "with_payload": True, "with_vectors": [self._node_vector()]}
 
     def _stored_node(self, record: Any) -> BaseNode:
         """A scrolled point as its node, with the node vector as its embedding."""

@@ -361,13 +361,9 @@ def posfair_store_recipe(node_parser: Any = None, store_embed_model: Any = None)
 def _stored_vectors(store: Any) -> int:
     """Dense vectors a posfair collection holds: per point its node vector and each multivector's rows."""
     from qdrant_tools import payload as P
+    from qdrant_tools.scroll import scroll_pages
 
-    records, offset = [], None
-    while True:  # every point, a page at a time
-        page, offset = store.client.scroll(store.collection_name, limit=1000, offset=offset, with_payload=True)
-        records.extend(page)
-        if offset is None:
-            break
+    records = [r for page in scroll_pages(store.client, store.collection_name, page=1000) for r in page]
     rows = sum(len(P.posfair_fields(r.payload).get(P.SUBCHUNK_SPANS) or []) for r in records)
     multivectors = len(store.client.get_collection(store.collection_name).config.params.vectors) - 1
     return len(records) + rows * multivectors

@@ -46,6 +46,7 @@ from qdrant_tools import payload as P
 from qdrant_tools.chunking import SourceDocument, content_hash
 from qdrant_tools.ingest import IngestConfig, ingest_documents
 from qdrant_tools.layout import NodeLayout
+from qdrant_tools.scroll import scroll_pages
 from qdrant_tools.search import SearchSettings, collection_vectors, search
 from qdrant_tools.sparse import Bm25Sparse
 from qdrant_tools.subchunks import SUBCHUNK_VECTOR
@@ -434,9 +435,7 @@ def read_vectors(client: Any, collection: str, column: dict[str, int]) -> NodeVe
     vectors = collection_vectors(client, collection)
     name = vectors.node_vector()
     ids, cols, nodes, subs, owner = [], [], [], [], []
-    offset = None
-    while True:
-        points, offset = client.scroll(collection, limit=256, offset=offset, with_payload=[P.DOC_ID], with_vectors=True)
+    for points in scroll_pages(client, collection, with_payload=[P.DOC_ID], with_vectors=True):
         for p in points:
             ids.append(str(p.id))
             cols.append(column[p.payload[P.DOC_ID]])
@@ -444,8 +443,6 @@ def read_vectors(client: Any, collection: str, column: dict[str, int]) -> NodeVe
             rows = p.vector.get(SUBCHUNK_VECTOR) or []
             subs.extend(np.asarray(r, dtype=np.float32) for r in rows)
             owner.extend([len(ids) - 1] * len(rows))
-        if offset is None:
-            break
     dim = len(nodes[0]) if nodes else 0
     return NodeVectors(
         ids=ids,

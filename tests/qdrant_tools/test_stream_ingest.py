@@ -17,7 +17,7 @@ from qdrant_tools.chunking import (
     iter_spans,
     whitespace_spans,
 )
-from qdrant_tools.encoding import ChunkEncoder, prepare_document
+from qdrant_tools.encoding import ChunkEncoder, PointEncoding, prepare_document
 from qdrant_tools.ingest import IngestConfig, ingest_path, planned_windows
 from qdrant_tools.layout import NodeLayout
 from qdrant_tools.payload import posfair_fields
@@ -127,15 +127,9 @@ def _doc(text: str, doc_id: str = "big.txt") -> SourceDocument:
 
 def test_point_ids_of_a_large_document_are_unchanged():
     """The ids the whole-document planner gave this document before planning was windowed."""
-    pcs = prepare_document(
-        _doc(big_text()),
-        chunking=ChunkingConfig(200, 20),
-        chunking_key="k",
-        spans_fn=whitespace_spans,
-        fingerprints={"calibrated": "f"},
-        count_tokens=lambda ts: [len(t.split()) + 2 for t in ts],
-        max_length=256,
-    )
+    layout = NodeLayout(chunk_tokens=200, overlap_tokens=20, subchunks=None)
+    encoding = PointEncoding(layout, {}, {"calibrated": "f"}, {}, 256, ChunkingConfig(200, 20), "k", "whitespace")
+    pcs = prepare_document(_doc(big_text()), encoding, whitespace_spans, lambda ts: [len(t.split()) + 2 for t in ts])
     ids = "".join(c.point_id for c in pcs)
     assert len(pcs) == 89 and pcs[0].point_id == "698d1fb4-f8a8-5682-9128-46f6520b3a9c"
     assert hashlib.sha256(ids.encode()).hexdigest() == (

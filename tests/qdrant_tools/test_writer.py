@@ -79,6 +79,16 @@ def test_ensure_creates_the_collection_with_the_spec_payload_indexes(recorded):
     assert params["calibrated"].size == 4 and params["calibrated"].distance == models.Distance.COSINE
 
 
+async def test_aensure_creates_the_same_collection_and_indexes_through_an_async_client(client, recorded):
+    from qdrant_tools.store.async_store import AsyncStore
+
+    writer = QdrantWriter(client, spec())
+    assert await writer.aensure(AsyncStore(recorded)) is True and await writer.aensure(AsyncStore(recorded)) is False
+    calls = [c.args for c in recorded.create_payload_index.call_args_list]
+    assert calls == [("c", "doc_id", KEYWORD), ("c", "_posfair.version", KEYWORD), ("c", "_posfair.format", INTEGER)]
+    assert recorded.create_collection.call_count == 1 and writer.check() is True  # the spec's collection
+
+
 def test_schema_mismatch_raises_before_any_write(client, recorded):
     ensure_collection(client, "c", [VectorConfig(name="calibrated", size=8)])
     writer = QdrantWriter(recorded, spec(size=4), descriptions={"calibrated": "tiny-bert (fingerprint f1)"})
