@@ -155,5 +155,8 @@ def test_a_collection_written_before_recipes_is_read_with_the_default_of_then(
     r = PosFairRetriever(client, "old")  # neither spec nor encoder: calibrated as then, else its plain view
     assert r.encoder.calibration == calibration and CalibrationConfig() == UNRECORDED_CALIBRATION
     assert r.encoder.fingerprint() == writer.fingerprint()
-    assert r.retrieve("waggle dance of honeybees")[0].node.ref_doc_id == "honeybees.txt"
+    ranked = [n.node.node_id for n in r.retrieve("waggle dance of honeybees")]
+    assert len(ranked) == 5 and ranked == [
+        n.node.node_id for n in PosFairRetriever(client, "old", encoder=writer).retrieve("waggle dance of honeybees")
+    ]
     client.close()
