@@ -218,8 +218,8 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--no-calibration",
         action="store_true",
-        help="plain model, no calibration (default: the collection's, else plain; ingest --no-subchunks and "
-        "--both-vectors, and query on a collection without a recipe, calibrate unless given this flag)",
+        help="plain model, no calibration (the default, unless a collection records one; ingest --no-subchunks and "
+        "query on a collection without a recipe calibrate unless given this flag)",
     )
     g.add_argument(
         "--preset",
