@@ -247,3 +247,16 @@ def test_a_collection_written_before_recipes_is_searched_as_then():
     assert (then.prefetch_limit, then.prefetch_max, then.exact_up_to) == (100, None, 10_000)
     assert then != SearchSettings()
     assert recorded_search(Recipe.default()) == SearchSettings()
+
+
+def test_a_plain_calibration_survives_the_embedded_stores_record_on_disk(tmp_path):
+    from qdrant_client import models
+
+    from qdrant_tools.store import open_store
+
+    with open_store(str(tmp_path / "q")) as client:  # collection.json is written without None fields at its top
+        vectors = {"vanilla": models.VectorParams(size=4, distance=models.Distance.COSINE)}
+        client.create_collection("c", vectors_config=vectors, metadata=Recipe.default().metadata())
+    with open_store(str(tmp_path / "q")) as client:
+        vector = client.get_collection("c").config.metadata[RECIPE_KEY]["vectors"]["vanilla"]
+    assert "calibration" in vector and vector["calibration"] is None
