@@ -175,6 +175,7 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
+    from llamaindex_posfair.calibration.config import CalibrationConfig
     from llamaindex_posfair.encoders.spec import EncoderSpec
     from llamaindex_posfair.serve import config as C
     from llamaindex_posfair.serve import runner
@@ -185,7 +186,8 @@ def main() -> None:
     bodies = [
         {"input": [texts[(i * k + j) % len(texts)] for j in range(k)], "input_type": args.input_type} for i in range(n)
     ]
-    spec = EncoderSpec(model=args.model, device=args.device, dtype=args.dtype).pinned()
+    calibration = CalibrationConfig()  # the encoder measured in docs/serving.md
+    spec = EncoderSpec(model=args.model, calibration=calibration, device=args.device, dtype=args.dtype).pinned()
     scaling = C.ScalingConfig(replicas=args.replicas, num_cpus=args.num_cpus, num_gpus=args.num_gpus)
     owns = runner.ensure_ray(None, args.local_cpus, log_to_driver=False)
     import ray

@@ -63,7 +63,7 @@ def main() -> int:
     from qdrant_tools import IngestConfig, ingest_path
     from qdrant_tools.store import open_store
 
-    encoder = PosFairEncoder(BUNDLED_MINILM, calibration=None)  # the default pipeline: sub-chunks, uncalibrated
+    encoder = PosFairEncoder(BUNDLED_MINILM)  # the default pipeline's encoder: plain (sub-chunks, uncalibrated)
     with tempfile.TemporaryDirectory() as tmp:
         client = open_store(os.path.join(tmp, "qdrant"))  # embedded Qdrant Edge, on disk
         try:

@@ -13,7 +13,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from sentence_transformers import SentenceTransformer
 
-from llamaindex_posfair import PosFairEncoder, bundled_model_path
+from llamaindex_posfair import CalibrationConfig, PosFairEncoder, bundled_model_path
 from llamaindex_posfair.dump import (
     DumpConfig,
     DumpTrainingConfig,
@@ -41,7 +41,7 @@ def main(out: str) -> None:
     reloaded = SentenceTransformer(out)
     ids = reloaded.preprocess(["what causes the tides"])["input_ids"][0]
     print(reloaded.tokenizer.convert_ids_to_tokens(ids.tolist()))
-    encoder = PosFairEncoder(out)  # calibration on; DUMP positions are isolated automatically
+    encoder = PosFairEncoder(out, calibration=CalibrationConfig())  # calibrated: DUMP positions isolated automatically
     print(encoder.encode_queries(["what causes the tides"]).shape, "dump tokens:", encoder.dump_tokens)
 
 

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     from llamaindex_posfair import PosFairEmbedding, PosFairNodeParser, PosFairVectorStore
 
     folder = args.store or tempfile.mkdtemp(prefix="posfair-example-")
-    embed = PosFairEmbedding(calibration=None)  # the bundled all-MiniLM-L6-v2, plain: the shipped default
+    embed = PosFairEmbedding()  # the bundled all-MiniLM-L6-v2, plain: the shipped default
     store = PosFairVectorStore("docs", path=folder, embed_model=embed)
     docs = SimpleDirectoryReader(args.data, filename_as_id=True).load_data()
 

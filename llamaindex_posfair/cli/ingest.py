@@ -47,12 +47,13 @@ def add_vector_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--vector-name",
         default=None,
-        help='Qdrant vector name (default: "calibrated", or "vanilla" with --no-calibration)',
+        help='Qdrant vector name (default: "vanilla" for the plain encoder, "calibrated" with calibration on)',
     )
     p.add_argument(
         "--both-vectors",
         action="store_true",
-        help='store a "vanilla" and a "calibrated" vector per chunk (one model load)',
+        help='store a "vanilla" and a "calibrated" vector per chunk (one model load; the calibration flags\' '
+        "calibration, else the published CalibrationConfig)",
     )
 
 
@@ -91,7 +92,9 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
         help=f"sentences shared by neighbouring sub-chunks (default {SubchunkConfig().overlap_sentences})",
     )
     g.add_argument(
-        "--no-subchunks", action="store_true", help="the single-vector layout: one vector per node (less storage)"
+        "--no-subchunks",
+        action="store_true",
+        help="the single-vector layout: one vector per node (less storage), calibrated unless --no-calibration",
     )
     g.add_argument(
         "--subchunk-quantization",
@@ -308,10 +311,12 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
 def encoder_set_from_args(args: argparse.Namespace) -> Any:
     """The named vectors the flags describe (an ``EncoderSet`` of one model).
 
-    Without calibration flags the sub-chunk layout is stored uncalibrated (calibration buys nothing
-    at 32-token sub-chunks and costs ingest time; research/results/default_pipeline/sweep.md); the
-    single-vector layout and ``--both-vectors`` keep calibration on.
+    Without calibration flags the sub-chunk layout is stored uncalibrated (``EncoderSpec()``'s default:
+    calibration buys nothing at 32-token sub-chunks and costs ingest time;
+    research/results/default_pipeline/sweep.md); the single-vector layout and ``--both-vectors`` calibrate
+    with ``CalibrationConfig()`` (whole nodes, where calibration helps; a calibrated vector).
     """
+    from llamaindex_posfair.calibration.config import CalibrationConfig
     from llamaindex_posfair.encoders.spec import EncoderSet
 
     if args.both_vectors and args.runtime not in (None, "torch"):
@@ -320,10 +325,10 @@ def encoder_set_from_args(args: argparse.Namespace) -> Any:
             "needs attention hooks, which only --runtime torch has); drop --both-vectors to store the plain vector, "
             "or pass --runtime torch"
         )
-    off = not args.no_subchunks and not args.both_vectors
+    calibration = CalibrationConfig() if args.no_subchunks or args.both_vectors else None
     try:
         return EncoderSet.single(
-            options.spec_from_args(args, calibration_off_by_default=off), both=args.both_vectors, name=args.vector_name
+            options.spec_from_args(args, calibration), both=args.both_vectors, name=args.vector_name
         )
     except ValueError as exc:
         raise CliError(

@@ -218,17 +218,28 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--no-calibration",
         action="store_true",
-        help="plain model, no calibration (posfair ingest: the default with sub-chunks; --preset paper calibrates)",
+        help="plain model, no calibration (the default, unless a collection records one; ingest --no-subchunks and "
+        "query on a collection without a recipe calibrate unless given this flag)",
     )
     g.add_argument(
         "--preset",
         default=None,
-        help='a named calibration preset instead of --basket-size/--strength/--layers: "paper" or "posfair-minilm"',
+        help='calibrate with a named preset instead of --basket-size/--strength/--layers: "paper" (the published '
+        'settings) or "posfair-minilm"',
     )
-    g.add_argument("--basket-size", type=int, default=None, help="calibration basket size B (default 128)")
-    g.add_argument("--strength", type=float, default=None, help="calibration strength lambda in [0, 1] (default 0.5)")
     g.add_argument(
-        "--layers", default=None, help='calibrated layer set: "last", "last_half" (default) or indices "3,4,5"'
+        "--basket-size", type=int, default=None, help="calibrate with basket size B (the calibration default: 128)"
+    )
+    g.add_argument(
+        "--strength",
+        type=float,
+        default=None,
+        help="calibrate with strength lambda in [0, 1] (the calibration default: 0.5)",
+    )
+    g.add_argument(
+        "--layers",
+        default=None,
+        help='calibrate this layer set: "last", "last_half" (the calibration default) or indices "3,4,5"',
     )
     g.add_argument(
         "--max-length", type=int_at_least(1), default=None, help="tokens per text incl. special (default: model's)"
@@ -306,11 +317,11 @@ def error_message(exc: Exception) -> str:
     return "; ".join(clauses)
 
 
-def calibration_from_args(args: argparse.Namespace, off_by_default: bool = False) -> Any:
+def calibration_from_args(args: argparse.Namespace, default: Any = None) -> Any:
     """The ``CalibrationConfig`` the flags describe (``None`` with ``--no-calibration``).
 
-    ``off_by_default``: no calibration flag at all means no calibration (the sub-chunk
-    layout of ``posfair ingest``, where the dev sweep found calibration buys nothing).
+    ``default``: the calibration when no calibration flag is given: ``None`` (the plain model, as
+    ``EncoderSpec()``), or a ``CalibrationConfig`` where a command calibrates by default.
 
     Raises:
         CliError: ``--preset`` together with basket/strength/layers flags, an unknown preset, invalid values.
@@ -322,8 +333,8 @@ def calibration_from_args(args: argparse.Namespace, off_by_default: bool = False
 
     explicit = {"basket_size": args.basket_size, "strength": args.strength, "layers": args.layers}
     given = {k: v for k, v in explicit.items() if v is not None}
-    if off_by_default and not (given or args.preset or args.no_calibration):
-        return None
+    if not (given or args.preset or args.no_calibration):
+        return default
     if args.no_calibration:
         if given or args.preset:
             raise CliError("--no-calibration switches calibration off; drop --preset/--basket-size/--strength/--layers")
@@ -420,10 +431,10 @@ def spec_for_recipe(args: argparse.Namespace, recipe: Any, vector: str | None = 
         raise CliError(str(exc)) from None
 
 
-def spec_from_args(args: argparse.Namespace, calibration_off_by_default: bool = False) -> Any:
+def spec_from_args(args: argparse.Namespace, calibration: Any = None) -> Any:
     """The :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` the model flags describe.
 
-    ``calibration_off_by_default``: see :func:`calibration_from_args`.
+    ``calibration``: the calibration without calibration flags (:func:`calibration_from_args`'s ``default``).
 
     Raises:
         CliError: an invalid value (the message names the flag's field).
@@ -433,7 +444,7 @@ def spec_from_args(args: argparse.Namespace, calibration_off_by_default: bool = 
     from llamaindex_posfair.encoders.spec import EncoderSpec
 
     try:
-        return EncoderSpec(**_flag_fields(args), calibration=calibration_from_args(args, calibration_off_by_default))
+        return EncoderSpec(**_flag_fields(args), calibration=calibration_from_args(args, calibration))
     except ValidationError as exc:
         raise CliError(error_message(exc)) from None
 

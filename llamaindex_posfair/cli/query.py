@@ -219,7 +219,7 @@ class _Answerer:
         if args.rerank and remote:
             raise CliError("--rerank runs the reranker in this process; drop --endpoint or --rerank")
         recipe = _recipe(args, client)
-        spec = options.spec_for_recipe(args, recipe, args.vector_name) if recipe else options.spec_from_args(args)
+        spec = options.spec_for_recipe(args, recipe, args.vector_name) if recipe else _unrecorded_spec(args)
         errors: tuple[type[Exception], ...] = (FingerprintMismatchError, ValueError)
         if remote:
             from llamaindex_posfair.serve.client import ServeError
@@ -279,6 +279,14 @@ def _recipe(args: argparse.Namespace, client: StoreLike) -> Any:
         ) from None
     except ValueError as exc:
         raise CliError(str(exc)) from None
+
+
+def _unrecorded_spec(args: argparse.Namespace) -> Any:
+    """The flags' spec for a collection written before recipes: calibrated as then, unless the flags say otherwise
+    (a plain vector there is read by the encoder's plain view: the gate's ``check_reader``)."""
+    from llamaindex_posfair.integrations.gate import UNRECORDED_CALIBRATION
+
+    return options.spec_from_args(args, UNRECORDED_CALIBRATION)
 
 
 def _reranker(args: argparse.Namespace, encoder: Any, recipe: Any) -> Any:

@@ -143,14 +143,14 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 
 def _encoder_spec(args: argparse.Namespace) -> Any:
-    """The served encoder: the recipe of ``--collection``, or the flags over the default pipeline's
+    """The served encoder: the recipe of ``--collection``, or the flags over ``EncoderSpec()``
     (uncalibrated, as ``posfair ingest`` writes by default; calibration flags switch it on).
 
     Raises:
         CliError: the collection is missing or records no recipe, or a flag contradicts its recipe.
     """
     if args.collection is None:
-        return options.spec_from_args(args, calibration_off_by_default=True)
+        return options.spec_from_args(args)
     from llamaindex_posfair.integrations.recipe import read_recipe
 
     client = options.open_client(args, must_exist=not args.qdrant_url)

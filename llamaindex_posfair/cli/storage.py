@@ -187,9 +187,7 @@ def run_adopt(args: argparse.Namespace) -> int:
     client = options.open_client(args, must_exist=args.qdrant_url is None)
     try:
         check_llamaindex_source(client, args.from_llamaindex, args.to)  # before the model loads
-        embed = PosFairEmbedding(
-            encoder=options.load_spec(options.spec_from_args(args, calibration_off_by_default=True), args)
-        )
+        embed = PosFairEmbedding(encoder=options.load_spec(options.spec_from_args(args), args))
         n = adopt_llamaindex_collection(
             client, args.from_llamaindex, args.to, embed_model=embed, show_progress=not args.json
         )

@@ -70,7 +70,8 @@ class PosFairEncoder(SpecSettings):
     Args:
         model_name_or_path: a local folder, a hub name, :data:`BUNDLED_MINILM`, or an
             already loaded ``SentenceTransformer`` (recorded as model ``"in-memory"``).
-        calibration: the calibration settings, or ``None`` for a plain encoder.
+        calibration: the calibration settings (e.g. ``CalibrationConfig()``), or ``None`` (default) for the
+            plain encoder, as :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` defaults.
         spec: a complete :class:`EncoderSpec` instead of the two arguments above.
         **settings: any other :class:`EncoderSpec` field: ``backend``, ``max_length``,
             ``device``, ``dtype``, ``query_prompt``, ``document_prompt``, ``normalize``,
@@ -102,7 +103,7 @@ class PosFairEncoder(SpecSettings):
     def __init__(
         self,
         model_name_or_path: Any = BUNDLED_MINILM,
-        calibration: CalibrationConfig | None = CalibrationConfig(),
+        calibration: CalibrationConfig | None = None,
         *,
         spec: EncoderSpec | None = None,
         **settings: Any,

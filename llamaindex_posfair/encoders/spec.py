@@ -18,9 +18,9 @@ before the runtime choice existed stay valid.
 
 Example:
     >>> from llamaindex_posfair.encoders.spec import EncoderSpec
-    >>> spec = EncoderSpec(calibration=None, max_length=256)
-    >>> spec.model
-    'bundled:all-MiniLM-L6-v2'
+    >>> spec = EncoderSpec(max_length=256)
+    >>> spec.model, spec.calibration
+    ('bundled:all-MiniLM-L6-v2', None)
     >>> spec.fingerprint() == spec.model_copy(update={"device": "cpu", "batch_size": 8}).fingerprint()
     True
     >>> enc = spec.load()  # doctest: +SKIP
@@ -97,7 +97,10 @@ class EncoderSpec(BaseModel):
         weights: content hash of the model's files; ``None`` until the spec is
             pinned (:meth:`pinned`, done by :meth:`load`). A pinned spec refuses to
             load files whose contents changed.
-        calibration: position-fair calibration, or ``None`` for the plain model.
+        calibration: position-fair calibration (e.g. ``CalibrationConfig()`` or
+            :func:`~llamaindex_posfair.calibration.presets.preset`), or ``None`` (default) for the plain
+            model: the encoder of the shipped sub-chunk layout, which ``posfair ingest`` records
+            (docs/encoders.md says why).
         pooling: load ``model`` as a plain transformers model pooled with
             ``"cls"``, ``"last"`` or ``"mean"``; ``None`` loads it as a
             sentence-transformers model with its own pooling.
@@ -132,8 +135,9 @@ class EncoderSpec(BaseModel):
         None, description="Content hash of the model files (filled when the spec is pinned); None = not pinned yet."
     )
     calibration: CalibrationConfig | None = Field(
-        default_factory=CalibrationConfig,
-        description="Position-fair calibration (basket size, strength, layers, ...); None = the plain model.",
+        None,
+        description="Position-fair calibration (basket size, strength, layers, ...); None (default) = the plain "
+        "model, as posfair ingest stores the sub-chunk layout.",
     )
     pooling: PoolingName | None = Field(
         None, description='Load as a plain transformers model pooled with "cls", "last" or "mean"; None = ST pooling.'
@@ -324,7 +328,8 @@ class EncoderSet(BaseModel):
 
     Example:
         >>> from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
-        >>> s = EncoderSet.single(EncoderSpec(), both=True)
+        >>> from llamaindex_posfair.calibration.config import CalibrationConfig
+        >>> s = EncoderSet.single(EncoderSpec(calibration=CalibrationConfig()), both=True)
         >>> sorted(s.vectors)
         ['calibrated', 'vanilla']
         >>> encoders = s.load(device="cpu")  # doctest: +SKIP
@@ -338,7 +343,7 @@ class EncoderSet(BaseModel):
     @classmethod
     def _check_vectors(cls, value: Mapping[str, EncoderSpec]) -> dict[str, EncoderSpec]:
         if not value:
-            raise ValueError("vectors must name at least one vector, e.g. {'calibrated': EncoderSpec()}")
+            raise ValueError("vectors must name at least one vector, e.g. {'vanilla': EncoderSpec()}")
         for name in value:
             if not isinstance(name, str) or not name:
                 raise ValueError(f"vector names must be non-empty strings, got {name!r}")

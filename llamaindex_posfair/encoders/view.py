@@ -23,10 +23,10 @@ class CalibrationView(SpecSettings):
     own calibration by accident.
 
     Example:
-        >>> from llamaindex_posfair import BUNDLED_MINILM, PosFairEncoder
-        >>> enc = PosFairEncoder(BUNDLED_MINILM)             # doctest: +SKIP
-        >>> plain = CalibrationView(enc, None)               # doctest: +SKIP
-        >>> vectors = {"vanilla": plain, "calibrated": enc}  # doctest: +SKIP
+        >>> from llamaindex_posfair import BUNDLED_MINILM, CalibrationConfig, PosFairEncoder
+        >>> enc = PosFairEncoder(BUNDLED_MINILM, calibration=CalibrationConfig())  # doctest: +SKIP
+        >>> plain = CalibrationView(enc, None)                                     # doctest: +SKIP
+        >>> vectors = {"vanilla": plain, "calibrated": enc}                        # doctest: +SKIP
     """
 
     def __init__(self, encoder: Any, calibration: CalibrationConfig | None) -> None:

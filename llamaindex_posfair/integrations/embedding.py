@@ -1,4 +1,4 @@
-"""``PosFairEmbedding``: a LlamaIndex embedding model with position-fair calibration."""
+"""``PosFairEmbedding``: a LlamaIndex embedding model of a position-fair encoder (plain or calibrated)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ DEFAULT_MODEL = BUNDLED_MINILM
 
 
 class PosFairEmbedding(BaseEmbedding):
-    """LlamaIndex embedding model that encodes with position-fair attention calibration.
+    """LlamaIndex embedding model of a position-fair encoder: by default the plain model, the encoder of the
+    sub-chunk layout ``posfair ingest`` writes; ``calibration=CalibrationConfig()`` (or a preset) switches
+    position-fair attention calibration on.
 
     Every encoder setting lives in one field, ``spec`` (an
     :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`, pinned to the content hash
@@ -52,7 +54,7 @@ class PosFairEmbedding(BaseEmbedding):
 
     Args:
         model_name: model folder, hub name or ``"bundled:all-MiniLM-L6-v2"`` (default).
-        calibration: calibration settings, or ``None`` for the plain model.
+        calibration: calibration settings (e.g. ``CalibrationConfig()``), or ``None`` (default) for the plain model.
         spec: a whole :class:`EncoderSpec` instead of ``model_name``/``calibration``/settings.
         encoder: an already loaded ``PosFairEncoder`` (or view) to reuse, e.g. shared with a
             reranker; the spec is then the encoder's.

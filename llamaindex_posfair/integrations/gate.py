@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.store.protocol import StoreLike
 
-__all__ = ["FingerprintMismatchError", "Gate", "conflict", "contradiction", "settle"]
+__all__ = ["UNRECORDED_CALIBRATION", "FingerprintMismatchError", "Gate", "conflict", "contradiction", "settle"]
 
 #: The text another LlamaIndex embedding and the collection's encoder both embed to show they are one model.
 PROBE_TEXT = "The tide rises twice a day; a lighthouse keeper logs its height at dawn and at dusk."
@@ -48,6 +48,9 @@ PROBE_TEXT = "The tide rises twice a day; a lighthouse keeper logs its height at
 SAME_ENCODER_COSINE = 0.99
 #: The recorded fields a reader may change: they round the same vectors differently.
 ROUNDING_FIELDS = ("dtype", "runtime")
+#: The calibration that reads a collection written before recipes when none is given: the default of that time
+#: (calibrated); :meth:`Gate.check_reader` reads a plain vector there with the encoder's plain view.
+UNRECORDED_CALIBRATION = CalibrationConfig()
 
 
 class FingerprintMismatchError(CollectionMismatchError):

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.spec import VECTOR_FIELDS, EncoderSet, EncoderSpec
 from llamaindex_posfair.integrations.gate import conflict, contradiction, settle
 from qdrant_tools.driver import IngestSettings
@@ -73,9 +74,10 @@ class _Frozen(BaseModel):
 
 #: The search fields that say how the dense and the BM25 rankings are fused.
 FUSION_FIELDS = ("fusion", "fusion_limit", "sparse_weight", "rrf_k")
-#: What a layout or search field missing from a recorded recipe meant when it was written (a recipe records every
-#: field of its time; these are the fields whose default has since become the product's).
-_BEFORE_PRODUCT_DEFAULTS = {
+#: What a layout, search or encoder field missing from a recorded recipe meant when it was written (a recipe records
+#: every field of its time; these are the fields whose default has since become the product's).
+_BEFORE_PRODUCT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "vector": {"calibration": CalibrationConfig()},
     "layout": {"fused_weight": None, "node_quantization": None, "node_on_disk": False, "fused_quantization": None},
     "search": {"prefetch_limit": 100, "prefetch_max": None, "exact_up_to": 10_000, "fusion": "rrf", "fusion_limit": 50},
 }
@@ -90,11 +92,12 @@ def recorded_search(recipe: Recipe | None) -> SearchSettings:
 
 
 def _read_back(record: Mapping[str, Any]) -> dict[str, Any]:
-    """``record`` (a recorded recipe) with its layout and search as they were meant when written: a flat
+    """``record`` (a recorded recipe) with its encoders, layout and search as they were meant when written: a flat
     ``"chunking"`` (``subchunk_tokens``, ``subchunk_overlap``) as its layout, a layout field recorded by its earlier
     name under today's (:func:`qdrant_tools.layout.layout_fields`: ``node_int8``, ``subchunk_int8``,
-    ``node_from_subchunks``), a missing field as it was then, and a missing search node weight as the layout's fused
-    weight (recorded once, in the layout), else 0."""
+    ``node_from_subchunks``), a missing field as it was then (an encoder without ``calibration``: calibrated, the
+    default then), and a missing search node weight as the layout's fused weight (recorded once, in the layout),
+    else 0."""
     data = dict(record)
     flat = dict(data.pop("chunking", None) or {})
     if "layout" not in data and flat:
@@ -105,6 +108,9 @@ def _read_back(record: Mapping[str, Any]) -> dict[str, Any]:
     layout = {**_BEFORE_PRODUCT_DEFAULTS["layout"], **layout_fields(data.get("layout", {}))}
     fused = layout["fused_weight"]
     search = {**_BEFORE_PRODUCT_DEFAULTS["search"], "node_weight": 0.0 if fused is None else fused}
+    if isinstance(data.get("vectors"), Mapping):
+        was = _BEFORE_PRODUCT_DEFAULTS["vector"]
+        data["vectors"] = {n: {**was, **v} if isinstance(v, Mapping) else v for n, v in data["vectors"].items()}
     return {**data, "layout": layout, "search": {**search, **data.get("search", {})}}
 
 
@@ -142,7 +148,7 @@ class Recipe(_Frozen):
     def default(cls) -> Recipe:
         """The default pipeline: the bundled MiniLM, uncalibrated, with ``NodeLayout()``, ``SearchSettings()``
         and BM25."""
-        return cls.for_encoder(EncoderSpec(calibration=None))
+        return cls.for_encoder(EncoderSpec())
 
     @classmethod
     def for_encoder(cls, spec: EncoderSpec) -> Recipe:

@@ -13,6 +13,7 @@ from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRan
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
+from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.spec import UNSET, EncoderSpec
 from llamaindex_posfair.integrations.embedding import local_encoder
 from llamaindex_posfair.integrations.encoder_site import encoder_site
@@ -31,6 +32,16 @@ _MODES = {"none": MetadataMode.NONE, "embed": MetadataMode.EMBED, "llm": Metadat
 def _minmax(x: np.ndarray) -> np.ndarray:
     lo, hi = float(x.min()), float(x.max())
     return np.zeros_like(x) if hi - lo <= 1e-12 else (x - lo) / (hi - lo)
+
+
+def calibrated_spec() -> EncoderSpec:
+    """The reranker's encoder when none is given: the bundled MiniLM, calibrated (``CalibrationConfig()``).
+
+    Unlike :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`, whose default is the plain model of the
+    sub-chunk layout, the reranker calibrates by default: its default scoring embeds each whole candidate as one
+    vector, where calibration helps (docs/evidence.md).
+    """
+    return EncoderSpec(calibration=CalibrationConfig())
 
 
 def drop_duplicates(nodes: list[NodeWithScore]) -> list[NodeWithScore]:
@@ -54,8 +65,8 @@ def drop_duplicates(nodes: list[NodeWithScore]) -> list[NodeWithScore]:
 class PosFairRerank(BaseNodePostprocessor):
     """Re-score the nodes any retriever returned with a position-fair bi-encoder.
 
-    The query and every candidate's text are embedded with a calibrated (or
-    DUMP-prefixed) :class:`~llamaindex_posfair.PosFairEncoder`; the new score
+    The query and every candidate's text are embedded with a calibrated (by
+    default: :func:`calibrated_spec`), plain or DUMP-prefixed :class:`~llamaindex_posfair.PosFairEncoder`; the new score
     is their cosine similarity — of the whole candidate (``scoring="node"``), of
     its best sentence-aligned sub-chunk (``"subchunks"``: a fact late in a long
     node counts as much as one up front), or both weighted (``"weighted"``). This gives
@@ -80,7 +91,8 @@ class PosFairRerank(BaseNodePostprocessor):
     Args:
         top_n: nodes returned, best first.
         model_name: model folder, hub name or ``"bundled:all-MiniLM-L6-v2"`` (default).
-        calibration: calibration settings; ``None`` re-scores with the plain model.
+        calibration: calibration settings (default ``CalibrationConfig()`` when neither ``spec`` nor ``encoder``
+            is given: :func:`calibrated_spec`); ``None`` re-scores with the plain model.
         spec: a whole :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` instead of
             ``model_name``/``calibration``/settings (``batch_size`` = candidates per forward pass).
         keep_retrieval_score: copy each node's first-stage score to
@@ -113,8 +125,9 @@ class PosFairRerank(BaseNodePostprocessor):
 
     top_n: int = Field(default=5, gt=0, description="Number of nodes returned, best first.")
     spec: EncoderSpec = Field(
-        default_factory=EncoderSpec,
-        description="Every encoder setting (model and weights hash, calibration, prompts, max length, dtype, ...).",
+        default_factory=calibrated_spec,
+        description="Every encoder setting (model and weights hash, calibration, prompts, max length, dtype, ...); "
+        "default: the bundled MiniLM, calibrated.",
     )
     keep_retrieval_score: bool = Field(
         default=False, description="Keep the first-stage score in node.metadata['retrieval_score']."
@@ -168,6 +181,8 @@ class PosFairRerank(BaseNodePostprocessor):
         **settings: Any,
     ) -> None:
         own = {k: settings.pop(k) for k in list(settings) if k in type(self).model_fields}
+        if spec is None and encoder is None and calibration is UNSET:
+            calibration = calibrated_spec().calibration
         spec, site = encoder_site(
             spec, model_name, calibration, encoder, settings, endpoint=endpoint, timeout_s=endpoint_timeout_s
         )

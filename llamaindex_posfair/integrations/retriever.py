@@ -30,7 +30,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.filters import to_qdrant_filter
-from llamaindex_posfair.integrations.gate import FingerprintMismatchError, Gate
+from llamaindex_posfair.integrations.gate import UNRECORDED_CALIBRATION, FingerprintMismatchError, Gate
 from llamaindex_posfair.integrations.nodes import hit_to_node
 from llamaindex_posfair.integrations.recipe import Recipe, read_recipe, recorded_search
 from qdrant_tools.search import CollectionVectors, Hit, SearchSettings, asearch, collection_vectors, search
@@ -101,7 +101,7 @@ class PosFairRetriever(BaseRetriever):
         client: a ``QdrantClient`` or the embedded store (the caller closes it; see :meth:`from_path`).
         collection: the collection written by ``posfair ingest`` or ``PosFairVectorStore``.
         spec: the encoder (an ``EncoderSpec``; default: the collection's recipe, or for a collection written
-            before recipes the bundled MiniLM, calibrated) — or pass ``encoder``. With a recipe, the fields
+            before recipes the bundled MiniLM, calibrated as then: ``UNRECORDED_CALIBRATION``) — or pass ``encoder``. With a recipe, the fields
             ``spec`` sets explicitly must agree with it.
         encoder: an already loaded ``PosFairEncoder`` to reuse.
         endpoint: URL of a ``posfair serve`` server that encodes the queries (nothing is loaded here);
@@ -166,7 +166,9 @@ class PosFairRetriever(BaseRetriever):
             remote = remote_query_encoder(endpoint, spec, endpoint_timeout_s)
             self.encoder = gate.check_reader(remote, who=f"posfair serve at {endpoint} ({remote.model_id})")
         else:
-            loaded = encoder if encoder is not None else (spec or EncoderSpec()).load()
+            loaded = (
+                encoder if encoder is not None else (spec or EncoderSpec(calibration=UNRECORDED_CALIBRATION)).load()
+            )
             self.encoder = gate.check_reader(loaded, who=f"the query encoder ({loaded.model_id})")
         self._bm25 = self.recipe.sparse_encoder() if self.recipe else None
 

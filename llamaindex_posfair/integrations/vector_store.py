@@ -271,7 +271,7 @@ class PosFairVectorStore(BasePydanticVectorStore):
     def _new_recipe(self, layout: Recipe | None) -> Recipe:
         if layout is not None:
             return layout
-        spec = self._embed.spec if _is_posfair(self._embed) else EncoderSpec(calibration=None)
+        spec = self._embed.spec if _is_posfair(self._embed) else EncoderSpec()
         return Recipe.for_encoder(spec)
 
     def _check_embed_model(self) -> None:

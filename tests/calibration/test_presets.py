@@ -1,4 +1,5 @@
-"""Named calibration presets: what each one does to embeddings, and the default being the paper's."""
+"""Named calibration presets: what each one does to embeddings; the paper's is ``CalibrationConfig()``, and an
+encoder without a calibration is plain."""
 
 from __future__ import annotations
 
@@ -10,27 +11,39 @@ from llamaindex_posfair.calibration import PRESETS, preset
 
 @pytest.fixture(scope="module")
 def embeddings(tiny_bert_path, mixed_texts):
-    """Document embeddings of the tiny BERT per setting: encoder default, each preset, plain."""
-    from llamaindex_posfair import PosFairEncoder
+    """Document embeddings of the tiny BERT per setting: encoder default, plain, ``CalibrationConfig()``, each preset."""
+    from llamaindex_posfair import CalibrationConfig, PosFairEncoder
 
     def encode(**kwargs):
         return PosFairEncoder(tiny_bert_path, device="cpu", **kwargs).encode_documents(mixed_texts, batch_size=5)
 
-    out = {"encoder default": encode(), "plain": encode(calibration=None)}
+    out = {
+        "encoder default": encode(),
+        "plain": encode(calibration=None),
+        "config": encode(calibration=CalibrationConfig()),
+    }
     out.update({f"preset {name}": encode(calibration=config) for name, config in PRESETS.items()})
     return out
 
 
-def test_paper_preset_is_what_an_encoder_uses_by_default(embeddings):
-    np.testing.assert_array_equal(embeddings["preset paper"], embeddings["encoder default"])
+def test_paper_preset_is_the_published_calibration_config(embeddings):
+    np.testing.assert_array_equal(embeddings["preset paper"], embeddings["config"])
 
 
-def test_paper_preset_is_the_llamaindex_default(tiny_bert_path, mixed_texts, embeddings):
+def test_an_encoder_without_a_calibration_is_plain(embeddings):
+    np.testing.assert_array_equal(embeddings["encoder default"], embeddings["plain"])
+
+
+@pytest.mark.parametrize(("calibration", "expected"), [("unset", "plain"), ("paper", "preset paper")])
+def test_the_llamaindex_default_is_plain_and_calibrates_when_asked(
+    calibration, expected, tiny_bert_path, mixed_texts, embeddings
+):
     from llamaindex_posfair import PosFairEmbedding
 
-    component = PosFairEmbedding(model_name=tiny_bert_path, device="cpu", embed_batch_size=5)
+    given = {} if calibration == "unset" else {"calibration": preset(calibration)}
+    component = PosFairEmbedding(model_name=tiny_bert_path, device="cpu", embed_batch_size=5, **given)
     got = np.asarray(component.get_text_embedding_batch(mixed_texts))
-    np.testing.assert_allclose(got, embeddings["preset paper"], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(got, embeddings[expected], atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

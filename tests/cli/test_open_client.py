@@ -73,3 +73,15 @@ def test_unknown_preset_names_the_valid_ones():
 
     with pytest.raises(CliError, match="posfair-minilm"):
         calibration_from_args(_calib_args(preset="nope"))
+
+
+def test_no_calibration_flag_is_the_plain_default_unless_the_command_calibrates():
+    from llamaindex_posfair.calibration.config import CalibrationConfig
+    from llamaindex_posfair.cli.options import calibration_from_args
+    from llamaindex_posfair.encoders.spec import EncoderSpec
+
+    assert calibration_from_args(_calib_args()) is None is EncoderSpec().calibration
+    assert calibration_from_args(_calib_args(), CalibrationConfig(strength=0.3)) == CalibrationConfig(strength=0.3)
+    assert calibration_from_args(_calib_args(no_calibration=True), CalibrationConfig()) is None
+    assert calibration_from_args(_calib_args(strength=0.7)) == CalibrationConfig(strength=0.7)  # a flag calibrates
+    assert calibration_from_args(_calib_args(preset="paper")) == CalibrationConfig()

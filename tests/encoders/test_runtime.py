@@ -45,10 +45,10 @@ def test_invalid_runtime_is_named():
 
 def test_onnx_refuses_calibration_and_names_the_fix():
     with pytest.raises(ValidationError, match="pass calibration=None for the plain encoder, or runtime='torch'"):
-        EncoderSpec(runtime="onnx")
+        EncoderSpec(runtime="onnx", calibration=CalibrationConfig())
     with pytest.raises(ValueError, match="calibration needs attention hooks"):
-        EncoderSpec(runtime="onnx", **PLAIN).with_calibration(CalibrationConfig())
-    with pytest.raises(ValidationError, match="calibration"):
+        EncoderSpec(runtime="onnx").with_calibration(CalibrationConfig())
+    with pytest.raises(ValueError, match="both vectors need calibration on"):
         EncoderSet.single(EncoderSpec(runtime="onnx"), both=True)
 
 
@@ -75,7 +75,7 @@ def test_runtime_twin_is_found_for_the_plain_spec_only():
     onnx_fp = torch_spec.model_copy(update={"runtime": "onnx"}).fingerprint()
     twin = torch_spec.precision_twin(onnx_fp)
     assert twin is not None and (twin.runtime, twin.dtype) == ("onnx", "float32")
-    calibrated = EncoderSpec(dtype="float32").pinned()
+    calibrated = EncoderSpec(dtype="float32", calibration=CalibrationConfig()).pinned()
     assert calibrated.precision_twin(onnx_fp) is None
 
 

@@ -34,7 +34,7 @@ def test_run_time_settings_leave_the_fingerprint(change):
         {"query_prompt": "query: "},
         {"document_prompt": "passage: "},
         {"normalize": False},
-        {"calibration": None},
+        {"calibration": CalibrationConfig()},
         {"calibration": CalibrationConfig(strength=0.3)},
         {"weights": "0" * 24},
     ],

@@ -41,7 +41,7 @@ def client(request):
 
 @pytest.fixture(scope="session")
 def minilm():
-    """Real all-MiniLM-L6-v2 with the default calibration (B=128, lambda=0.5, last half)."""
+    """Real all-MiniLM-L6-v2, calibrated with ``CalibrationConfig()`` (B=128, lambda=0.5, last half)."""
     from llamaindex_posfair import BUNDLED_MINILM, CalibrationConfig, PosFairEncoder
 
     return PosFairEncoder(BUNDLED_MINILM, calibration=CalibrationConfig())

@@ -73,6 +73,25 @@ def test_query_on_vanilla_vector_uses_plain_encoder(tmp_path, capsys, fake_cli, 
     assert [c for c in fake_cli.calls if c[0] == "query"][-1][2] is None
 
 
+@pytest.mark.parametrize("flags", [(), ("--no-calibration",)], ids=["no-flag", "no-calibration"])
+def test_query_on_a_collection_without_a_recipe_calibrates_unless_told(
+    tmp_path, capsys, fake_cli, make_fake, example_data, flags
+):
+    from llamaindex_posfair import CalibrationConfig, EncoderSpec
+    from qdrant_tools.ingest import IngestConfig, ingest_path
+
+    calibration = None if flags else CalibrationConfig()  # what the default of then wrote, or --no-calibration
+    store, writer = (
+        str(tmp_path / "q"),
+        make_fake(dimension=256, max_length=128, spec=EncoderSpec(calibration=calibration)),
+    )
+    with open_store(store) as client:  # ingest_path records no recipe: a collection written before recipes
+        ingest_path(client, "old", example_data, {"v": writer}, IngestConfig(show_progress=False))
+    rc, out, err = run(capsys, "query", "tides", "--collection", "old", "--path", store, "--json", *flags)
+    assert rc == 0, err
+    assert fake_cli.encoders[-1].spec.calibration == calibration and json.loads(out)["results"]
+
+
 def test_query_rerank_keeps_retrieval_scores(tmp_path, capsys, fake_cli, example_data):
     store = str(tmp_path / "q")
     run(capsys, "ingest", str(example_data), "--collection", "demo", "--path", store, "--no-progress")

@@ -178,7 +178,8 @@ def test_invalid_field_is_rejected_before_loading(fake_encoder):
 
 @pytest.mark.slow
 def test_plain_embedding_matches_sentence_transformers(minilm):
-    emb = PosFairEmbedding(calibration=None)  # loads the bundled MiniLM by default
+    emb = PosFairEmbedding()  # the defaults: the bundled MiniLM, plain
+    assert emb.calibration is None
     texts = ["The tide rises twice a day.", "Bees dance to share directions."]
     ref = minilm.sentence_transformer.encode(texts, normalize_embeddings=True)
     np.testing.assert_allclose(np.array(emb.get_text_embedding_batch(texts)), ref, atol=1e-5)

@@ -37,6 +37,18 @@ def test_round_trips_through_to_dict(fake_encoder):
     ]
 
 
+def test_the_reranker_calibrates_by_default_unlike_the_embedding(monkeypatch, make_fake):
+    from llamaindex_posfair import CalibrationConfig, EncoderSpec, PosFairEmbedding
+
+    monkeypatch.setattr(EncoderSpec, "load", lambda spec, **_: make_fake(spec=spec))
+    assert PosFairEmbedding().spec.calibration is None  # EncoderSpec(): the plain model of the sub-chunk layout
+    assert PosFairRerank(top_n=3).spec.calibration == CalibrationConfig()  # node scoring: whole candidates
+    assert PosFairRerank(top_n=3, model_name="m").spec.calibration == CalibrationConfig()
+    assert PosFairRerank(top_n=3, calibration=None).spec.calibration is None
+    assert PosFairRerank(top_n=3, spec=EncoderSpec()).spec.calibration is None  # a given spec is kept
+    assert PosFairRerank.model_fields["spec"].default_factory().calibration == CalibrationConfig()
+
+
 def test_reorders_by_encoder_cosine_and_keeps_top_n(fake_encoder):
     out = PosFairRerank(top_n=2, encoder=fake_encoder).postprocess_nodes(nodes(TEXTS), query_str="red apples")
     assert [n.node.node_id for n in out] == cosine_order(fake_encoder, "red apples", TEXTS)[:2]

@@ -7,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders.spec import EncoderSpec
 from llamaindex_posfair.integrations.recipe import RECORDED_FIELDS, Recipe, read_recipe
 from qdrant_tools.layout import EARLIER_NAMES, NodeLayout
@@ -115,8 +116,16 @@ def test_posfair_ingest_without_flags_records_the_defaults_of_the_types(tmp_path
         None,
     )
     spec, bare = recipe.vectors["vanilla"], EncoderSpec().pinned()  # pinned: the dtype resolved, the weights hashed
-    assert [f for f in RECORDED_FIELDS if getattr(spec, f) != getattr(bare, f)] == ["calibration"]
-    assert spec.calibration is None  # the sub-chunk layout is written uncalibrated; EncoderSpec() calibrates
+    assert [f for f in RECORDED_FIELDS if getattr(spec, f) != getattr(bare, f)] == []  # EncoderSpec() is what ships
+    assert spec.calibration is None and spec.fingerprint() == bare.fingerprint()
+
+
+def test_the_default_recipe_records_encoder_spec_in_every_recorded_field():
+    spec, bare = Recipe.default().vectors["vanilla"], EncoderSpec().resolved()
+    assert {f: getattr(spec, f) for f in RECORDED_FIELDS if f != "weights"} == {
+        f: getattr(bare, f) for f in RECORDED_FIELDS if f != "weights"
+    }
+    assert bare.calibration is None
 
 
 def _canonical(layout: dict) -> dict:
@@ -189,6 +198,47 @@ def test_a_recipe_recording_no_layout_nor_search_reads_as_the_bare_types_of_its_
     assert recipe.layout == NodeLayout(fused_weight=None, node_quantization=None) and recipe.search == BARE_SEARCH
 
 
+#: A vector of a recipe recorded by a version whose ``EncoderSpec()`` calibrated: the calibration written out in full.
+CALIBRATED_BEFORE = {
+    **BEFORE["vectors"]["vanilla"],
+    "calibration": {
+        "basket_layout": "fixed",
+        "basket_size": 128,
+        "basket_weighting": "equal",
+        "calibrate_documents": True,
+        "calibrate_queries": True,
+        "isolate": None,
+        "isolated_policy": [],
+        "layers": "last_half",
+        "length_reference": None,
+        "pooling": None,
+        "skip_single_basket": True,
+        "strength": 0.5,
+        "strength_schedule": "constant",
+    },
+}
+
+
+def test_records_of_either_calibration_read_as_written():
+    record = {**BEFORE, "vectors": {"vanilla": BEFORE["vectors"]["vanilla"], "calibrated": CALIBRATED_BEFORE}}
+    vectors = Recipe.from_record(record).vectors
+    assert vectors["vanilla"].calibration is None and vectors["calibrated"].calibration == CalibrationConfig()
+
+
+@pytest.mark.parametrize("calibration", [None, CalibrationConfig(), CalibrationConfig(strength=0.7)])
+def test_the_record_writes_the_calibration_out_so_it_never_depends_on_the_default(calibration):
+    recipe = Recipe.for_encoder(EncoderSpec(calibration=calibration))
+    (vector,) = recipe.metadata()[RECIPE_KEY]["vectors"].values()
+    assert "calibration" in vector and (vector["calibration"] is None) == (calibration is None)
+    assert Recipe.from_record(recipe.metadata()[RECIPE_KEY]) == recipe
+
+
+def test_an_encoder_recorded_without_calibration_reads_as_calibrated_as_then():
+    record = copy.deepcopy(BEFORE)
+    del record["vectors"]["vanilla"]["calibration"]  # no recipe was written so; were one, the default then calibrated
+    assert Recipe.from_record(record).vectors["vanilla"].calibration == CalibrationConfig()
+
+
 def test_a_collection_written_before_recipes_is_searched_as_then():
     from llamaindex_posfair.integrations.recipe import recorded_search
 
@@ -197,3 +247,16 @@ def test_a_collection_written_before_recipes_is_searched_as_then():
     assert (then.prefetch_limit, then.prefetch_max, then.exact_up_to) == (100, None, 10_000)
     assert then != SearchSettings()
     assert recorded_search(Recipe.default()) == SearchSettings()
+
+
+def test_a_plain_calibration_survives_the_embedded_stores_record_on_disk(tmp_path):
+    from qdrant_client import models
+
+    from qdrant_tools.store import open_store
+
+    with open_store(str(tmp_path / "q")) as client:  # collection.json is written without None fields at its top
+        vectors = {"vanilla": models.VectorParams(size=4, distance=models.Distance.COSINE)}
+        client.create_collection("c", vectors_config=vectors, metadata=Recipe.default().metadata())
+    with open_store(str(tmp_path / "q")) as client:
+        vector = client.get_collection("c").config.metadata[RECIPE_KEY]["vectors"]["vanilla"]
+    assert "calibration" in vector and vector["calibration"] is None

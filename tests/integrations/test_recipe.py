@@ -88,7 +88,7 @@ def test_a_contradicting_vector_name_names_both_sides():
 
 
 def test_repeating_the_recorded_vectors_and_bm25_is_accepted():
-    both = Recipe.build(EncoderSet.single(EncoderSpec(), both=True))
+    both = Recipe.build(EncoderSet.single(EncoderSpec(calibration=CalibrationConfig()), both=True))
     both.check_vectors(["vanilla", "calibrated"], "--both-vectors")
     both.check_bm25(False)
     Recipe.default().check_bm25(True)

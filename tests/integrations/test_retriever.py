@@ -138,3 +138,25 @@ def test_a_collection_recorded_as_saved_is_queried_in_float32_without_a_notice(m
         assert PosFairRetriever(client, "p", encoder=reader).retrieve("tides")
     assert not [r for r in caplog.records if "rankings agree" in r.getMessage()]
     client.close()
+
+
+@pytest.mark.parametrize("calibrated", [True, False], ids=["calibrated", "no-calibration"])
+def test_a_collection_written_before_recipes_is_read_with_the_default_of_then(
+    calibrated, make_fake, example_data, monkeypatch
+):
+    from llamaindex_posfair import CalibrationConfig, EncoderSpec
+    from llamaindex_posfair.integrations.gate import UNRECORDED_CALIBRATION
+
+    monkeypatch.setattr(EncoderSpec, "load", lambda spec, **_: make_fake(spec=spec))
+    calibration = CalibrationConfig() if calibrated else None  # the default then, or --no-calibration
+    writer = make_fake(spec=EncoderSpec(calibration=calibration))
+    client = open_store(":memory:")
+    ingest_path(client, "old", example_data, {"v": writer}, IngestConfig(show_progress=False))  # records no recipe
+    r = PosFairRetriever(client, "old")  # neither spec nor encoder: calibrated as then, else its plain view
+    assert r.encoder.calibration == calibration and CalibrationConfig() == UNRECORDED_CALIBRATION
+    assert r.encoder.fingerprint() == writer.fingerprint()
+    ranked = [n.node.node_id for n in r.retrieve("waggle dance of honeybees")]
+    assert len(ranked) == 5 and ranked == [
+        n.node.node_id for n in PosFairRetriever(client, "old", encoder=writer).retrieve("waggle dance of honeybees")
+    ]
+    client.close()

@@ -23,7 +23,7 @@ from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle, TextN
 
 pytest.importorskip("ray.serve")
 
-from llamaindex_posfair import EncoderSpec, PosFairEmbedding, PosFairRerank
+from llamaindex_posfair import CalibrationConfig, EncoderSpec, PosFairEmbedding, PosFairRerank
 from llamaindex_posfair.serve.client import ServeMismatchError
 
 TOKEN = "test-token-123"
@@ -59,6 +59,16 @@ def fit_calibration(folder, out):
     return adapter
 
 
+#: The calibration the test server serves (``--strength 0.5``; the other calibration settings at their defaults).
+SERVED_CALIBRATION = CalibrationConfig(strength=0.5)
+
+
+@pytest.fixture(scope="module")
+def served_encoder(tiny_bert_path):
+    """The encoder the test server serves, loaded in this process."""
+    return EncoderSpec(model=tiny_bert_path, calibration=SERVED_CALIBRATION, device="cpu").load()
+
+
 @pytest.fixture(scope="module")
 def server(tiny_bert_path, tmp_path_factory, serve_process):
     from llamaindex_posfair.multimodal.tiny import write_synthetic_image_folder
@@ -75,7 +85,7 @@ def server(tiny_bert_path, tmp_path_factory, serve_process):
         process.wait_ready()
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("POSFAIR_SERVE_TOKEN", TOKEN)  # what the remote classes send
-            spec = EncoderSpec(model=tiny_bert_path).pinned()
+            spec = EncoderSpec(model=tiny_bert_path, calibration=SERVED_CALIBRATION).pinned()
             yield Server(process.url, spec, calibration, (adapter, folder), process)
         process.stop()
     finally:
@@ -101,22 +111,22 @@ def test_models_name_the_spec_fingerprint_and_the_image_model(server):
 
 @pytest.mark.parametrize("input_type", ["query", "document"])
 @pytest.mark.parametrize("encoding", ["float", "base64"])
-def test_served_embeddings_equal_in_process_ones(server, tiny_encoder, input_type, encoding):
+def test_served_embeddings_equal_in_process_ones(server, served_encoder, input_type, encoding):
     from llamaindex_posfair.serve.schemas import EmbeddingResponse
 
     r = server.post("/v1/embeddings", {"input": TEXTS, "input_type": input_type, "encoding_format": encoding})
     assert r.status_code == 200, r.text
     got = EmbeddingResponse.model_validate(r.json()).matrix()
-    fn = tiny_encoder.encode_queries if input_type == "query" else tiny_encoder.encode_documents
+    fn = served_encoder.encode_queries if input_type == "query" else served_encoder.encode_documents
     np.testing.assert_allclose(got, fn(TEXTS), atol=1e-5)
 
 
-def test_rerank_ranks_as_the_in_process_reranker(server, tiny_encoder):
+def test_rerank_ranks_as_the_in_process_reranker(server, served_encoder):
     from llamaindex_posfair.integrations.encoder_site import InProcessEncoder
 
     r = server.post("/v1/rerank", {"query": "where did the silt go?", "documents": TEXTS, "top_n": 3})
     assert r.status_code == 200, r.text
-    local = InProcessEncoder(tiny_encoder).scores("where did the silt go?", TEXTS)
+    local = InProcessEncoder(served_encoder).scores("where did the silt go?", TEXTS)
     results = r.json()["results"]
     assert [x["index"] for x in results] == list(np.argsort(-local, kind="stable")[:3])
     np.testing.assert_allclose([x["relevance_score"] for x in results], np.sort(local)[::-1][:3], atol=1e-5)
@@ -168,11 +178,13 @@ def test_a_body_that_is_not_json_is_a_400(server):
 
 
 # ---------------------------------------------------------------------- remote mode of the LlamaIndex classes
-def test_remote_embedding_equals_local_sync_and_async(server, tiny_encoder):
+def test_remote_embedding_equals_local_sync_and_async(server, served_encoder):
     import asyncio
 
-    remote = PosFairEmbedding(spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
-    local = PosFairEmbedding(encoder=tiny_encoder)
+    remote = PosFairEmbedding(
+        spec=EncoderSpec(model=server.spec.model, calibration=SERVED_CALIBRATION), endpoint=server.url
+    )
+    local = PosFairEmbedding(encoder=served_encoder)
     assert remote.spec.fingerprint() == local.spec.fingerprint()
     np.testing.assert_allclose(remote.get_query_embedding(TEXTS[4]), local.get_query_embedding(TEXTS[4]), atol=1e-5)
     np.testing.assert_allclose(remote.get_text_embedding_batch(TEXTS), local.get_text_embedding_batch(TEXTS), atol=1e-5)
@@ -191,14 +203,16 @@ def test_remote_classes_refuse_a_server_with_other_vectors(server):
 
 
 @pytest.mark.parametrize("scoring", ["node", "subchunks"])
-def test_remote_reranker_equals_local_sync_and_async(server, tiny_encoder, scoring):
+def test_remote_reranker_equals_local_sync_and_async(server, served_encoder, scoring):
     import asyncio
 
     texts = [*TEXTS, "Old mills stood by the river. The towns were quiet. Silt went to the sea."]
     nodes = [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=0.1 * i) for i, t in enumerate(texts)]
     kw = {"scoring": scoring, "subchunk_tokens": 8}
-    remote = PosFairRerank(top_n=4, spec=EncoderSpec(model=server.spec.model), endpoint=server.url, **kw)
-    local = PosFairRerank(top_n=4, encoder=tiny_encoder, **kw)
+    remote = PosFairRerank(
+        top_n=4, spec=EncoderSpec(model=server.spec.model, calibration=SERVED_CALIBRATION), endpoint=server.url, **kw
+    )
+    local = PosFairRerank(top_n=4, encoder=served_encoder, **kw)
     want = local.postprocess_nodes(nodes, query_str="old mills")
     for got in (
         remote.postprocess_nodes(nodes, query_str="old mills"),
@@ -361,16 +375,18 @@ def test_a_replica_killed_mid_load_leaves_no_request_hanging(server, expected):
     assert any(a.sent > killed for a in out)  # the load went on after the kill
     assert sum(a.status == 200 for a in out) > 0
     # the client retries what the dead replica dropped: a remote call still succeeds
-    remote = PosFairEmbedding(spec=EncoderSpec(model=server.spec.model), endpoint=server.url)
+    remote = PosFairEmbedding(
+        spec=EncoderSpec(model=server.spec.model, calibration=SERVED_CALIBRATION), endpoint=server.url
+    )
     np.testing.assert_allclose(remote.get_query_embedding(TEXTS[0]), expected["query"][0], atol=1e-5)
 
 
 @pytest.fixture(scope="module")
-def expected(tiny_encoder):
-    return {"query": tiny_encoder.encode_queries(TEXTS), "document": tiny_encoder.encode_documents(TEXTS)}
+def expected(served_encoder):
+    return {"query": served_encoder.encode_queries(TEXTS), "document": served_encoder.encode_documents(TEXTS)}
 
 
-def test_retriever_encodes_queries_on_the_server_and_checks_the_collection(server, tiny_encoder, tmp_path):
+def test_retriever_encodes_queries_on_the_server_and_checks_the_collection(server, served_encoder, tmp_path):
     from llamaindex_posfair.encoders.view import CalibrationView
     from llamaindex_posfair.integrations.retriever import FingerprintMismatchError, PosFairRetriever
     from qdrant_tools import IngestConfig, ingest_path
@@ -383,9 +399,11 @@ def test_retriever_encodes_queries_on_the_server_and_checks_the_collection(serve
     client = open_store(":memory:")
     try:
         config = IngestConfig(show_progress=False)
-        ingest_path(client, "cal", folder, {"calibrated": tiny_encoder}, config)
-        ingest_path(client, "plain", folder, {"vanilla": CalibrationView(tiny_encoder, None)}, config)
-        local = PosFairRetriever(client, "cal", encoder=tiny_encoder, similarity_top_k=3).retrieve("where is the mill?")
+        ingest_path(client, "cal", folder, {"calibrated": served_encoder}, config)
+        ingest_path(client, "plain", folder, {"vanilla": CalibrationView(served_encoder, None)}, config)
+        local = PosFairRetriever(client, "cal", encoder=served_encoder, similarity_top_k=3).retrieve(
+            "where is the mill?"
+        )
         remote = PosFairRetriever(client, "cal", endpoint=server.url, similarity_top_k=3).retrieve("where is the mill?")
         assert [n.node.node_id for n in remote] == [n.node.node_id for n in local]
         np.testing.assert_allclose([n.score for n in remote], [n.score for n in local], atol=1e-5)

@@ -47,13 +47,15 @@ def test_serve_with_a_collection_serves_its_recipe(tmp_path):
     """``posfair serve --collection C`` reads the encoder from C's recipe (no Ray needed to check it)."""
     import argparse
 
+    from llamaindex_posfair.calibration.config import CalibrationConfig
     from llamaindex_posfair.cli import build_parser
     from llamaindex_posfair.cli.serve import config_from_args
     from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
     from llamaindex_posfair.integrations.recipe import Recipe
     from qdrant_tools.store import open_store
 
-    recipe = Recipe.build(EncoderSet.single(EncoderSpec(max_length=128)))  # calibrated, shorter window
+    calibrated = EncoderSpec(max_length=128, calibration=CalibrationConfig())  # not the default: calibrated, shorter
+    recipe = Recipe.build(EncoderSet.single(calibrated))
     store = tmp_path / "q"
     client = open_store(str(store))
     from qdrant_client import models
@@ -66,3 +68,4 @@ def test_serve_with_a_collection_serves_its_recipe(tmp_path):
     assert config_from_args(args).encoder.fingerprint() == recipe.encoder_spec().fingerprint()
     args = build_parser().parse_args(["serve"])
     assert config_from_args(args).encoder.fingerprint() == Recipe.default().encoder_spec().fingerprint()
+    assert config_from_args(args).encoder.fingerprint() == EncoderSpec().fingerprint()  # serve's default: EncoderSpec()
