@@ -1,7 +1,11 @@
-"""Mixed-format folders for the reader tests: a small real PDF written by hand (Helvetica text, no PDF
-library), an HTML page, Markdown, Python, JSON and a binary file."""
+"""Mixed-format folders for the reader tests: a small real PDF and Word document written by hand (no PDF or
+Office library), an HTML page, Markdown, Python, JSON and a binary file."""
 
 from __future__ import annotations
+
+import io
+import zipfile
+from xml.sax.saxutils import escape
 
 
 def _escape(text: str) -> str:
@@ -43,6 +47,40 @@ def minimal_pdf(pages: list[list[str]]) -> bytes:
     return bytes(out)
 
 
+_DOCX_PARTS = {
+    "[Content_Types].xml": (
+        '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+        '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+        '<Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" '
+        'ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>'
+    ),
+    "_rels/.rels": (
+        '<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
+        'relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+        'relationships/officeDocument" Target="word/document.xml"/></Relationships>'
+    ),
+}
+
+
+def minimal_docx(paragraphs: list[str]) -> bytes:
+    """A valid Word document (``.docx``) of ``paragraphs``, one run of text each.
+
+    Example:
+        >>> minimal_docx(["hello"])[:2]
+        b'PK'
+    """
+    body = "".join(f"<w:p><w:r><w:t>{escape(text)}</w:t></w:r></w:p>" for text in paragraphs)
+    document = (
+        '<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="http://schemas.openxmlformats.org/'
+        f'wordprocessingml/2006/main"><w:body>{body}</w:body></w:document>'
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, xml in {**_DOCX_PARTS, "word/document.xml": document}.items():
+            z.writestr(name, xml)
+    return out.getvalue()
+
+
 PDF_PAGES = [
     ["The tide tables of 1921 list the spring tides.", "Spring tides rise highest at the new moon."],
     ["Neap tides come at the quarter moons.", "The harbour master logs every neap tide."],
@@ -78,15 +116,23 @@ LIGHTHOUSE_JSON = (
 )
 
 
+DOCX_PARAGRAPHS = [
+    "Garden notes",
+    "Tomato seedlings are hardened off outdoors for ten days before planting.",
+    "Basil is sown in late spring.",
+]
+
+
 def make_package_folder(root):
-    """A folder holding a two-page PDF, an HTML page, Markdown, a Python package (an empty ``__init__.py`` and a
-    module) in ``kitchen/`` and a JSON file; no binary file.
+    """A folder holding a two-page PDF, a Word document, an HTML page, Markdown, a Python package (an empty
+    ``__init__.py`` and a module) in ``kitchen/`` and a JSON file; no binary file.
 
     Returns:
         ``root`` (a ``pathlib.Path``).
     """
     (root / "kitchen").mkdir(parents=True)
     (root / "tides.pdf").write_bytes(minimal_pdf(PDF_PAGES[:2]))
+    (root / "garden.docx").write_bytes(minimal_docx(DOCX_PARAGRAPHS))
     (root / "bees.html").write_text(HTML)
     (root / "bread.md").write_text(MARKDOWN)
     (root / "kitchen" / "__init__.py").write_text("")

@@ -3,7 +3,7 @@
 ``posfair ingest`` reads through here: LlamaIndex's ``SimpleDirectoryReader`` finds the
 files (recursively, hidden paths skipped) and reads each with the file readers
 LlamaIndex maintains (``llama-index-readers-file``, the ``readers`` extra): a PDF page
-by page with its page labels, HTML as the text of its ``<body>`` (no tags, scripts or
+by page with its page labels, a Word document (``.docx``) as its text, HTML as the text of its ``<body>`` (no tags, scripts or
 styles); Markdown, plain text, JSON and source code as UTF-8 text. One file is one document,
 with ``doc_id`` its path relative to the ingested folder (a single file: its name), so
 ids, versions and pruning work as for :func:`qdrant_tools.chunking.load_folder`. A PDF
@@ -46,10 +46,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: What ``posfair ingest`` reads by default: PDF, HTML, Markdown, plain text, JSON and common source code (the
-#: text files LlamaIndex's ``SimpleDirectoryReader`` reads as text, so both store the same files of a folder).
+#: What ``posfair ingest`` reads by default: PDF, Word (``.docx``), HTML, Markdown, plain text, JSON and common source
+#: code (what LlamaIndex's ``SimpleDirectoryReader`` reads, so both store the same files of a folder).
 DEFAULT_EXTENSIONS: tuple[str, ...] = (
-    ".txt", ".md", ".markdown", ".rst", ".json", ".pdf", ".html", ".htm",
+    ".txt", ".md", ".markdown", ".rst", ".json", ".pdf", ".docx", ".html", ".htm",
     ".py", ".js", ".ts", ".java", ".go", ".rs", ".c", ".h", ".cpp", ".hpp", ".rb", ".sh",
 )  # fmt: skip
 #: Reader metadata not stored: it changes when a file is read, copied or checked out, not when it changes
@@ -57,6 +57,8 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
 VOLATILE_METADATA = frozenset({"last_accessed_date", "creation_date", "file_path"})
 #: Metadata a reader gives per part of a file (a PDF page); posfair stores the per-chunk page fields instead.
 _PART_METADATA = frozenset({"page_label", "tag", "tag_id"})
+#: Suffixes read only with the ``readers`` extra, and what they are.
+_NEEDS_EXTRA = {".pdf": "PDF", ".docx": "Word"}
 #: Joins the parts (pages) of one file.
 PART_SEPARATOR = "\n\n"
 _EXTRA = "pip install 'llamaindex-posfair[readers]'"
@@ -111,20 +113,26 @@ class HtmlTextReader(BaseReader):
 
 
 def _file_extractor(extensions: Iterable[str]) -> dict[str, BaseReader]:
-    """Readers by suffix: HTML here, PDF (and the rest) from llama-index-readers-file when installed.
-
-    Raises:
-        MissingReaderError: ``.pdf`` is asked for without the ``readers`` extra.
-    """
+    """Readers by suffix: HTML here, PDF and Word from llama-index-readers-file when installed (a PDF or Word file
+    met without the ``readers`` extra is refused in :func:`_load`)."""
     exts = {e.lower() for e in extensions}
     readers: dict[str, BaseReader] = {e: HtmlTextReader() for e in (".html", ".htm") if e in exts}
     if ".pdf" in exts:
         try:
             import pypdf  # noqa: F401
             from llama_index.readers.file import PDFReader
+
+            readers[".pdf"] = PDFReader()
         except ImportError:
-            return readers  # a PDF met without the extra is refused in _load
-        readers[".pdf"] = PDFReader()
+            pass
+    if ".docx" in exts:
+        try:
+            import docx2txt  # noqa: F401
+            from llama_index.readers.file import DocxReader
+
+            readers[".docx"] = DocxReader()
+        except ImportError:
+            pass
     return readers
 
 
@@ -214,11 +222,12 @@ def _load(file: Path, readers: dict[str, BaseReader]) -> list[Document] | str:
     """The ``Document``s of one file, or why it is skipped.
 
     Raises:
-        MissingReaderError: a PDF without the ``readers`` extra, or a reader's missing package.
+        MissingReaderError: a PDF or Word file without the ``readers`` extra, or a reader's missing package.
     """
     suffix = file.suffix.lower()
-    if suffix == ".pdf" and suffix not in readers:
-        raise MissingReaderError(f"{file} is a PDF; reading PDFs needs the readers extra: {_EXTRA}")
+    if suffix in _NEEDS_EXTRA and suffix not in readers:
+        kind = _NEEDS_EXTRA[suffix]
+        raise MissingReaderError(f"{file} is a {kind} file; reading {kind} files needs the readers extra: {_EXTRA}")
     if suffix not in readers:
         try:
             with open(file, "rb") as fh:
@@ -264,7 +273,7 @@ def read_path(
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        MissingReaderError: a PDF met without the ``readers`` extra (before anything is written).
+        MissingReaderError: a PDF or Word file met without the ``readers`` extra (before anything is written).
         ValueError: ``metadata`` a payload cannot hold.
     """
     root = Path(path)

@@ -3,9 +3,10 @@
 :class:`PosFairVectorStore`, and ``posfair ingest FOLDER --collection C``; they store the same files and answer
 each question with the same file first.
 
-The folder (``tests/mixed_folder.py``, :func:`make_package_folder`): a two-page PDF, an HTML page, Markdown, a
-Python package (an empty ``__init__.py`` and a module) and a JSON file. No ``.docx`` / ``.pptx``: LlamaIndex
-reads them with docx2txt and python-pptx, which are not installed here (nor dependencies of the package).
+The folder (``tests/mixed_folder.py``, :func:`make_package_folder`): a two-page PDF, a Word document (``.docx``,
+read by LlamaIndex's ``DocxReader`` through docx2txt, in the ``readers`` extra), an HTML page, Markdown, a Python
+package (an empty ``__init__.py`` and a module) and a JSON file. No ``.pptx``: LlamaIndex's ``PptxReader`` loads an
+image-captioning model from the Hugging Face hub, which cannot be reached here.
 
 Where the two paths legitimately differ, they are compared at the level that must agree (the files stored, the
 page labels of PDF hits, the file of each question's first hit):
@@ -43,9 +44,10 @@ from qdrant_tools.payload import posfair_fields
 from qdrant_tools.store import open_store
 
 #: The files with text, by path relative to the folder (the empty ``kitchen/__init__.py`` is not stored).
-STORED = ["bees.html", "bread.md", "kitchen/knead.py", "lighthouse.json", "tides.pdf"]
+STORED = ["bees.html", "bread.md", "garden.docx", "kitchen/knead.py", "lighthouse.json", "tides.pdf"]
 #: When each file was last modified (set as ``modified`` metadata through ``file_metadata=``).
 MODIFIED = {
+    "garden.docx": dt.datetime(2024, 1, 2, 9, 0),
     "tides.pdf": dt.datetime(2024, 1, 15, 8, 0),
     "bees.html": dt.datetime(2024, 2, 20, 12, 30),
     "bread.md": dt.datetime(2024, 3, 5),
@@ -61,6 +63,7 @@ QUESTIONS = [
     ("What flour is the sourdough starter fed with every morning?", "bread.md", None),
     ("How many times is the dough folded when it is kneaded?", "knead.py", None),
     ("How often does the Fastnet lighthouse lamp flash?", "lighthouse.json", None),
+    ("How many days are tomato seedlings hardened off before planting?", "garden.docx", None),
 ]
 
 
@@ -115,7 +118,7 @@ def test_every_file_with_text_is_stored_and_the_empty_init_file_is_skipped(index
             {"bees.html", "bread.md", "knead.py"},
         ),
         ([("modified", FilterOperator.GT, "2024-04-01T23:59:00")], {"lighthouse.json"}),
-        ([("modified", FilterOperator.LTE, "2024-01-15T08:00:00")], {"tides.pdf"}),
+        ([("modified", FilterOperator.LTE, "2024-01-15T08:00:00")], {"garden.docx", "tides.pdf"}),
     ],
 )
 def test_a_datetime_range_filter_returns_exactly_the_nodes_in_range(indexed, filters, expected):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from mixed_folder import HTML, MARKDOWN, PDF_PAGES, PYTHON, make_mixed_folder
+from mixed_folder import DOCX_PARAGRAPHS, HTML, MARKDOWN, PDF_PAGES, PYTHON, make_mixed_folder, minimal_docx
 
 from llamaindex_posfair.integrations.readers import (
     DEFAULT_EXTENSIONS,
@@ -106,7 +106,7 @@ def test_other_suffixes_are_counted_and_not_utf8_text_is_skipped_with_why(mixed)
 
 def test_a_pdf_without_the_readers_extra_is_an_error_naming_it(mixed, monkeypatch):
     monkeypatch.setitem(sys.modules, "pypdf", None)  # import pypdf now raises ImportError
-    with pytest.raises(MissingReaderError, match=r"tides\.pdf is a PDF; .*llamaindex-posfair\[readers\]"):
+    with pytest.raises(MissingReaderError, match=r"tides\.pdf is a PDF file; .*llamaindex-posfair\[readers\]"):
         read_path(mixed)
     docs, _, _ = read_path(mixed, extensions=[e for e in DEFAULT_EXTENSIONS if e != ".pdf"])
     assert "tides.pdf" not in _by_id(docs)
@@ -140,3 +140,17 @@ def test_a_crash_then_a_rerun_stores_every_chunk_of_a_mixed_folder_once(mixed, m
     assert 0 < partial < len(points) and len(keys) == len(set(keys))
     assert report.chunks_written == len(points) - partial
     assert {d: max(i for k, i in keys if k == d) + 1 for d, _ in keys} == {f["doc_id"]: f["n_chunks"] for f in fields}
+
+
+def test_a_word_document_is_read_as_its_text(tmp_path):
+    (tmp_path / "garden.docx").write_bytes(minimal_docx(DOCX_PARAGRAPHS))
+    (doc,), skipped, _ = read_path(tmp_path)
+    assert not skipped and doc.doc_id == "garden.docx"
+    assert all(p in doc.text for p in DOCX_PARAGRAPHS)
+
+
+def test_a_word_document_without_the_readers_extra_is_an_error_naming_it(tmp_path, monkeypatch):
+    (tmp_path / "garden.docx").write_bytes(minimal_docx(DOCX_PARAGRAPHS))
+    monkeypatch.setitem(sys.modules, "docx2txt", None)  # import docx2txt now raises ImportError
+    with pytest.raises(MissingReaderError, match=r"garden\.docx is a Word file; .*llamaindex-posfair\[readers\]"):
+        read_path(tmp_path)
