@@ -1,7 +1,7 @@
 """Does one score cutoff mean the same across queries? Relevance scores on every shipped benchmark.
 
 ``PosFairVectorStore`` and ``posfair query`` score each hit by its relevance in [0, 1]
-(``qdrant_tools.search.relevance``: the dense similarity the ranking uses, kept in ranking order). This
+(``qdrant_tools.search.relevance``: the cosine of its best-matching sub-chunk, kept in ranking order). This
 script asks whether one cutoff works for every query: it keeps the first hit of a question the corpus
 answers, and drops every hit of a question about a topic the corpus does not hold.
 
