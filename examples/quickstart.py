@@ -5,13 +5,14 @@ Runs offline on CPU in about a minute with the bundled all-MiniLM-L6-v2:
     HF_HUB_OFFLINE=1 python examples/quickstart.py
 
 1. ``qdrant_tools.ingest_path`` (the ingestion library under ``posfair ingest``; the command also reads
-   PDF and HTML through LlamaIndex's readers and records its recipe) writes a sub-chunk layout into the
+   PDF, Word and HTML through LlamaIndex's readers and records its recipe) writes a sub-chunk layout into the
    embedded Qdrant Edge store: one point per 254-token
    node with its node vector and its sentence-aligned sub-chunk vectors. Point
    ids are deterministic, so the second run writes nothing.
-2. ``PosFairRetriever`` answers through that collection (node prefetch,
-   best-sub-chunk re-scoring, one ``query_points`` call) inside LlamaIndex's
-   ``RetrieverQueryEngine`` (a ``MockLLM`` here: plug in yours).
+2. ``PosFairRetriever`` answers through that collection (node vector and best
+   sub-chunk, one ``query_points`` call; each hit scored by its best sub-chunk's
+   cosine) inside LlamaIndex's ``RetrieverQueryEngine`` (a ``MockLLM`` here: plug
+   in yours).
 3. Rerank-only mode for an index built with plain LlamaIndex: deterministic node
    ids (so re-running does not duplicate hits), then ``PosFairRerank``
    scoring each candidate by its best sub-chunk. Every store is closed.

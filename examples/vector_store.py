@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         meta = hit.node.metadata
         start = meta["evidence_start_char"] - hit.node.start_char_idx
         evidence = " ".join(hit.node.text[start : start + 90].split())  # the best sub-chunk's opening words
-        print(f"{hit.score:.4f}  {meta['file_name']:<15} …{evidence}…")
+        print(f"{hit.score:.4f}  {meta['file_name']:<15} …{evidence}…")  # score: the best sub-chunk's cosine
 
     only = MetadataFilters(filters=[MetadataFilter(key="file_name", value="lighthouse.md")])
     files = {

@@ -3,13 +3,14 @@
 Modules (each importable on its own):
     chunking  read files, token-aware chunks with character offsets
     ids       deterministic point ids and document versions
-    payload   the per-chunk payload (also the per-document ingestion record)
+    payload   the per-chunk payload (also the per-document ingestion record); build_payload, its one builder
     schema    named-vector schema check before any write
     spec      declarative collection specs (vectors, HNSW, payload indexes ...)
     plan      pure ingestion planning: new / changed / partial / cleanup / unchanged
     writer    QdrantWriter, the one writer of every ingestion path
     layout    NodeLayout: node size, sub-chunks, fused rows, quantization
-    encoding  Encoder protocol, point encoding, documents -> encoded point batches
+    encoding  Encoder protocol, point encoding, plan_chunk (one point's id and payload, for both writers),
+              documents -> encoded point batches
     report    IngestReport (one JSON shape for every path)
     driver    the steps both ingestion paths share
     ingest    single-process ingestion

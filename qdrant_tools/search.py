@@ -40,6 +40,11 @@ dense ranking above and the BM25 ranking in Qdrant (``Fusion.RRF`` or
 ``Fusion.DBSF``), still in one ``query_points`` call. BM25 is position-blind: a
 term counts wherever it sits in the node.
 
+**Scores**: whatever ordered the hits, a hit's score (:attr:`Hit.score`) is its relevance in [0, 1]
+(:func:`relevance`): the cosine of its best sub-chunk (the node vector's in a collection without
+sub-chunks, or with ``subchunks=False``), kept in ranking order; :attr:`Hit.rank_score` is the value
+Qdrant ordered by. A BM25-only query (:func:`sparse_request`) keeps its BM25 scores.
+
 Only qdrant-client method names are used (``get_collection``, ``query_points``,
 ``retrieve``), so the embedded store and a server answer alike.
 

@@ -1,9 +1,10 @@
 """``posfair ingest PATH --collection NAME``: embed a folder of documents into Qdrant.
 
 Files are read with LlamaIndex's readers (:mod:`llamaindex_posfair.integrations.readers`):
-PDF (page by page, each node names its page; needs the ``readers`` extra), HTML (its
-text), Markdown, plain text, JSON and source code. Their file metadata and ``--metadata
-KEY=VALUE`` are stored with every node, for ``posfair query --filter``.
+PDF (page by page, each node names its page), Word (``.docx``, its text) and HTML (its
+text), which need the ``readers`` extra; Markdown, plain text, JSON and source code. Their
+file metadata and ``--metadata KEY=VALUE`` are stored with every node, for ``posfair query
+--filter``.
 
 Storage is embedded at ``./.posfair/qdrant`` unless ``--path`` or ``--qdrant-url``
 says otherwise (the API key of a server comes from the ``QDRANT_API_KEY``
@@ -73,7 +74,7 @@ def add_layout_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--extensions",
         default=None,
-        help="comma-separated file suffixes read (default: PDF, HTML, Markdown, text, JSON and common source code; "
+        help="comma-separated file suffixes read (default: PDF, Word, HTML, Markdown, text, JSON and common source code; "
         "the list is in docs/cli.md)",
     )
     p.add_argument("--write-batch-size", type=int, default=256, help="points per Qdrant upsert (default 256)")
@@ -371,7 +372,7 @@ def read_input(args: argparse.Namespace, report: Any) -> list[Any]:
     """PATH's documents, read with LlamaIndex's readers (``--metadata`` added); files seen and skipped go in ``report``.
 
     Raises:
-        CliError: a PDF without the ``readers`` extra.
+        CliError: a PDF, Word or HTML file without the ``readers`` extra.
     """
     import functools
 
@@ -418,7 +419,8 @@ def add_ingest_args(p: argparse.ArgumentParser) -> None:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "ingest",
-        help="embed a folder (PDF, HTML, Markdown, text, code) or one file into a Qdrant collection (idempotent)",
+        help="embed a folder (PDF, Word, HTML, Markdown, text, JSON, code) or one file into a Qdrant collection "
+        "(idempotent)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

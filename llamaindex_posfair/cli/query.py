@@ -1,12 +1,13 @@
 """``posfair query "..." --collection NAME``: ranked nodes with scores, sources and the matching sentence.
 
 Answers through :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
-from a collection written by ``posfair ingest``: nodes found through their node
-vector and re-scored by their best sub-chunk, in one Qdrant query. The collection
-records its recipe (encoder, layout, default search), so no model or
-calibration flag is needed; a flag that contradicts the recipe is an error naming
-both values. ``--rerank`` re-scores ``--candidates`` first-stage nodes with
-``PosFairRerank``, scoring as the collection does.
+from a collection written by ``posfair ingest``: nodes ranked by the collection's search
+(node vector and best sub-chunk, fused with BM25 where the collection stores it) in one
+Qdrant query, each scored by its relevance in [0, 1], the cosine of its best sub-chunk
+(with ``--rerank``: the reranker's score). The collection records its recipe (encoder,
+layout, default search), so no model or calibration flag is needed; a flag that
+contradicts the recipe is an error naming both values. ``--rerank`` re-scores
+``--candidates`` first-stage nodes with ``PosFairRerank``, scoring as the collection does.
 
 ``--filter KEY=VALUE`` (repeatable, ANDed; also ``!=``, ``>``, ``>=``, ``<``, ``<=`` for
 numbers and ISO dates) keeps only nodes whose metadata match, inside the one Qdrant
@@ -71,7 +72,10 @@ def register(subparsers: Any) -> None:
         help="collections of at most this many nodes are scored exactly (default: the collection's; 0 = never)",
     )
     g.add_argument(
-        "--node-weight", type=float, default=None, help="weight of the node cosine in the node-weighted score"
+        "--node-weight",
+        type=float,
+        default=None,
+        help="weight of the node cosine in the dense ranking's node-weighted score (default: the collection's)",
     )
     g.add_argument("--no-subchunks", action="store_true", help="score by the node vector only")
     g.add_argument(

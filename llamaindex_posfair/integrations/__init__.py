@@ -7,6 +7,7 @@ Modules:
     retriever     PosFairRetriever: the default search of a collection ``posfair ingest`` wrote
     rerank        PosFairRerank: node / best sub-chunk / node-weighted scoring of retrieved nodes
     recipe        Recipe: how a collection was written (encoders, layout, default search), read back by every reader
+    gate          Gate: may this encoder read or write this collection (one rule for every reader and writer)
     nodes         LlamaIndex nodes <-> posfair points
     filters       MetadataFilters -> one Qdrant filter
     readers       LlamaIndex's file readers for ``posfair ingest``

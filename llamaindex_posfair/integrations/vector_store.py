@@ -5,8 +5,10 @@ retrieval: each node is stored as one Qdrant point with its node vector (the ind
 embed model), the vectors of its sentence-aligned sub-chunks, the sub-chunks fused with
 the node vector, and a BM25 sparse vector, all computed here; a query is the default
 hybrid search of ``posfair query`` (:func:`qdrant_tools.search.search`) in one
-``query_points`` call, with the evidence span of each hit. ``MetadataFilters`` apply to
-every arm of that query, BM25 included (:mod:`llamaindex_posfair.integrations.filters`).
+``query_points`` call, with the evidence span of each hit. A hit's score (``similarities``) is its
+relevance in [0, 1], the cosine of its best sub-chunk, kept in ranking order (docs/vector-store.md,
+"Scores"). ``MetadataFilters`` apply to every arm of that query, BM25 included
+(:mod:`llamaindex_posfair.integrations.filters`).
 
 The collection records its layout (a :class:`~llamaindex_posfair.integrations.recipe.Recipe`)
 when it is created, with the precision its vectors are computed in; a store whose embed model
