@@ -5,7 +5,10 @@
 * :mod:`.cohere` / :mod:`.tei` — Cohere's embed formats, TEI's embed, rerank and info;
 * :mod:`.metrics` — the Prometheus metrics of ``GET /metrics``;
 * :mod:`.worker` — the model side of a replica, without Ray;
+* :mod:`.batching` — ``Coalescer``: one model call at a time, each taking what queued meanwhile;
+* :mod:`.images` — the images of a ``/v1/rerank-images`` request (base64, data URIs, allowed URLs);
 * :mod:`.deployments` / :mod:`.ingress` — the Ray Serve application;
+* :mod:`.network` — where the processes listen (loopback checks, replica gRPC kept local);
 * :mod:`.client` — :class:`ServeClient`, used by the LlamaIndex classes' ``endpoint=`` mode;
 * :mod:`.runner` — start and stop (CLI, tests, bench).
 
