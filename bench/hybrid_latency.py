@@ -87,12 +87,12 @@ def add_distractors(client, n: int, vecs, texts, k: float, seed: int = 0) -> Non
         client.upsert(COLLECTION, points=points, wait=True)
 
 
-def settings_grid():
+def settings_grid(limit: int = 10):
     """The shipped default (``Recipe.default()``'s search: exact scoring up to its ``exact_up_to``, candidates
-    above) and its parts switched off one by one."""
+    above) and its parts switched off one by one, each returning ``limit`` hits."""
     from llamaindex_posfair.integrations.recipe import Recipe
 
-    shipped = Recipe.default().search.overridden(limit=10)
+    shipped = Recipe.default().search.overridden(limit=limit)
     return {
         "dense, best sub-chunk": replace(shipped, sparse=False, node_weight=0.0),
         f"dense, node weight {shipped.node_weight}": replace(shipped, sparse=False),
@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=10_000, help="nodes in the collection (default 10000)")
     parser.add_argument("--memo", default=None, help="folder of the embedding memo (reused between runs)")
+    parser.add_argument("--limit", type=int, default=10, help="hits per query (default 10; the harness ranks 100)")
     args = parser.parse_args(argv)
 
     from llamaindex_posfair.encoders.spec import EncoderSpec
@@ -144,10 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         queries = np.asarray(encoder.encode_queries(texts_q), dtype=np.float32)
         sparse = Bm25Sparse().embed_queries(texts_q)
         print("| setting | p50 ms | p99 ms |\n|---|---|---|")
-        for label, settings in settings_grid().items():
+        for label, settings in settings_grid(args.limit).items():
             p50, p99 = time_queries(client, queries, sparse, settings)
             print(f"| {label} | {p50:.1f} | {p99:.1f} |")
-        print(f"\n{len(texts_q)} queries, one search call each; load averages at the end {cpu_load()}")
+        print(
+            f"\n{len(texts_q)} queries, {args.limit} hits each, one search call each; load averages at the end {cpu_load()}"
+        )
     finally:
         client.close()
     return 0

@@ -637,23 +637,35 @@ def _advise_fused(collection: str, vectors: CollectionVectors, settings: SearchS
 
 
 def _score_rows(vectors: CollectionVectors, settings: SearchSettings) -> str | None:
-    """The multivector whose rows give a hit's relevance and evidence: the sub-chunk multivector (``None``: a
-    node-vector search, or a collection without sub-chunks)."""
-    return vectors.subchunks if vectors.subchunks is not None and settings.subchunks else None
+    """The multivector whose rows give a hit's evidence and best sub-chunk: the fused rows where the search
+    weighs the node at their weight (each row a sub-chunk plus the same node term; the ranking scored them
+    already), else the sub-chunk multivector (``None``: a node-vector search, or no sub-chunks)."""
+    if vectors.subchunks is None or not settings.subchunks:
+        return None
+    return vectors.fused if settings.node_weight > 0 and vectors.fuses_at(settings.node_weight) else vectors.subchunks
 
 
-def _reads(vectors: CollectionVectors, settings: SearchSettings, fused: bool) -> list[str]:
-    """The vectors :func:`search` reads back per hit for its relevance and evidence: its sub-chunk vectors, else
-    (a fused query of node vectors) its node vector; none where Qdrant's own score is the node cosine."""
-    rows = _score_rows(vectors, settings)
-    if rows is not None:
-        return [rows]
-    return [vectors.node_vector(settings.vector)] if fused else []
+def _read_requests(
+    points: Sequence[Any], vectors: CollectionVectors, settings: SearchSettings, fused: bool
+) -> list[dict[str, Any]]:
+    """The ``retrieve`` calls that read what the hits need back: for a fused query, every hit's rows (and its
+    node vector beside fused rows: :func:`_similarity`); for a dense query, whose answer holds the dense score,
+    every hit's node vector where that score weighs it, and the rows of the best ``evidence_limit`` hits."""
+    if not points:
+        return []
+    rows, node = _score_rows(vectors, settings), vectors.node_vector(settings.vector)
+    ids = [p.id for p in points]
+    if fused:
+        return [_read_request(ids, [node] if rows is None else [rows, node] if rows == vectors.fused else [rows])]
+    out = [_read_request(ids, [node])] if rows is not None and settings.node_weight > 0 else []
+    if rows is not None and _wants_evidence(settings):
+        out.append(_read_request(ids if settings.evidence_limit is None else ids[: settings.evidence_limit], [rows]))
+    return out
 
 
-def _read_request(points: Sequence[Any], reads: list[str]) -> dict[str, Any]:
-    """The ``retrieve`` arguments that read ``reads`` (and the sub-chunk spans) of every hit."""
-    return {"ids": [p.id for p in points], "with_payload": P.payload_fields(P.SUBCHUNK_SPANS), "with_vectors": reads}
+def _read_request(ids: Sequence[Any], reads: list[str]) -> dict[str, Any]:
+    """The ``retrieve`` arguments that read ``reads`` (and the sub-chunk spans) of the points ``ids``."""
+    return {"ids": list(ids), "with_payload": P.payload_fields(P.SUBCHUNK_SPANS), "with_vectors": reads}
 
 
 def _cosines(rows: Any, q: np.ndarray) -> np.ndarray:
@@ -664,15 +676,41 @@ def _cosines(rows: Any, q: np.ndarray) -> np.ndarray:
     return rows @ q / np.maximum(np.linalg.norm(rows, axis=1), 1e-12)
 
 
-def _similarity(point: Any, record: Any, row_cosines: np.ndarray, q: np.ndarray, node: str, fused: bool) -> float:
-    """A hit's similarity to the query: its best sub-chunk's cosine, else its node cosine (Qdrant's own score
-    when the query ranked by it, read back when the rankings were fused)."""
-    if row_cosines.size:
-        return float(row_cosines.max())
-    if not fused:
-        return float(point.score)
-    cosine = _cosines((record.vector or {}).get(node), q) if record is not None else np.zeros(0)
-    return float(cosine[0]) if cosine.size else 0.0
+def _row_scores(read: Mapping[str, Any], q: np.ndarray, rows: str | None, vectors: CollectionVectors) -> np.ndarray:
+    """A hit's score against each row read back: the dot product with a fused row (as Qdrant ranks it), the
+    cosine with a sub-chunk (empty: none read)."""
+    got = read.get(rows) if rows is not None else None
+    if rows is not None and rows == vectors.fused:
+        return np.asarray(got or [], dtype=np.float32).reshape(-1, q.shape[0]) @ q
+    return _cosines(got, q)
+
+
+def _similarity(
+    score: float, read: Mapping[str, Any], row_scores: np.ndarray, q: np.ndarray, fused: bool, vectors: CollectionVectors,
+    settings: SearchSettings,
+) -> float:  # fmt: skip
+    """A hit's relevance before :func:`relevance`: its best sub-chunk's cosine (its node cosine without sub-chunks).
+
+    ``score`` is Qdrant's: for a dense query the ranking's ``w * cos(node) + (1 - w) * best``, from which the
+    best sub-chunk follows with the node cosine; a fused row is ``(1 - w) * sub-chunk + w * node``, so its best
+    dot product gives it the same way.
+    """
+    rows = _score_rows(vectors, settings)
+    node = _cosines(read.get(vectors.node_vector(settings.vector)), q)
+    if rows is None:
+        return float(node[0]) if fused and node.size else (0.0 if fused else score)
+    w = settings.node_weight if (not fused or rows == vectors.fused) else 0.0
+    if fused:
+        if row_scores.size == 0:
+            return 0.0
+        dense = float(row_scores.max())
+    else:
+        dense = score
+    if w == 0.0:
+        return dense
+    if node.size == 0 or w >= 1.0:
+        return float(node[0]) if node.size else 0.0
+    return (dense - w * float(node[0])) / (1.0 - w)
 
 
 def _best_span(record: Any, row_cosines: np.ndarray) -> tuple[int, int] | None:
@@ -711,18 +749,23 @@ def _hits(
 ) -> list[Hit]:
     """``query_points`` answers as :class:`Hit` objects: relevance scores (:func:`_similarity` in ranking order)
     and the evidence of the best ``evidence_limit`` hits."""
-    by_id = {str(r.id): r for r in records}
-    rows, node = _score_rows(vectors, settings), vectors.node_vector(settings.vector)
+    read: dict[str, dict[str, Any]] = {}
+    spans: dict[str, Any] = {}
+    for r in records:  # one point may come back from two reads (its node vector, its rows)
+        read.setdefault(str(r.id), {}).update(r.vector or {})
+        spans[str(r.id)] = r
+    rows = _score_rows(vectors, settings)
     limit = len(points) if settings.evidence_limit is None else settings.evidence_limit
-    raw, spans = [], []
+    raw, found = [], []
     for i, p in enumerate(points):
-        record = by_id.get(str(p.id))
-        row_cosines = _cosines((record.vector or {}).get(rows), q) if record is not None and rows else np.zeros(0)
-        raw.append(_similarity(p, record, row_cosines, q, node, fused))
-        spans.append(_best_span(record, row_cosines) if evidence and i < limit and record is not None else None)
+        got = read.get(str(p.id), {})
+        row_scores = _row_scores(got, q, rows, vectors)
+        raw.append(_similarity(float(p.score), got, row_scores, q, fused, vectors, settings))
+        record = spans.get(str(p.id))
+        found.append(_best_span(record, row_scores) if evidence and i < limit and record is not None else None)
     return [
         Hit(str(p.id), score, dict(p.payload or {}), span, float(p.score) if fused else None, float(p.score))
-        for p, score, span in zip(points, relevance(raw), spans)
+        for p, score, span in zip(points, relevance(raw), found)
     ]
 
 
@@ -739,14 +782,6 @@ def _fused(request: Mapping[str, Any]) -> bool:
 
 def _wants_evidence(settings: SearchSettings) -> bool:
     return settings.evidence and settings.subchunks and settings.evidence_limit != 0
-
-
-def _read_back(
-    points: Sequence[Any], vectors: CollectionVectors, settings: SearchSettings, request: Mapping[str, Any]
-) -> dict[str, Any] | None:
-    """The ``retrieve`` arguments that read what a query's hits need back (``None``: nothing to read)."""
-    reads = _reads(vectors, settings, _fused(request)) if points else []
-    return _read_request(points, reads) if reads else None
 
 
 def _answer(
@@ -798,8 +833,11 @@ def search(
     _advise(collection, vectors, settings)
     request = query_request(query_vector, settings, vectors, query_filter=query_filter, sparse_query=sparse_query)
     points = client.query_points(collection, **request, with_payload=True).points
-    read = _read_back(points, vectors, settings, request)
-    records = client.retrieve(collection, **read) if read else []
+    records = [
+        r
+        for read in _read_requests(points, vectors, settings, _fused(request))
+        for r in client.retrieve(collection, **read)
+    ]
     return _answer(points, records, query_vector, vectors, settings, request)
 
 
@@ -817,6 +855,9 @@ async def asearch(
     _advise(collection, vectors, settings)
     request = query_request(query_vector, settings, vectors, query_filter=query_filter, sparse_query=sparse_query)
     points = (await aclient.query_points(collection, **request, with_payload=True)).points
-    read = _read_back(points, vectors, settings, request)
-    records = await aclient.retrieve(collection, **read) if read else []
+    records = [
+        r
+        for read in _read_requests(points, vectors, settings, _fused(request))
+        for r in await aclient.retrieve(collection, **read)
+    ]
     return _answer(points, records, query_vector, vectors, settings, request)
