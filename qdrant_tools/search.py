@@ -685,40 +685,43 @@ def _row_scores(read: Mapping[str, Any], q: np.ndarray, rows: str | None, vector
     return _cosines(got, q)
 
 
-def _similarity(
-    score: float, read: Mapping[str, Any], row_scores: np.ndarray, q: np.ndarray, fused: bool, vectors: CollectionVectors,
-    settings: SearchSettings,
-) -> float:  # fmt: skip
-    """A hit's relevance before :func:`relevance`: its best sub-chunk's cosine (its node cosine without sub-chunks).
-
-    ``score`` is Qdrant's: for a dense query the ranking's ``w * cos(node) + (1 - w) * best``, from which the
-    best sub-chunk follows with the node cosine; a fused row is ``(1 - w) * sub-chunk + w * node``, so its best
-    dot product gives it the same way.
-    """
-    rows = _score_rows(vectors, settings)
-    node = _cosines(read.get(vectors.node_vector(settings.vector)), q)
+def _node_term(rows: str | None, vectors: CollectionVectors, settings: SearchSettings, fused: bool) -> float:
+    """The weight of the node cosine inside the value a hit's best sub-chunk is taken from: Qdrant's own score
+    of a dense query (the ranking's ``w * cos(node) + (1 - w) * best``), or the fused rows read back for a fused
+    query (each ``(1 - w) * sub-chunk + w * node``); 0 for sub-chunk rows read back, or no rows."""
     if rows is None:
-        return float(node[0]) if fused and node.size else (0.0 if fused else score)
-    w = settings.node_weight if (not fused or rows == vectors.fused) else 0.0
-    if fused:
-        if row_scores.size == 0:
-            return 0.0
-        dense = float(row_scores.max())
-    else:
-        dense = score
+        return 0.0
+    return settings.node_weight if not fused or rows == vectors.fused else 0.0
+
+
+def _similarity(score: float, row_scores: np.ndarray, node: np.ndarray, fused: bool, has_rows: bool, w: float) -> float:
+    """A hit's relevance before :func:`relevance`: its best sub-chunk's cosine (its node cosine without rows).
+
+    ``score`` is Qdrant's, ``row_scores`` the rows read back (:func:`_row_scores`), ``node`` the node cosine
+    read back (empty: not read) and ``w`` the node weight inside the value the best sub-chunk is taken from
+    (:func:`_node_term`), so the best sub-chunk is ``(value - w * cos(node)) / (1 - w)``.
+    """
+    if not has_rows:
+        return score if not fused else float(node[0]) if node.size else 0.0
+    if fused and row_scores.size == 0:
+        return 0.0
+    value = float(row_scores.max()) if fused else score
     if w == 0.0:
-        return dense
-    if node.size == 0 or w >= 1.0:
-        return float(node[0]) if node.size else 0.0
-    return (dense - w * float(node[0])) / (1.0 - w)
+        return value
+    if node.size == 0:
+        return 0.0
+    if w >= 1.0:
+        return float(node[0])
+    return (value - w * float(node[0])) / (1.0 - w)
 
 
-def _best_span(record: Any, row_cosines: np.ndarray) -> tuple[int, int] | None:
-    """The document offsets of a read-back hit's best-matching sub-chunk (``None``: no spans or rows)."""
+def _best_span(record: Any, row_scores: np.ndarray) -> tuple[int, int] | None:
+    """The document offsets of a read-back hit's best-matching sub-chunk (``None``: no spans or rows). A fused row
+    adds the same node term to every sub-chunk, so its best dot product is the best sub-chunk's."""
     spans = P.posfair_fields(record.payload).get(P.SUBCHUNK_SPANS)
-    if not spans or len(row_cosines) != len(spans):
+    if not spans or len(row_scores) != len(spans):
         return None
-    best = int(np.argmax(row_cosines))
+    best = int(np.argmax(row_scores))
     return int(spans[best][0]), int(spans[best][1])
 
 
@@ -750,18 +753,19 @@ def _hits(
     """``query_points`` answers as :class:`Hit` objects: relevance scores (:func:`_similarity` in ranking order)
     and the evidence of the best ``evidence_limit`` hits."""
     read: dict[str, dict[str, Any]] = {}
-    spans: dict[str, Any] = {}
+    by_id: dict[str, Any] = {}
     for r in records:  # one point may come back from two reads (its node vector, its rows)
         read.setdefault(str(r.id), {}).update(r.vector or {})
-        spans[str(r.id)] = r
-    rows = _score_rows(vectors, settings)
+        by_id[str(r.id)] = r
+    rows, node = _score_rows(vectors, settings), vectors.node_vector(settings.vector)
+    w = _node_term(rows, vectors, settings, fused)
     limit = len(points) if settings.evidence_limit is None else settings.evidence_limit
     raw, found = [], []
     for i, p in enumerate(points):
         got = read.get(str(p.id), {})
         row_scores = _row_scores(got, q, rows, vectors)
-        raw.append(_similarity(float(p.score), got, row_scores, q, fused, vectors, settings))
-        record = spans.get(str(p.id))
+        raw.append(_similarity(float(p.score), row_scores, _cosines(got.get(node), q), fused, rows is not None, w))
+        record = by_id.get(str(p.id))
         found.append(_best_span(record, row_scores) if evidence and i < limit and record is not None else None)
     return [
         Hit(str(p.id), score, dict(p.payload or {}), span, float(p.score) if fused else None, float(p.score))

@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -57,8 +58,8 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (
 VOLATILE_METADATA = frozenset({"last_accessed_date", "creation_date", "file_path"})
 #: Metadata a reader gives per part of a file (a PDF page); posfair stores the per-chunk page fields instead.
 _PART_METADATA = frozenset({"page_label", "tag", "tag_id"})
-#: Suffixes read only with the ``readers`` extra, and what they are.
-_NEEDS_EXTRA = {".pdf": "PDF", ".docx": "Word"}
+#: Suffixes read only with the ``readers`` extra: what they are, the package LlamaIndex's reader needs, the reader.
+_NEEDS_EXTRA = {".pdf": ("PDF", "pypdf", "PDFReader"), ".docx": ("Word", "docx2txt", "DocxReader")}
 #: Joins the parts (pages) of one file.
 PART_SEPARATOR = "\n\n"
 _EXTRA = "pip install 'llamaindex-posfair[readers]'"
@@ -117,22 +118,13 @@ def _file_extractor(extensions: Iterable[str]) -> dict[str, BaseReader]:
     met without the ``readers`` extra is refused in :func:`_load`)."""
     exts = {e.lower() for e in extensions}
     readers: dict[str, BaseReader] = {e: HtmlTextReader() for e in (".html", ".htm") if e in exts}
-    if ".pdf" in exts:
-        try:
-            import pypdf  # noqa: F401
-            from llama_index.readers.file import PDFReader
-
-            readers[".pdf"] = PDFReader()
-        except ImportError:
-            pass
-    if ".docx" in exts:
-        try:
-            import docx2txt  # noqa: F401
-            from llama_index.readers.file import DocxReader
-
-            readers[".docx"] = DocxReader()
-        except ImportError:
-            pass
+    for suffix, (_, package, reader) in _NEEDS_EXTRA.items():
+        if suffix in exts:
+            try:
+                importlib.import_module(package)
+                readers[suffix] = getattr(importlib.import_module("llama_index.readers.file"), reader)()
+            except ImportError:
+                pass
     return readers
 
 
@@ -226,7 +218,7 @@ def _load(file: Path, readers: dict[str, BaseReader]) -> list[Document] | str:
     """
     suffix = file.suffix.lower()
     if suffix in _NEEDS_EXTRA and suffix not in readers:
-        kind = _NEEDS_EXTRA[suffix]
+        kind = _NEEDS_EXTRA[suffix][0]
         raise MissingReaderError(f"{file} is a {kind} file; reading {kind} files needs the readers extra: {_EXTRA}")
     if suffix not in readers:
         try:

@@ -39,11 +39,9 @@ def psi_interval(
     for q, value in per_query.items():
         if q in groups:
             by_group[groups[q]].append(value)
+    from llamaindex_posfair.eval.metrics import psi
+
     values = [np.asarray(v, dtype=float) for v in by_group.values()]
-
-    def psi(means: list[float]) -> float:
-        return 0.0 if max(means) == 0 else 1.0 - min(means) / max(means)
-
     rng = np.random.default_rng(seed)
     resampled = np.array(
         [psi([float(v[rng.integers(0, len(v), len(v))].mean()) for v in values]) for _ in range(n_resamples)]
