@@ -18,12 +18,14 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import re
 import secrets
 import socket
 import tempfile
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -58,11 +60,61 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _ephemeral_ports() -> range:
+    """The ports the OS hands out for ``bind(port=0)`` (Linux's setting; its default elsewhere)."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low, high = (int(part) for part in f.read().split())
+        return range(low, high + 1)
+    return range(32768, 61000)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that is free on ``host`` now (tests and benches)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A port that is free on ``host`` now and outside the OS's ephemeral range (tests and benches).
+
+    A local Ray's own servers (its metrics exporter among them) bind port 0, so the OS gives them
+    ephemeral ports; a port outside that range cannot be taken by them between this call and the
+    HTTP proxy's start.
+    """
+    ephemeral = _ephemeral_ports()
+    candidates = [p for p in range(10000, 32768) if p not in ephemeral]
+    for port in secrets.SystemRandom().sample(candidates, 200):
+        if port_is_free(host, port):
+            return port
+    raise OSError(f"no free port found on {host} outside the ephemeral range {ephemeral.start}-{ephemeral.stop - 1}")
+
+
+def check_serving(host: str, port: int, attempts: int = 5, timeout_s: float = 10.0) -> None:
+    """Check that ``host:port`` answers as the application's ingress, on every one of ``attempts`` connections.
+
+    Ray Serve's proxy binds its port with ``SO_REUSEPORT``; another server that took the same
+    port (a Ray metrics exporter, an older process) would answer some or all connections.
+
+    Raises:
+        ServeStartError: a connection failed or another server answered; the message names the port.
+    """
+    target = "127.0.0.1" if _is_wildcard(host) else (f"[{host}]" if ":" in host else host)
+    url = f"http://{target}:{port}/health"
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an HTTP proxy
+    for _ in range(attempts):
+        try:
+            with direct.open(url, timeout=timeout_s) as response:
+                body = response.read()
+        except OSError as exc:
+            raise ServeStartError(
+                f"port {port} on {host} does not answer as posfair serve ({type(exc).__name__}: {exc}); another "
+                "server may hold it: pick another --port or stop what holds it"
+            ) from exc
+        if _json_or_none(body) != {"status": "ok"}:
+            raise ServeStartError(
+                f"port {port} on {host} is answered by another server; pick another --port or stop what holds it"
+            )
 
 
 #: Ray's token authentication (``RAY_AUTH_MODE=token``, the token read from ``RAY_AUTH_TOKEN_PATH``).

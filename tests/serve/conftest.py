@@ -56,7 +56,11 @@ class Served:
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"posfair serve exited early:\n{self.log.read_text()[-3000:]}"
             try:
-                if httpx.get(self.url + "/ready", timeout=2).status_code == 200:
+                r = httpx.get(self.url + "/ready", timeout=2)
+                if r.status_code == 200:
+                    assert r.text.replace(" ", "") == '{"status":"ready"}', (
+                        f"another server on {self.port}: {r.text[:200]}"
+                    )
                     return
             except httpx.HTTPError:
                 pass

@@ -117,3 +117,52 @@ def test_deploy_turns_ray_failures_into_serve_start_errors_and_lets_others_throu
     monkeypatch.setattr(serve, "start", stopped)
     with pytest.raises(Stop):
         runner.deploy(ServeConfig(), "127.0.0.1", 8000)
+
+
+# ---------------------------------------------------------------------- the port is ours
+def _http_server(body: bytes, content_type: str):
+    """A server on a free loopback port that answers every GET with ``body``; returns it (already serving)."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_check_serving_accepts_the_ingress_and_refuses_another_server_or_none():
+    from llamaindex_posfair.serve import runner
+
+    ours = _http_server(b'{"status":"ok"}', "application/json")
+    metrics = _http_server(b"# HELP ray_up Ray is up\nray_up 1.0\n", "text/plain")  # what Ray's exporter answers
+    try:
+        runner.check_serving("127.0.0.1", ours.server_address[1])
+        runner.check_serving("0.0.0.0", ours.server_address[1])  # a wildcard host is checked on loopback
+        port = metrics.server_address[1]
+        with pytest.raises(ServeStartError, match=f"port {port} on 127.0.0.1 is answered by another server"):
+            runner.check_serving("127.0.0.1", port)
+    finally:
+        ours.shutdown()
+        metrics.shutdown()
+    closed = runner.free_port()
+    with pytest.raises(ServeStartError, match=f"port {closed} on 127.0.0.1 does not answer as posfair serve"):
+        runner.check_serving("127.0.0.1", closed, timeout_s=2)
+
+
+def test_free_ports_lie_outside_the_range_a_local_ray_binds_its_own_servers_in():
+    from llamaindex_posfair.serve import runner
+
+    ephemeral = runner._ephemeral_ports()
+    ports = [runner.free_port() for _ in range(50)]
+    assert not any(p in ephemeral for p in ports)
+    assert all(runner.port_is_free("127.0.0.1", p) for p in ports)
