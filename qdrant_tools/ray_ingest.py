@@ -1,29 +1,13 @@
 """Distributed ingestion on Ray Data: the same points as :mod:`qdrant_tools.ingest`, encoded by an actor pool.
 
-Pipeline (steps and guarantees shared with the single-process path are in
-:mod:`qdrant_tools.driver`)::
-
-    driver: read files, check the collection, read its state, plan_ingestion
-      -> Ray Data: documents -> [actor pool: chunk + encode the missing chunks]
-                                (one encoder per actor; num_gpus per actor on GPU
-                                 clusters, CPU actors otherwise; forward passes
-                                 batched by a padded-token budget)
-      -> driver: QdrantWriter (upsert(wait=True), retried on network errors,
-                 then drop stale versions of completed documents)
-
-Points are built by :class:`qdrant_tools.encoding.ChunkEncoder` with the same
-chunking, fingerprints and version as the single-process path, so ids and
-payloads are equal, and a collection can be built or completed either way.
-
-Resumable: a document is skipped when its version (content + chunking + encoder
-fingerprints) is completely stored; a partly stored one (a killed driver)
-re-encodes only its missing chunks. A killed worker process is restarted by Ray
-and its batch re-run (bounded by ``max_worker_restarts``); an exception raised
-by an encoder (e.g. out of memory) is *not* retried and stops the run.
-
-The driver is the only Qdrant writer: the embedded store allows one process
-per storage folder, and one writer with ``wait=True`` keeps a server well fed
-for the worker counts measured in ``docs/scale-out.md``.
+The driver reads the files, checks the collection, reads its state and plans (:mod:`qdrant_tools.driver`);
+a Ray Data actor pool (one encoder per actor) chunks and encodes the missing chunks in forward passes bounded
+by a padded-token budget; the driver alone writes, through :class:`qdrant_tools.writer.QdrantWriter` (the
+embedded store allows one process per folder). Points come from :class:`qdrant_tools.encoding.ChunkEncoder`
+as in the single-process path, so ids and payloads are equal and a collection can be built or completed
+either way. Runs resume where they stopped; a killed worker is restarted by Ray (``max_worker_restarts``),
+while an encoder's exception (e.g. out of memory) stops the run. docs/scale-out.md ("Distributed ingestion
+on Ray") has the guarantees and the measurements.
 
 Example:
     >>> import ray

@@ -1,21 +1,11 @@
 """Bounded exponential backoff with jitter for Qdrant *network* calls.
 
-Only transport failures that a retry can fix are retried: timeouts, refused or
-dropped connections, HTTP 429 and 5xx, and the gRPC codes ``UNAVAILABLE``,
-``DEADLINE_EXCEEDED``, ``RESOURCE_EXHAUSTED`` and ``ABORTED``. A 4xx other than
-408/429 (bad request, wrong API key, missing collection, conflict) and every
-local error (an encoder's out-of-memory, a ``ValueError``) are raised at
-once: retrying them only repeats the failure, three times slower.
-
-The delay before attempt ``k + 1`` is drawn uniformly from
-``[0, min(max_delay, base_delay * multiplier ** (k - 1))]`` ("full jitter"),
-or honours a server's ``Retry-After`` (capped at ``max_delay``). Sleep, clock
-and random source are injectable, so tests never sleep.
-
-The loops are tenacity's (``Retrying`` for :func:`call_with_retry`,
-``AsyncRetrying`` for :func:`acall_with_retry`); :class:`RetryPolicy` is the one
-policy both apply (which errors, how many attempts, which delays, the deadline,
-the log lines).
+Only transport failures a retry can fix are retried (timeouts, dropped connections, HTTP 408, 429 and 5xx,
+gRPC ``UNAVAILABLE``, ``DEADLINE_EXCEEDED``, ``RESOURCE_EXHAUSTED``, ``ABORTED``); any other 4xx and every
+local error (an encoder's out-of-memory) are raised at once (docs/scale-out.md, "Retries"). The delay is
+"full jitter" (:meth:`RetryPolicy.bound`), or a server's ``Retry-After`` capped at ``max_delay``; sleep,
+clock and random source are injectable. The loops are tenacity's; :class:`RetryPolicy` is the one policy
+both :func:`call_with_retry` and :func:`acall_with_retry` apply.
 
 Example:
     >>> from qdrant_tools.retry import RetryPolicy, call_with_retry
