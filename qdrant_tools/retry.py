@@ -100,9 +100,6 @@ class RetryPolicy:
         return min(self.max_delay, self.base_delay * self.multiplier ** (attempt - 1))
 
 
-NO_RETRY = RetryPolicy(max_attempts=1)
-
-
 def _is_resource_exhausted(exc: BaseException) -> bool:
     """qdrant-client's ``ResourceExhaustedResponse``: its REST client's form of a 429 with ``Retry-After``."""
     try:
@@ -333,6 +330,11 @@ IDEMPOTENT_METHODS: frozenset[str] = frozenset(
 )
 
 
+#: The store traits (:class:`qdrant_tools.store.protocol.Store`) a :class:`RetryingClient` reports of the store it
+#: wraps: the proxy changes retries, never capabilities.
+_TRAITS = frozenset({"kind", "keeps_payload_indexes", "builds_index_on_request", "unverified_settings"})
+
+
 class RetryingClient:
     """A ``QdrantClient`` proxy that retries its idempotent methods.
 
@@ -366,30 +368,11 @@ class RetryingClient:
         """The underlying client."""
         return self._client
 
-    # The wrapped store's traits (qdrant_tools.store.protocol.Store), read through store_traits so that a
-    # wrapped QdrantClient, which declares none, answers too: the proxy changes retries, never capabilities.
-    @property
-    def kind(self) -> str:
-        return self._traits().kind
-
-    @property
-    def keeps_payload_indexes(self) -> bool:
-        return self._traits().keeps_payload_indexes
-
-    @property
-    def builds_index_on_request(self) -> bool:
-        return self._traits().builds_index_on_request
-
-    @property
-    def unverified_settings(self) -> tuple[str, ...]:
-        return self._traits().unverified_settings
-
-    def _traits(self) -> Any:
-        from qdrant_tools.store.protocol import store_traits  # lazy: the store package loads Qdrant Edge
-
-        return store_traits(self._client)
-
     def __getattr__(self, name: str) -> Any:
+        if name in _TRAITS:  # read through store_traits, so a wrapped QdrantClient, which declares none, answers
+            from qdrant_tools.store.protocol import store_traits  # lazy: the store package loads Qdrant Edge
+
+            return getattr(store_traits(self._client), name)
         attr = getattr(self._client, name)
         if name not in IDEMPOTENT_METHODS or not callable(attr):
             return attr

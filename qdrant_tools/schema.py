@@ -26,15 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from qdrant_client import models
-
 from qdrant_tools.compat import check_writable
 from qdrant_tools.spec import CollectionSpec, VectorConfig
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
-
-DISTANCES = {d.value.lower(): d for d in models.Distance}
 
 
 def ensure_collection(

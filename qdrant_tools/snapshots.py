@@ -141,15 +141,6 @@ class SnapshotInfo:
     creation_time: str | None = None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SnapshotInfo:
-        return cls(
-            name=data["name"],
-            size=data.get("size"),
-            checksum=data.get("checksum"),
-            creation_time=data.get("creation_time"),
-        )
-
-    @classmethod
     def from_description(cls, description: Any) -> SnapshotInfo:
         """From qdrant-client's ``SnapshotDescription``."""
         return cls(description.name, description.size, description.checksum, description.creation_time)

@@ -110,9 +110,6 @@ class EdgeCollection:
         self.record = self.record.model_copy(update={"metadata": merged})
         write_json_atomic(self.folder / COLLECTION_META, self.record.model_dump(mode="json", exclude_none=True))
 
-    def multivectors(self) -> set[str]:
-        return {n for n, p in self.record.named.items() if p.multivector_config is not None}
-
     def info(self) -> models.CollectionInfo:
         """``get_collection``'s answer: the record's configuration and the shard's live counts and indexes."""
         live = self.shard.info()
