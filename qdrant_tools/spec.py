@@ -1,22 +1,11 @@
 """Declarative collection specs: create, validate and apply changes to a Qdrant collection.
 
-A :class:`CollectionSpec` says everything an operator decides about a
-collection (named vectors with size, distance, HNSW, quantization and on-disk
-settings; payload indexes; shards and replication) and is kept in a JSON or
-TOML file next to the deployment. Three operations use it:
-
-* :func:`create_collection` creates the collection, or, if it exists, checks it
-  matches (and raises otherwise);
-* :func:`validate_collection` compares a live collection with the spec and
-  lists every difference, plus what the store does not report (embedded
-  local mode keeps no collection-level HNSW, quantization, shard, replication
-  or payload-index settings);
-* :func:`plan_changes` / :func:`apply_changes` bring an existing
-  collection to the spec *online*: add missing named vectors (e.g. a
-  ``calibrated`` one next to ``vanilla``), add payload indexes, update HNSW /
-  quantization / on-disk settings and the replication factor. A change that
-  needs a rebuild (vector size or distance, shard count) is refused before any
-  write.
+A :class:`CollectionSpec` says everything an operator decides about a collection (named vectors, HNSW,
+quantization, on-disk settings, payload indexes, shards, replication), kept in a JSON or TOML file:
+:func:`create_collection` creates it (or checks an existing one), :func:`validate_collection` lists every
+difference and what the store does not report, and :func:`plan_changes` / :func:`apply_changes` bring an
+existing collection to the spec online, refusing before any write a change that needs a rebuild
+(docs/scale-out.md, "Collection specs").
 
 Example:
     >>> from qdrant_client import QdrantClient
