@@ -128,10 +128,8 @@ def _missing_sparse_problem(
     )
 
 
-def _metadata_problem(collection: str, recorded: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> str | None:
+def _metadata_problem(collection: str, recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> str | None:
     """The recorded metadata (the recipe) must agree with this run's wherever both say something."""
-    if not wanted:
-        return None
     clash = metadata_conflicts(recorded, wanted)
     if not clash:
         return None

@@ -278,16 +278,13 @@ def ray_ingest_documents(
     """Ingest decoded documents with a Ray actor pool; see the module docstring.
 
     Args:
-        client: what :func:`qdrant_tools.store.open_store` returns, used by the driver only; the writer adds the retries.
-        collection: created with the encoders' named vectors and payload indexes if missing.
-        documents: documents with distinct ``doc_id``.
+        client, collection, documents, report, spec: as :func:`qdrant_tools.ingest.ingest_documents` (the
+            client is used by the driver only).
         factory: picklable ``device -> {vector name: encoder}``, e.g. an ``EncoderSet``.
         config: run settings.
-        report: filled in place (default: a new one).
         ray_address: ``"ray://head:10001"`` or ``"auto"`` for a cluster; None starts
             (or reuses) a local Ray with ``local_cpus`` CPUs.
         on_write: called with the number of chunks written after each upsert.
-        spec: an operator's collection spec to create the collection from (default: from the encoders).
 
     Returns:
         The report.

@@ -183,6 +183,14 @@ class VectorConfig(_Frozen):
             multivector_config=multi,
         )
 
+    def params_diff(self) -> models.VectorParamsDiff:
+        """The settings of this vector an existing collection can change (HNSW, quantization, on-disk)."""
+        return models.VectorParamsDiff(
+            hnsw_config=self.hnsw.to_qdrant() if self.hnsw else None,
+            quantization_config=self.quantization.to_qdrant() if self.quantization else None,
+            on_disk=self.on_disk,
+        )
+
     @property
     def qdrant_distance(self) -> models.Distance:
         """The distance as ``models.Distance`` (``"cosine"`` -> ``Distance.COSINE``)."""
@@ -450,17 +458,10 @@ def validate_collection(client: StoreLike, spec: CollectionSpec) -> ValidationRe
     # settings the store does not keep or report (local mode: all but the vectors; the Edge store: one shard)
     skipped = store_traits(client).unverified_settings
     report.unverified = [k for k in skipped if _is_set(spec, k)]
-    for key, fixable in (
-        ("shard_number", False),
-        ("replication_factor", True),
-        ("write_consistency_factor", True),
-        ("on_disk_payload", True),
-    ):
-        want = getattr(spec, key)
-        if key in skipped:
-            continue
-        if want is not None and getattr(params, key, None) != want:
-            diffs.append(Difference(key, want, getattr(params, key, None), fixable))
+    for key in ("shard_number", "replication_factor", "write_consistency_factor", "on_disk_payload"):
+        want, have = getattr(spec, key), getattr(params, key, None)
+        if key not in skipped and want is not None and have != want:
+            diffs.append(Difference(key, want, have, key != "shard_number"))  # shards are fixed at creation
     if "hnsw" not in skipped:
         _cmp_hnsw("", spec.hnsw, info.config.hnsw_config, diffs)
     if spec.quantization is not None and "quantization" not in skipped:
@@ -576,12 +577,7 @@ def plan_changes(client: StoreLike, spec: CollectionSpec) -> ChangePlan:
         if parts[0] == "vectors" and len(parts) == 2:
             plan.add_vectors.append(spec.vector(parts[1]))
         elif parts[0] == "vectors":
-            v = spec.vector(parts[1])
-            plan.update_vectors[v.name] = models.VectorParamsDiff(
-                hnsw_config=v.hnsw.to_qdrant() if v.hnsw else None,
-                quantization_config=v.quantization.to_qdrant() if v.quantization else None,
-                on_disk=v.on_disk,
-            )
+            plan.update_vectors[parts[1]] = spec.vector(parts[1]).params_diff()
         elif parts[0] == "payload_indexes":  # a nested field's name has dots of its own ("_posfair.version")
             field_name = d.setting.split(".", 1)[1]
             plan.add_indexes.append(next(i for i in spec.payload_indexes if i.field == field_name))
@@ -619,11 +615,7 @@ def apply_changes(client: StoreLike, spec: CollectionSpec, *, dry_run: bool = Fa
             wait=True,
         )
         if v.on_disk is not None or v.hnsw is not None or v.quantization is not None:
-            plan.update_vectors[v.name] = models.VectorParamsDiff(
-                hnsw_config=v.hnsw.to_qdrant() if v.hnsw else None,
-                quantization_config=v.quantization.to_qdrant() if v.quantization else None,
-                on_disk=v.on_disk,
-            )
+            plan.update_vectors[v.name] = v.params_diff()
     if plan.update_vectors or plan.collection_params:
         kwargs = dict(plan.collection_params)
         if "collection_params" in kwargs:
