@@ -5,11 +5,8 @@ posfair stores *named* dense vectors, so one collection can hold e.g. a
 write, every vector an ingestion will write is checked against the
 collection: it must exist under that name with the encoder's size and
 distance. A mismatch raises :class:`qdrant_tools.spec.CollectionMismatchError`
-naming both sides and the fix, and nothing is written.
-
-The vectors are described by :class:`qdrant_tools.spec.VectorConfig`, the one
-type posfair describes a vector it writes with; the encoder behind each (for
-the messages) is passed beside them as ``descriptions``.
+naming both sides and the fix, and nothing is written. The vectors are
+:class:`qdrant_tools.spec.VectorConfig` s.
 
 Example:
     >>> from qdrant_client import QdrantClient
