@@ -195,17 +195,21 @@ def _short(exc: BaseException) -> str:
 
 
 def _tenacity_options(
-    policy: RetryPolicy,
+    policy: RetryPolicy | None,
+    fn: Callable[..., Any],
     *,
     clock: Callable[[], float],
     rng: random.Random | None,
     stats: RetryStats | None,
-    description: str,
+    description: str | None,
 ) -> dict[str, Any]:
-    """Settings of a ``tenacity.Retrying`` or ``AsyncRetrying`` that applies ``policy`` to one call.
+    """Settings of a ``tenacity.Retrying`` or ``AsyncRetrying`` that applies ``policy`` (default
+    :class:`RetryPolicy`) to one call of ``fn`` (named ``description``, default its name, in the logs).
 
     Only the policy lives here; the sync and async loops are tenacity's.
     """
+    policy = policy or RetryPolicy()
+    description = description or getattr(fn, "__name__", "call")
     rng = rng or random.Random()
     start = clock()
 
@@ -277,8 +281,7 @@ def call_with_retry(
         The last exception of ``fn`` once it is not retryable, the attempts are
         used up or the deadline has passed.
     """
-    options = _tenacity_options(policy or RetryPolicy(), clock=clock, rng=rng, stats=stats,
-                                description=description or getattr(fn, "__name__", "call"))  # fmt: skip
+    options = _tenacity_options(policy, fn, clock=clock, rng=rng, stats=stats, description=description)
     return Retrying(sleep=sleep, **options)(fn, *args, **kwargs)
 
 
@@ -302,8 +305,7 @@ async def acall_with_retry(
         >>> asyncio.run(acall_with_retry(ping, policy=RetryPolicy(max_attempts=2)))
         'pong'
     """
-    options = _tenacity_options(policy or RetryPolicy(), clock=clock, rng=rng, stats=stats,
-                                description=description or getattr(fn, "__name__", "call"))  # fmt: skip
+    options = _tenacity_options(policy, fn, clock=clock, rng=rng, stats=stats, description=description)
     return await AsyncRetrying(sleep=sleep, **options)(fn, *args, **kwargs)
 
 

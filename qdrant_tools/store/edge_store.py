@@ -563,9 +563,8 @@ class EdgeStore:
                 dense vector (or the reverse).
             UnsupportedCallError: a query kind the embedded store lacks.
         """
-        kwargs.pop("shard_key_selector", None)
-        kwargs.pop("consistency", None)
-        kwargs.pop("timeout", None)
+        for ignored in ("shard_key_selector", "consistency", "timeout"):
+            kwargs.pop(ignored, None)
         if kwargs.pop("lookup_from", None) is not None:
             raise UnsupportedCallError("query_points(lookup_from=...) is not supported by the embedded store")
         col = self._collection(collection_name)
