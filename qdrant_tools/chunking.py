@@ -387,13 +387,7 @@ def chunk_text(
     spans_fn: SpanFn = whitespace_spans,
     segment_chars: int | None = SEGMENT_CHARS,
 ) -> list[Chunk]:
-    """Split ``text`` into overlapping token windows (:func:`iter_chunks`, as a list).
-
-    Args:
-        text: the document text.
-        config: chunk size and overlap.
-        spans_fn: tokenizer as a span function (see :func:`tokenizer_spans`).
-        segment_chars: characters tokenized per call (:func:`iter_spans`); ``None``: the whole text at once.
+    """Split ``text`` into overlapping token windows: :func:`iter_chunks` (the same arguments), as a list.
 
     Returns:
         Chunks in document order; empty for a text without tokens.

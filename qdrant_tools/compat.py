@@ -1,12 +1,9 @@
 """May this run write to this collection (its shape: vectors, sparse vectors, metadata)? One home, one error type.
 
-Before the first write, :func:`check_writable` compares a live collection
-with the :class:`~qdrant_tools.spec.CollectionSpec` a run writes: every named
-vector (present, size, distance, multivector or not), the sub-chunk
-multivectors the run would leave out, the sparse vectors and the recorded
-metadata. A mismatch raises :class:`~qdrant_tools.spec.CollectionMismatchError` naming the
-collection's side, this run's side and the fix; nothing is written. Whether an encoder may read or
-write a vector is llamaindex-posfair's gate.
+Before the first write, :func:`check_writable` compares a live collection with the
+:class:`~qdrant_tools.spec.CollectionSpec` a run writes: every named vector, the sub-chunk multivectors the
+run would leave out, the sparse vectors and the recorded metadata. Whether an encoder may read or write a
+vector is llamaindex-posfair's gate.
 
 Example:
     >>> from qdrant_client import QdrantClient
@@ -128,10 +125,8 @@ def _missing_sparse_problem(
     )
 
 
-def _metadata_problem(collection: str, recorded: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> str | None:
+def _metadata_problem(collection: str, recorded: Mapping[str, Any], wanted: Mapping[str, Any]) -> str | None:
     """The recorded metadata (the recipe) must agree with this run's wherever both say something."""
-    if not wanted:
-        return None
     clash = metadata_conflicts(recorded, wanted)
     if not clash:
         return None

@@ -10,15 +10,10 @@ Both paths are the same five steps; only step 4 differs::
        versions are deleted once its new version is complete; then prune and
        build the search index (IngestionRun.finish)
 
-Guarantees (for both paths, because they live here and in the writer):
-
-* the collection schema is checked against every encoder before any write;
-* point ids are deterministic (:mod:`qdrant_tools.ids`), so a rerun is
-  idempotent and completes an interrupted run, every chunk stored exactly
-  once; a partly stored document is resumed chunk by chunk;
-* a changed document's new chunks are written before its old ones are
-  deleted (never delete first), so a crash never loses a document;
-* state lives in Qdrant payloads, not in a local file.
+The guarantees of both paths live here and in the writer (docs/integration.md, "Guarantees of
+``posfair ingest``"): the schema is checked before any write, point ids are deterministic (a rerun completes
+an interrupted run), a changed document's new chunks are written before its old ones are deleted, and the
+state lives in Qdrant payloads.
 
 Example:
     >>> run = IngestionRun.start(client, "demo", docs, IngestSettings().point_encoding(vectors), IngestReport("demo"),

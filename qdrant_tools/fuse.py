@@ -1,17 +1,12 @@
 """Copy a collection into the fused layout from its stored vectors, without encoding anything again.
 
-Collections written before the fused multivector was the default (or with ``--fused-weight 0``)
-score a node-weighted query through two arms. :func:`fuse_collection` copies such a collection into a new
-one that also holds :data:`~qdrant_tools.subchunks.FUSED_VECTOR` (rows ``(1 - w) * s_j + w * node``,
-:func:`~qdrant_tools.encoding.fused_rows`, built from the stored node and sub-chunk vectors), the
-plain sub-chunks memory-mapped beside them, and optionally an int8 copy of the node vectors: the
-layout ``posfair ingest`` writes today. Each point is re-keyed as ingestion would key it
-(the layout is part of a document's version), so ``posfair ingest`` of the same files into the new
-collection finds every document up to date and encodes nothing. A collection that already holds fused rows
-at that weight is copied as it is into other storage: ``fused_quantization`` keeps the fused rows as a
-quantized copy in RAM with the float rows memory-mapped, ``node_on_disk`` memory-maps the float node vectors
-(:class:`qdrant_tools.layout.NodeLayout`). The source is never written; a crash part-way leaves a partial
-target that a rerun completes (the writes are idempotent).
+:func:`fuse_collection` copies a collection without fused rows (written before they were the default, or
+with ``--fused-weight 0``) into a new one that also holds :data:`~qdrant_tools.subchunks.FUSED_VECTOR`, built
+from the stored node and sub-chunk vectors (:func:`~qdrant_tools.encoding.fused_rows`): the layout
+``posfair ingest`` writes today. Points are re-keyed as ingestion would key them, so ingesting the same files
+into the copy encodes nothing. A collection with fused rows at that weight is copied into other storage
+(:class:`qdrant_tools.layout.NodeLayout`'s ``fused_quantization``, ``node_on_disk``). The source is never
+written; a rerun completes a partial target (docs/storage.md, "Any size").
 
 Example:
     >>> from qdrant_tools.fuse import fuse_collection
@@ -22,7 +17,6 @@ Example:
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -238,9 +232,7 @@ def _create_target(
     if params.on_disk_payload is not None:
         kwargs["on_disk_payload"] = params.on_disk_payload
     client.create_collection(target, **kwargs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        create_payload_indexes(client, target, POSFAIR_PAYLOAD_INDEXES)
+    create_payload_indexes(client, target, POSFAIR_PAYLOAD_INDEXES)
 
 
 def _fused_point(point: Any, node: str, weight: float) -> models.PointStruct:

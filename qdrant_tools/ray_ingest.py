@@ -1,29 +1,13 @@
 """Distributed ingestion on Ray Data: the same points as :mod:`qdrant_tools.ingest`, encoded by an actor pool.
 
-Pipeline (steps and guarantees shared with the single-process path are in
-:mod:`qdrant_tools.driver`)::
-
-    driver: read files, check the collection, read its state, plan_ingestion
-      -> Ray Data: documents -> [actor pool: chunk + encode the missing chunks]
-                                (one encoder per actor; num_gpus per actor on GPU
-                                 clusters, CPU actors otherwise; forward passes
-                                 batched by a padded-token budget)
-      -> driver: QdrantWriter (upsert(wait=True), retried on network errors,
-                 then drop stale versions of completed documents)
-
-Points are built by :class:`qdrant_tools.encoding.ChunkEncoder` with the same
-chunking, fingerprints and version as the single-process path, so ids and
-payloads are equal, and a collection can be built or completed either way.
-
-Resumable: a document is skipped when its version (content + chunking + encoder
-fingerprints) is completely stored; a partly stored one (a killed driver)
-re-encodes only its missing chunks. A killed worker process is restarted by Ray
-and its batch re-run (bounded by ``max_worker_restarts``); an exception raised
-by an encoder (e.g. out of memory) is *not* retried and stops the run.
-
-The driver is the only Qdrant writer: the embedded store allows one process
-per storage folder, and one writer with ``wait=True`` keeps a server well fed
-for the worker counts measured in ``docs/scale-out.md``.
+The driver reads the files, checks the collection, reads its state and plans (:mod:`qdrant_tools.driver`);
+a Ray Data actor pool (one encoder per actor) chunks and encodes the missing chunks in forward passes bounded
+by a padded-token budget; the driver alone writes, through :class:`qdrant_tools.writer.QdrantWriter` (the
+embedded store allows one process per folder). Points come from :class:`qdrant_tools.encoding.ChunkEncoder`
+as in the single-process path, so ids and payloads are equal and a collection can be built or completed
+either way. Runs resume where they stopped; a killed worker is restarted by Ray (``max_worker_restarts``),
+while an encoder's exception (e.g. out of memory) stops the run. docs/scale-out.md ("Distributed ingestion
+on Ray") has the guarantees and the measurements.
 
 Example:
     >>> import ray
@@ -294,16 +278,13 @@ def ray_ingest_documents(
     """Ingest decoded documents with a Ray actor pool; see the module docstring.
 
     Args:
-        client: what :func:`qdrant_tools.store.open_store` returns, used by the driver only; the writer adds the retries.
-        collection: created with the encoders' named vectors and payload indexes if missing.
-        documents: documents with distinct ``doc_id``.
+        client, collection, documents, report, spec: as :func:`qdrant_tools.ingest.ingest_documents` (the
+            client is used by the driver only).
         factory: picklable ``device -> {vector name: encoder}``, e.g. an ``EncoderSet``.
         config: run settings.
-        report: filled in place (default: a new one).
         ray_address: ``"ray://head:10001"`` or ``"auto"`` for a cluster; None starts
             (or reuses) a local Ray with ``local_cpus`` CPUs.
         on_write: called with the number of chunks written after each upsert.
-        spec: an operator's collection spec to create the collection from (default: from the encoders).
 
     Returns:
         The report.

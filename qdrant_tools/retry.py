@@ -1,21 +1,11 @@
 """Bounded exponential backoff with jitter for Qdrant *network* calls.
 
-Only transport failures that a retry can fix are retried: timeouts, refused or
-dropped connections, HTTP 429 and 5xx, and the gRPC codes ``UNAVAILABLE``,
-``DEADLINE_EXCEEDED``, ``RESOURCE_EXHAUSTED`` and ``ABORTED``. A 4xx other than
-408/429 (bad request, wrong API key, missing collection, conflict) and every
-local error (an encoder's out-of-memory, a ``ValueError``) are raised at
-once: retrying them only repeats the failure, three times slower.
-
-The delay before attempt ``k + 1`` is drawn uniformly from
-``[0, min(max_delay, base_delay * multiplier ** (k - 1))]`` ("full jitter"),
-or honours a server's ``Retry-After`` (capped at ``max_delay``). Sleep, clock
-and random source are injectable, so tests never sleep.
-
-The loops are tenacity's (``Retrying`` for :func:`call_with_retry`,
-``AsyncRetrying`` for :func:`acall_with_retry`); :class:`RetryPolicy` is the one
-policy both apply (which errors, how many attempts, which delays, the deadline,
-the log lines).
+Only transport failures a retry can fix are retried (timeouts, dropped connections, HTTP 408, 429 and 5xx,
+gRPC ``UNAVAILABLE``, ``DEADLINE_EXCEEDED``, ``RESOURCE_EXHAUSTED``, ``ABORTED``); any other 4xx and every
+local error (an encoder's out-of-memory) are raised at once (docs/scale-out.md, "Retries"). The delay is
+"full jitter" (:meth:`RetryPolicy.bound`), or a server's ``Retry-After`` capped at ``max_delay``; sleep,
+clock and random source are injectable. The loops are tenacity's; :class:`RetryPolicy` is the one policy
+both :func:`call_with_retry` and :func:`acall_with_retry` apply.
 
 Example:
     >>> from qdrant_tools.retry import RetryPolicy, call_with_retry
@@ -108,9 +98,6 @@ class RetryPolicy:
     def bound(self, attempt: int) -> float:
         """Upper bound of the backoff after failed attempt number ``attempt`` (1-based)."""
         return min(self.max_delay, self.base_delay * self.multiplier ** (attempt - 1))
-
-
-NO_RETRY = RetryPolicy(max_attempts=1)
 
 
 def _is_resource_exhausted(exc: BaseException) -> bool:
@@ -208,17 +195,21 @@ def _short(exc: BaseException) -> str:
 
 
 def _tenacity_options(
-    policy: RetryPolicy,
+    policy: RetryPolicy | None,
+    fn: Callable[..., Any],
     *,
     clock: Callable[[], float],
     rng: random.Random | None,
     stats: RetryStats | None,
-    description: str,
+    description: str | None,
 ) -> dict[str, Any]:
-    """Settings of a ``tenacity.Retrying`` or ``AsyncRetrying`` that applies ``policy`` to one call.
+    """Settings of a ``tenacity.Retrying`` or ``AsyncRetrying`` that applies ``policy`` (default
+    :class:`RetryPolicy`) to one call of ``fn`` (named ``description``, default its name, in the logs).
 
     Only the policy lives here; the sync and async loops are tenacity's.
     """
+    policy = policy or RetryPolicy()
+    description = description or getattr(fn, "__name__", "call")
     rng = rng or random.Random()
     start = clock()
 
@@ -290,8 +281,7 @@ def call_with_retry(
         The last exception of ``fn`` once it is not retryable, the attempts are
         used up or the deadline has passed.
     """
-    options = _tenacity_options(policy or RetryPolicy(), clock=clock, rng=rng, stats=stats,
-                                description=description or getattr(fn, "__name__", "call"))  # fmt: skip
+    options = _tenacity_options(policy, fn, clock=clock, rng=rng, stats=stats, description=description)
     return Retrying(sleep=sleep, **options)(fn, *args, **kwargs)
 
 
@@ -315,8 +305,7 @@ async def acall_with_retry(
         >>> asyncio.run(acall_with_retry(ping, policy=RetryPolicy(max_attempts=2)))
         'pong'
     """
-    options = _tenacity_options(policy or RetryPolicy(), clock=clock, rng=rng, stats=stats,
-                                description=description or getattr(fn, "__name__", "call"))  # fmt: skip
+    options = _tenacity_options(policy, fn, clock=clock, rng=rng, stats=stats, description=description)
     return await AsyncRetrying(sleep=sleep, **options)(fn, *args, **kwargs)
 
 
@@ -341,6 +330,11 @@ IDEMPOTENT_METHODS: frozenset[str] = frozenset(
         "create_payload_index",
     }
 )
+
+
+#: The store traits (:class:`qdrant_tools.store.protocol.Store`) a :class:`RetryingClient` reports of the store it
+#: wraps: the proxy changes retries, never capabilities.
+_TRAITS = frozenset({"kind", "keeps_payload_indexes", "builds_index_on_request", "unverified_settings"})
 
 
 class RetryingClient:
@@ -376,30 +370,11 @@ class RetryingClient:
         """The underlying client."""
         return self._client
 
-    # The wrapped store's traits (qdrant_tools.store.protocol.Store), read through store_traits so that a
-    # wrapped QdrantClient, which declares none, answers too: the proxy changes retries, never capabilities.
-    @property
-    def kind(self) -> str:
-        return self._traits().kind
-
-    @property
-    def keeps_payload_indexes(self) -> bool:
-        return self._traits().keeps_payload_indexes
-
-    @property
-    def builds_index_on_request(self) -> bool:
-        return self._traits().builds_index_on_request
-
-    @property
-    def unverified_settings(self) -> tuple[str, ...]:
-        return self._traits().unverified_settings
-
-    def _traits(self) -> Any:
-        from qdrant_tools.store.protocol import store_traits  # lazy: the store package loads Qdrant Edge
-
-        return store_traits(self._client)
-
     def __getattr__(self, name: str) -> Any:
+        if name in _TRAITS:  # read through store_traits, so a wrapped QdrantClient, which declares none, answers
+            from qdrant_tools.store.protocol import store_traits  # lazy: the store package loads Qdrant Edge
+
+            return getattr(store_traits(self._client), name)
         attr = getattr(self._client, name)
         if name not in IDEMPOTENT_METHODS or not callable(attr):
             return attr

@@ -5,11 +5,8 @@ posfair stores *named* dense vectors, so one collection can hold e.g. a
 write, every vector an ingestion will write is checked against the
 collection: it must exist under that name with the encoder's size and
 distance. A mismatch raises :class:`qdrant_tools.spec.CollectionMismatchError`
-naming both sides and the fix, and nothing is written.
-
-The vectors are described by :class:`qdrant_tools.spec.VectorConfig`, the one
-type posfair describes a vector it writes with; the encoder behind each (for
-the messages) is passed beside them as ``descriptions``.
+naming both sides and the fix, and nothing is written. The vectors are
+:class:`qdrant_tools.spec.VectorConfig` s.
 
 Example:
     >>> from qdrant_client import QdrantClient
@@ -26,15 +23,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from qdrant_client import models
-
 from qdrant_tools.compat import check_writable
 from qdrant_tools.spec import CollectionSpec, VectorConfig
 
 if TYPE_CHECKING:
     from qdrant_tools.store.protocol import StoreLike
-
-DISTANCES = {d.value.lower(): d for d in models.Distance}
 
 
 def ensure_collection(

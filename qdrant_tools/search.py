@@ -1,52 +1,21 @@
 """Query a collection written by posfair ingestion: node vectors, re-scored by their best sub-chunk.
 
-With the sub-chunk layout (:mod:`qdrant_tools.subchunks`) a node scores
-MaxSim over its sub-chunk multivector — with one query vector that is
-``max_j cos(q, s_j)``, the node's best sub-chunk — in one ``query_points`` call:
+With the sub-chunk layout (:mod:`qdrant_tools.subchunks`) a node scores MaxSim over its sub-chunk
+multivector, ``max_j cos(q, s_j)``, optionally fused with its own cosine,
+``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)``, in one ``query_points`` call: an exact scan up to
+``exact_up_to`` nodes, above that a re-scoring of candidates drawn from indexes (the node vector's HNSW,
+BM25 in a hybrid query, and the sub-chunk graph where the collection has one). A collection with a fused
+multivector (:data:`~qdrant_tools.subchunks.FUSED_VECTOR`) written at the query's weight answers with one
+MaxSim over its rows; any other weight takes the two-arm formula. A hybrid query fuses the dense ranking
+with the BM25 one (:mod:`qdrant_tools.sparse`) in Qdrant (RRF or DBSF). docs/storage.md ("What ships",
+"Any size") says what each path costs and recalls.
 
-* a collection of at most ``exact_up_to`` nodes is scored *exactly*: the
-  multivector is scanned over every node (``exact=True`` wherever an index could
-  answer instead), and with a fused node score the node vector too (below);
-* a larger one re-scores candidates drawn from indexes, none of which scans the
-  collection (a prefetch list): the node vector's HNSW (``prefetch_limit``, or 2%
-  of the collection up to ``prefetch_max``), the
-  BM25 ranking of a hybrid query (``fusion_limit``) and, in a collection written
-  with an HNSW graph on the multivector (:attr:`CollectionVectors.subchunk_graph`), that
-  graph (``subchunk_candidates``). The node vector alone is a poor proxy for the
-  best sub-chunk (on ~1,700 nodes of prose, 100 candidates keep 64% of the exact
-  top 10: ``research/bench/subchunk_index.py``); ``bench/scale.py`` measures the union at
-  10k-100k nodes (docs/storage.md, "Any size"). A large collection without the
-  graph is searched from the other two sources, and the log says so once.
+**Scores**: a hit's score (:attr:`Hit.score`) is its relevance in [0, 1] (:func:`relevance`): the cosine of
+its best sub-chunk (of the node vector without sub-chunks), kept in ranking order; :attr:`Hit.rank_score`
+is the value Qdrant ordered by. A BM25-only query (:func:`sparse_request`) keeps its BM25 scores.
 
-Optionally the node's own cosine is fused in,
-``w * cos(q, node) + (1 - w) * max_j cos(q, s_j)``, inside Qdrant: a formula
-query over two prefetches (the best-sub-chunk ranking and the node-vector
-ranking) that re-score the same candidates, so every candidate has both scores:
-below ``exact_up_to`` the union of the exact MaxSim scan's and the exact
-node-vector scan's ``max(limit, fusion_limit)`` best (and BM25's, in a hybrid
-query); above, the candidates drawn from indexes. Without sub-chunks the node vector is
-searched directly.
-
-**One arm**: a collection written with a fused multivector
-(:data:`~qdrant_tools.subchunks.FUSED_VECTOR`, rows ``(1 - w) * s_j + w * node``, dot product)
-answers a query at its own weight ``w`` with one MaxSim over those rows, which equals the formula
-above: a scan of every node up to ``exact_up_to``, else the same candidates re-scored once instead
-of once per arm (about half the time; docs/storage.md, "Any size"). Any other weight takes the
-two-arm formula.
-
-**Hybrid**: a collection that also stores a BM25 sparse vector of each node
-(:mod:`qdrant_tools.sparse`) and a query that brings its BM25 vector fuse the
-dense ranking above and the BM25 ranking in Qdrant (``Fusion.RRF`` or
-``Fusion.DBSF``), still in one ``query_points`` call. BM25 is position-blind: a
-term counts wherever it sits in the node.
-
-**Scores**: whatever ordered the hits, a hit's score (:attr:`Hit.score`) is its relevance in [0, 1]
-(:func:`relevance`): the cosine of its best sub-chunk (the node vector's in a collection without
-sub-chunks, or with ``subchunks=False``), kept in ranking order; :attr:`Hit.rank_score` is the value
-Qdrant ordered by. A BM25-only query (:func:`sparse_request`) keeps its BM25 scores.
-
-Only qdrant-client method names are used (``get_collection``, ``query_points``,
-``retrieve``), so the embedded store and a server answer alike.
+Only qdrant-client method names are used (``get_collection``, ``query_points``, ``retrieve``), so the
+embedded store and a server answer alike.
 
 Example:
     >>> hits = search(client, "demo", query_vector, SearchSettings(limit=5))  # doctest: +SKIP
@@ -527,13 +496,7 @@ def _dense_parts(
     using = vectors.fused if settings.node_weight > 0 and one_arm else vectors.subchunks
     sub = _subchunk_arm(q, vectors, flt, limit if one_arm else depth, cands, using)
     if one_arm:
-        return {
-            "prefetch": sub.prefetch,
-            "query": sub.query,
-            "using": sub.using,
-            "filter": sub.filter,
-            "params": sub.params,
-        }
+        return {key: getattr(sub, key) for key in ("prefetch", "query", "using", "filter", "params")}
     nodes = _rescored(cands, q.tolist(), vector, depth, vectors)
     return {"prefetch": [sub, nodes], "query": node_weighted_formula(settings.node_weight)}
 
@@ -541,9 +504,8 @@ def _dense_parts(
 def _dense_request(q, vector, settings, query_filter, vectors) -> dict[str, Any]:
     """The ``query_points`` arguments of the dense ranking."""
     weighted = settings.node_weight > 0 and vectors.subchunks is not None and settings.subchunks
-    depth = (
-        max(settings.limit, settings.fusion_limit) if weighted else settings.limit
-    )  # node-weighted rankings need depth
+    # node-weighted rankings need depth
+    depth = max(settings.limit, settings.fusion_limit) if weighted else settings.limit
     parts = _dense_parts(q, vector, settings, vectors, query_filter, depth)
     flt, params = parts.pop("filter", None), parts.pop("params", None)
     return {**parts, "query_filter": flt, "search_params": params, "limit": settings.limit}

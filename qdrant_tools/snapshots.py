@@ -1,32 +1,16 @@
 """Snapshots on a Qdrant server: create -> download -> sha256 verify -> restore.
 
-Embedded storage (the Qdrant Edge store of :mod:`qdrant_tools.store`, or
-``QdrantClient(path=...)``) has no snapshot API (``create_snapshot`` raises
-``NotImplementedError``); back it up by copying its folder while no client has
-it open. On a server, every call but the download goes through qdrant-client:
+Embedded storage has no snapshot API: copy its folder while no client has it open. On a server every call
+but the download goes through qdrant-client (``collection=None`` means a *full* snapshot). The download
+streams the snapshot with ``httpx`` to ``NAME.part`` while hashing, checks the server's checksum, renames it
+and writes ``NAME.sha256`` (qdrant-client's ``get_snapshot`` parses the body as JSON).
+:func:`restore_snapshot` verifies a local file before uploading it; :func:`recover_from_location` has the
+server fetch it. Server errors come out as ``httpx.HTTPStatusError`` (so :mod:`qdrant_tools.retry` retries
+429 and 5xx only), transport failures as ``httpx.TransportError``.
 
-* ``create_snapshot`` / ``list_snapshots`` / ``delete_snapshot``: the server
-  reports name, size and sha256; ``collection=None`` means a *full* snapshot
-  (the whole storage: ``create_full_snapshot`` and its siblings);
-* the download streams ``GET /collections/{c}/snapshots/{name}`` (or
-  ``/snapshots/{name}``) with ``httpx`` to ``NAME.part`` while hashing, compares
-  with the server's checksum, then renames; a ``NAME.sha256`` file
-  (``sha256sum`` format) is written beside it. qdrant-client has no download:
-  its ``get_snapshot`` parses the body as JSON;
-* :func:`restore_snapshot` uploads a local file (qdrant-client's
-  ``recover_from_uploaded_snapshot``) after verifying it *before* anything is
-  sent; the server verifies the checksum again. :func:`recover_from_location`
-  has the server fetch the file itself (``recover_snapshot``).
-
-Server errors come out as ``httpx.HTTPStatusError`` (status kept: 429 and 5xx
-are retried by :mod:`qdrant_tools.retry`, 4xx are not) and transport failures as
-``httpx.TransportError``, whichever client made the call.
-
-On a cluster a collection snapshot holds only the shards of the node it is
-taken on: snapshot every node (one ``--qdrant-url`` each), or use shard
-snapshots. The API key comes from an environment variable, is sent only as the
-``api-key`` header, is never logged, and is refused over plain ``http://``
-unless explicitly allowed.
+A cluster's collection snapshot holds only the shards of the node it is taken on: snapshot every node. The
+API key comes from an environment variable, is sent only as the ``api-key`` header, is never logged, and is
+refused over plain ``http://`` unless allowed. docs/scale-out.md ("Snapshots") shows the commands.
 
 Example:
     >>> from qdrant_tools.snapshots import ServerConfig, create_snapshot, download_snapshot
@@ -155,15 +139,6 @@ class SnapshotInfo:
     size: int | None = None
     checksum: str | None = None
     creation_time: str | None = None
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SnapshotInfo:
-        return cls(
-            name=data["name"],
-            size=data.get("size"),
-            checksum=data.get("checksum"),
-            creation_time=data.get("creation_time"),
-        )
 
     @classmethod
     def from_description(cls, description: Any) -> SnapshotInfo:

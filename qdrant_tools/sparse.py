@@ -11,29 +11,14 @@ job: create the sparse vector with ``models.SparseVectorParams(modifier=
 models.Modifier.IDF)`` and Qdrant multiplies each query term by
 ``ln(1 + (N - n + 0.5) / (n + 0.5))`` over the points that hold the vector.
 
-Chinese and Japanese are written without spaces, and the word tokenizer takes a whole
-run of such characters for one token, so a query word inside a sentence never matches.
-With ``cjk_bigrams`` (the default for new settings) each run of Han, Hiragana or Katakana
-characters is first rewritten as its overlapping character bigrams (``東京の天気`` ->
-``東京 京の の天 天気``; one character stays itself), as Lucene's CJK analyzer does; text
-without such characters is tokenised exactly as before. :meth:`Bm25Sparse.settings`
-records the flag; settings recorded before it existed (without the key) keep it off,
-so a collection keeps the vectors it was written with.
+Chinese and Japanese runs (no spaces between words) are split into character bigrams first, as Lucene's
+CJK analyzer does (:func:`cjk_bigrams`; on by default, off for settings recorded before the flag).
 
-Why client-side vectors rather than ``models.Document(text, model="qdrant/bm25")``:
-a ``Document`` is turned into a vector by *Qdrant itself*, which needs a Qdrant
-server with BM25 inference (or fastembed installed next to qdrant-client's
-local mode); the embedded Qdrant Edge store has no inference at all. Vectors
-computed here are plain data: the same points written into the Edge store,
-qdrant-client's local mode or a server score identically by construction,
-and the vectors are a pure function of the text and :meth:`Bm25Sparse.settings`
-(no process, hash seed or machine state enters). A server user may keep
-sending these vectors (recommended: one ingestion path for every store),
-or let the server embed with the same settings:
-``models.Document(text=..., model="qdrant/bm25", options=bm25.server_options())``
-(Qdrant documents its ``Bm25Config`` as portable between server and Edge; we
-have not compared a server's vectors with these here). A server does not split CJK
-runs into bigrams: for Chinese or Japanese text, send the vectors computed here.
+The vectors are computed here rather than sent as ``models.Document(text, model="qdrant/bm25")``, which
+Qdrant itself embeds: the embedded Qdrant Edge store has no inference, while plain vectors score the same in
+the Edge store, local mode and a server, and are a pure function of the text and :meth:`Bm25Sparse.settings`.
+A server may embed instead with ``options=bm25.server_options()`` (not compared here), except for Chinese or
+Japanese text, which it does not split into bigrams.
 
 Example:
     >>> from qdrant_tools.sparse import Bm25Sparse

@@ -1,22 +1,11 @@
 """Declarative collection specs: create, validate and apply changes to a Qdrant collection.
 
-A :class:`CollectionSpec` says everything an operator decides about a
-collection (named vectors with size, distance, HNSW, quantization and on-disk
-settings; payload indexes; shards and replication) and is kept in a JSON or
-TOML file next to the deployment. Three operations use it:
-
-* :func:`create_collection` creates the collection, or, if it exists, checks it
-  matches (and raises otherwise);
-* :func:`validate_collection` compares a live collection with the spec and
-  lists every difference, plus what the store does not report (embedded
-  local mode keeps no collection-level HNSW, quantization, shard, replication
-  or payload-index settings);
-* :func:`plan_changes` / :func:`apply_changes` bring an existing
-  collection to the spec *online*: add missing named vectors (e.g. a
-  ``calibrated`` one next to ``vanilla``), add payload indexes, update HNSW /
-  quantization / on-disk settings and the replication factor. A change that
-  needs a rebuild (vector size or distance, shard count) is refused before any
-  write.
+A :class:`CollectionSpec` says everything an operator decides about a collection (named vectors, HNSW,
+quantization, on-disk settings, payload indexes, shards, replication), kept in a JSON or TOML file:
+:func:`create_collection` creates it (or checks an existing one), :func:`validate_collection` lists every
+difference and what the store does not report, and :func:`plan_changes` / :func:`apply_changes` bring an
+existing collection to the spec online, refusing before any write a change that needs a rebuild
+(docs/scale-out.md, "Collection specs").
 
 Example:
     >>> from qdrant_client import QdrantClient
@@ -192,6 +181,14 @@ class VectorConfig(_Frozen):
             hnsw_config=self.hnsw.to_qdrant() if self.hnsw else None,
             quantization_config=self.quantization.to_qdrant() if self.quantization else None,
             multivector_config=multi,
+        )
+
+    def params_diff(self) -> models.VectorParamsDiff:
+        """The settings of this vector an existing collection can change (HNSW, quantization, on-disk)."""
+        return models.VectorParamsDiff(
+            hnsw_config=self.hnsw.to_qdrant() if self.hnsw else None,
+            quantization_config=self.quantization.to_qdrant() if self.quantization else None,
+            on_disk=self.on_disk,
         )
 
     @property
@@ -461,17 +458,10 @@ def validate_collection(client: StoreLike, spec: CollectionSpec) -> ValidationRe
     # settings the store does not keep or report (local mode: all but the vectors; the Edge store: one shard)
     skipped = store_traits(client).unverified_settings
     report.unverified = [k for k in skipped if _is_set(spec, k)]
-    for key, fixable in (
-        ("shard_number", False),
-        ("replication_factor", True),
-        ("write_consistency_factor", True),
-        ("on_disk_payload", True),
-    ):
-        want = getattr(spec, key)
-        if key in skipped:
-            continue
-        if want is not None and getattr(params, key, None) != want:
-            diffs.append(Difference(key, want, getattr(params, key, None), fixable))
+    for key in ("shard_number", "replication_factor", "write_consistency_factor", "on_disk_payload"):
+        want, have = getattr(spec, key), getattr(params, key, None)
+        if key not in skipped and want is not None and have != want:
+            diffs.append(Difference(key, want, have, key != "shard_number"))  # shards are fixed at creation
     if "hnsw" not in skipped:
         _cmp_hnsw("", spec.hnsw, info.config.hnsw_config, diffs)
     if spec.quantization is not None and "quantization" not in skipped:
@@ -587,12 +577,7 @@ def plan_changes(client: StoreLike, spec: CollectionSpec) -> ChangePlan:
         if parts[0] == "vectors" and len(parts) == 2:
             plan.add_vectors.append(spec.vector(parts[1]))
         elif parts[0] == "vectors":
-            v = spec.vector(parts[1])
-            plan.update_vectors[v.name] = models.VectorParamsDiff(
-                hnsw_config=v.hnsw.to_qdrant() if v.hnsw else None,
-                quantization_config=v.quantization.to_qdrant() if v.quantization else None,
-                on_disk=v.on_disk,
-            )
+            plan.update_vectors[parts[1]] = spec.vector(parts[1]).params_diff()
         elif parts[0] == "payload_indexes":  # a nested field's name has dots of its own ("_posfair.version")
             field_name = d.setting.split(".", 1)[1]
             plan.add_indexes.append(next(i for i in spec.payload_indexes if i.field == field_name))
@@ -630,11 +615,7 @@ def apply_changes(client: StoreLike, spec: CollectionSpec, *, dry_run: bool = Fa
             wait=True,
         )
         if v.on_disk is not None or v.hnsw is not None or v.quantization is not None:
-            plan.update_vectors[v.name] = models.VectorParamsDiff(
-                hnsw_config=v.hnsw.to_qdrant() if v.hnsw else None,
-                quantization_config=v.quantization.to_qdrant() if v.quantization else None,
-                on_disk=v.on_disk,
-            )
+            plan.update_vectors[v.name] = v.params_diff()
     if plan.update_vectors or plan.collection_params:
         kwargs = dict(plan.collection_params)
         if "collection_params" in kwargs:

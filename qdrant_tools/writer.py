@@ -1,42 +1,22 @@
 """The one Qdrant writer of posfair ingestion (single-process and Ray alike).
 
-:class:`QdrantWriter` owns every call ingestion makes to Qdrant:
+:class:`QdrantWriter` owns every call ingestion makes to Qdrant: it creates the collection from a
+:class:`qdrant_tools.spec.CollectionSpec` (payload indexes included), checks the named-vector schema before
+any write (:func:`qdrant_tools.compat.check_writable`), reads the stored state in one scroll (the input of
+:func:`qdrant_tools.plan.plan_ingestion`), writes columnar ``models.Batch`` upserts with ``wait=True``
+through the transient-only retries of :mod:`qdrant_tools.retry` (a :class:`~qdrant_tools.retry.RetryingClient`
+given is unwrapped, so retries never nest), and deletes a document's stale versions by filter once the
+caller says its new version is complete.
 
-* the collection comes from a :class:`qdrant_tools.spec.CollectionSpec`,
-  *including* its payload indexes (``doc_id``, ``version``, payload format);
-* the named-vector schema is checked (:func:`qdrant_tools.compat.check_writable`)
-  before any write, so a wrong collection raises and nothing is written;
-* the stored state is read with one scroll (per document and version: chunk
-  indices and chunk count), the input of :func:`qdrant_tools.plan.plan_ingestion`;
-* points are written with ``upsert(wait=True)`` and every call goes through
-  the bounded, transient-only retries of :mod:`qdrant_tools.retry`, applied
-  here: callers pass a plain client (a :class:`~qdrant_tools.retry.RetryingClient`
-  is unwrapped, so retries never nest);
-* stale versions are deleted by filter, and only when the caller says a
-  document's new version is complete.
+It uses only ``collection_exists``, ``create_collection``, ``get_collection``, ``upsert``, ``scroll``,
+``count``, ``delete`` and ``create_payload_index`` (and ``build_index`` where the store's traits say it
+builds its index on request: :func:`qdrant_tools.store.protocol.store_traits`), so any store with
+qdrant-client's method names can stand behind it (:func:`qdrant_tools.store.open_store`).
+:class:`PointBatch` carries, per vector name, dense rows or multivectors, and sparse vectors beside them.
 
-It uses only ``collection_exists``, ``create_collection``, ``get_collection``,
-``upsert``, ``scroll``, ``count``, ``delete`` and ``create_payload_index``,
-so any store offering qdrant-client's method names can stand behind it
-(:func:`qdrant_tools.store.open_store`); a store whose traits say it builds
-its index on request (the embedded Qdrant Edge store; see
-:func:`qdrant_tools.store.protocol.store_traits`) also gets ``build_index``
-once the ingestion is done.
-
-A point may carry several named vectors, and a named vector may be a
-multivector (a list of vectors per point, e.g. for late interaction), so
-:class:`PointBatch` takes, per name, either an ``(n, size)`` array or ``n``
-per-point vectors (1-D dense or 2-D multi). Sparse vectors (e.g. BM25 from
-:class:`qdrant_tools.sparse.Bm25Sparse`) travel beside them in
-``PointBatch.sparse``, ``n`` ``models.SparseVector`` s per name, in the same
-columnar ``models.Batch``; the collection must have been created with those
-sparse vectors (``sparse_vectors_config``), which the store checks.
-
-qdrant-client's ``upload_points`` / ``upload_collection`` batching helpers are
-not used: they retry every exception (a 400 too) with their own count, are not
-among the methods above, and give no hook after each confirmed batch, where
-completed documents drop their stale versions; writes are columnar
-``models.Batch`` upserts instead, one per batch the caller hands over.
+qdrant-client's ``upload_points`` / ``upload_collection`` are not used: they retry every exception (a 400
+too) with their own count and give no hook after each confirmed batch, where completed documents drop their
+stale versions.
 
 Example:
     >>> import numpy as np

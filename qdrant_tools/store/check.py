@@ -1,24 +1,10 @@
 """Read every file, point and vector of an embedded collection and report what is damaged; change nothing.
 
-:func:`check_collection` is what ``posfair storage check`` runs:
-
-1. **Files.** ``store.json`` (the store's marker), the collection's
-   ``collection.json`` (its record, validated) and every JSON file of its
-   Qdrant Edge shard (``edge_config.json``, each segment's ``segment.json``
-   and storage ``config.json`` files) are parsed.
-2. **Shard.** The shard is loaded as an open does; a file Edge cannot read
-   (write-ahead log, id tracker, segment state) is reported by name.
-3. **Points.** Point ids are scrolled in pages; each page is read back with its
-   payload and every vector. A page that fails is read again point by point,
-   so the report names each damaged point. A vector is damaged when Edge cannot
-   read it, or it holds NaN or infinity, or (a cosine vector, which Qdrant
-   keeps normalised) its length is not 1. The points read must be as many as
-   the collection counts.
-
-Nothing is written: the check takes the folder's lock (one process at a time)
-and closes the shard without a flush. Qdrant Edge itself rewrites
-``edge_config.json`` and ``segment.json`` on every load (the same settings)
-and merges a payload tracker's journal, as any open of the store does.
+:func:`check_collection` is what ``posfair storage check`` runs: it parses the store's and the collection's
+JSON files, loads the shard as an open does, reads every point back with its payload and vectors (a failing
+page point by point, so each damaged point is named; a vector with NaN, infinity or a cosine vector not of
+unit length is damaged) and compares the count. It holds the folder's lock and writes nothing; docs/storage.md
+("``posfair storage check``") says what Qdrant Edge itself rewrites on a load.
 
 Example:
     >>> import tempfile

@@ -110,9 +110,6 @@ class EdgeCollection:
         self.record = self.record.model_copy(update={"metadata": merged})
         write_json_atomic(self.folder / COLLECTION_META, self.record.model_dump(mode="json", exclude_none=True))
 
-    def multivectors(self) -> set[str]:
-        return {n for n, p in self.record.named.items() if p.multivector_config is not None}
-
     def info(self) -> models.CollectionInfo:
         """``get_collection``'s answer: the record's configuration and the shard's live counts and indexes."""
         live = self.shard.info()
@@ -170,9 +167,9 @@ class EdgeCollection:
     def warm(self, budget_bytes: int | None = None) -> WarmReport:
         """Read the shard's files into the page cache, as its searches use them (:mod:`qdrant_tools.store.warm`):
         the raw sparse vectors never, a vector searched neither through a graph nor a quantized copy last."""
-        dense = self.record.vectors if isinstance(self.record.vectors, dict) else {"": self.record.vectors}
-        skip = {f"vector_storage-{name}" for name in self.record.sparse_vectors or {}}
-        last = {f"vector_storage-{name}" for name, params in dense.items() if _scanned_only(params, self.record)}
+        rec = self.record
+        skip = {f"vector_storage-{name}" for name in rec.sparse}
+        last = {f"vector_storage-{name}" for name, params in rec.named.items() if _scanned_only(params, rec)}
         return warm_files(self.folder / SHARD, skip, last, budget_bytes)
 
 

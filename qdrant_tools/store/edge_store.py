@@ -18,21 +18,13 @@ queries                    ``query_points`` (vector / multivector / sparse vecto
                            ``query_points_groups``
 =========================  ================================================================
 
-Anything else qdrant-client offers raises :class:`UnsupportedCallError`
-naming the method and the alternative. Each collection is one Edge shard
-under ``<folder>/collections/<name>``; every write goes through Edge's
-write-ahead log before the call returns, so a process killed afterwards keeps
-it. One process opens a folder at a time (:mod:`qdrant_tools.store.lock`);
-within it, every open of one folder shares one engine (:mod:`.shared`).
-A file that Qdrant Edge cannot read raises :class:`StorageDamagedError`
-naming the file and the fix (:mod:`.errors`).
-
-New points are searched exactly until they are indexed. With ``auto_index``
-(the default) the store indexes them in the background once a collection's
-unindexed points pass its ``indexing_threshold``, as a server's optimizer
-does (:mod:`qdrant_tools.store.indexer`); :meth:`EdgeStore.build_index` builds
-the index at once (ingestion calls it when it finishes). Queries use the
-index and search points written later exactly beside it.
+Anything else qdrant-client offers raises :class:`UnsupportedCallError` naming the method and the
+alternative. Each collection is one Edge shard under ``<folder>/collections/<name>``; every write is in
+Edge's write-ahead log when the call returns. One process opens a folder at a time
+(:mod:`qdrant_tools.store.lock`); within it, every open of one folder shares one engine (:mod:`.shared`).
+A file Qdrant Edge cannot read raises :class:`StorageDamagedError` naming the file and the fix. New points
+are searched exactly until they are indexed: in the background with ``auto_index``
+(:mod:`qdrant_tools.store.indexer`), or at once by :meth:`EdgeStore.build_index`.
 
 Example:
     >>> import tempfile
@@ -571,9 +563,8 @@ class EdgeStore:
                 dense vector (or the reverse).
             UnsupportedCallError: a query kind the embedded store lacks.
         """
-        kwargs.pop("shard_key_selector", None)
-        kwargs.pop("consistency", None)
-        kwargs.pop("timeout", None)
+        for ignored in ("shard_key_selector", "consistency", "timeout"):
+            kwargs.pop(ignored, None)
         if kwargs.pop("lookup_from", None) is not None:
             raise UnsupportedCallError("query_points(lookup_from=...) is not supported by the embedded store")
         col = self._collection(collection_name)

@@ -1,11 +1,8 @@
 """Errors of :mod:`qdrant_tools.store`: each names what happened and the fix.
 
-A file of the embedded store that cannot be read or decoded raises
-:class:`StorageDamagedError`, which names the file (or folder) and the ways
-back: a backup copy of the folder (or ``posfair snapshot restore`` on a
-server), a re-ingestion, and ``posfair storage check`` to see what is damaged.
-:func:`storage_errors` turns Qdrant Edge's exceptions into it at the store's
-boundary.
+A file of the embedded store that cannot be read or decoded raises :class:`StorageDamagedError`, naming
+the file and the ways back (:func:`recovery_hint`); :func:`storage_errors` turns Qdrant Edge's exceptions
+into it at the store's boundary (docs/storage.md, "Errors name the file and the way back").
 
 Example:
     >>> from qdrant_tools.store.errors import StoreError, StoreLockedError

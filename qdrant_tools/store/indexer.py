@@ -1,32 +1,14 @@
 """Automatic indexing for the embedded store: build a collection's HNSW index after writes, as a server's optimizer does.
 
-A Qdrant server indexes a segment once its vectors pass the collection's
-``optimizers_config.indexing_threshold`` (KB, default 10,000). Qdrant Edge has
-no optimizer of its own: ``EdgeShard.optimize()`` runs the same optimizers
-(indexing, merge, vacuum) when called, blocking until they are done. The
-:class:`AutoIndexer` of an :class:`~qdrant_tools.store.EdgeStore` calls it for
-every client, not only for posfair's ingestion:
-
-* **When.** Each ``upsert`` adds its point count to the collection's backlog.
-  Once the backlog reaches :func:`threshold_points` (the indexing threshold in
-  KB over the bytes of the largest dense vector of a point, e.g. 6,667 points
-  of 384 float32 dimensions) *and* no write has come for ``quiet_s`` seconds,
-  one worker thread per store runs ``optimize()`` on that collection (a *step*).
-  Edge itself decides what a step indexes: segments past the threshold; points
-  below it stay in a small plain segment, searched exactly, as on a server.
-  ``indexing_threshold=0`` turns indexing off for the collection (Qdrant's meaning).
-* **Why the quiet period.** qdrant_edge 0.9's ``optimize()`` holds Python's GIL
-  for its whole run (docs/storage.md), so while a step runs no Python thread of
-  the process runs, the writer included. The worker therefore starts a step only in a pause of the
-  writes: a steady writer is never stopped, and the index is built as soon as
-  it pauses. A write that arrives during a step waits for that step (the
-  points pending when it started). A qdrant_edge release that drops the GIL
-  makes the steps run beside the writes with no change here.
-* **Reads.** Points not yet indexed are searched exactly (Edge scans plain
-  segments), so a query right after an ``upsert`` finds its points.
-* **Errors** of a step are logged (logger ``qdrant_tools.store.indexer``) and
-  raised as :class:`IndexBuildError` by the store's next write, ``build_index``
-  or ``close`` call (whichever comes first; once).
+Qdrant Edge has no optimizer of its own; ``EdgeShard.optimize()`` runs the server's optimizers (indexing,
+merge, vacuum) when called, blocking until they are done. The :class:`AutoIndexer` of an
+:class:`~qdrant_tools.store.EdgeStore` calls it for every client: once a collection's backlog of written
+points reaches :func:`threshold_points` (its ``indexing_threshold``, KB, over the bytes of a point's largest
+dense vector; 0 turns indexing off) *and* no write has come for ``quiet_s`` seconds, one worker thread per
+store runs ``optimize()`` on it (a *step*). The pause matters because qdrant_edge 0.9's ``optimize()`` holds
+Python's GIL for its whole run. Points not yet indexed are searched exactly. Errors of a step are logged and
+raised once as :class:`IndexBuildError` by the store's next write, ``build_index`` or ``close``.
+docs/storage.md ("Automatic indexing (Edge store)") has the whole story and the measurements.
 
 Example:
     >>> import tempfile

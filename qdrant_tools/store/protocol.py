@@ -1,27 +1,10 @@
 """What posfair needs of a Qdrant store: qdrant-client's method names plus three declared traits.
 
-Three stores stand behind posfair (:func:`qdrant_tools.store.open_store`): the
-embedded Qdrant Edge store (:class:`qdrant_tools.store.EdgeStore`),
-qdrant-client's local mode and a Qdrant server (both a ``QdrantClient``).
-They answer the same calls but differ in what they keep and do, and code that
-must know says so through :class:`StoreTraits`, never by looking at class names:
-
-==========  ======================  =========================  ================================
-``kind``    ``keeps_payload_        ``builds_index_on_         ``unverified_settings``
-            indexes``               request``
-==========  ======================  =========================  ================================
-"edge"      True                    True (``build_index``)     shards, replication, write
-                                                               consistency (one shard)
-"local"     False (scans)           False (no index)           the above, on-disk payload,
-                                                               HNSW, quantization, indexes
-"server"    True                    False (indexes itself)     none
-==========  ======================  =========================  ================================
-
-A store declares the traits as attributes (:class:`Store`); :func:`store_traits`
-reads them, and answers for a ``QdrantClient`` from the options it was opened
-with (its public ``init_options``: ``location=":memory:"`` or ``path=`` is local
-mode, anything else a server), so a client a user built works too. An object
-that declares nothing (a test double, a third-party store) is taken for a server.
+The embedded Qdrant Edge store, qdrant-client's local mode and a Qdrant server
+(:func:`qdrant_tools.store.open_store`) answer the same calls but differ in what they keep and do; code that
+must know asks :class:`StoreTraits`, never the class name (each kind's traits: :data:`EDGE`, :data:`LOCAL`,
+:data:`SERVER`). A store declares the traits as attributes (:class:`Store`);
+:func:`store_traits` reads them, and answers for a ``QdrantClient`` from the options it was opened with.
 
 Example:
     >>> from qdrant_client import QdrantClient

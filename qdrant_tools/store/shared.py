@@ -1,13 +1,10 @@
 """One engine per embedded store folder in a process: every open of one path shares it.
 
-An :class:`~qdrant_tools.store.EdgeStore` is a handle on an :class:`OpenFolder`:
-the folder's lock, its open collections (Qdrant Edge shards) and its background
-indexer. :func:`join` gives a second ``open_store(path)`` (or
-``PosFairVectorStore(path=...)``) of a folder this process has open the same
-engine, found by the folder's resolved path, and counts its users;
-:func:`leave` closes the engine when the last user closes. So one process
-never locks its own folder out, while another process still gets a clear
-"in use by process N" (:mod:`qdrant_tools.store.lock`).
+An :class:`~qdrant_tools.store.EdgeStore` is a handle on an :class:`OpenFolder` (the folder's lock, its
+open Qdrant Edge shards, its background indexer). :func:`join` gives every open of a folder this process has
+open that engine, found by the folder's resolved path, and counts its users; :func:`leave` closes it with
+the last one. Another process still gets "in use by process N" (docs/storage.md, "Several opens of one
+folder in one process").
 
 Example:
     >>> import tempfile

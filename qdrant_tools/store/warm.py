@@ -1,22 +1,13 @@
 """Warm a collection's files into the page cache when a reader opens it, so its first queries are not slow.
 
-Qdrant Edge memory-maps what it keeps on disk (float originals beside their quantized copies, payloads, the
-sparse index) and drops those pages from the operating system's cache when it closes a shard, so the first
-queries after an open read their pages from disk one at a time: hundreds of page faults each. Reading the files
-once, in order, costs a fraction of that. :func:`warm_files` reads a shard's files the way its searches use
-them, most used first, within a byte budget (by default half the memory the kernel reports available), and
-:class:`qdrant_tools.store.EdgeStore` runs it when a store opened with ``warm=True`` loads a collection.
-
-What is read, in this order (the write-ahead log never):
-
-1. what every search touches: HNSW graphs, quantized copies, the sparse inverted index, id trackers, payload
-   indexes and the small metadata files;
-2. what re-scoring and results read: float originals of the vectors searched through a graph or a quantized
-   copy, and the payloads;
-3. last, the storages searched neither way (a multivector kept only for exact scans).
-
-The raw sparse vectors are not read (a sparse query goes through the inverted index). The page cache is the
-kernel's: the pages count as the process's memory only once a query maps them, and the kernel may drop them.
+Qdrant Edge memory-maps what it keeps on disk and drops those pages from the operating system's cache when it
+closes a shard, so the first queries after an open would read them from disk one fault at a time.
+:func:`warm_files` reads a shard's files once, in order, within a byte budget (by default half the memory the
+kernel reports available): first what every search touches (HNSW graphs, quantized copies, the sparse inverted
+index, id trackers, payload indexes, small metadata files), then the float originals and payloads that
+re-scoring and results read, last the storages searched neither way; never the write-ahead log or the raw
+sparse vectors. :class:`qdrant_tools.store.EdgeStore` runs it when a store opened with ``warm=True`` loads a
+collection (docs/storage.md, "Warming on open").
 
 Example:
     >>> report = warm_files(Path("store/collections/docs/shard"), skip=set(), last=set())  # doctest: +SKIP
