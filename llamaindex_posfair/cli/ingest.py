@@ -428,7 +428,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run_ingest)
 
 
-def _config(args: argparse.Namespace, recipe: Any) -> Any:
+def _config(args: argparse.Namespace, recipe: Any, encoder_set: Any) -> Any:
     from qdrant_tools.ingest import IngestConfig
 
     try:
@@ -448,33 +448,38 @@ def open_for_run(args: argparse.Namespace) -> Any:
     return options.open_client(args, auto_index=False)
 
 
-def run_ingest(args: argparse.Namespace) -> int:
-    from qdrant_tools.driver import scoped_to
-    from qdrant_tools.ingest import ingest_documents
-    from qdrant_tools.report import IngestReport
+def load_vectors(args: argparse.Namespace, encoder_set: Any) -> Any:
+    """``encoder_set`` bound to its model, loaded once (every vector of a set shares one model)."""
+    return encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))
+
+
+def run_ingestion(args: argparse.Namespace, report: Any, make_config: Any, write: Any) -> int:
+    """The steps ``ingest`` and ``ingest-ray`` share: read PATH, settle the recipe, then print the dry run's plan
+    or ``write(client, docs, encoder_set, config, report)`` and print its report.
+
+    ``make_config(args, recipe, encoder_set)``: the command's ingestion settings. A failure after the first write
+    keeps what is stored and says how to finish (exit status 1).
+    """
+    from qdrant_tools.driver import plan_run, scoped_to
     from qdrant_tools.spec import CollectionMismatchError
 
-    check_source(args)
-    report = IngestReport(collection=args.collection)
     docs = read_input(args, report)  # reading problems surface before storage opens or the model loads
     client = open_for_run(args)
     try:
         recipe, encoder_set = ingest_recipe(args, client)
-        config = scoped_to(_config(args, recipe), args.source)
-        vectors = encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))
-        if args.dry_run:
-            print_plan(
-                args, dry_run_plan(client, args.collection, docs, config.point_encoding(vectors), config), report
-            )
+        config = scoped_to(make_config(args, recipe, encoder_set), args.source)
+        if args.dry_run:  # the plan needs the encoders' fingerprints and chunking: the model loads here
+            encoding = config.point_encoding(load_vectors(args, encoder_set))
+            print_plan(args, plan_run(client, args.collection, docs, encoding, config)[1], report)
             return 0
-        report = ingest_documents(client, args.collection, docs, vectors, config, report=report)
+        report = write(client, docs, encoder_set, config, report)
     except (CollectionMismatchError, ValueError) as exc:
         raise CliError(str(exc)) from None
     except CliError:
         raise
     except Exception as exc:
         print(
-            f"posfair ingest: stopped by {type(exc).__name__}: {exc}\n"
+            f"posfair {args.command}: stopped by {type(exc).__name__}: {exc}\n"
             "chunks already stored are kept; rerun the same command to finish (nothing is duplicated)",
             file=sys.stderr,
         )
@@ -485,18 +490,22 @@ def run_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_ingest(args: argparse.Namespace) -> int:
+    from qdrant_tools.ingest import ingest_documents
+    from qdrant_tools.report import IngestReport
+
+    def write(client: StoreLike, docs: list[Any], encoder_set: Any, config: Any, report: Any) -> Any:
+        return ingest_documents(client, args.collection, docs, load_vectors(args, encoder_set), config, report=report)
+
+    check_source(args)
+    return run_ingestion(args, IngestReport(collection=args.collection), _config, write)
+
+
 def recipe_precision(recipe: Any) -> str:
     """The precision the recipe's vectors are computed in (``"bfloat16"``, ``"float32"``, ``"float16"``)."""
     from llamaindex_posfair.encoders.precision import precision_name
 
     return precision_name(next(iter(recipe.vectors.values())).dtype)
-
-
-def dry_run_plan(client: StoreLike, collection: str, docs: list[Any], encoders: Any, settings: Any) -> Any:
-    """What an ingestion of ``docs`` would do (:func:`qdrant_tools.driver.plan_run`: checks, no write)."""
-    from qdrant_tools.driver import plan_run
-
-    return plan_run(client, collection, docs, encoders, settings)[1]
 
 
 #: Plan action -> what the dry run calls it.

@@ -15,22 +15,10 @@ Example:
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from llamaindex_posfair.cli import options
-from llamaindex_posfair.cli.ingest import (
-    add_ingest_args,
-    check_source,
-    dry_run_plan,
-    ingest_recipe,
-    open_for_run,
-    print_plan,
-    print_report,
-    read_input,
-    recipe_precision,
-    run_settings,
-)
+from llamaindex_posfair.cli.ingest import add_ingest_args, check_source, run_ingestion, run_settings
 from llamaindex_posfair.cli.options import CliError
 
 
@@ -55,9 +43,10 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=run_ingest_ray)
 
 
-def _config(args: argparse.Namespace, recipe: Any) -> Any:
+def _config(args: argparse.Namespace, recipe: Any, encoder_set: Any) -> Any:
     from qdrant_tools.ray_ingest import RayIngestConfig
 
+    check_worker_devices(args, encoder_set)
     try:
         return recipe.ingest_settings(
             RayIngestConfig,
@@ -106,49 +95,22 @@ def check_worker_devices(args: argparse.Namespace, encoder_set: Any) -> None:
 
 
 def run_ingest_ray(args: argparse.Namespace) -> int:
-    from qdrant_tools.driver import scoped_to
     from qdrant_tools.ray_ingest import RayIngestReport, ray_ingest_documents
-    from qdrant_tools.spec import CollectionMismatchError
 
     check_source(args)
     collection_spec = _collection_spec(args)
-    report = RayIngestReport(collection=args.collection)
-    docs = read_input(args, report)
-    client = open_for_run(args)
-    try:
-        recipe, encoder_set = ingest_recipe(args, client)
-        check_worker_devices(args, encoder_set)
-        config = scoped_to(_config(args, recipe), args.source)
-        if args.dry_run:  # the plan needs the encoders' fingerprints and chunking: load them here, not on Ray
-            vectors = encoder_set.bind(options.load_spec(next(iter(encoder_set.vectors.values())), args))
-            print_plan(
-                args, dry_run_plan(client, args.collection, docs, config.point_encoding(vectors), config), report
-            )
-            return 0
-        encoder_set = encoder_set.pinned()
-        report = ray_ingest_documents(
+
+    def write(client: Any, docs: list[Any], encoder_set: Any, config: Any, report: Any) -> Any:
+        return ray_ingest_documents(
             client,
             args.collection,
             docs,
-            encoder_set,
+            encoder_set.pinned(),
             config,
             ray_address=args.ray_address,
             local_cpus=args.local_cpus,
             spec=collection_spec,
             report=report,
         )
-    except (CollectionMismatchError, ValueError) as exc:
-        raise CliError(str(exc)) from None
-    except CliError:
-        raise
-    except Exception as exc:
-        print(
-            f"posfair ingest-ray: stopped by {type(exc).__name__}: {exc}\n"
-            "chunks already stored are kept; rerun the same command to finish (nothing is duplicated)",
-            file=sys.stderr,
-        )
-        return 1
-    finally:
-        client.close()
-    print_report(args, report, recipe_precision(recipe))
-    return 0
+
+    return run_ingestion(args, RayIngestReport(collection=args.collection), _config, write)

@@ -1,31 +1,8 @@
 """Option groups and error handling shared by every ``posfair`` sub-command.
 
-One flag name means one thing in every sub-command; the full table, with the
-sub-commands that take each flag, is ``docs/cli.md``
-(``tests/cli/test_vocabulary.py`` checks it against the parser). The short form:
-
-===============================  ==========================================================
-``--chunk-tokens N``              node size: tokens per node (``ingest``, ``train-dump``)
-``--top-k N``                     results returned per query (``query``)
-``--dtype NAME``                  model dtype: ``float32``, ``bfloat16``, ``float16``
-                                  (default: chosen by the hardware; ``train-dump`` also ``auto``)
-``--encode-batch-size N``         texts per model forward pass
-``--write-batch-size N``          points per Qdrant ``upsert``
-``--train-batch-size N``          training pairs per optimiser step
-``--layers X``                    one layer set: ``last``, ``last_half`` or ``3,4,5``
-``--out PATH``                    an output file
-``--out-dir DIR``                 an output folder (``--cache-dir``, ``--plot-dir``: named ones)
-``--save-model DIR``              the folder a trained model is saved into
-``--json``                        print the result as JSON on stdout (a flag)
-``--json-out PATH``               write the result as JSON to a file
-``--collection / --path /``       where the vectors live (embedded folder or server URL;
-``--qdrant-url``                  a server's API key comes from ``$QDRANT_API_KEY``)
-===============================  ==========================================================
-
-A list is one comma-separated value (``--n 4,8``, ``--layer-sets last,3+4``:
-the indices of one layer set in a list are joined by ``+``). A sweep over the
-values of a one-value flag is its plural (``--strength`` / ``--strengths``), or
-``--X-grid`` where the name is plural already (``--chunk-tokens-grid``).
+One flag name means one thing in every sub-command, and a list is one comma-separated value; the rules
+and the table of shared flags are ``docs/cli.md`` (``tests/cli/test_vocabulary.py`` checks them against the
+parser).
 
 A user error raises :class:`CliError`; ``posfair`` prints it as
 ``posfair CMD: error: MESSAGE`` on stderr and exits with status 2, without a
@@ -367,12 +344,6 @@ SPEC_FLAGS = {
 }
 
 
-def _calibration_given(args: argparse.Namespace) -> bool:
-    return bool(args.no_calibration or args.preset or any(
-        getattr(args, k) is not None for k in ("basket_size", "strength", "layers")
-    ))  # fmt: skip
-
-
 def runtime_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The run-time :class:`EncoderSpec` fields of the model flags (they never change the vectors)."""
     out: dict[str, Any] = {"batch_size": args.encode_batch_size, "trust_remote_code": args.trust_remote_code}
@@ -405,8 +376,9 @@ def spec_fields_given(args: argparse.Namespace) -> dict[str, Any]:
         CliError: invalid calibration flags.
     """
     given = _flag_fields(args)
-    if _calibration_given(args):
-        given["calibration"] = calibration_from_args(args)
+    calibration = calibration_from_args(args, default=...)  # ``...``: no calibration flag given
+    if calibration is not ...:
+        given["calibration"] = calibration
     return given
 
 
@@ -490,9 +462,3 @@ def parse_extensions(text: str) -> tuple[str, ...]:
     if not exts:
         raise CliError(f"--extensions must list at least one suffix, e.g. .txt,.md; got {text!r}")
     return exts
-
-
-def positive(name: str, value: float | None) -> None:
-    """Raise :class:`CliError` unless ``value`` is ``None`` or positive."""
-    if value is not None and value <= 0:
-        raise CliError(f"{name} must be positive, got {value}")

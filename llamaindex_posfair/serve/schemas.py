@@ -33,10 +33,10 @@ from __future__ import annotations
 import base64
 import hashlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from llamaindex_posfair.integrations.node_scoring import ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
@@ -150,22 +150,27 @@ def check_query(value: Any) -> Any:
     return value
 
 
+def _field_texts(value: Any, info: ValidationInfo) -> Any:
+    return text_list(value, str(info.field_name))
+
+
+#: A request field of texts (one string or a list), checked by :func:`text_list` under the field's name.
+TEXTS = BeforeValidator(_field_texts)
+#: A request's query, checked by :func:`check_query`.
+Query = Annotated[str, BeforeValidator(check_query)]
+
+
 # --------------------------------------------------------------------------- embeddings
 class EmbeddingRequest(Wire):
     """``POST /v1/embeddings``: OpenAI's request plus ``input_type``."""
 
-    input: str | list[str] = Field(description="One text or a list of texts.")
+    input: Annotated[str | list[str], TEXTS] = Field(description="One text or a list of texts.")
     model: str | None = Field(None, description="The served model id or its fingerprint; None = the served model.")
     input_type: InputType = Field("document", description='"query" or "document" (prompt and calibration).')
     encoding_format: Literal["float", "base64"] = Field("float", description="Vectors as floats or base64 float32.")
     dimensions: int | None = Field(
         None, gt=0, le=MAX_DIMENSION, description="Must equal the model's dimension when given."
     )
-
-    @field_validator("input", mode="before")
-    @classmethod
-    def _check_input(cls, value: Any) -> Any:
-        return text_list(value, "input")
 
     def texts(self) -> list[str]:
         return [self.input] if isinstance(self.input, str) else list(self.input)
@@ -218,7 +223,7 @@ class RerankDocument(Wire):
 class RerankRequest(Wire):
     """``POST /v1/rerank``: Cohere's / TEI's request (documents as strings or ``{"text": ...}``)."""
 
-    query: str
+    query: Query
     documents: list[str] = Field(description='Texts, or Cohere\'s {"text": ...} objects.')
     top_n: int | None = Field(None, gt=0, le=MAX_TOP_N, description="Results returned, best first; None = all.")
     return_documents: bool = Field(False, description="Echo each result's document.")
@@ -264,11 +269,6 @@ class RerankRequest(Wire):
             return {**value, "documents": value["texts"]}
         return value
 
-    @field_validator("query", mode="before")
-    @classmethod
-    def _check_query(cls, value: Any) -> Any:
-        return check_query(value)
-
     @field_validator("documents", mode="before")
     @classmethod
     def _check_documents(cls, value: Any) -> Any:
@@ -308,7 +308,7 @@ class RerankResponse(Wire):
 class ImageRerankRequest(Wire):
     """``POST /v1/rerank-images``: a query and 2..N images (base64, data URIs, or URLs where allowed)."""
 
-    query: str
+    query: Query
     images: list[str] = Field(description="Base64 images or data URIs; http(s) URLs only where the server allows.")
     top_n: int | None = Field(None, gt=0, le=MAX_TOP_N, description="Results returned, best first; None = all.")
     method: ImageMethod = Field("ours", description="'ours' (calibrated), 'vanilla', 'pride' or 'attention'.")
@@ -317,11 +317,6 @@ class ImageRerankRequest(Wire):
     )
     sharpen: float = Field(5.0, ge=0, le=MAX_SHARPEN, description="Sharpening of the attention posterior.")
     variant: Literal["linear", "log_mixture"] = Field("linear", description="Bias correction.")
-
-    @field_validator("query", mode="before")
-    @classmethod
-    def _check_query(cls, value: Any) -> Any:
-        return check_query(value)
 
     @field_validator("images", mode="before")
     @classmethod

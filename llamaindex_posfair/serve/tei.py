@@ -23,12 +23,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
-from llamaindex_posfair.serve.schemas import InputType, ModelCard, Wire, check_query, role_for, text_list
+from llamaindex_posfair.serve.schemas import TEXTS, InputType, ModelCard, Query, Wire, role_for, text_list
 
 
 def _right_only(value: Any) -> Any:
@@ -37,24 +37,18 @@ def _right_only(value: Any) -> Any:
     return value
 
 
+#: ``truncation_direction``: only ``"right"``.
+Direction = Annotated[str, BeforeValidator(_right_only)]
+
+
 class TeiEmbedRequest(Wire):
     """``POST /embed``."""
 
-    inputs: list[str] = Field(description="One text or a list of texts.")
+    inputs: Annotated[list[str], TEXTS] = Field(description="One text or a list of texts.")
     normalize: bool = Field(True, description="L2-normalise (the served vectors already are when the spec normalises).")
     truncate: bool | None = Field(None, description="Cut texts at the model's window; false: refuse longer texts.")
-    truncation_direction: str = Field("right", description="Only 'right'.")
+    truncation_direction: Direction = Field("right", description="Only 'right'.")
     prompt_name: str | None = Field(None, description="query / search_query -> the query side; None = document.")
-
-    @field_validator("inputs", mode="before")
-    @classmethod
-    def _check_inputs(cls, value: Any) -> Any:
-        return text_list(value, "inputs")
-
-    @field_validator("truncation_direction", mode="before")
-    @classmethod
-    def _check_direction(cls, value: Any) -> Any:
-        return _right_only(value)
 
     @field_validator("prompt_name", mode="before")
     @classmethod
@@ -70,17 +64,12 @@ class TeiEmbedRequest(Wire):
 class TeiRerankRequest(Wire):
     """``POST /rerank``."""
 
-    query: str
+    query: Query
     texts: list[str] = Field(description="The texts to rank.")
     raw_scores: bool = Field(False, description="Accepted; scores are cosines either way.")
     return_text: bool = Field(False, description="Echo each text.")
     truncate: bool | None = Field(None, description="Accepted; texts are cut at the model's window.")
-    truncation_direction: str = Field("right", description="Only 'right'.")
-
-    @field_validator("query", mode="before")
-    @classmethod
-    def _check_query(cls, value: Any) -> Any:
-        return check_query(value)
+    truncation_direction: Direction = Field("right", description="Only 'right'.")
 
     @field_validator("texts", mode="before")
     @classmethod
@@ -88,11 +77,6 @@ class TeiRerankRequest(Wire):
         if not isinstance(value, list):
             raise ValueError(f"texts must be a list of strings, got {type(value).__name__}")
         return text_list(value, "texts")
-
-    @field_validator("truncation_direction", mode="before")
-    @classmethod
-    def _check_direction(cls, value: Any) -> Any:
-        return _right_only(value)
 
 
 class TeiError(Wire):
