@@ -105,12 +105,6 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 # ------------------------------------------------------------------ targets
-def _embed(args: argparse.Namespace) -> Any:
-    from llamaindex_posfair.audit.targets import bundled_embedding
-
-    return bundled_embedding(args.embed_model)
-
-
 def _python_target(ref: str) -> Any:
     module, _, name = ref.rpartition(":")
     if not module or not name:
@@ -132,13 +126,15 @@ def make_target(spec: str, args: argparse.Namespace) -> Any:
 
     kind, _, rest = spec.partition(":")
     if spec == "llamaindex-default":
-        return T.llamaindex_default(_embed(args), args.chunk_size, args.chunk_overlap)
+        return T.llamaindex_default(T.bundled_embedding(args.embed_model), args.chunk_size, args.chunk_overlap)
     if spec == "posfair":
         return T.posfair_store()
     if kind == "qdrant" and rest:
         if (args.qdrant_path is None) == (args.qdrant_url is None):
             raise CliError(f"--target {spec} needs one of --qdrant-path and --qdrant-url")
-        return T.qdrant_collection(rest, _embed(args), path=args.qdrant_path, url=args.qdrant_url)
+        return T.qdrant_collection(
+            rest, T.bundled_embedding(args.embed_model), path=args.qdrant_path, url=args.qdrant_url
+        )
     if kind == "posfair-collection" and rest:
         return T.posfair_collection(rest, path=args.path or options.DEFAULT_STORAGE, url=args.qdrant_url)
     if kind == "openai" and "@" in rest:

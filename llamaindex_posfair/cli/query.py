@@ -162,14 +162,10 @@ def _settings(args: argparse.Namespace, recipe: Any) -> Any:
     try:
         return recorded_search(recipe).overridden(**given)
     except ValueError as exc:
-        raise CliError(
-            str(exc)
-            .replace("node_weight", "--node-weight")
-            .replace("prefetch_limit", "--prefetch-limit")
-            .replace("exact_up_to", "--exact-up-to")
-            .replace("sparse_weight", "--bm25-weight")
-            .replace("rrf_k", "--rrf-k")
-        ) from None
+        message = str(exc).replace("sparse_weight", "--bm25-weight")
+        for field in ("node_weight", "prefetch_limit", "exact_up_to", "rrf_k"):  # named by their flags
+            message = message.replace(field, "--" + field.replace("_", "-"))
+        raise CliError(message) from None
 
 
 def hit_metadata(payload: dict[str, Any]) -> dict[str, Any]:

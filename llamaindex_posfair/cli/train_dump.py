@@ -41,7 +41,6 @@ REPORT_FILE = "train_report.json"
 CHECKPOINT_DIR = "checkpoints"
 #: ``--dtype`` value -> ``DumpTrainingConfig.precision``.
 PRECISION = {"auto": "auto", "bfloat16": "bf16", "float32": "fp32"}
-#: The old ``--precision`` values -> ``--dtype`` values.
 
 
 def register(subparsers: Any) -> None:

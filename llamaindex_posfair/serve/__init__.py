@@ -1,18 +1,7 @@
-"""Query-time model workers on Ray Serve: ``posfair serve`` and its HTTP client.
+"""Query-time model workers on Ray Serve: ``posfair serve`` and its HTTP client (:class:`ServeClient`).
 
-* :mod:`.config` — :class:`ServeConfig` (one ``EncoderSpec`` plus batching, limits, scaling);
-* :mod:`.schemas` — the wire formats (OpenAI embeddings, Cohere v1 rerank, image rerank, models);
-* :mod:`.cohere` / :mod:`.tei` — Cohere's embed formats, TEI's embed, rerank and info;
-* :mod:`.metrics` — the Prometheus metrics of ``GET /metrics``;
-* :mod:`.worker` — the model side of a replica, without Ray;
-* :mod:`.batching` — ``Coalescer``: one model call at a time, each taking what queued meanwhile;
-* :mod:`.images` — the images of a ``/v1/rerank-images`` request (base64, data URIs, allowed URLs);
-* :mod:`.deployments` / :mod:`.ingress` — the Ray Serve application;
-* :mod:`.network` — where the processes listen (loopback checks, replica gRPC kept local);
-* :mod:`.client` — :class:`ServeClient`, used by the LlamaIndex classes' ``endpoint=`` mode;
-* :mod:`.runner` — start and stop (CLI, tests, bench).
-
-Names load lazily, so importing this package imports neither Ray nor a model.
+Its modules, one line each, are in ``docs/architecture.md`` (**serve**). Names load lazily, so importing
+this package imports neither Ray nor a model.
 """
 
 from __future__ import annotations

@@ -1,25 +1,12 @@
 """``Coalescer``: one model call at a time, each taking what queued while the last one ran, fairly.
 
-Ray Serve's ``@serve.batch`` closes a batch ``batch_wait_timeout_s`` after its first
-request and, when the model is busy, queues the closed batch behind it: under a
-steady load the batches stay as small as the requests that arrive within one
-wait window, however long the model is busy; and the requests of one batch are
-answered together, so a short request batched with a long one waits for it. The
-deployments therefore submit each request to a ``Coalescer``, which merges what is
-pending when the model becomes free into one call: the batch grows with the load,
-each request is answered as soon as its own items are done, and a lone request
-waits at most one wait window (``wait_s``).
-
-Fairness: each request is a *group* of items (a long request is cut into several
-items by the deployment). A call takes items round-robin over the waiting groups,
-up to ``max_items`` items and ``max_cost`` (e.g. characters), so a short request that
-arrives while a long one computes joins the next call instead of waiting for the
-whole long request.
-
-Failure isolation: when a call of several items raises, each of its items is run
-alone, so only the item that fails gets the error.
-
-The model call runs in a worker thread, so the replica's event loop keeps
+The deployments submit each request to a ``Coalescer`` rather than use Ray Serve's ``@serve.batch``
+(why: ``docs/serving.md``, "Batching"): the batch grows with the load, each request is answered as
+soon as its own items are done, and a lone request waits at most one wait window (``wait_s``).
+Each request is a *group* of items (a long request is cut into several by the deployment); a call
+takes items round-robin over the waiting groups, up to ``max_items`` items and ``max_cost`` (e.g.
+characters). When a call of several items raises, each of its items is run alone, so only the item
+that fails gets the error. The model call runs in a worker thread, so the replica's event loop keeps
 accepting requests and health checks meanwhile.
 
 Example:

@@ -3,13 +3,9 @@
 The ``cohere`` SDK's ``Client`` sends ``/v1/embed`` and ``/v1/rerank``; its ``ClientV2``
 sends ``/v2/embed`` and ``/v2/rerank``. Both parse ``id``, ``meta`` and, for embed,
 ``embeddings`` either as a list of float vectors (v1 without ``embedding_types``) or by
-type (``{"float": [...], "int8": [...], ...}``). Rerank requests share
+type (``{"float": [...], "int8": [...], ...}``; how each type is computed from the float vectors:
+``docs/serving.md``, "Cohere"). Rerank requests share
 :class:`~llamaindex_posfair.serve.schemas.RerankRequest` with ``/v1/rerank``.
-
-Quantised types are computed from the served float vectors (unit length when the spec
-normalises): ``int8`` = ``round(127 x)`` clipped to [-128, 127], ``uint8`` = int8 + 128,
-``ubinary`` = the sign bits packed 8 per byte (1 = positive), ``binary`` = ubinary - 128,
-``base64`` = the little-endian float32 bytes.
 
 Example:
     >>> import numpy as np
@@ -119,25 +115,19 @@ def _input_text(item: Any, i: int) -> Any:
 
 
 def embeddings_by_type(vectors: np.ndarray, types: Sequence[str]) -> dict[str, list[Any]]:
-    """Cohere's ``embeddings`` object: ``vectors [n, d]`` in each requested type (see the module docstring)."""
+    """Cohere's ``embeddings`` object: ``vectors [n, d]`` in each requested type (``docs/serving.md``, "Cohere")."""
     v = np.asarray(vectors, dtype=np.float32)
     int8 = np.clip(np.rint(v * 127.0), -128, 127).astype(np.int16)
     ubinary = np.packbits(v > 0, axis=-1).astype(np.int16)
-    out: dict[str, list[Any]] = {}
-    for kind in dict.fromkeys(types):
-        if kind == "float":
-            out["float"] = v.tolist()
-        elif kind == "int8":
-            out["int8"] = int8.tolist()
-        elif kind == "uint8":
-            out["uint8"] = (int8 + 128).tolist()
-        elif kind == "ubinary":
-            out["ubinary"] = ubinary.tolist()
-        elif kind == "binary":
-            out["binary"] = (ubinary - 128).tolist()
-        elif kind == "base64":
-            out["base64"] = [encode_vector(row, "base64") for row in v]
-    return out
+    encoded = {
+        "float": lambda: v.tolist(),
+        "int8": lambda: int8.tolist(),
+        "uint8": lambda: (int8 + 128).tolist(),
+        "ubinary": lambda: ubinary.tolist(),
+        "binary": lambda: (ubinary - 128).tolist(),
+        "base64": lambda: [encode_vector(row, "base64") for row in v],
+    }
+    return {kind: encoded[kind]() for kind in dict.fromkeys(types) if kind in encoded}
 
 
 def meta(version: str, *, input_tokens: int | None = None, search_units: int | None = None) -> dict[str, Any]:

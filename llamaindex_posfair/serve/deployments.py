@@ -3,15 +3,10 @@
 One application, four deployments:
 
 * ``embed`` and ``rerank``: one text encoder per replica (built from the config's
-  :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`), with dynamic batching: a
-  :class:`~llamaindex_posfair.serve.batching.Coalescer` merges everything pending when
-  the model is free into one call of up to ``max_batch_size`` requests (an idle one
-  waits ``batch_wait_timeout_s`` first; see there why not ``@serve.batch``); a request longer than
-  ``call_chars`` is cut into parts that take turns with other requests, a failed call
-  is retried request by request, and the call's texts are cut into forward passes
-  within the token budget by :class:`~llamaindex_posfair.serve.worker.EncoderWorker`;
-  after a large request the replica hands its freed memory back to the system
-  (:func:`release_memory`);
+  :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`), its requests batched by a
+  :class:`~llamaindex_posfair.serve.batching.Coalescer` (``docs/serving.md``, "Batching"), the
+  call's texts cut into forward passes by :class:`~llamaindex_posfair.serve.worker.EncoderWorker`;
+  after a large request the replica hands its freed memory back to the system (:func:`release_memory`);
 * ``image-rerank`` (only with an image model): one multimodal model per replica, one
   forward pass per request (a pass holds all of a request's images);
 * ``ingress``: the HTTP API (:mod:`.ingress`), no model.
@@ -54,19 +49,16 @@ from llamaindex_posfair.serve.worker import (
 GRACEFUL_SHUTDOWN_S = 5.0
 
 
-def _quiet_loading() -> None:
-    """No progress bars of the model libraries in the server log (every replica loads its model at start)."""
+def _prepare_replica(scaling: ScalingConfig) -> None:
+    """No progress bars of the model libraries in the server log (every replica loads its model at start), and
+    torch's threads on a CPU replica: its CPUs."""
     import os
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    import torch
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-
-
-def _threads(scaling: ScalingConfig) -> None:
-    import torch
-
     if scaling.num_gpus == 0:
         torch.set_num_threads(max(1, int(scaling.num_cpus)))
 
@@ -96,8 +88,7 @@ class _EncoderReplica:
     """One loaded text encoder (the shared part of the embed and rerank deployments)."""
 
     def __init__(self, config: ServeConfig) -> None:
-        _quiet_loading()
-        _threads(config.scaling)
+        _prepare_replica(config.scaling)
         self._worker = EncoderWorker(config.encoder, config.batching.token_budget)
 
     def _batched(self, fn: Any, config: ServeConfig) -> Coalescer:
@@ -165,8 +156,7 @@ class ImageRerankDeployment:
     """``image-rerank``: one :class:`ImageJob` per forward pass -> slot probabilities."""
 
     def __init__(self, config: ServeConfig) -> None:
-        _quiet_loading()
-        _threads(config.image.scaling(config.scaling))
+        _prepare_replica(config.image.scaling(config.scaling))
         self._worker = ImageWorker(config.image)
 
     def card(self) -> Any:

@@ -2,19 +2,10 @@
 
 It validates requests (shape errors from :mod:`.schemas`, :mod:`.cohere` and :mod:`.tei`,
 limits from :class:`~llamaindex_posfair.serve.config.RequestLimits`), checks the bearer
-token, forwards each request to a model deployment, counts it in :mod:`.metrics`, and maps
-failures to status codes:
-
-* 400 — a malformed request or one over a limit (the message names the field); on the
-  Cohere and TEI routes 422, as those APIs answer, in their error bodies
-  (``{"id", "message"}``; ``{"error", "error_type"}``); 413 — a body over
-  ``max_body_bytes``, a request over ``max_request_chars``, or a text over the window
-  with TEI's ``truncate: false``;
-* 401 — a token is required and missing or wrong (repeated failures from one client are
-  answered later and later, see :class:`AuthThrottle`); 404 — no image model;
-* 503 + ``Retry-After`` — the replica serving the request stopped, or the
-  deployment is overloaded: retrying is safe (every call is a pure computation);
-* 500 — anything else (logged without the request's text), always as JSON.
+token (repeated failures from one client are answered later and later: :class:`AuthThrottle`), forwards each
+request to a model deployment, counts it in :mod:`.metrics`, and maps failures to status codes in the format of
+the route's family (the table of codes is ``docs/serving.md``, "Model names, errors, tokens"; 500s are logged
+without the request's text).
 
 ``/health`` (liveness), ``/ready`` (readiness), ``/metrics`` and the OpenAPI pages need no
 token. Nothing here logs request text. Each answer of a batched route carries

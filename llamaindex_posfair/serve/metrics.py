@@ -1,15 +1,7 @@
 """Prometheus metrics of one ingress replica (``GET /metrics``, text exposition format).
 
-* ``posfair_requests_total{route, method, status}`` and
-  ``posfair_request_duration_seconds{route}`` (histogram): every HTTP request, by route
-  template (paths that match no route count as ``"other"``, so scanners add no series);
-* ``posfair_batch_size{deployment}`` (histogram): requests that shared each answer's model call;
-* ``posfair_queue_depth{deployment}`` (gauge): requests this replica has sent to a model
-  deployment and not yet got back (waiting in its batch queue or computing);
-* ``posfair_texts_embedded_total{kind}`` and ``posfair_tokens_embedded_total{kind}``: texts
-  and tokens (after truncation) embedded, by encoder side; rerank texts count as well.
-
-Each ingress replica counts its own requests, in its own registry (so a test or a second
+The metrics and their labels are listed in ``docs/serving.md`` ("Operations"); requests count by route
+template (paths that match no route count as ``"other"``, so scanners add no series). Each ingress replica counts its own requests, in its own registry (so a test or a second
 application in one process never collides with Ray's metrics).
 
 Example:

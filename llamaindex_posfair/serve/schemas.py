@@ -1,19 +1,9 @@
 """Wire formats of ``posfair serve`` (pydantic), shared by the server and the client.
 
-* ``POST /v1/embeddings`` — OpenAI's shape plus ``input_type`` (``"query"`` or
-  ``"document"``: prompts and calibration differ by kind);
-* ``POST /v1/rerank`` — Cohere's v1 shape (``query``, ``documents``, ``top_n`` ->
-  ``results: [{index, relevance_score}]``, best first, with ``id`` and ``meta``), also
-  answering ``POST /v2/rerank``;
-* ``POST /v1/rerank-images`` — a query and base64 images (URLs only where the server
-  allows them) -> the ranking and the calibrated probability of each slot;
-* ``GET /v1/models`` — the served models, each with its spec fingerprint;
-* errors — OpenAI's ``{"error": {"message", "type", "param"}}``;
-* :data:`INPUT_TYPE_ROLES` — the one table from a client's name for the kind of a text
-  (OpenAI-style ``input_type``, Cohere's ``input_type``, TEI's ``prompt_name``) to the
-  encoder side (query or document prompt and calibration).
-
-Cohere's embed formats live in :mod:`.cohere`, TEI's in :mod:`.tei`.
+OpenAI's embeddings (plus ``input_type``), Cohere's v1/v2 rerank, image rerank, the model list and
+OpenAI's error body, one class each (the fields of every route: ``docs/serving.md``, "The API");
+:data:`INPUT_TYPE_ROLES` is the one table from a client's name for the kind of a text to the encoder
+side. Cohere's embed formats live in :mod:`.cohere`, TEI's in :mod:`.tei`.
 
 Shape checks live here (the message names the field and what is valid); limits
 that depend on the server's configuration are checked by the ingress.

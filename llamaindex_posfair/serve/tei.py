@@ -1,17 +1,10 @@
 """Text Embeddings Inference (TEI) formats: ``POST /embed``, ``POST /rerank``, ``GET /info``.
 
 What TEI's clients (``huggingface_hub``'s feature extraction, LlamaIndex's
-``TextEmbeddingsInference`` and ``TextEmbeddingInference`` reranker) send and parse:
-
-* ``/embed``: ``{"inputs": str | [str], "normalize"?, "truncate"?, "truncation_direction"?,
-  "prompt_name"?}`` -> ``[[float, ...], ...]``. ``prompt_name`` picks the encoder side
-  (:data:`~llamaindex_posfair.serve.schemas.INPUT_TYPE_ROLES`; none = document);
-* ``/rerank``: ``{"query", "texts", "raw_scores"?, "return_text"?, "truncate"?}`` ->
-  ``[{"index", "score", "text"?}, ...]``, best first; ``score`` is the cosine either way
-  (there is no logit to squash, so ``raw_scores`` changes nothing);
-* ``/info``: the model id and sha, dtype, pooling, window and batching limits;
-* errors: ``{"error": message, "error_type": "Validation" | ...}`` (422, 413 for a text over
-  the window with ``truncate: false``).
+``TextEmbeddingsInference`` and ``TextEmbeddingInference`` reranker) send and parse; the fields each
+route reads, ignores and refuses are in ``docs/serving.md`` ("TEI"). ``prompt_name`` picks the encoder side
+(:data:`~llamaindex_posfair.serve.schemas.INPUT_TYPE_ROLES`; none = document); a rerank ``score`` is the
+cosine whether or not ``raw_scores`` is asked; errors are ``{"error", "error_type"}``.
 
 Example:
     >>> TeiEmbedRequest(inputs="hello", prompt_name="query").role()

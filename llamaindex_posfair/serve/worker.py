@@ -1,13 +1,7 @@
-"""The model side of a ``posfair serve`` replica, without Ray (so it is testable on its own).
-
-* :class:`EncoderWorker` holds one text encoder and answers *batches* of embed and
-  rerank jobs: the texts of all jobs of a kind are cut into forward passes within a
-  token budget (rows x longest row) and the spec's ``batch_size`` (rows), so one long
-  text does not blow a whole batch;
-* :class:`ImageWorker` holds one multimodal model and its calibration state and
-  answers one image rerank job per forward pass.
-
-The Ray Serve deployments (:mod:`.deployments`) feed these through a :class:`~.batching.Coalescer`.
+"""The model side of a ``posfair serve`` replica, without Ray (so it is testable on its own):
+:class:`EncoderWorker` (a text encoder answering batches of embed and rerank jobs) and :class:`ImageWorker`
+(a multimodal model answering one image rerank job per forward pass). The Ray Serve deployments
+(:mod:`.deployments`) feed these through a :class:`~.batching.Coalescer`.
 
 Example:
     >>> worker = EncoderWorker(EncoderSpec(), token_budget=4096)           # doctest: +SKIP
@@ -34,20 +28,6 @@ from llamaindex_posfair.integrations.node_scoring import (
 )
 from llamaindex_posfair.serve.config import ImageModelConfig
 from llamaindex_posfair.serve.schemas import TEXT_ROUTES, InputType, ModelCard, file_digest
-
-__all__ = [
-    "EmbedJob",
-    "EmbedOutput",
-    "EncoderWorker",
-    "ImageJob",
-    "ImageWorker",
-    "RerankJob",
-    "file_digest",  # its home is serve.schemas (shared with the client); kept importable here
-    "job_cost",
-    "load_image_scorer",
-    "merge_embed_outputs",
-    "split_job",
-]
 
 
 @dataclass(frozen=True)
