@@ -20,10 +20,6 @@ from llamaindex_posfair.cli.options import (
     user_errors,
 )
 
-#: Errors whose message is written for the user: missing files or models (OSError),
-#: settings the library rejects and calibration states that do not fit (ValueError).
-_USER_ERRORS = (OSError, ValueError)
-
 
 def _check_evaluate_args(args: argparse.Namespace, known_methods: tuple[str, ...]) -> None:
     """Refuse settings ``mm-eval`` would only trip over after loading the model."""
@@ -37,7 +33,8 @@ def _check_evaluate_args(args: argparse.Namespace, known_methods: tuple[str, ...
         )
 
 
-@user_errors(*_USER_ERRORS)
+# user errors: missing files or models (OSError), settings the library rejects and states that do not fit (ValueError)
+@user_errors(OSError, ValueError)
 def _evaluate(args: argparse.Namespace) -> int:
     import os
 

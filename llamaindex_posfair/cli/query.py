@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -335,14 +334,10 @@ def run_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def _answers(answerer: _Answerer, batch: list[tuple[str, str]]) -> Iterator[dict[str, Any]]:
-    for qid, text in batch:
-        yield {"id": qid, "query": text, "results": answerer.answer(text)}
-
-
 def _write_batch(args: argparse.Namespace, answerer: _Answerer, batch: list[tuple[str, str]]) -> None:
     with open(args.out, "w", encoding="utf-8") if args.out else nullcontext(sys.stdout) as out:
-        for answer in _answers(answerer, batch):
+        for qid, text in batch:
+            answer = {"id": qid, "query": text, "results": answerer.answer(text)}
             out.write(json.dumps(answer, ensure_ascii=False) + "\n")
     if args.out:
         print(f"wrote {len(batch)} answers to {args.out}", file=sys.stderr)

@@ -76,11 +76,6 @@ def register(subparsers: Any) -> None:
     options.add_model_args(m)
     options.add_json_arg(m, "collection -> points copied")
     m.set_defaults(handler=run_migrate)
-    register_check(sub)
-
-
-def register_check(sub: Any) -> None:
-    """``posfair storage check COLLECTION [--path DIR]``."""
     c = sub.add_parser(
         "check",
         help="read every file, point and vector of an embedded collection and report damage (changes nothing; "

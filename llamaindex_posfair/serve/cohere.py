@@ -57,7 +57,9 @@ class CohereEmbedRequest(Wire):
     @field_validator("inputs", mode="before")
     @classmethod
     def _check_inputs(cls, value: Any) -> Any:
-        return None if value is None else text_list([_input_text(x, i) for i, x in enumerate(_listed(value))], "inputs")
+        if value is not None and not isinstance(value, list):
+            raise ValueError(f"inputs must be a list of content objects, got {type(value).__name__}")
+        return None if value is None else text_list([_input_text(x, i) for i, x in enumerate(value)], "inputs")
 
     @field_validator("images", mode="before")
     @classmethod
@@ -93,12 +95,6 @@ class CohereEmbedRequest(Wire):
 
     def role(self) -> InputType:
         return self.input_type or "document"
-
-
-def _listed(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise ValueError(f"inputs must be a list of content objects, got {type(value).__name__}")
-    return value
 
 
 def _input_text(item: Any, i: int) -> Any:

@@ -104,9 +104,8 @@ def invalid_status(path: str) -> int:
 
 
 def _where(loc: tuple[Any, ...]) -> str:
-    parts = [str(x) for x in loc if x != "body"]
     out = ""
-    for p in parts:
+    for p in (str(x) for x in loc if x != "body"):
         out += f"[{p}]" if p.isdigit() else (f".{p}" if out else p)
     return out
 
@@ -562,7 +561,6 @@ class Ingress:
         job = ImageJob(body.query, tuple(images), body.method, body.top_k_layers, body.sharpen, body.variant)
         with self._metrics.in_flight("image-rerank"):
             probs = await call(self._image.rerank.remote(job), "image-rerank")
-        order = np.argsort(-np.asarray(probs), kind="stable")[: body.top_n or len(probs)]
-        results = [RerankResult(index=int(i), relevance_score=float(probs[i])) for i in order]
+        results = ranked_results(np.asarray(probs), [], body.top_n, echo=False)
         out = ImageRerankResponse(results=results, probabilities=probs, model=card.id, method=body.method)
         return out.model_dump(exclude_none=True)
