@@ -28,7 +28,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -235,10 +234,7 @@ def layout_from_args(args: argparse.Namespace, recipe: Any = None) -> Any:
         given = layout_given(args, base)
         layout = base if recipe is not None else NodeLayout(**given)
     except ValueError as exc:
-        message = str(exc)
-        for words, flag in _FLAG_WORDS.items():
-            message = re.sub(words, flag, message)
-        raise CliError(message) from None
+        raise CliError(options.flag_words(str(exc), _FLAG_WORDS.items())) from None
     if recipe is not None:
         recipe.check_layout(given, LAYOUT_FLAGS)
     return layout

@@ -272,10 +272,11 @@ _FLAG_WORDS = (
 )
 
 
-def flag_words(message: str) -> str:
-    """``message`` of an :class:`EncoderSpec` check with its settings named by their flags
-    (``runtime='torch'`` -> ``--runtime torch``, ``calibration=None`` -> ``--no-calibration``)."""
-    for words, flags in _FLAG_WORDS:
+def flag_words(message: str, table: Any = _FLAG_WORDS) -> str:
+    """``message`` of an :class:`EncoderSpec` check (or of another ``table`` of regex -> flag words) with its
+    settings named by their flags (``runtime='torch'`` -> ``--runtime torch``, ``calibration=None`` ->
+    ``--no-calibration``)."""
+    for words, flags in table:
         message = re.sub(words, flags, message)
     return message
 

@@ -126,18 +126,12 @@ def config_from_args(args: argparse.Namespace) -> Any:
         return C.ServeConfig(
             encoder=spec,
             image=_image_spec(args, C),
-            batching=C.BatchingConfig(max_batch_size=args.max_batch_size, batch_wait_timeout_s=args.batch_wait_timeout_s,
-                                      token_budget=args.token_budget, call_chars=args.call_chars),
-            limits=C.RequestLimits(max_body_bytes=args.max_body_bytes, max_request_chars=args.max_request_chars,
-                                   max_image_pixels=args.max_image_pixels, max_inputs=args.max_inputs,
-                                   max_documents=args.max_documents, max_text_chars=args.max_text_chars,
-                                   max_images=args.max_images,
-                                   allow_image_urls=args.allow_image_urls),
-            scaling=C.ScalingConfig(replicas=args.replicas, min_replicas=args.min_replicas,
-                                    max_replicas=args.max_replicas, num_gpus=args.num_gpus, num_cpus=args.num_cpus),
+            batching=_from_flags(C.BatchingConfig, args),
+            limits=_from_flags(C.RequestLimits, args),
+            scaling=_from_flags(C.ScalingConfig, args),
             api=C.ApiConfig(accept_any_model=args.accept_any_model, docs=not args.no_docs),
             token_sha256=C.token_digest(token) if token else None,
-        )  # fmt: skip
+        )
     except ValidationError as exc:
         raise CliError(_flag_message(exc)) from None
 
@@ -175,9 +169,12 @@ def _image_spec(args: argparse.Namespace, C: Any) -> Any:
         if args.mm_calibration:
             raise CliError("--mm-calibration needs --mm-model (the model it was fitted for)")
         return None
-    return C.ImageModelConfig(model=args.mm_model, calibration=args.mm_calibration, dtype=args.mm_dtype,
-                            max_pixels=args.mm_max_pixels, replicas=args.mm_replicas,
-                            num_gpus=args.mm_num_gpus)  # fmt: skip
+    return _from_flags(C.ImageModelConfig, args, prefix="mm_")
+
+
+def _from_flags(model: Any, args: argparse.Namespace, prefix: str = "") -> Any:
+    """``model`` with each field that has a flag (``--PREFIX-FIELD``) set from it; the others keep their defaults."""
+    return model(**{k: getattr(args, prefix + k) for k in model.model_fields if hasattr(args, prefix + k)})
 
 
 def _flag_message(exc: Any) -> str:

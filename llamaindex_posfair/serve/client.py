@@ -1,11 +1,9 @@
 """HTTP client of ``posfair serve`` (sync and async), used by the LlamaIndex classes' remote mode.
 
-Every call is retried with bounded, jittered backoff on transient failures only
-(refused or dropped connections, timeouts, 408/429/5xx, honouring
-``Retry-After``), with :class:`qdrant_tools.retry.RetryPolicy` applied by the
-tenacity loops of :mod:`qdrant_tools.retry` (sync and async); a 4xx is raised at
-once as a :class:`ServeError` carrying the server's message. The bearer token is
-read from ``$POSFAIR_SERVE_TOKEN`` unless given.
+Every call is retried by :mod:`qdrant_tools.retry` (:data:`DEFAULT_POLICY`) on transient failures only
+(refused or dropped connections, timeouts, 408/429/5xx, honouring ``Retry-After``); a 4xx is raised at
+once as a :class:`ServeError` carrying the server's message. The bearer token is read from
+``$POSFAIR_SERVE_TOKEN`` unless given.
 
 :meth:`ServeClient.check_encoder` compares the server's spec fingerprint with the
 spec the caller expects, so vectors from a server never silently differ from

@@ -1,13 +1,9 @@
 """Start and stop a ``posfair serve`` application (used by the CLI, the tests and the bench).
 
-A local Ray is started with Ray Serve's proxy checks loosened (:data:`LOCAL_SERVE_ENV`): on a
-busy machine (two cores, a model loading) Serve's defaults miss the proxy's readiness check
-three times and fail the start. Everything a local Ray starts listens on the host the HTTP API
-is given (:func:`local_ray_settings`: loopback by default, Ray's own ports included) and Ray's
-token authentication is on. A start that fails anyway raises :class:`ServeStartError`
-with the reason in one line (Ray's full report is chained to it). Serve's own loggers keep
-the level a caller (the CLI) gave the ``ray.serve`` logger, in this process and in Serve's
-controller, proxies and replicas.
+A local Ray gets Ray Serve's proxy checks loosened (:data:`LOCAL_SERVE_ENV`) and listens on the host
+the HTTP API is given, with Ray's token authentication on (:func:`local_ray_settings`). A start that
+fails raises :class:`ServeStartError` with the reason in one line (Ray's full report chained to it).
+Serve's loggers keep the level a caller gave the ``ray.serve`` logger (:func:`deploy`).
 
 Example:
     >>> started = ensure_ray(None, local_cpus=2)                   # doctest: +SKIP
@@ -128,15 +124,10 @@ def _is_wildcard(host: str) -> bool:
 def local_ray_settings(host: str) -> tuple[dict[str, str], dict[str, Any]]:
     """The environment and the ``ray.init`` arguments of a local Ray whose processes listen on ``host``.
 
-    * loopback (the default): Ray's node address is loopback, so its GCS, raylet, workers,
-      agents and metrics ports bind ``127.0.0.1`` (Ray binds its servers to the node address;
-      Ray resolves a loopback node address to the machine's own unless
-      ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` tells it not to);
-    * a specific address: the node address is that address;
-    * ``0.0.0.0`` / ``::``: Ray picks the node address (it then listens beyond loopback).
-
-    Ray's token authentication is on in every case, with a fresh token in a file only this user
-    can read (a user's own ``RAY_AUTH_*`` settings win on loopback).
+    Loopback (the default) pins Ray's node address, to which Ray binds its servers, to ``127.0.0.1``; a
+    specific address pins it to that address; ``0.0.0.0`` / ``::`` let Ray pick it. Ray's token authentication
+    is on in every case, with a fresh token in a file only this user can read (a user's own ``RAY_AUTH_*``
+    settings win on loopback). Why each setting: ``docs/serving.md``, "Where it listens".
 
     Raises:
         ValueError: ``RAY_AUTH_MODE`` switches authentication off while ``host`` is beyond loopback.
