@@ -102,11 +102,9 @@ def _input_text(item: Any, i: int) -> Any:
     parts = item.get("content") if isinstance(item, dict) else None
     if not isinstance(parts, list) or not parts:
         raise ValueError(f'inputs[{i}] must be {{"content": [{{"type": "text", "text": ...}}]}}')
-    texts = []
-    for part in parts:
-        if not isinstance(part, dict) or part.get("type") != "text":
-            raise ValueError(f"inputs[{i}]: only content of type 'text' is supported (this server embeds text)")
-        texts.append(part.get("text"))
+    if any(not isinstance(part, dict) or part.get("type") != "text" for part in parts):
+        raise ValueError(f"inputs[{i}]: only content of type 'text' is supported (this server embeds text)")
+    texts = [part.get("text") for part in parts]
     return texts[0] if len(texts) == 1 else " ".join(str(t) for t in texts)
 
 
@@ -128,11 +126,8 @@ def embeddings_by_type(vectors: np.ndarray, types: Sequence[str]) -> dict[str, l
 
 def meta(version: str, *, input_tokens: int | None = None, search_units: int | None = None) -> dict[str, Any]:
     """Cohere's ``meta``: the API version and the billed units of this call."""
-    billed: dict[str, int] = {}
-    if input_tokens is not None:
-        billed["input_tokens"] = int(input_tokens)
-    if search_units is not None:
-        billed["search_units"] = int(search_units)
+    units = {"input_tokens": input_tokens, "search_units": search_units}
+    billed = {k: int(v) for k, v in units.items() if v is not None}
     return {"api_version": {"version": version}, "billed_units": billed}
 
 

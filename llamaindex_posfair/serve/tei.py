@@ -108,13 +108,8 @@ def normalized(vectors: np.ndarray) -> np.ndarray:
 def ranks(scores: Sequence[float], texts: Sequence[str] | None = None, *, return_text: bool = False) -> list[dict]:
     """TEI's rerank answer: ``[{"index", "score", "text"?}]`` best first (ties keep input order)."""
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-    out = []
-    for i in order:
-        item: dict[str, Any] = {"index": int(i), "score": float(scores[i])}
-        if return_text and texts is not None:
-            item["text"] = texts[i]
-        out.append(item)
-    return out
+    echo = return_text and texts is not None
+    return [{"index": int(i), "score": float(scores[i]), **({"text": texts[i]} if echo else {})} for i in order]
 
 
 def package_version() -> str:
