@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from starlette.exceptions import HTTPException
 
+from llamaindex_posfair.scoring import unit_rows
 from llamaindex_posfair.serve import cohere, tei
 from llamaindex_posfair.serve.cohere import CohereEmbedRequest, request_id
 from llamaindex_posfair.serve.config import RequestLimits, ServeConfig, token_digest
@@ -524,7 +525,7 @@ class Ingress:
         self._check_window(out, card, body.truncate is False, 413, "send truncate=true or shorter texts")
         vectors = out.vectors
         if body.normalize and not (card.spec or {}).get("normalize", True):
-            vectors = tei.normalized(vectors)
+            vectors = unit_rows(vectors)
         return np.asarray(vectors, dtype=np.float32).tolist()
 
     @api.post("/rerank")

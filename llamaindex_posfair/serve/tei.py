@@ -98,13 +98,6 @@ class TeiInfo(Wire):
     docker_label: str | None = None
 
 
-def normalized(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    v = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(v, axis=-1, keepdims=True)
-    return np.where(norms > 0, v / np.maximum(norms, 1e-12), v)
-
-
 def ranks(scores: Sequence[float], texts: Sequence[str] | None = None, *, return_text: bool = False) -> list[dict]:
     """TEI's rerank answer: ``[{"index", "score", "text"?}]`` best first (ties keep input order)."""
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")

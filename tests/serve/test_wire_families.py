@@ -89,8 +89,10 @@ def test_tei_ranks_are_best_first_with_ties_in_input_order():
                                           {"index": 2, "score": 0.2}]  # fmt: skip
 
 
-def test_tei_normalized_scales_rows_to_unit_length_and_keeps_zero_rows():
-    out = tei.normalized(np.array([[3.0, 4.0], [0.0, 0.0]]))
+def test_tei_normalize_scales_rows_to_unit_length_and_keeps_zero_rows():
+    from llamaindex_posfair.scoring import unit_rows  # what /embed applies for normalize=true
+
+    out = unit_rows(np.array([[3.0, 4.0], [0.0, 0.0]]))
     np.testing.assert_allclose(out, [[0.6, 0.8], [0.0, 0.0]])
 
 
