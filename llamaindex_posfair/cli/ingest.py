@@ -190,15 +190,8 @@ def layout_given(args: argparse.Namespace, base: Any) -> dict[str, Any]:
         raise CliError(
             f"--fused-weight must lie in [0, 1) (0 = none; e.g. 0.5, the node weight), got {args.fused_weight}"
         )
-    given = {
-        "chunk_tokens": args.chunk_tokens,
-        "overlap_tokens": args.overlap_tokens,
-        "subchunk_graph_m": args.subchunk_graph_m,
-        "node_source": args.node_source,
-        "fused_weight": args.fused_weight,
-        "node_on_disk": args.node_on_disk,
-    }
-    given = {k: v for k, v in given.items() if v is not None}
+    names = ("chunk_tokens", "overlap_tokens", "subchunk_graph_m", "node_source", "fused_weight", "node_on_disk")
+    given = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
     if given.get("fused_weight") == 0:  # --fused-weight 0: no fused multivector
         given["fused_weight"] = None
     for field in ("subchunk_quantization", "node_quantization", "fused_quantization"):  # "none": no quantized copy
@@ -269,11 +262,10 @@ def ingest_recipe(args: argparse.Namespace, client: StoreLike) -> tuple[Any, Any
     from llamaindex_posfair.integrations.recipe import read_recipe
     from qdrant_tools.spec import CollectionMismatchError
 
-    stored = read_recipe(client, args.collection) if client.collection_exists(args.collection) else None
-    if stored is None:
+    recipe = read_recipe(client, args.collection) if client.collection_exists(args.collection) else None
+    if recipe is None:
         recipe = new_recipe(args)
     else:
-        recipe = stored
         try:
             layout_from_args(args, recipe)
             recipe.check_vectors(*_vectors_given(args))

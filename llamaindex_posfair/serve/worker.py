@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -112,24 +112,6 @@ def merge_embed_outputs(parts: Sequence[EmbedOutput]) -> EmbedOutput:
     )
 
 
-@dataclass
-class _Slots:
-    """Where each text of one kind sits: (job, position) per text."""
-
-    refs: list[tuple[int, int]] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-
-
-def _by_role(jobs: Sequence[EmbedJob], role: str) -> _Slots:
-    slots = _Slots()
-    for j, job in enumerate(jobs):
-        if job.role == role:
-            for t, text in enumerate(job.texts):
-                slots.refs.append((j, t))
-                slots.texts.append(text)
-    return slots
-
-
 class EncoderWorker:
     """One loaded text encoder answering batches of embed and rerank jobs.
 
@@ -164,24 +146,27 @@ class EncoderWorker:
         dim = int(self.encoder.dimension)
         outputs = [EmbedOutput(np.zeros((len(job.texts), dim), dtype=np.float32)) for job in jobs]
         for role in ("query", "document"):
-            slots = _by_role(jobs, role)
-            if slots.texts:
-                self._encode_kind(slots, role, outputs)
+            refs = [(j, t) for j, job in enumerate(jobs) if job.role == role for t in range(len(job.texts))]
+            if refs:
+                self._encode_kind(refs, [jobs[j].texts[t] for j, t in refs], role, outputs)
         return outputs
 
-    def _encode_kind(self, slots: _Slots, role: str, outputs: list[EmbedOutput]) -> None:
+    def _encode_kind(
+        self, refs: list[tuple[int, int]], texts: list[str], role: str, outputs: list[EmbedOutput]
+    ) -> None:
+        """Encode ``texts`` of one kind (``refs``: the job and position of each) into ``outputs``."""
         from qdrant_tools.encoding import token_budget_batches
 
         window = int(self.encoder.max_length)
-        counts = self.encoder.count_tokens(slots.texts)
-        for (j, _), n in zip(slots.refs, counts):
+        counts = self.encoder.count_tokens(texts)
+        for (j, _), n in zip(refs, counts):
             outputs[j].tokens += min(n, window)
             outputs[j].truncated += int(n > window)
         encode = self.encoder.encode_queries if role == "query" else self.encoder.encode_documents
         for group in token_budget_batches([min(n, window) for n in counts], self.token_budget):
-            vectors = encode([slots.texts[i] for i in group])  # rows per pass: at most the spec's batch_size
+            vectors = encode([texts[i] for i in group])  # rows per pass: at most the spec's batch_size
             for row, i in zip(vectors, group):
-                j, t = slots.refs[i]
+                j, t = refs[i]
                 outputs[j].vectors[t] = row
 
     def rerank_batch(self, jobs: Sequence[RerankJob]) -> list[np.ndarray]:
