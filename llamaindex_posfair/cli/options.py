@@ -2,11 +2,7 @@
 
 One flag name means one thing in every sub-command, and a list is one comma-separated value; the rules
 and the table of shared flags are ``docs/cli.md`` (``tests/cli/test_vocabulary.py`` checks them against the
-parser).
-
-A user error raises :class:`CliError`; ``posfair`` prints it as
-``posfair CMD: error: MESSAGE`` on stderr and exits with status 2, without a
-traceback, in every sub-command.
+parser). A user error raises :class:`CliError`.
 """
 
 from __future__ import annotations
