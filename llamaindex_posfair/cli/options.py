@@ -130,12 +130,10 @@ def open_client(
 ) -> Any:
     """Open the storage the flags name through :func:`qdrant_tools.store.open_store`, with CLI errors.
 
-    Embedded (default): the Qdrant Edge store in ``--path`` (default
-    ``./.posfair/qdrant``). Server: ``--qdrant-url``, key from ``$QDRANT_API_KEY``;
-    with ``retry=True`` wrapped in :class:`qdrant_tools.retry.RetryingClient`
-    (idempotent calls retried with bounded backoff on timeouts, 5xx and 429; never on 4xx).
-    ``auto_index=False``: the embedded store does not index in the background (an ingestion
-    builds the index once, when it has written everything).
+    Embedded (default): the Qdrant Edge store in ``--path`` (default ``./.posfair/qdrant``). Server:
+    ``--qdrant-url``, key from ``$QDRANT_API_KEY``; with ``retry=True`` wrapped in
+    :class:`qdrant_tools.retry.RetryingClient`. ``auto_index=False``: the embedded store does not index in
+    the background (an ingestion builds the index once, when it has written everything).
 
     Raises:
         CliError: the folder is locked by another process, missing (``must_exist``), written by
@@ -352,8 +350,7 @@ def runtime_fields(args: argparse.Namespace) -> dict[str, Any]:
 def _flag_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The vector-shaping :class:`EncoderSpec` fields other than calibration that the flags set, plus run-time fields."""
     names = ("model", "max_length", "query_prompt", "document_prompt", "dtype", "runtime")
-    given = {k: getattr(args, k, None) for k in names}
-    return {**{k: v for k, v in given.items() if v is not None}, **runtime_fields(args)}
+    return {**{k: getattr(args, k) for k in names if getattr(args, k, None) is not None}, **runtime_fields(args)}
 
 
 def check_gpus_for_runtimes(flag: str, gpus: float, runtimes: Any, placed: str, fix: str) -> None:

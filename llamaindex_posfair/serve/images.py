@@ -1,13 +1,10 @@
 """Images of a ``/v1/rerank-images`` request: base64 or data URIs, or ``http(s)`` URLs where allowed.
 
-The server never reads its own files for a client: a path or ``file://`` URL is
-refused, and ``http(s)://`` URLs are fetched only with
-``RequestLimits.allow_image_urls`` (off by default), with a timeout and a size
-cap. The size an image declares in its header is checked against
-``RequestLimits.max_image_pixels`` before any pixel is decoded (a small file may declare
-a huge image: a decompression bomb); then every image is decoded fully
-(:func:`llamaindex_posfair.multimodal.images.load_image` on bytes), so a corrupt one is
-named by its index before any model runs.
+The server never reads its own files for a client (a path or ``file://`` URL is refused); ``http(s)://``
+URLs are fetched only with ``RequestLimits.allow_image_urls`` (off by default), with a timeout and a size
+cap. Each image's declared size is checked before any pixel is decoded (:func:`check_declared_size`), then
+it is decoded fully (``multimodal.images.load_image``), so a corrupt one is named by its index before any
+model runs.
 
 Example:
     >>> import asyncio
