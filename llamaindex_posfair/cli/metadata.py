@@ -1,15 +1,8 @@
 """The metadata flags: ``--metadata KEY=VALUE`` (``ingest``) and ``--filter EXPR`` (``query``).
 
-Both read values the same way (:func:`parse_value`): an integer, else a number, else
-text; ``"..."`` quotes force text. ``true`` / ``false`` stay the text ``"true"`` /
-``"false"``: Qdrant Edge, the embedded default, cannot match booleans, and the text
-matches on every store.
-
-A filter is ``KEY OP VALUE`` with ``OP`` one of ``=`` (or ``==``), ``!=``, ``>``, ``>=``,
-``<``, ``<=``; repeated filters are ANDed. They become LlamaIndex ``MetadataFilters``
-(translated to Qdrant by :func:`llamaindex_posfair.integrations.filters.to_qdrant_filter`).
-A number compared with ``=`` / ``!=`` also matches its text (``page_label=3`` finds the
-PDF reader's ``"3"``); a range needs a number or an ISO date (``last_modified_date>=2024-01-01``).
+Both read values the same way (:func:`parse_value`); filters become LlamaIndex ``MetadataFilters``
+(translated to Qdrant by :func:`llamaindex_posfair.integrations.filters.to_qdrant_filter`). The syntax
+and the values' rules are in ``docs/cli.md`` ("Filters", "Metadata").
 
 Example:
     >>> metadata_item("year=2021"), metadata_item('code="007"')

@@ -1,11 +1,7 @@
 """``posfair mm-eval``: multimodal position-bias calibration evaluated on a COCO-style image folder.
 
-Heavy imports happen inside the handler so ``posfair --help`` stays fast.
-Lists are comma-separated (``--n 4,8``, ``--methods vanilla,ours``); the
-multimodal model and its fitted calibration are ``--mm-model`` and
-``--mm-calibration``, as in ``posfair serve``; plots go to ``--plot-dir``.
-User errors (a missing folder or state file, a setting the library rejects, a
-state fitted for another model) print ``posfair mm-eval: error: ...`` and exit 2.
+Heavy imports happen inside the handler so ``posfair --help`` stays fast; the flags follow
+``docs/cli.md`` (comma-separated lists, the ``mm-`` prefix of multimodal settings).
 """
 
 from __future__ import annotations
