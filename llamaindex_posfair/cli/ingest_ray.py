@@ -46,7 +46,13 @@ def register(subparsers: Any) -> None:
 def _config(args: argparse.Namespace, recipe: Any, encoder_set: Any) -> Any:
     from qdrant_tools.ray_ingest import RayIngestConfig
 
-    check_worker_devices(args, encoder_set)
+    options.check_gpus_for_runtimes(  # an onnx / openvino encoder runs on the CPU only
+        "--gpus-per-worker",
+        args.gpus_per_worker,
+        {spec.runtime for spec in encoder_set.vectors.values()},
+        "puts each worker's encoder on a GPU",
+        "--gpus-per-worker 0 (CPU workers), or use --runtime torch for a new collection",
+    )
     try:
         return recipe.ingest_settings(
             RayIngestConfig,
@@ -77,21 +83,6 @@ def _collection_spec(args: argparse.Namespace) -> Any:
             f"--spec describes collection {spec.name!r} but --collection is {args.collection!r}; make them agree"
         )
     return spec
-
-
-def check_worker_devices(args: argparse.Namespace, encoder_set: Any) -> None:
-    """Raise :class:`CliError` for GPU workers with an encoder whose runtime runs on the CPU only (onnx, openvino).
-
-    Raises:
-        CliError: ``--gpus-per-worker`` above 0 with such a runtime (given by ``--runtime`` or the collection's).
-    """
-    options.check_gpus_for_runtimes(
-        "--gpus-per-worker",
-        args.gpus_per_worker,
-        {spec.runtime for spec in encoder_set.vectors.values()},
-        "puts each worker's encoder on a GPU",
-        "--gpus-per-worker 0 (CPU workers), or use --runtime torch for a new collection",
-    )
 
 
 def run_ingest_ray(args: argparse.Namespace) -> int:

@@ -101,9 +101,7 @@ def register(subparsers: Any) -> None:
 def run_migrate(args: argparse.Namespace) -> int:
     """The adoption of a LlamaIndex collection (:func:`run_adopt`), or the copy into the fused layout
     (:func:`run_fuse`)."""
-    if args.from_llamaindex is not None:
-        return run_adopt(args)
-    return run_fuse(args)
+    return run_adopt(args) if args.from_llamaindex is not None else run_fuse(args)
 
 
 def _fused_weight(args: argparse.Namespace, recipe: Any) -> float:
