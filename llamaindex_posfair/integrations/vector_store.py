@@ -15,25 +15,10 @@ when it is created, with the precision its vectors are computed in; a store whos
 contradicts it is refused, naming both. An embed model in another precision alone queries the
 collection (one notice: rankings agree) but does not add nodes to it.
 
-Query modes: ``DEFAULT``, ``HYBRID`` and ``SEMANTIC_HYBRID`` run the default search
-(dense ranking fused with BM25 as the layout's search says); ``SPARSE`` and
-``TEXT_SEARCH`` rank by BM25 alone; ``MMR`` re-ranks the default search's best
-candidates by maximal marginal relevance over their node vectors (``mmr_threshold``);
-other modes raise. The query's other fields, as LlamaIndex's ``QdrantVectorStore`` reads them:
-
-=====================  ===================================================================
-``hybrid_top_k``       ``HYBRID`` mode: the fused hits returned (else ``similarity_top_k``)
-``sparse_top_k``       the BM25 ranking's candidates entering the fusion; ``SPARSE`` mode:
-                       the hits returned
-``alpha``              the dense ranking's weight against BM25's ``1 - alpha`` in weighted
-                       reciprocal rank fusion (1: dense only, 0: BM25 only; ``None``: the
-                       layout's weights); refused where the search fuses by DBSF
-``qdrant_filters=``    a native ``qdrant_client.models.Filter``, required beside the
-                       ``MetadataFilters`` (``query(q, qdrant_filters=...)``, ``get_nodes``)
-=====================  ===================================================================
-
-The result's ``ids`` are node ids. A store given only ``aclient=`` (an async app) reads the
-collection's layout on its first async call; its synchronous methods refuse.
+Query modes (``DEFAULT``, ``HYBRID``, ``SEMANTIC_HYBRID``, ``SPARSE``, ``TEXT_SEARCH``, ``MMR``) and the query
+fields it reads (``hybrid_top_k``, ``sparse_top_k``, ``alpha``, ``qdrant_filters=``): docs/vector-store.md,
+"Queries". The result's ``ids`` are node ids. A store given only ``aclient=`` reads the collection's layout on its
+first async call; its synchronous methods refuse.
 
 Example:
     >>> from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex
