@@ -1,21 +1,10 @@
 """Prefix tokens at the tokenizer level.
 
-The prefix is applied by the tokenizer itself: its ``post_processor``
-template becomes ``<leading specials> [DUMP_1..K] $A <trailing specials>``
-(BERT: ``[CLS] [DUMP_1..K] x [SEP]``; a decoder without BOS:
-``[DUMP_1..K] x <eos>``). Consequences:
-
-* every caller that tokenises through the model's tokenizer (sentence-
-  transformers' ``tokenize``/``preprocess``, ``PosFairEncoder``, LlamaIndex
-  components) gets the prefix exactly once, with no code of ours at load time;
-* truncation counts the prefix as special tokens, so a truncated text keeps
-  the prefix and the model's own trailing token;
-* the saved ``tokenizer.json`` carries the template, and
-  ``tokenizer_config.json`` names the generic ``TokenizersBackend`` class so
-  that transformers loads the template verbatim instead of rebuilding a
-  model-specific one.
-
-Only fast (``tokenizers``-backed) tokenizers are supported.
+The prefix is applied by the tokenizer itself: its ``post_processor`` template becomes
+``<leading specials> [DUMP_1..K] $A <trailing specials>`` (BERT: ``[CLS] [DUMP_1..K] x [SEP]``). Every caller that
+tokenises through the model's tokenizer gets the prefix exactly once, truncation keeps it, and the saved folder
+reloads it without custom code; why: docs/dump.md, "How the prefix is applied". Only fast (``tokenizers``-backed)
+tokenizers are supported.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ triples, choose what trains for the mode, run the trainer, evaluate.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import tempfile
@@ -137,11 +138,8 @@ def configure_trainable(model: Any, mode: str, prefix_ids: Sequence[int]) -> lis
 
 
 def _use_bf16(precision: str) -> bool:
-    if precision == "bf16":
-        return True
-    if precision == "fp32":
-        return False
-    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    """``"bf16"``, or ``"auto"`` on a CUDA device that supports bfloat16."""
+    return precision == "bf16" or (precision == "auto" and torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
 @dataclass
@@ -156,14 +154,7 @@ class TrainReport:
     resumed_from: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "steps": self.steps,
-            "seconds": round(self.seconds, 2),
-            "train_losses": self.train_losses,
-            "bf16": self.bf16,
-            "cached": self.cached,
-            "resumed_from": self.resumed_from,
-        }
+        return {**dataclasses.asdict(self), "seconds": round(self.seconds, 2)}
 
 
 def latest_checkpoint(folder: str | Path | None) -> str | None:

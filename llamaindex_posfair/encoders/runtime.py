@@ -1,22 +1,10 @@
 """Inference runtimes of the plain encoder: eager PyTorch (``"torch"``), ONNX Runtime (``"onnx"``) or OpenVINO.
 
-``EncoderSpec.runtime`` names the runtime. ``"torch"`` is the default and runs
-every feature. ``"onnx"`` runs the model's transformer module in ONNX Runtime on
-the CPU, in float32; ``"openvino"`` runs the same exported ONNX model in OpenVINO
-on the CPU, with its inference precision held at float32 (OpenVINO would otherwise
-pick bfloat16 on CPUs with bfloat16 units). Tokenising and the sentence-transformers modules after the
-transformer (pooling, dense layers, normalisation) stay in PyTorch, so the
-vectors are torch's up to rounding. Calibration and ``[DUMP]`` prefixes need
-attention hooks, which only torch has: asking for them with another runtime is an
-error that names the fix (:func:`check_runtime_settings`, :func:`check_no_prefix`).
-
-The transformer is exported once with ``torch.onnx.export`` (traced on a padded
-batch, so the attention mask's padding path is in the graph; dynamic batch and
-sequence axes) into ``$POSFAIR_CACHE_DIR/onnx/<key>/model.onnx``, where ``key``
-hashes the weights identity and the export settings (:func:`export_settings`).
-ONNX Runtime and OpenVINO share the export. A later load reuses the file; a file that
-does not match its record, or that the runtime cannot load, is exported again with one
-warning. Nothing is downloaded.
+``EncoderSpec.runtime`` names the runtime; ``"torch"`` is the default and runs every feature. ``"onnx"`` and
+``"openvino"`` run one cached ONNX export of the transformer module on the CPU in float32; tokenising and the
+modules after the transformer stay in PyTorch. Calibration and ``[DUMP]`` prefixes need attention hooks, which
+only torch has (:func:`check_runtime_settings`, :func:`check_no_prefix`). The export, its cache key and its
+checks: docs/encoders.md, "Runtimes".
 
 Example:
     >>> from llamaindex_posfair.encoders.spec import EncoderSpec

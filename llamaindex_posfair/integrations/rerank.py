@@ -330,7 +330,3 @@ class PosFairRerank(BaseNodePostprocessor):
             out = self._ranked(nodes, await self._site.ascores(query, texts, self._scoring()))
             event.on_end(payload={EventPayload.NODES: out})
         return self._end(out)
-
-
-#: The name before the first release, not exported: kept only for the callers that still import it
-#: (``cli/query.py``, ``tests/serve``); delete it when they use ``PosFairRerank``.

@@ -120,6 +120,10 @@ class SlotTables:
         return int(self.bias.shape[0])
 
 
+#: The tensors of a :class:`SlotTables`, saved as ``n{N}.{name}``.
+_TABLE_TENSORS = ("bias", "attention_prior", "pride_log_prior")
+
+
 def check_fitted_size(n: int, fitted: Sequence[int]) -> None:
     """Raise :class:`CalibrationMismatchError` unless a state fitted for ``fitted`` sizes covers ``n`` candidates."""
     if n in fitted:
@@ -178,9 +182,7 @@ class CalibrationState:
         tensors: dict[str, torch.Tensor] = {}
         samples: dict[str, int] = {}
         for n, t in self.tables.items():
-            tensors[f"n{n}.bias"] = t.bias.contiguous()
-            tensors[f"n{n}.attention_prior"] = t.attention_prior.contiguous()
-            tensors[f"n{n}.pride_log_prior"] = t.pride_log_prior.contiguous()
+            tensors.update({f"n{n}.{name}": getattr(t, name).contiguous() for name in _TABLE_TENSORS})
             samples[str(n)] = t.num_samples
         meta = {
             "format": STATE_FORMAT,
@@ -234,12 +236,7 @@ class CalibrationState:
             cfg["layer_range"] = tuple(cfg["layer_range"])
         samples = json.loads(meta["num_samples"])
         tables = {
-            int(s): SlotTables(
-                bias=tensors[f"n{s}.bias"],
-                attention_prior=tensors[f"n{s}.attention_prior"],
-                pride_log_prior=tensors[f"n{s}.pride_log_prior"],
-                num_samples=int(samples[str(s)]),
-            )
+            int(s): SlotTables(**{k: tensors[f"n{s}.{k}"] for k in _TABLE_TENSORS}, num_samples=int(samples[str(s)]))
             for s in json.loads(meta["sizes"])
         }
         state = cls(
