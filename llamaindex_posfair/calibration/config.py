@@ -246,11 +246,7 @@ class CalibrationConfig(BaseModel):
 
     def applies_to(self, role: str) -> bool:
         """Whether calibration is on for ``role`` (``"query"``, ``"document"`` or ``"text"``)."""
-        if role == "query":
-            return self.calibrate_queries
-        if role == "document":
-            return self.calibrate_documents
-        return True
+        return {"query": self.calibrate_queries, "document": self.calibrate_documents}.get(role, True)
 
     def fingerprint(self) -> str:
         """A short stable hash of every setting (used in cache keys and payloads)."""

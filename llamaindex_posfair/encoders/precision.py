@@ -168,9 +168,7 @@ def notice_precision_difference(where: str, stored: str | None, used: str | None
     logger.warning(
         "%s was written in %s and is queried in %s: accepted, rankings agree across these precisions "
         "(pass dtype=%r / --dtype %s to query in the stored precision)",
-        where,
-        key[1],
-        key[2],
+        *key,
         key[1],
         key[1],
     )
@@ -191,10 +189,6 @@ def notice_runtime_difference(where: str, stored: tuple[str, str | None], used: 
         "%s was written with runtime %s in %s and is queried with runtime %s in %s: accepted, the runtimes "
         "compute the same vectors up to rounding (pass runtime=%r to query with the stored runtime; writes "
         "must use it)",
-        where,
-        key[1],
-        key[2],
-        key[3],
-        key[4],
+        *key,
         key[1],
     )

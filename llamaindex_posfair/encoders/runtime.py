@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llamaindex_posfair.encoders.precision import AUTO
-from llamaindex_posfair.encoders.weights import cache_root
+from llamaindex_posfair.encoders.weights import cache_root, file_sha256
 
 __all__ = [
     "RUNTIMES",
@@ -171,14 +171,6 @@ def onnx_cache_folder(settings: dict[str, Any]) -> Path:
     return cache_root() / "onnx" / hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _trace_inputs(st: Any, names: list[str]) -> tuple[Any, ...]:
     """A padded batch: transformers' masking takes Python branches when traced, so the traced batch must pad."""
     features = st.preprocess(_TRACE_TEXTS)
@@ -231,7 +223,7 @@ def _write_export(st: Any, settings: dict[str, Any], folder: Path) -> None:
     scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".export-"))
     try:
         _export_model(st, settings["inputs"], scratch / _MODEL_FILE)
-        record = {**settings, "sha256": _file_sha256(scratch / _MODEL_FILE)}
+        record = {**settings, "sha256": file_sha256(scratch / _MODEL_FILE)}
         (scratch / _RECORD_FILE).write_text(json.dumps(record, indent=1, sort_keys=True))
         shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(OSError):  # another process moved its export in first: use that one
@@ -250,7 +242,7 @@ def _cached_problem(settings: dict[str, Any], folder: Path) -> str | None:
     if stale:
         return f"it was exported with other settings ({', '.join(stale)})"
     model = folder / _MODEL_FILE
-    if not model.is_file() or _file_sha256(model) != record.get("sha256"):
+    if not model.is_file() or file_sha256(model) != record.get("sha256"):
         return "its model file is missing or changed since the export"
     return None
 

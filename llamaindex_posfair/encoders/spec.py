@@ -317,9 +317,6 @@ class EncoderSpec(BaseModel):
         return load_encoder(spec)
 
 
-VectorKind = Literal["calibrated", "vanilla"]
-
-
 class EncoderSet(BaseModel):
     """Named vectors of one collection, each an :class:`EncoderSpec`; picklable (a Ray worker recipe).
 
@@ -448,19 +445,14 @@ def resolve_spec(
     Raises:
         ValueError: a field given beside ``spec`` disagrees with it, or a field is invalid.
     """
-    if spec is None:
-        fields = dict(settings)
-        if model is not None:
-            fields["model"] = model
-        if calibration is not UNSET:
-            fields["calibration"] = calibration
-        return EncoderSpec(**fields)
-    spec = spec if isinstance(spec, EncoderSpec) else EncoderSpec.model_validate(spec)
     given = dict(settings)
     if model is not None:
-        given["model"] = canonical_model_id(model)
+        given["model"] = model if spec is None else canonical_model_id(model)
     if calibration is not UNSET:
         given["calibration"] = calibration
+    if spec is None:
+        return EncoderSpec(**given)
+    spec = spec if isinstance(spec, EncoderSpec) else EncoderSpec.model_validate(spec)
     clash = sorted(k for k, v in given.items() if getattr(spec, k, UNSET) != v)
     if clash:
         raise ValueError(

@@ -73,7 +73,8 @@ def _file_key(path: Path) -> str:
     return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
 
 
-def _hash_file(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's contents, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(_CHUNK):
@@ -114,7 +115,7 @@ def folder_identity(folder: str | Path) -> str:
             _MEMO.update(_load_cache())
             missing = [(f, k) for f, k in missing if k not in _MEMO]
             for f, k in missing:
-                _MEMO[k] = _hash_file(f)
+                _MEMO[k] = file_sha256(f)
             if missing:
                 _save_cache(dict(_MEMO))
         entries = [f"{f.relative_to(root).as_posix()}:{_MEMO[k]}" for f, k in zip(files, keys)]
