@@ -226,28 +226,16 @@ class PosFairRetriever(BaseRetriever):
             ValueError: an empty query.
         """
         q, sparse = self._query(query)
-        return search(
-            self._client,
-            self.collection,
-            q,
-            self.settings,
-            vectors=self.vectors,
-            sparse_query=sparse,
-            query_filter=self.filter,
-        )
+        return search(self._client, self.collection, q, self.settings, **self._options(sparse))
 
     async def asearch(self, query: str) -> list[Hit]:
         """:meth:`search` through the async client; the query is encoded in a worker thread."""
         q, sparse = await asyncio.to_thread(self._query, query)
-        return await asearch(
-            self._aclient,
-            self.collection,
-            q,
-            self.settings,
-            vectors=self.vectors,
-            sparse_query=sparse,
-            query_filter=self.filter,
-        )
+        return await asearch(self._aclient, self.collection, q, self.settings, **self._options(sparse))
+
+    def _options(self, sparse: Any) -> dict[str, Any]:
+        """The search keywords of every query: the collection's vectors, the BM25 query and the filter."""
+        return {"vectors": self.vectors, "sparse_query": sparse, "query_filter": self.filter}
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [hit_to_node(h) for h in self.search(query_bundle.query_str)]
