@@ -281,7 +281,11 @@ def build_eval_set(
     for passage in passages:
         draws = 1 if removed else queries_per_passage
         drawn = [q for q in (draw_query(passage.text, rng, config) for _ in range(draws)) if q is not None]
-        if removed and drawn and len(cut_span(passage.text, drawn[0].start, drawn[0].end).split()) >= 8:
+        if (
+            removed
+            and drawn
+            and len(cut_span(passage.text, drawn[0].start, drawn[0].end).split()) >= MIN_POSITIVE_WORDS
+        ):
             corpus.append(cut_span(passage.text, drawn[0].start, drawn[0].end))
         else:
             corpus.append(passage.text)
