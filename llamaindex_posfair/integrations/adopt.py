@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
+from tqdm.auto import tqdm
 
 from llamaindex_posfair.integrations.nodes import NODE_CONTENT
 from llamaindex_posfair.integrations.vector_store import PosFairVectorStore
@@ -91,20 +92,11 @@ def adopt_llamaindex_collection(
     check_llamaindex_source(client, source, target)
     store = PosFairVectorStore(target, client=client, embed_model=embed_model, batch_size=batch_size)
     total = client.count(source, exact=True).count
-    bar = None
-    if show_progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, unit="node", desc=f"adopt {source} -> {target}")
     copied = 0
-    try:
+    with tqdm(total=total, unit="node", desc=f"adopt {source} -> {target}", disable=not show_progress) as bar:
         for points in scroll_pages(client, source, page=batch_size):
             nodes = [_node(p.payload or {}) for p in points]
             store.add(nodes)
             copied += len(nodes)
-            if bar is not None:
-                bar.update(len(nodes))
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(len(nodes))
     return copied
