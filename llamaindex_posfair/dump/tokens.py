@@ -157,12 +157,9 @@ def add_prefix_tokens(tokenizer: Any, token_strings: Sequence[str], *, split_spe
     new_rust.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in token_strings])
     new_rust.post_processor = _processor_from_json(build_prefix_post_processor(_Wrap(new_rust), token_strings))
 
-    special_kwargs: dict[str, Any] = {}
-    for attr in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"):
-        value = getattr(tokenizer, attr, None)
-        if value is not None:
-            special_kwargs[attr] = str(value)
-    new = TokenizersBackend(
+    specials = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+    special_kwargs = {a: str(v) for a in specials if (v := getattr(tokenizer, a, None)) is not None}
+    return TokenizersBackend(
         tokenizer_object=new_rust,
         model_max_length=tokenizer.model_max_length,
         padding_side=tokenizer.padding_side,
@@ -172,7 +169,6 @@ def add_prefix_tokens(tokenizer: Any, token_strings: Sequence[str], *, split_spe
         model_input_names=list(tokenizer.model_input_names),
         **special_kwargs,
     )
-    return new
 
 
 class _Wrap:
