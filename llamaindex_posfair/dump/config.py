@@ -140,9 +140,7 @@ def save_dump_config(
 def read_dump_record(path: str | Path) -> dict[str, Any] | None:
     """Read ``posfair_dump.json`` from a model folder; None if the folder has none."""
     file = Path(path) / DUMP_CONFIG_FILENAME
-    if not file.is_file():
-        return None
-    return json.loads(file.read_text(encoding="utf-8"))
+    return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
 
 
 def read_dump_config(path: str | Path) -> DumpConfig | None:

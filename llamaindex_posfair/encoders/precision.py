@@ -136,11 +136,8 @@ def default_dtype(device: str | None = None, runtime: str = "torch") -> Precisio
     if runtime != "torch":
         return "float32"
     kind = str(device).split(":", 1)[0] if device is not None else ("cuda" if _cuda_available() else "cpu")
-    if kind == "cuda":
-        return "bfloat16" if cuda_has_bf16() else "float32"
-    if kind == "cpu":
-        return "bfloat16" if cpu_has_bf16() else "float32"
-    return "float32"
+    probe = {"cuda": cuda_has_bf16, "cpu": cpu_has_bf16}.get(kind)  # other devices: float32
+    return "bfloat16" if probe is not None and probe() else "float32"
 
 
 def resolve_dtype(dtype: str | None, device: str | None = None, runtime: str = "torch") -> str | None:

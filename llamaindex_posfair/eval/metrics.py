@@ -92,9 +92,7 @@ def recall_at_k(ranked: Sequence[str], relevant: Mapping[str, float], k: int = 1
     """
     _check_k(k)
     rel = {d for d, g in relevant.items() if g > 0}
-    if not rel:
-        return float("nan")
-    return len(rel.intersection(ranked[:k])) / len(rel)
+    return len(rel.intersection(ranked[:k])) / len(rel) if rel else float("nan")
 
 
 def mrr_at_k(ranked: Sequence[str], relevant: Mapping[str, float], k: int = 10) -> float:
@@ -235,9 +233,7 @@ def _values(scores: Mapping[str, float] | Iterable[float]) -> list[float]:
 def harmonic_mean(scores: Mapping[str, float] | Iterable[float]) -> float:
     """Harmonic mean of group scores; ``0.0`` as soon as one group scores 0."""
     vals = _values(scores)
-    if any(v == 0.0 for v in vals):
-        return 0.0
-    return len(vals) / sum(1.0 / v for v in vals)
+    return 0.0 if any(v == 0.0 for v in vals) else len(vals) / sum(1.0 / v for v in vals)
 
 
 def arithmetic_mean(scores: Mapping[str, float] | Iterable[float]) -> float:
@@ -253,9 +249,7 @@ def psi(scores: Mapping[str, float] | Iterable[float]) -> float:
     """
     vals = _values(scores)
     hi = max(vals)
-    if hi == 0.0:
-        return 0.0
-    return 1.0 - min(vals) / hi
+    return 0.0 if hi == 0.0 else 1.0 - min(vals) / hi
 
 
 @dataclass(frozen=True)
