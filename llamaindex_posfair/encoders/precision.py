@@ -1,22 +1,10 @@
 """Automatic precision: the encoder runs in bfloat16 where the device has native bfloat16 matrix units.
 
-:func:`default_dtype` is the one place that decides: ``"bfloat16"`` on a CUDA GPU
-with native bfloat16 (Ampere and later) or a CPU with AMX-BF16 or AVX512-BF16,
-``"float32"`` everywhere else. The capability probes (:func:`cuda_has_bf16`,
-:func:`cpu_has_bf16`) are separate functions, so a test can replace them. Setting the
-environment variable ``POSFAIR_BF16=off`` (:data:`BF16_ENV`) makes both probes answer ``False``
-in every process that inherits it (Ray workers, ``posfair serve`` replicas): automatic precision is
-then float32 everywhere.
-
-An :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` whose ``dtype`` is
-:data:`AUTO` (the default) is resolved with :func:`resolve_dtype` when it is
-loaded or recorded; a collection's recipe holds the resolved precision. Rankings
-agree across the two precisions (docs/encoders.md, "Precision"), so the query-side
-check (``llamaindex_posfair.integrations.gate``) accepts a difference in precision alone and says so once
-(:func:`notice_precision_difference`). An inference runtime other than torch
-(:mod:`~llamaindex_posfair.encoders.runtime`) computes in float32, and the
-query-side check accepts a difference in runtime (and precision) the same way
-(:func:`notice_runtime_difference`).
+:func:`default_dtype` is the one place that decides (the rule, and what a collection records: docs/encoders.md,
+"Precision"). The capability probes (:func:`cuda_has_bf16`, :func:`cpu_has_bf16`) are separate functions, so a
+test can replace them; ``POSFAIR_BF16=off`` (:data:`BF16_ENV`) makes both answer ``False`` in every process that
+inherits it. The query-side check accepts a difference in precision or runtime alone and says so once
+(:func:`notice_precision_difference`, :func:`notice_runtime_difference`).
 
 Example:
     >>> from llamaindex_posfair.encoders.precision import default_dtype, same_precision

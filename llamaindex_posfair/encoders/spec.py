@@ -9,12 +9,8 @@ vectors (device, batch size, backend). It is what caches, fingerprints,
 payloads, CLIs, servers and Ray workers exchange; the loaded model is built
 from it in one place, :meth:`EncoderSpec.load`.
 
-:meth:`EncoderSpec.fingerprint` hashes exactly the settings that shape the
-vectors, including a content hash of the weight files, so a model retrained
-into the same folder, or loaded in another dtype or runtime, gets a new fingerprint
-(and a collection re-embeds it), while the same model on another machine gets the
-same one. The default runtime, torch, is hashed as absent, so fingerprints recorded
-before the runtime choice existed stay valid.
+:meth:`EncoderSpec.fingerprint` hashes exactly the settings that shape the vectors, the weights' content hash
+included; which fields those are and what follows for stored collections: docs/encoders.md, "Fields".
 
 Example:
     >>> from llamaindex_posfair.encoders.spec import EncoderSpec

@@ -1,13 +1,9 @@
 """Weights identity: a content hash of the files a model loads from.
 
-A fingerprint that names only the model folder cannot see a model retrained
-into the same folder, and one that names the folder's path differs between
-machines. The identity here hashes the *contents* of the files that shape the
-embeddings (weights, configs, tokenizer, sentence-transformers modules) and
-ignores the rest (README, ONNX/OpenVINO exports, checkpoints). Per-file hashes
-are cached by ``(path, size, mtime, inode)`` in ``$POSFAIR_CACHE_DIR`` (default
-``~/.cache/llamaindex-posfair``), so a large model is read once, not at every
-load; a file rewritten in place gets a new mtime and is hashed again.
+The identity hashes the *contents* of the files that shape the embeddings (weights, configs, tokenizer,
+sentence-transformers modules; :func:`weight_files`), so a model retrained into the same folder gets a new one and
+the same weights on two machines get the same one. Per-file hashes are cached by ``(path, size, mtime, inode)`` in
+:func:`cache_root` (docs/encoders.md, "Fields").
 
 Example:
     >>> from llamaindex_posfair.encoders.models import bundled_model_path

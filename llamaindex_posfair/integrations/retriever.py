@@ -1,16 +1,8 @@
 """``PosFairRetriever``: a LlamaIndex retriever over a collection written by ``posfair ingest``.
 
-It reads the collection's named vectors, encodes the query with the encoder that wrote
-the searched vector (the fingerprints stored with the points must match, so
-vectors of another model or calibration never meet silently), and answers in
-one ``query_points`` call through :func:`qdrant_tools.search.search`: nodes
-ranked by the collection's search (node vector and best sub-chunk, fused with
-BM25 where the collection stores it), each scored by its relevance in [0, 1], the
-cosine of its best sub-chunk (``metadata["fusion_score"]`` keeps the fusion value
-of a hybrid query). It
-returns the stored nodes (text and metadata), ready for a
-``RetrieverQueryEngine``; re-running ``posfair ingest`` never duplicates them,
-because their ids are deterministic.
+It encodes the query with the encoder that wrote the searched vector (checked against the fingerprint the points
+record) and answers in one ``query_points`` call through :func:`qdrant_tools.search.search`, with the stored nodes
+scored by their relevance in [0, 1]; the path of a query: docs/architecture.md (``posfair query``).
 
 Example:
     >>> from llama_index.core.query_engine import RetrieverQueryEngine
