@@ -1,12 +1,8 @@
 """Adopt a collection written by LlamaIndex's ``QdrantVectorStore``: its nodes, re-stored in posfair's layout.
 
-LlamaIndex keeps each node's record in the payload (``_node_content``: id, text,
-metadata, relationships). :func:`adopt_llamaindex_collection` reads those nodes back
-and writes them through :class:`~llamaindex_posfair.PosFairVectorStore` into a new
-collection: the same node ids, metadata (top-level, so the app's ``MetadataFilters``
-keep working) and relationships, with posfair's vectors (node, sub-chunks, fused rows,
-BM25) computed by the store's encoder. The source is only read. Node ids make the copy
-idempotent, so a rerun after a crash completes it.
+:func:`adopt_llamaindex_collection` reads each node's record (``_node_content``) back and writes it through
+:class:`~llamaindex_posfair.PosFairVectorStore` into a new collection, keeping node ids, metadata and relationships;
+the source is only read and a rerun completes an interrupted copy (docs/vector-store.md, "Adopting").
 
 Example:
     >>> from qdrant_tools.store import open_store

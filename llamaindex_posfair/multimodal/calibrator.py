@@ -1,16 +1,9 @@
 """Attention-guided position-bias calibrator (method C) and its baselines.
 
-Fitting runs ``M`` labelled samples through all ``N`` cyclic shifts
-(``M·N`` forward passes, once) and keeps, per candidate count ``N``:
-
-* the conditional bias ``Bm`` (:mod:`.bias`),
-* the static attention prior ``ā_l(k)`` (mean attention mass per slot),
-* the PriDe log-prior (:mod:`.pride`), so the baseline shares the API.
-
-Inference needs one forward pass (:class:`~.types.ForwardResult`) and is
-pure tensor math. Methods: ``"vanilla"``, ``"pride"``, ``"attention"``
-(argmax of the attention posterior), ``"ours"``; self-consistency needs
-``N`` passes and lives in :func:`self_consistency_scores`.
+Fitting runs ``M`` labelled samples through all ``N`` cyclic shifts once and keeps, per candidate count ``N``,
+the conditional bias (:mod:`.bias`), the static attention prior and the PriDe log-prior (:mod:`.pride`); inference
+is one forward pass and pure tensor math (docs/multimodal.md, "Calibration and inference"). Methods: :data:`METHODS`;
+self-consistency needs ``N`` passes and lives in :func:`self_consistency_scores`.
 """
 
 from __future__ import annotations
