@@ -180,12 +180,9 @@ def train_dump(
 ) -> TrainReport:
     """Train a DUMP model (from :func:`~llamaindex_posfair.dump.model.add_dump_prefix`) in place.
 
-    InfoNCE with ``MultipleNegativesRankingLoss`` (scale 20): each query's
-    positive is the target, its hard negative and every other row of the
-    batch are negatives. With ``config.mini_batch_size`` the gradient-cache
-    variant (``CachedMultipleNegativesRankingLoss``) is used instead, for large
-    batches. What trains follows ``model.posfair_dump.mode``; for the plain
-    fine-tune control (no prefix, everything trains) use :func:`train_contrastive`.
+    InfoNCE with ``MultipleNegativesRankingLoss`` (in-batch and hard negatives; the gradient-cache variant with
+    ``config.mini_batch_size``). What trains follows ``model.posfair_dump.mode``; for the plain fine-tune control
+    (no prefix, everything trains) use :func:`train_contrastive`.
 
     Args:
         model: A SentenceTransformer prepared by ``add_dump_prefix``.
