@@ -1,10 +1,7 @@
 """The one MaxSim / node-weighted scorer: a node's best sub-chunk, its own cosine, and their weighted sum, in numpy.
 
-This is what a posfair collection's default dense search computes inside Qdrant (``qdrant_tools.search``:
-MaxSim over the sub-chunk multivector, fused with the node vector by a formula query), written once for
-every in-process path: the reranker (:mod:`llamaindex_posfair.integrations.node_scoring`, the rerank
-endpoint of ``posfair serve``), the evaluation harness's search simulation and its chunk-max systems.
-Pure numpy, no I/O, nothing else from the package.
+What a posfair collection's default dense search computes inside Qdrant (``qdrant_tools.search``), written once
+for every in-process path (its users: docs/architecture.md). Pure numpy, no I/O, nothing else from the package.
 
 With one query vector ``q`` and unit vectors, a node with node vector ``n`` and sub-chunk vectors ``s_j``
 scores

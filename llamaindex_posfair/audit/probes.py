@@ -1,26 +1,11 @@
 """Probes of an audit: queries whose evidence sits at a known position of a passage (no LLM, no model).
 
-A *passage* is what a retriever stores and embeds as one unit: the audit cuts each document with
-LlamaIndex's ``SentenceSplitter`` at the sizes the user's pipeline uses (default: LlamaIndex's own
-1024/200 tokens), so a probe's position is the position the evidence has in the node the target
-embeds. Every probe's evidence lies wholly inside exactly one passage (a sentence in the overlap of
-two passages has two positions and is never used), and its *group* is the third of that passage
-that holds the evidence's midpoint: ``begin``, ``middle`` or ``end``.
-
-Three kinds:
-
-* ``extractive``: one sentence of the user's text, verbatim, is the query; it must occur once in
-  the whole corpus. A target that sees the whole passage finds it at once; a target that truncates
-  or dilutes the end of its nodes does not.
-* ``planted``: an invented fact about an invented person (the needle builder's templates,
-  :func:`~llamaindex_posfair.eval.facts.make_fact`) is inserted at a sentence boundary;
-  the query paraphrases it. The corpus the target indexes is the user's text with the facts in it
-  (:meth:`ProbeSet.documents`), so only targets the audit indexes itself can take planted probes.
-* ``question``: the user's own questions with their answer text (hand-written, or written by an
-  LLM beforehand); the answer is located in the text to find its passage and position.
-
-Everything is deterministic given the documents and :class:`ProbeConfig` (``seed`` included), and a
-:class:`ProbeSet` is saved as JSON and loaded back, so a before/after comparison runs on the same probes.
+A *passage* is what a retriever stores and embeds as one unit: each document cut by LlamaIndex's
+``SentenceSplitter`` at the pipeline's sizes. A probe's evidence lies wholly inside exactly one passage, and its
+*group* is the third of that passage holding the evidence's midpoint (:data:`GROUPS`). The kinds
+(:data:`KINDS`: ``extractive``, ``planted``, ``question``) and how they are drawn: docs/audit.md, "The measure".
+Probes are deterministic given the documents and :class:`ProbeConfig`, and a :class:`ProbeSet` is saved as
+JSON and loaded back, so a before/after comparison runs on the same probes.
 
 Example:
     >>> text = " ".join(f"Sentence number {i} says something plain about topic {i}." for i in range(60))
@@ -433,7 +418,7 @@ def _extractive(corpus: _Corpus, config: ProbeConfig, rng: random.Random, avoid:
                 break
             sentence = corpus.texts[doc_id][s:e]
             if corpus.unique(sentence):
-                probes.append(Probe("", "extractive", sentence, sentence, doc_id, s, e, passage, round(rel, 4), group))
+                probes.append(_probe("extractive", sentence, sentence, doc_id, (s, e), (passage, rel)))
                 picked += 1
     return probes
 
@@ -482,21 +467,8 @@ def _planted(texts: Mapping[str, str], config: ProbeConfig, rng: random.Random) 
         if where is None:
             continue
         fact = facts[(p.doc_id, p.at)]
-        group = group_of(where[1])
-        pool[group].append(
-            Probe(
-                "",
-                "planted",
-                fact["query"],
-                fact["statement"],
-                p.doc_id,
-                start,
-                end,
-                where[0],
-                round(where[1], 4),
-                group,
-            )
-        )
+        probe = _probe("planted", fact["query"], fact["statement"], p.doc_id, (start, end), where)
+        pool[probe.group].append(probe)
     chosen = [p for g in GROUPS for p in pool[g][: config.per_group]]
     return plants, chosen
 
@@ -524,8 +496,15 @@ def _questions(
         if group not in GROUPS:
             skipped[query] = f"group {group!r} is not one of {GROUPS}"
             continue
-        probes.append(Probe("", "question", query, answer, doc_id, s, e, where[0], round(where[1], 4), group))
+        probes.append(_probe("question", query, answer, doc_id, (s, e), where, group))
     return probes
+
+
+def _probe(
+    kind: str, query: str, evidence: str, doc_id: str, span: tuple[int, int], where: tuple[int, float], group: str = ""
+) -> Probe:
+    """An unnumbered probe with its evidence at ``span`` of ``doc_id``; ``where`` is :func:`_locate`'s answer."""
+    return Probe("", kind, query, evidence, doc_id, *span, where[0], round(where[1], 4), group or group_of(where[1]))
 
 
 def _doc_matches(doc_id: str, wanted: Any) -> bool:

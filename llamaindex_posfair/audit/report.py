@@ -1,13 +1,8 @@
 """The audit's report: per target, nDCG@10 and recall@k per position third, harmonic mean, PSI, and where it fails.
 
-Scoring (the measure of ``python -m research.eval``, :mod:`llamaindex_posfair.eval.metrics`): a probe's ranking is the
-target's node list; the first node that holds the evidence (:func:`~llamaindex_posfair.audit.probes.evidence_in`)
-is the one relevant item, so a probe's nDCG@10 is ``1 / log2(rank + 1)`` for that node at ``rank <= 10``, else 0,
-and recall@k is 1 when it is among the first ``k``. Per group (begin / middle / end third of the passage) the
-mean over its probes; over groups the harmonic mean (the headline: low as soon as one third is poorly served)
-and **PSI = 1 - min/max** (0: position does not matter; 0.5: the worst third gets half the best third's score).
-Two targets audited on the same probes are compared by a paired bootstrap of their harmonic-mean difference
-(probes resampled within groups, :func:`~llamaindex_posfair.eval.metrics.bootstrap_harmonic_diff`).
+Scoring: the first node that holds the evidence (:func:`~llamaindex_posfair.audit.probes.evidence_in`) is a
+probe's one relevant item; per third the mean over its probes, over thirds the harmonic mean and PSI, and two
+targets are compared by a paired bootstrap (docs/audit.md, "The measure").
 
 Outputs: :meth:`AuditReport.to_dict` (``--json``), :meth:`AuditReport.to_markdown`,
 :meth:`AuditReport.to_html` (one self-contained page, the plot inlined) and :meth:`AuditReport.plot_png`.

@@ -1,18 +1,10 @@
 """What an audit measures: a retriever, seen as ``query -> ranked node texts``.
 
-Two sorts of target:
-
-* **existing** (:class:`RetrieverTarget`): any LlamaIndex retriever or index object the user already has, an
-  existing Qdrant collection written by LlamaIndex's ``QdrantVectorStore`` (:func:`qdrant_collection`, queried
-  as it is, nothing re-indexed) or a ``posfair ingest`` collection (:func:`posfair_collection`). It must already
-  hold the audited documents, so planted probes (which change the text) cannot be used on it.
-* **built** (:class:`BuiltTarget`): a recipe the audit indexes over the documents itself, in memory:
-  LlamaIndex's default pipeline (:func:`llamaindex_default`), posfair's store (:func:`posfair_store`), an
-  OpenAI-compatible embeddings endpoint with a chunking recipe (:func:`openai_endpoint`).
-
-Every target answers :meth:`AuditTarget.retrieve` with :class:`Retrieved` nodes, best first; whether a node
-holds a probe's evidence is decided from its text (:func:`~llamaindex_posfair.audit.probes.evidence_in`),
-so the audit needs no document ids in common with the target.
+Two sorts of target (docs/audit.md, "Targets"): **existing** ones (:class:`RetrieverTarget`: a LlamaIndex retriever
+or index, a ``QdrantVectorStore`` collection, a ``posfair ingest`` collection) must already hold the audited
+documents, so planted probes cannot be used on them; **built** ones (:class:`BuiltTarget`) are recipes the audit
+indexes over the documents itself, in memory. Whether a node holds a probe's evidence is decided from its text
+(:func:`~llamaindex_posfair.audit.probes.evidence_in`), so the audit needs no document ids in common with a target.
 
 Example:
     >>> from llamaindex_posfair.audit.targets import RetrieverTarget

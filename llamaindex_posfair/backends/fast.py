@@ -1,24 +1,10 @@
 """Fast calibration backend: a custom attention function for transformers.
 
-Rows a calibrated layer does not edit come from the stock SDPA kernel. The
-edited rows are computed in one of docs/methods.md's two forms:
-
-* one pooling row per sequence (``[CLS]`` / last-token pooling): explicitly,
-  ``q·Kᵀ → softmax → calibrate → ·V`` on that row only
-  (:func:`calibrated_pooling_row`, with the batch's
-  :class:`~llamaindex_posfair.calibration.math.WeightCalibration`);
-* every row (mean pooling): from per-basket attention states ``(lse_b, o_b)``,
-  one fused-kernel call per content basket (keys restricted to the basket),
-  merged by :class:`~llamaindex_posfair.calibration.math.BasketMerge`; the SDPA
-  pass is skipped (the merge yields the original rows too), the queries are
-  never copied per basket and memory does not grow with the number of baskets.
-
-No ``L x L`` score tensor is formed.
-
-Everything that depends on the batch only (basket key positions, which baskets
-are contiguous slices, the per-basket attention biases derived from the mask,
-the pooling rows' allowed keys and basket matrix) is built once per forward
-pass on the :class:`_ActiveCalibration` and shared by the calibrated layers.
+Rows a calibrated layer does not edit come from the stock SDPA kernel; the edited rows are computed
+explicitly for one pooling row per sequence (:func:`calibrated_pooling_row`), or from per-basket attention
+states merged by :class:`~llamaindex_posfair.calibration.math.BasketMerge` when every row is edited. No
+``L x L`` score tensor is formed; what depends on the batch only is built once per forward pass on the
+:class:`_ActiveCalibration`. The two forms and their costs: docs/backends.md, "fast".
 
 The function is registered under :data:`ATTENTION_NAME` through the shared
 :class:`~llamaindex_posfair.backends.hooks.AttentionHook` (transformers'
@@ -322,24 +308,6 @@ def _attention_with_bias(q, k, v, bias, scaling):
     if not _KERNEL_OK[device]:
         return _explicit_attention_with_lse(q, k, v, bias, scaling)
     return _kernel_attention_with_lse(q, k, v, bias, scaling)
-
-
-def attention_with_lse(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ok: torch.Tensor, scaling: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Attention output and log-sum-exp of scores over the keys ``ok`` allows.
-
-    ``q``: ``[B, H, R, d]``; ``k``/``v``: ``[B, H, M, d]``; ``ok``: ``[B, 1, R, M]`` bool.
-    Rows with no allowed key get output 0 and lse ``-inf``. Uses PyTorch's fused
-    attention kernel that also returns the log-sum-exp (checked once per device
-    against the explicit computation, with the explicit path as fallback).
-    """
-    empty = ~ok.any(-1, keepdim=True)
-    bias = torch.zeros(ok.shape, dtype=q.dtype, device=q.device).masked_fill(~ok, float("-inf"))
-    bias[..., :1] = bias[..., :1].masked_fill(empty, 0.0)  # a finite dummy key, zeroed below
-    out, lse = _attention_with_bias(q, k, v, bias, scaling)
-    empty = empty.squeeze(-1).expand_as(lse)
-    return out.masked_fill(empty.unsqueeze(-1), 0.0), lse.masked_fill(empty, float("-inf"))
 
 
 def calibrated_pooling_row(

@@ -11,26 +11,8 @@ and the model carries on (``a_hat @ V``, output projection, later layers). It
 shares only the assignment and :func:`~llamaindex_posfair.calibration.math.calibrate_weights`
 with the fast backend, never its basket-state merge.
 
-Finding the softmax, generically (no per-model paths):
-
-1. Every module of the transformers model whose ``forward`` (decorators peeled)
-   *calls* the attention interface (``attention_interface(...)``, which
-   transformers resolves to ``eager_attention_forward`` under eager attention)
-   is an attention site, as is an ``*Attention``/``*Attn`` module whose own
-   ``forward`` calls a softmax (older and remote-code models). Operation labels
-   come from nnsight's own source instrumentation, so they are the labels
-   ``envoy.source`` serves.
-2. ``eager_attention_forward`` is a module-level function, not a module, so
-   ``module.source`` cannot list its operations ahead of time. nnsight 0.8's
-   recursive ``.source`` on the call operation (``source.attention_interface_1.source``)
-   instruments the function that is actually called, at run time; its operations
-   are then searched for the one whose label contains ``"softmax"``.
-3. The layer index is the attention module's ``layer_idx`` attribute, or its
-   position among the attention modules (in module order) when it has none.
-
-Which keys a row may attend to (``key_allowed``, for causal and padding masks) is
-read from the softmax's own input: masked scores sit at the dtype's minimum (or
-``-inf``), so no model-specific mask handling is needed.
+The softmax is found generically (:func:`find_softmax_sites`, no per-model paths), and the keys a row may
+attend to are read from the softmax's own input; how: docs/backends.md, "reference".
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ padding, and which query rows are edited. Both backends consume the same assignm
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -65,18 +66,8 @@ class BasketAssignment:
 
     def to(self, device: torch.device | str) -> BasketAssignment:
         """Move every tensor to ``device``."""
-        return BasketAssignment(
-            basket_ids=self.basket_ids.to(device),
-            iso_mode=self.iso_mode.to(device),
-            iso_value=self.iso_value.to(device),
-            num_baskets=self.num_baskets.to(device),
-            row_mask=self.row_mask.to(device),
-            active=self.active.to(device),
-            all_rows=self.all_rows,
-            max_basket_len=self.max_basket_len,
-            strength_scale=None if self.strength_scale is None else self.strength_scale.to(device),
-            weighting=self.weighting,
-        )
+        tensors = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return dataclasses.replace(self, **{k: v.to(device) for k, v in tensors.items() if isinstance(v, torch.Tensor)})
 
 
 def basket_lengths(num_content: int, basket_size: int, layout: str = "fixed") -> list[int]:

@@ -37,10 +37,8 @@ DEFAULT_POLICY: dict[str, IsolatedPolicy] = {
 class CalibrationConfig(BaseModel):
     """Settings of inference-time position-fair attention calibration.
 
-    Only the attention row(s) of the pooling token change, in the chosen layers:
-    content keys are split into baskets of ``basket_size`` consecutive tokens, each
-    basket is given an equal share of the row's mass (ratios inside a basket are
-    kept), and the result is interpolated with the original row by ``strength``.
+    The pooling token's attention row(s) in the chosen layers get equal mass per basket of ``basket_size`` content
+    tokens, interpolated with the original row by ``strength`` (docs/methods.md, part A).
 
     Args:
         basket_size: Content tokens per basket (``B``). Typical values 64-512.
@@ -246,11 +244,7 @@ class CalibrationConfig(BaseModel):
 
     def applies_to(self, role: str) -> bool:
         """Whether calibration is on for ``role`` (``"query"``, ``"document"`` or ``"text"``)."""
-        if role == "query":
-            return self.calibrate_queries
-        if role == "document":
-            return self.calibrate_documents
-        return True
+        return {"query": self.calibrate_queries, "document": self.calibrate_documents}.get(role, True)
 
     def fingerprint(self) -> str:
         """A short stable hash of every setting (used in cache keys and payloads)."""

@@ -211,15 +211,10 @@ def basket_shares(present: torch.Tensor, sizes: torch.Tensor | None, weighting: 
 class BasketMerge:
     """Merge per-basket attention states into calibrated rows, one basket at a time, in bounded memory.
 
-    The form of :func:`merge_basket_states` the fast backend uses: baskets arrive
-    one by one (one fused-kernel call each). Up to ``buffer`` basket outputs are
-    kept; if no more arrive, :meth:`result` combines them exactly into one output
-    (one multiply-add per basket). A further basket folds them into a running
-    (online) merge that holds two outputs whatever the number of baskets: the
-    original row, accumulated as ``sum_b exp(lse_b - ref) o_b`` against a per-row
-    reference ``ref`` (the first basket's log-sum-exp, or the isolated keys' largest
-    score), and the calibrated content part. Memory never exceeds
-    ``max(buffer, 2)`` outputs.
+    The form of :func:`merge_basket_states` the fast backend uses: baskets arrive one by one; up to ``buffer``
+    outputs are kept and combined exactly, beyond that they fold into a running (online) merge of two outputs
+    against a per-row reference log-sum-exp, so memory never exceeds ``max(buffer, 2)`` outputs
+    (docs/backends.md, "fast").
 
     Online, with ``guard=True`` the reference is raised (and the sum rescaled)
     whenever a basket's log-sum-exp exceeds it by more than :attr:`HEADROOM`, so

@@ -8,25 +8,9 @@ Two frozen dataclasses, validated on construction:
 * :class:`DumpTrainingConfig` — how to train (InfoNCE scale, learning rate,
   epochs, batch sizes, precision).
 
-Modes (which parameters train, what the prefix is):
-
-============== ============ ============================ =========================================
-mode           model        prefix rows                  prefix initialisation
-============== ============ ============================ =========================================
-full           trained      trained (``[DUMP_k]``)       mean of the vocabulary rows + small noise
-dump_only      frozen       trained (``[DUMP_k]``)       mean of the vocabulary rows + small noise
-random_prefix  trained      frozen (``[DUMP_k]``)        random, vocabulary scale, never trained
-soft_prompt    frozen       trained (``[SOFT_k]``)       embeddings of a natural-language prompt
-============== ============ ============================ =========================================
-
-``full`` is the published method. ``random_prefix`` (control) asks whether
-the gain comes from the extra positions alone; ``soft_prompt`` (control) is
-prompt tuning as Lester et al. (2021) recommend it (vocabulary-initialised,
-model frozen) and its tokens are *content*, not dump positions:
-:func:`~llamaindex_posfair.encoders.prefix_tokens.dump_token_ids` does not report them,
-so attention calibration does not isolate them. ``dump_only`` and
-``soft_prompt`` train the same parameter set; they differ in initialisation
-and in the role the prefix plays at inference (isolated vs content).
+Modes (:data:`DUMP_MODES`): ``full`` is the published method (model and prefix rows trained); ``dump_only``
+trains the prefix rows alone; ``random_prefix`` and ``soft_prompt`` are controls, and ``soft_prompt``'s
+``[SOFT_k]`` tokens are content that calibration does not isolate. The table: docs/dump.md, "Modes".
 """
 
 from __future__ import annotations
@@ -54,8 +38,7 @@ class DumpConfig:
     Args:
         num_tokens: ``K``, the number of prefix tokens (paper: 4; 2 is also good
             for some models).
-        mode: Which parameters train and what the prefix is; see the module
-            docstring table.
+        mode: Which parameters train and what the prefix is (module docstring).
         seed: Seed of the random part of the row initialisation.
         init_noise: Standard deviation of the noise added to the mean-initialised
             rows, relative to the per-dimension std of the vocabulary rows
@@ -157,9 +140,7 @@ def save_dump_config(
 def read_dump_record(path: str | Path) -> dict[str, Any] | None:
     """Read ``posfair_dump.json`` from a model folder; None if the folder has none."""
     file = Path(path) / DUMP_CONFIG_FILENAME
-    if not file.is_file():
-        return None
-    return json.loads(file.read_text(encoding="utf-8"))
+    return json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
 
 
 def read_dump_config(path: str | Path) -> DumpConfig | None:

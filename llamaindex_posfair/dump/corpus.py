@@ -1,12 +1,8 @@
 """A folder of the user's text as training passages: the nodes the default pipeline would store.
 
-Files are read by :func:`qdrant_tools.chunking.load_folder` and cut by
-:func:`qdrant_tools.chunking.chunk_text` on the encoder's own tokenizer (the
-code ``posfair ingest`` uses), at the node size
-:func:`qdrant_tools.encoding.resolve_chunking` gives the encoder (254 tokens
-for all-MiniLM-L6-v2) unless told otherwise. Training passages do not overlap
-(``overlap_tokens=0``): a neighbour is a hard negative, so it must not contain
-the query sentence.
+Files are read and cut by the code ``posfair ingest`` uses (:func:`qdrant_tools.chunking.load_folder`,
+:func:`qdrant_tools.chunking.chunk_text`), into passages that do not overlap: a neighbour is a hard negative
+(docs/dump.md, "Label-free training from your own text").
 
 Example:
     >>> corpus = read_corpus("my_docs/")                                   # doctest: +SKIP

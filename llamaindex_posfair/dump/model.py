@@ -75,13 +75,10 @@ def init_prefix_rows(weight: torch.Tensor, num_vocab: int, config: DumpConfig, t
 def add_dump_prefix(model: Any, config: DumpConfig | None = None) -> Any:
     """Add ``K`` trainable prefix tokens to a SentenceTransformer, in place.
 
-    Adds ``[DUMP_1]..[DUMP_K]`` (``[SOFT_k]`` for the soft-prompt control) to
-    the tokenizer, makes the tokenizer prepend them to every text (after the
-    model's leading special token for encoders, before the text for decoders),
-    resizes the embedding matrix and initialises the new rows (see
-    :func:`init_prefix_rows`). Pooling is untouched: ``cls`` reads position 0
-    and ``lasttoken`` the last token, never a prefix position. With ``mean``
-    pooling the prefix outputs are averaged in like ``[CLS]``/``[SEP]`` are.
+    Adds ``[DUMP_1]..[DUMP_K]`` (``[SOFT_k]`` for the soft-prompt control) to the tokenizer, which then prepends
+    them to every text (:func:`~llamaindex_posfair.dump.tokens.add_prefix_tokens`), resizes the embedding matrix and
+    initialises the new rows (:func:`init_prefix_rows`); pooling is untouched (docs/dump.md, "How the prefix is
+    applied").
 
     Args:
         model: A ``SentenceTransformer`` whose first module is a Transformer.

@@ -1,24 +1,11 @@
 """Label-free, position-balanced training pairs from plain text (inverse cloze; pure, no model).
 
-From passages of the user's own documents (the nodes the default pipeline stores):
-
-* a **pseudo-query** is one sentence (or a run of up to ``max_query_sentences``
-  sentences) drawn at a **uniformly random position** of a passage: every
-  eligible start sentence is equally likely, so the loss sees evidence at the
-  end of a passage as often as at its start;
-* with probability ``remove_prob`` the query is cut out of the passage (the
-  inverse cloze task of Lee et al. 2019: the model must match context), else it
-  stays in (the model must find one sentence anywhere in the passage);
-* the **positive** is that passage; the **hard negative** is a neighbouring
-  passage of the same document (``i - 1`` or ``i + 1``), or a passage of another
-  document when the document has one passage only; the other rows of a batch
-  are in-batch negatives.
-
-Documents, not passages, are split into train and dev, so no text of a dev
-document is ever trained on. Everything is deterministic given ``seed``.
-
-Sentences are cut by :func:`qdrant_tools.subchunks.sentence_spans` (the
-splitter the sub-chunk layout uses).
+From passages of the user's own documents (the nodes the default pipeline stores): a pseudo-query is a run of
+sentences whose start is drawn uniformly over a passage's sentences, cut out of the passage with probability
+``remove_prob`` (inverse cloze, Lee et al. 2019); the positive is that passage, the hard negative a neighbouring
+passage. Documents, not passages, are split into train and dev; everything is deterministic given ``seed``.
+Details: docs/dump.md, "Label-free training from your own text". Sentences are cut by
+:func:`qdrant_tools.subchunks.sentence_spans` (the splitter the sub-chunk layout uses).
 
 Example:
     >>> text = "The cat sat on the mat. A dog barked at the moon. Rain fell on the old town."
@@ -294,7 +281,11 @@ def build_eval_set(
     for passage in passages:
         draws = 1 if removed else queries_per_passage
         drawn = [q for q in (draw_query(passage.text, rng, config) for _ in range(draws)) if q is not None]
-        if removed and drawn and len(cut_span(passage.text, drawn[0].start, drawn[0].end).split()) >= 8:
+        if (
+            removed
+            and drawn
+            and len(cut_span(passage.text, drawn[0].start, drawn[0].end).split()) >= MIN_POSITIVE_WORDS
+        ):
             corpus.append(cut_span(passage.text, drawn[0].start, drawn[0].end))
         else:
             corpus.append(passage.text)

@@ -1,21 +1,10 @@
 """Prefix tokens at the tokenizer level.
 
-The prefix is applied by the tokenizer itself: its ``post_processor``
-template becomes ``<leading specials> [DUMP_1..K] $A <trailing specials>``
-(BERT: ``[CLS] [DUMP_1..K] x [SEP]``; a decoder without BOS:
-``[DUMP_1..K] x <eos>``). Consequences:
-
-* every caller that tokenises through the model's tokenizer (sentence-
-  transformers' ``tokenize``/``preprocess``, ``PosFairEncoder``, LlamaIndex
-  components) gets the prefix exactly once, with no code of ours at load time;
-* truncation counts the prefix as special tokens, so a truncated text keeps
-  the prefix and the model's own trailing token;
-* the saved ``tokenizer.json`` carries the template, and
-  ``tokenizer_config.json`` names the generic ``TokenizersBackend`` class so
-  that transformers loads the template verbatim instead of rebuilding a
-  model-specific one.
-
-Only fast (``tokenizers``-backed) tokenizers are supported.
+The prefix is applied by the tokenizer itself: its ``post_processor`` template becomes
+``<leading specials> [DUMP_1..K] $A <trailing specials>`` (BERT: ``[CLS] [DUMP_1..K] x [SEP]``). Every caller that
+tokenises through the model's tokenizer gets the prefix exactly once, truncation keeps it, and the saved folder
+reloads it without custom code; why: docs/dump.md, "How the prefix is applied". Only fast (``tokenizers``-backed)
+tokenizers are supported.
 """
 
 from __future__ import annotations
@@ -168,12 +157,9 @@ def add_prefix_tokens(tokenizer: Any, token_strings: Sequence[str], *, split_spe
     new_rust.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in token_strings])
     new_rust.post_processor = _processor_from_json(build_prefix_post_processor(_Wrap(new_rust), token_strings))
 
-    special_kwargs: dict[str, Any] = {}
-    for attr in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"):
-        value = getattr(tokenizer, attr, None)
-        if value is not None:
-            special_kwargs[attr] = str(value)
-    new = TokenizersBackend(
+    specials = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+    special_kwargs = {a: str(v) for a in specials if (v := getattr(tokenizer, a, None)) is not None}
+    return TokenizersBackend(
         tokenizer_object=new_rust,
         model_max_length=tokenizer.model_max_length,
         padding_side=tokenizer.padding_side,
@@ -183,7 +169,6 @@ def add_prefix_tokens(tokenizer: Any, token_strings: Sequence[str], *, split_spe
         model_input_names=list(tokenizer.model_input_names),
         **special_kwargs,
     )
-    return new
 
 
 class _Wrap:

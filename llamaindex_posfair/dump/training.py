@@ -7,6 +7,7 @@ triples, choose what trains for the mode, run the trainer, evaluate.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import tempfile
@@ -137,11 +138,8 @@ def configure_trainable(model: Any, mode: str, prefix_ids: Sequence[int]) -> lis
 
 
 def _use_bf16(precision: str) -> bool:
-    if precision == "bf16":
-        return True
-    if precision == "fp32":
-        return False
-    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    """``"bf16"``, or ``"auto"`` on a CUDA device that supports bfloat16."""
+    return precision == "bf16" or (precision == "auto" and torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
 @dataclass
@@ -156,14 +154,7 @@ class TrainReport:
     resumed_from: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "steps": self.steps,
-            "seconds": round(self.seconds, 2),
-            "train_losses": self.train_losses,
-            "bf16": self.bf16,
-            "cached": self.cached,
-            "resumed_from": self.resumed_from,
-        }
+        return {**dataclasses.asdict(self), "seconds": round(self.seconds, 2)}
 
 
 def latest_checkpoint(folder: str | Path | None) -> str | None:
@@ -189,12 +180,9 @@ def train_dump(
 ) -> TrainReport:
     """Train a DUMP model (from :func:`~llamaindex_posfair.dump.model.add_dump_prefix`) in place.
 
-    InfoNCE with ``MultipleNegativesRankingLoss`` (scale 20): each query's
-    positive is the target, its hard negative and every other row of the
-    batch are negatives. With ``config.mini_batch_size`` the gradient-cache
-    variant (``CachedMultipleNegativesRankingLoss``) is used instead, for large
-    batches. What trains follows ``model.posfair_dump.mode``; for the plain
-    fine-tune control (no prefix, everything trains) use :func:`train_contrastive`.
+    InfoNCE with ``MultipleNegativesRankingLoss`` (in-batch and hard negatives; the gradient-cache variant with
+    ``config.mini_batch_size``). What trains follows ``model.posfair_dump.mode``; for the plain fine-tune control
+    (no prefix, everything trains) use :func:`train_contrastive`.
 
     Args:
         model: A SentenceTransformer prepared by ``add_dump_prefix``.

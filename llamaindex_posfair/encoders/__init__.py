@@ -2,9 +2,9 @@
 
 Inside the package, imports flow one way: the leaves :mod:`.settings`,
 :mod:`.loader`, :mod:`.models`, :mod:`.weights`, :mod:`.prefix_tokens`, :mod:`.precision` <-
-:mod:`.runtime` (inference runtimes) <- :mod:`.view` <- :mod:`.spec` <- :mod:`.encoder` (with :mod:`.baskets`). :meth:`EncoderSpec.load <llamaindex_posfair.encoders.spec.EncoderSpec.load>`
-reaches the encoder through the loader this package registers below, so the spec
-module never imports the encoder module that imports it.
+:mod:`.runtime` (inference runtimes) <- :mod:`.view` <- :mod:`.spec` <- :mod:`.encoder` (with :mod:`.baskets`). The
+package registers the loader :meth:`EncoderSpec.load <llamaindex_posfair.encoders.spec.EncoderSpec.load>` calls
+(:mod:`.loader` says why).
 """
 
 from typing import Any

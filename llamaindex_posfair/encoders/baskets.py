@@ -109,13 +109,10 @@ def baskets_for_batch(
         hit &= valid_cpu & (mode == POLICY_NONE)
         mode[hit] = code
         value[hit] = fixed
-    if pooling == "cls":
+    if pooling in ("cls", "last"):  # the first or the last valid token of each sequence
+        row = first if pooling == "cls" else length - 1 - valid_cpu.flip(-1).float().argmax(-1)
         rows = torch.zeros(batch, length, dtype=torch.bool)
-        rows[torch.arange(batch), first] = True
-    elif pooling == "last":
-        last = length - 1 - valid_cpu.flip(-1).float().argmax(-1)
-        rows = torch.zeros(batch, length, dtype=torch.bool)
-        rows[torch.arange(batch), last] = True
+        rows[torch.arange(batch), row] = True
     elif pooling == "mean":
         rows = valid_cpu.clone()
     else:

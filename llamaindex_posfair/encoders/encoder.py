@@ -238,9 +238,7 @@ class PosFairEncoder(SpecSettings):
 
     @staticmethod
     def _encode_one_or_many(inputs: Any, encode: Any, kwargs: dict[str, Any]) -> np.ndarray:
-        if isinstance(inputs, str):
-            return encode([inputs], **kwargs)[0]
-        return encode(inputs, **kwargs)
+        return encode([inputs], **kwargs)[0] if isinstance(inputs, str) else encode(inputs, **kwargs)
 
     def encode_queries(self, texts: Sequence[str], **kwargs) -> np.ndarray:
         """Embed a list of queries (with ``query_prompt``) as ``[n, dimension]``; see :meth:`encode`.
@@ -411,9 +409,7 @@ class PosFairEncoder(SpecSettings):
 def _load_device(spec: EncoderSpec) -> str | None:
     """The device ``spec``'s model loads on: its own; without one, the CPU for the exported runtimes (also on a
     machine with a GPU), else ``None`` (sentence-transformers picks CUDA when available)."""
-    if spec.device is None and spec.runtime != "torch":
-        return "cpu"
-    return spec.device
+    return "cpu" if spec.device is None and spec.runtime != "torch" else spec.device
 
 
 def _load_sentence_transformer(spec: EncoderSpec) -> Any:

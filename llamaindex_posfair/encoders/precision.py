@@ -1,22 +1,10 @@
 """Automatic precision: the encoder runs in bfloat16 where the device has native bfloat16 matrix units.
 
-:func:`default_dtype` is the one place that decides: ``"bfloat16"`` on a CUDA GPU
-with native bfloat16 (Ampere and later) or a CPU with AMX-BF16 or AVX512-BF16,
-``"float32"`` everywhere else. The capability probes (:func:`cuda_has_bf16`,
-:func:`cpu_has_bf16`) are separate functions, so a test can replace them. Setting the
-environment variable ``POSFAIR_BF16=off`` (:data:`BF16_ENV`) makes both probes answer ``False``
-in every process that inherits it (Ray workers, ``posfair serve`` replicas): automatic precision is
-then float32 everywhere.
-
-An :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` whose ``dtype`` is
-:data:`AUTO` (the default) is resolved with :func:`resolve_dtype` when it is
-loaded or recorded; a collection's recipe holds the resolved precision. Rankings
-agree across the two precisions (docs/encoders.md, "Precision"), so the query-side
-check (``llamaindex_posfair.integrations.gate``) accepts a difference in precision alone and says so once
-(:func:`notice_precision_difference`). An inference runtime other than torch
-(:mod:`~llamaindex_posfair.encoders.runtime`) computes in float32, and the
-query-side check accepts a difference in runtime (and precision) the same way
-(:func:`notice_runtime_difference`).
+:func:`default_dtype` is the one place that decides (the rule, and what a collection records: docs/encoders.md,
+"Precision"). The capability probes (:func:`cuda_has_bf16`, :func:`cpu_has_bf16`) are separate functions, so a
+test can replace them; ``POSFAIR_BF16=off`` (:data:`BF16_ENV`) makes both answer ``False`` in every process that
+inherits it. The query-side check accepts a difference in precision or runtime alone and says so once
+(:func:`notice_precision_difference`, :func:`notice_runtime_difference`).
 
 Example:
     >>> from llamaindex_posfair.encoders.precision import default_dtype, same_precision
@@ -136,11 +124,8 @@ def default_dtype(device: str | None = None, runtime: str = "torch") -> Precisio
     if runtime != "torch":
         return "float32"
     kind = str(device).split(":", 1)[0] if device is not None else ("cuda" if _cuda_available() else "cpu")
-    if kind == "cuda":
-        return "bfloat16" if cuda_has_bf16() else "float32"
-    if kind == "cpu":
-        return "bfloat16" if cpu_has_bf16() else "float32"
-    return "float32"
+    probe = {"cuda": cuda_has_bf16, "cpu": cpu_has_bf16}.get(kind)  # other devices: float32
+    return "bfloat16" if probe is not None and probe() else "float32"
 
 
 def resolve_dtype(dtype: str | None, device: str | None = None, runtime: str = "torch") -> str | None:
@@ -168,9 +153,7 @@ def notice_precision_difference(where: str, stored: str | None, used: str | None
     logger.warning(
         "%s was written in %s and is queried in %s: accepted, rankings agree across these precisions "
         "(pass dtype=%r / --dtype %s to query in the stored precision)",
-        where,
-        key[1],
-        key[2],
+        *key,
         key[1],
         key[1],
     )
@@ -191,10 +174,6 @@ def notice_runtime_difference(where: str, stored: tuple[str, str | None], used: 
         "%s was written with runtime %s in %s and is queried with runtime %s in %s: accepted, the runtimes "
         "compute the same vectors up to rounding (pass runtime=%r to query with the stored runtime; writes "
         "must use it)",
-        where,
-        key[1],
-        key[2],
-        key[3],
-        key[4],
+        *key,
         key[1],
     )

@@ -49,13 +49,11 @@ def _resolve_tokenizer(model_or_tokenizer: Any) -> Any:
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(str(model_or_tokenizer))
-    for attr in ("sentence_transformer", "tokenizer"):
-        inner = getattr(model_or_tokenizer, attr, None)
-        if inner is not None and inner is not model_or_tokenizer:
-            if attr == "sentence_transformer":
-                return inner.tokenizer
-            return inner
-    return model_or_tokenizer
+    st = getattr(model_or_tokenizer, "sentence_transformer", None)
+    if st is not None and st is not model_or_tokenizer:
+        return st.tokenizer
+    inner = getattr(model_or_tokenizer, "tokenizer", None)
+    return inner if inner is not None and inner is not model_or_tokenizer else model_or_tokenizer
 
 
 def dump_token_ids(model_or_tokenizer: Any) -> list[int]:

@@ -1,22 +1,10 @@
 """Inference runtimes of the plain encoder: eager PyTorch (``"torch"``), ONNX Runtime (``"onnx"``) or OpenVINO.
 
-``EncoderSpec.runtime`` names the runtime. ``"torch"`` is the default and runs
-every feature. ``"onnx"`` runs the model's transformer module in ONNX Runtime on
-the CPU, in float32; ``"openvino"`` runs the same exported ONNX model in OpenVINO
-on the CPU, with its inference precision held at float32 (OpenVINO would otherwise
-pick bfloat16 on CPUs with bfloat16 units). Tokenising and the sentence-transformers modules after the
-transformer (pooling, dense layers, normalisation) stay in PyTorch, so the
-vectors are torch's up to rounding. Calibration and ``[DUMP]`` prefixes need
-attention hooks, which only torch has: asking for them with another runtime is an
-error that names the fix (:func:`check_runtime_settings`, :func:`check_no_prefix`).
-
-The transformer is exported once with ``torch.onnx.export`` (traced on a padded
-batch, so the attention mask's padding path is in the graph; dynamic batch and
-sequence axes) into ``$POSFAIR_CACHE_DIR/onnx/<key>/model.onnx``, where ``key``
-hashes the weights identity and the export settings (:func:`export_settings`).
-ONNX Runtime and OpenVINO share the export. A later load reuses the file; a file that
-does not match its record, or that the runtime cannot load, is exported again with one
-warning. Nothing is downloaded.
+``EncoderSpec.runtime`` names the runtime; ``"torch"`` is the default and runs every feature. ``"onnx"`` and
+``"openvino"`` run one cached ONNX export of the transformer module on the CPU in float32; tokenising and the
+modules after the transformer stay in PyTorch. Calibration and ``[DUMP]`` prefixes need attention hooks, which
+only torch has (:func:`check_runtime_settings`, :func:`check_no_prefix`). The export, its cache key and its
+checks: docs/encoders.md, "Runtimes".
 
 Example:
     >>> from llamaindex_posfair.encoders.spec import EncoderSpec
@@ -44,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llamaindex_posfair.encoders.precision import AUTO
-from llamaindex_posfair.encoders.weights import cache_root
+from llamaindex_posfair.encoders.weights import cache_root, file_sha256
 
 __all__ = [
     "RUNTIMES",
@@ -183,14 +171,6 @@ def onnx_cache_folder(settings: dict[str, Any]) -> Path:
     return cache_root() / "onnx" / hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _trace_inputs(st: Any, names: list[str]) -> tuple[Any, ...]:
     """A padded batch: transformers' masking takes Python branches when traced, so the traced batch must pad."""
     features = st.preprocess(_TRACE_TEXTS)
@@ -243,7 +223,7 @@ def _write_export(st: Any, settings: dict[str, Any], folder: Path) -> None:
     scratch = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".export-"))
     try:
         _export_model(st, settings["inputs"], scratch / _MODEL_FILE)
-        record = {**settings, "sha256": _file_sha256(scratch / _MODEL_FILE)}
+        record = {**settings, "sha256": file_sha256(scratch / _MODEL_FILE)}
         (scratch / _RECORD_FILE).write_text(json.dumps(record, indent=1, sort_keys=True))
         shutil.rmtree(folder, ignore_errors=True)
         with contextlib.suppress(OSError):  # another process moved its export in first: use that one
@@ -262,7 +242,7 @@ def _cached_problem(settings: dict[str, Any], folder: Path) -> str | None:
     if stale:
         return f"it was exported with other settings ({', '.join(stale)})"
     model = folder / _MODEL_FILE
-    if not model.is_file() or _file_sha256(model) != record.get("sha256"):
+    if not model.is_file() or file_sha256(model) != record.get("sha256"):
         return "its model file is missing or changed since the export"
     return None
 

@@ -9,12 +9,8 @@ vectors (device, batch size, backend). It is what caches, fingerprints,
 payloads, CLIs, servers and Ray workers exchange; the loaded model is built
 from it in one place, :meth:`EncoderSpec.load`.
 
-:meth:`EncoderSpec.fingerprint` hashes exactly the settings that shape the
-vectors, including a content hash of the weight files, so a model retrained
-into the same folder, or loaded in another dtype or runtime, gets a new fingerprint
-(and a collection re-embeds it), while the same model on another machine gets the
-same one. The default runtime, torch, is hashed as absent, so fingerprints recorded
-before the runtime choice existed stay valid.
+:meth:`EncoderSpec.fingerprint` hashes exactly the settings that shape the vectors, the weights' content hash
+included; which fields those are and what follows for stored collections: docs/encoders.md, "Fields".
 
 Example:
     >>> from llamaindex_posfair.encoders.spec import EncoderSpec
@@ -317,9 +313,6 @@ class EncoderSpec(BaseModel):
         return load_encoder(spec)
 
 
-VectorKind = Literal["calibrated", "vanilla"]
-
-
 class EncoderSet(BaseModel):
     """Named vectors of one collection, each an :class:`EncoderSpec`; picklable (a Ray worker recipe).
 
@@ -448,19 +441,14 @@ def resolve_spec(
     Raises:
         ValueError: a field given beside ``spec`` disagrees with it, or a field is invalid.
     """
-    if spec is None:
-        fields = dict(settings)
-        if model is not None:
-            fields["model"] = model
-        if calibration is not UNSET:
-            fields["calibration"] = calibration
-        return EncoderSpec(**fields)
-    spec = spec if isinstance(spec, EncoderSpec) else EncoderSpec.model_validate(spec)
     given = dict(settings)
     if model is not None:
-        given["model"] = canonical_model_id(model)
+        given["model"] = model if spec is None else canonical_model_id(model)
     if calibration is not UNSET:
         given["calibration"] = calibration
+    if spec is None:
+        return EncoderSpec(**given)
+    spec = spec if isinstance(spec, EncoderSpec) else EncoderSpec.model_validate(spec)
     clash = sorted(k for k, v in given.items() if getattr(spec, k, UNSET) != v)
     if clash:
         raise ValueError(

@@ -1,13 +1,9 @@
 """Weights identity: a content hash of the files a model loads from.
 
-A fingerprint that names only the model folder cannot see a model retrained
-into the same folder, and one that names the folder's path differs between
-machines. The identity here hashes the *contents* of the files that shape the
-embeddings (weights, configs, tokenizer, sentence-transformers modules) and
-ignores the rest (README, ONNX/OpenVINO exports, checkpoints). Per-file hashes
-are cached by ``(path, size, mtime, inode)`` in ``$POSFAIR_CACHE_DIR`` (default
-``~/.cache/llamaindex-posfair``), so a large model is read once, not at every
-load; a file rewritten in place gets a new mtime and is hashed again.
+The identity hashes the *contents* of the files that shape the embeddings (weights, configs, tokenizer,
+sentence-transformers modules; :func:`weight_files`), so a model retrained into the same folder gets a new one and
+the same weights on two machines get the same one. Per-file hashes are cached by ``(path, size, mtime, inode)`` in
+:func:`cache_root` (docs/encoders.md, "Fields").
 
 Example:
     >>> from llamaindex_posfair.encoders.models import bundled_model_path
@@ -73,7 +69,8 @@ def _file_key(path: Path) -> str:
     return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
 
 
-def _hash_file(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's contents, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(_CHUNK):
@@ -114,7 +111,7 @@ def folder_identity(folder: str | Path) -> str:
             _MEMO.update(_load_cache())
             missing = [(f, k) for f, k in missing if k not in _MEMO]
             for f, k in missing:
-                _MEMO[k] = _hash_file(f)
+                _MEMO[k] = file_sha256(f)
             if missing:
                 _save_cache(dict(_MEMO))
         entries = [f"{f.relative_to(root).as_posix()}:{_MEMO[k]}" for f, k in zip(files, keys)]

@@ -25,134 +25,20 @@ from typing import NamedTuple
 
 __all__ = ["PEOPLE", "THINGS", "Template", "make_fact", "near_duplicate", "person_names", "qualifiers"]
 
-_FIRST = [
-    "Ada",
-    "Alaric",
-    "Amos",
-    "Anselm",
-    "Beatrix",
-    "Bertram",
-    "Calla",
-    "Cyrus",
-    "Dorian",
-    "Edda",
-    "Elric",
-    "Enid",
-    "Fenna",
-    "Florian",
-    "Greta",
-    "Gideon",
-    "Hester",
-    "Hollis",
-    "Ida",
-    "Ivo",
-    "Jocasta",
-    "Jules",
-    "Kestrel",
-    "Linnea",
-    "Lorcan",
-    "Mabyn",
-    "Marek",
-    "Nessa",
-    "Niall",
-    "Odile",
-    "Osric",
-    "Perpetua",
-    "Quincy",
-    "Rosalind",
-    "Rufus",
-    "Saskia",
-    "Silas",
-    "Tamsin",
-    "Teodor",
-    "Ursa",
-    "Valentin",
-    "Wilhelmina",
-    "Wystan",
-    "Xanthe",
-    "Yorick",
-    "Zillah",
-    "Agathe",
-    "Bramwell",
-    "Clemency",
-    "Desmond",
-    "Ermengarde",
-    "Fabian",
-    "Ginevra",
-    "Horatio",
-    "Isolde",
-    "Jasper",
-    "Leopold",
-    "Melisande",
-    "Ottoline",
-    "Peregrine",
-]
-_PRE = [
-    "Ash",
-    "Bram",
-    "Cor",
-    "Dun",
-    "Ell",
-    "Fen",
-    "Gar",
-    "Hal",
-    "Ivers",
-    "Kel",
-    "Lark",
-    "Mor",
-    "Nor",
-    "Orr",
-    "Pem",
-    "Quen",
-    "Rav",
-    "Stan",
-    "Thorn",
-    "Ul",
-    "Ver",
-    "Wyn",
-    "Yar",
-    "Zell",
-    "Brack",
-    "Crom",
-    "Dray",
-    "Esk",
-    "Fal",
-    "Grisk",
-    "Hob",
-    "Jess",
-    "Kip",
-    "Loft",
-    "Marr",
-    "Nett",
-    "Pell",
-    "Rook",
-    "Sorr",
-    "Tull",
-    "Vane",
-    "Wick",
-]
-_SUF = [
-    "wick",
-    "more",
-    "dale",
-    "by",
-    "stead",
-    "ford",
-    "holt",
-    "ridge",
-    "ton",
-    "croft",
-    "mere",
-    "worth",
-    "brook",
-    "field",
-    "gate",
-    "ley",
-    "hurst",
-    "wood",
-    "combe",
-    "thwaite",
-]
+_FIRST = (
+    "Ada Alaric Amos Anselm Beatrix Bertram Calla Cyrus Dorian Edda Elric Enid Fenna Florian Greta Gideon "
+    "Hester Hollis Ida Ivo Jocasta Jules Kestrel Linnea Lorcan Mabyn Marek Nessa Niall Odile Osric Perpetua "
+    "Quincy Rosalind Rufus Saskia Silas Tamsin Teodor Ursa Valentin Wilhelmina Wystan Xanthe Yorick Zillah "
+    "Agathe Bramwell Clemency Desmond Ermengarde Fabian Ginevra Horatio Isolde Jasper Leopold Melisande "
+    "Ottoline Peregrine"
+).split()
+_PRE = (
+    "Ash Bram Cor Dun Ell Fen Gar Hal Ivers Kel Lark Mor Nor Orr Pem Quen Rav Stan Thorn Ul Ver Wyn Yar Zell "
+    "Brack Crom Dray Esk Fal Grisk Hob Jess Kip Loft Marr Nett Pell Rook Sorr Tull Vane Wick"
+).split()
+_SUF = (
+    "wick more dale by stead ford holt ridge ton croft mere worth brook field gate ley hurst wood combe thwaite"
+).split()
 #: Slot values of every template (drawn in this order for a person fact).
 _SLOTS: dict[str, tuple[str, ...]] = {
     "profession": (
@@ -427,14 +313,13 @@ THINGS: tuple[Template, ...] = (
     ),
 )
 _QUALIFIER_PRE = (
-    "Tol", "Ald", "Brin", "Cal", "Dor", "Elm", "Fir", "Glen", "Hart", "Ink", "Jun", "Kirk", "Lim", "Mill",
-    "Nan", "Oak", "Penn", "Quar", "Red", "Sal", "Tam", "Ulm", "Wal", "Yew", "Bal", "Cres", "Dal", "Ember",
-    "Fro", "Gil", "Hay", "Iron", "Jar", "Kin", "Lud", "Mab", "Nith", "Ost", "Pol", "Rye",
-)  # fmt: skip
+    "Tol Ald Brin Cal Dor Elm Fir Glen Hart Ink Jun Kirk Lim Mill Nan Oak Penn Quar Red Sal Tam Ulm Wal Yew "
+    "Bal Cres Dal Ember Fro Gil Hay Iron Jar Kin Lud Mab Nith Ost Pol Rye"
+).split()
 _QUALIFIER_SUF = (
-    "brook", "mere", "wick", "haven", "bury", "stow", "cote", "marsh", "moor", "fell", "tarn", "ness", "by",
-    "holm", "thorpe", "wold", "combe", "mouth", "ham", "field", "well", "cliff", "shaw", "ley", "gill",
-)  # fmt: skip
+    "brook mere wick haven bury stow cote marsh moor fell tarn ness by holm thorpe wold combe mouth ham field "
+    "well cliff shaw ley gill"
+).split()
 
 
 def qualifiers(rng: random.Random, avoid: Iterable[str] = ()) -> list[str]:

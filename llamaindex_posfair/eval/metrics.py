@@ -1,28 +1,10 @@
 """Position-fairness retrieval metrics (pure: numpy only, no model, no I/O).
 
-Definitions (docs/methods.md, "Position-fairness metrics"):
-
-* ``ndcg_at_k``: trec_eval's nDCG with *linear* gain, ``sum rel_i / log2(i + 1)``
-  over the top ``k``, divided by the same sum for the ideal ordering of the
-  judged documents. Queries without a relevant document are skipped (as
-  trec_eval does), never scored 0 or 1.
-* Per position group: the mean nDCG@k of the group's queries.
-* ``harmonic_mean`` over groups (the headline: it punishes one weak group),
-  ``arithmetic_mean``, and ``psi = 1 - min_g / max_g`` (Zeng et al. 2025;
-  lower is fairer). ``psi`` is ``0.0`` when every group scores 0 (no disparity
-  can be measured) **(ours)**.
-* ``bucketed_psi``: PSI over relative-position bins inside document-length
-  buckets (PosIR).
-
-Ties (the one rule of the package; ``dump.metrics`` uses it too): when
-``rank_scores`` turns a score matrix into rankings, documents with exactly equal
-scores are ordered *pessimistically*: the less relevant first (unjudged = gain
-0), then by corpus order. Why: (1) a tie never earns credit, so a degenerate
-system (constant scores, zero vectors) scores the minimum instead of whatever
-the corpus order happens to give; (2) the metric does not depend on the order
-of the corpus, which in built benchmarks can follow the position groups and
-would otherwise leak into a per-group fairness measure; (3) it is
-deterministic and a lower bound, so no reported gain comes from a tie.
+nDCG@k with linear gain (trec_eval's ``ndcg_cut``; queries without a relevant document are skipped), recall,
+MRR, per-group means, their harmonic and arithmetic means, PSI ``1 - min/max`` (0 when every group scores 0) and
+PSI inside length buckets: docs/evaluation.md, "Metrics". Ties in :func:`rank_scores` are broken pessimistically
+(the less relevant document first, then corpus order), the package's one tie rule (``dump.metrics`` uses it too):
+a tie never earns credit and the metric does not depend on the corpus order.
 
 Example:
     >>> ranked = {"q1": ["d2", "d1"], "q2": ["d3"]}
@@ -110,9 +92,7 @@ def recall_at_k(ranked: Sequence[str], relevant: Mapping[str, float], k: int = 1
     """
     _check_k(k)
     rel = {d for d, g in relevant.items() if g > 0}
-    if not rel:
-        return float("nan")
-    return len(rel.intersection(ranked[:k])) / len(rel)
+    return len(rel.intersection(ranked[:k])) / len(rel) if rel else float("nan")
 
 
 def mrr_at_k(ranked: Sequence[str], relevant: Mapping[str, float], k: int = 10) -> float:
@@ -253,9 +233,7 @@ def _values(scores: Mapping[str, float] | Iterable[float]) -> list[float]:
 def harmonic_mean(scores: Mapping[str, float] | Iterable[float]) -> float:
     """Harmonic mean of group scores; ``0.0`` as soon as one group scores 0."""
     vals = _values(scores)
-    if any(v == 0.0 for v in vals):
-        return 0.0
-    return len(vals) / sum(1.0 / v for v in vals)
+    return 0.0 if any(v == 0.0 for v in vals) else len(vals) / sum(1.0 / v for v in vals)
 
 
 def arithmetic_mean(scores: Mapping[str, float] | Iterable[float]) -> float:
@@ -271,9 +249,7 @@ def psi(scores: Mapping[str, float] | Iterable[float]) -> float:
     """
     vals = _values(scores)
     hi = max(vals)
-    if hi == 0.0:
-        return 0.0
-    return 1.0 - min(vals) / hi
+    return 0.0 if hi == 0.0 else 1.0 - min(vals) / hi
 
 
 @dataclass(frozen=True)

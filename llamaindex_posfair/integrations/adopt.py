@@ -1,12 +1,8 @@
 """Adopt a collection written by LlamaIndex's ``QdrantVectorStore``: its nodes, re-stored in posfair's layout.
 
-LlamaIndex keeps each node's record in the payload (``_node_content``: id, text,
-metadata, relationships). :func:`adopt_llamaindex_collection` reads those nodes back
-and writes them through :class:`~llamaindex_posfair.PosFairVectorStore` into a new
-collection: the same node ids, metadata (top-level, so the app's ``MetadataFilters``
-keep working) and relationships, with posfair's vectors (node, sub-chunks, fused rows,
-BM25) computed by the store's encoder. The source is only read. Node ids make the copy
-idempotent, so a rerun after a crash completes it.
+:func:`adopt_llamaindex_collection` reads each node's record (``_node_content``) back and writes it through
+:class:`~llamaindex_posfair.PosFairVectorStore` into a new collection, keeping node ids, metadata and relationships;
+the source is only read and a rerun completes an interrupted copy (docs/vector-store.md, "Adopting").
 
 Example:
     >>> from qdrant_tools.store import open_store
@@ -21,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.schema import BaseNode
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
+from tqdm.auto import tqdm
 
 from llamaindex_posfair.integrations.nodes import NODE_CONTENT
 from llamaindex_posfair.integrations.vector_store import PosFairVectorStore
@@ -91,20 +88,11 @@ def adopt_llamaindex_collection(
     check_llamaindex_source(client, source, target)
     store = PosFairVectorStore(target, client=client, embed_model=embed_model, batch_size=batch_size)
     total = client.count(source, exact=True).count
-    bar = None
-    if show_progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=total, unit="node", desc=f"adopt {source} -> {target}")
     copied = 0
-    try:
+    with tqdm(total=total, unit="node", desc=f"adopt {source} -> {target}", disable=not show_progress) as bar:
         for points in scroll_pages(client, source, page=batch_size):
             nodes = [_node(p.payload or {}) for p in points]
             store.add(nodes)
             copied += len(nodes)
-            if bar is not None:
-                bar.update(len(nodes))
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(len(nodes))
     return copied

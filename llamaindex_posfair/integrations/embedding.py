@@ -29,28 +29,13 @@ class PosFairEmbedding(BaseEmbedding):
     sub-chunk layout ``posfair ingest`` writes; ``calibration=CalibrationConfig()`` (or a preset) switches
     position-fair attention calibration on.
 
-    Every encoder setting lives in one field, ``spec`` (an
-    :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`, pinned to the content hash
-    of the loaded weights), so LlamaIndex's ``IngestionPipeline`` cache key changes
-    whenever any setting does — or when the model is retrained into the same folder —
-    also when the class wraps an already loaded ``encoder=``. Queries go through
-    ``encode_queries`` (``query_prompt``), texts through ``encode_documents``
-    (``document_prompt``); async calls run the model in a worker thread, so they
-    never block the event loop. LlamaIndex's embedding instrumentation events are
-    emitted by the base class around every call.
-
-    Texts longer than ``max_length`` tokens are truncated by the model; each call
-    logs how many were (``warn_on_truncation``). Empty queries raise.
-
-    With ``endpoint=URL`` the model runs on a ``posfair serve`` server instead
-    (:mod:`llamaindex_posfair.serve`): nothing is loaded here, ``spec`` still says which
-    encoder is expected, and the constructor checks that the server's spec fingerprint
-    equals it (a mismatch raises), so remote vectors equal local ones. Network calls are
-    retried with bounded backoff on transient errors; a bearer token is read from
-    ``$POSFAIR_SERVE_TOKEN``.
-
-    To rerank results of an index built with another embedding, use
-    :class:`~llamaindex_posfair.PosFairRerank` instead (no re-indexing).
+    Every encoder setting lives in one field, ``spec`` (an :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`,
+    pinned to the content hash of the loaded weights), so LlamaIndex's ``IngestionPipeline`` cache key changes
+    whenever any setting or the model's files do. Queries use ``query_prompt``, texts ``document_prompt``; async
+    calls never block the event loop; each call logs how many texts the model truncated (``warn_on_truncation``);
+    empty queries raise. With ``endpoint=URL`` the model runs on a ``posfair serve`` server whose spec fingerprint
+    the constructor checks (docs/serving.md). To rerank an index built with another embedding, use
+    :class:`~llamaindex_posfair.PosFairRerank` (no re-indexing).
 
     Args:
         model_name: model folder, hub name or ``"bundled:all-MiniLM-L6-v2"`` (default).

@@ -1,13 +1,9 @@
 """LlamaIndex nodes <-> posfair points: the payload a node is stored with, and the node a hit becomes.
 
-Both writers plan every point with :func:`qdrant_tools.encoding.plan_chunk`, so they store the same
-payload (:mod:`qdrant_tools.payload`, format 2): ``posfair ingest`` a document's chunks,
-:class:`~llamaindex_posfair.integrations.vector_store.PosFairVectorStore` nodes (:func:`planned_nodes`):
-the node's metadata flat and LlamaIndex's node record (``_node_content``, ``_node_type``, ``ref_doc_id``:
-what llama-index-vector-stores-qdrant stores), posfair's fields under ``_posfair``. A node round-trips with its id, metadata and relationships; a chunk ``posfair
-ingest`` wrote comes back with its document as ``ref_doc_id`` and its neighbouring chunks as prev /
-next. Every reader turns a hit into a node with :func:`hit_to_node`; points of payload format 1
-(flat posfair fields) read as they did.
+Both writers plan every point with :func:`qdrant_tools.encoding.plan_chunk`, so ``posfair ingest`` (a document's
+chunks) and :class:`~llamaindex_posfair.integrations.vector_store.PosFairVectorStore` (:func:`planned_nodes`) store
+the same payload (format 2; its fields: docs/integration.md, "Collection layout"). Every reader turns a hit into a
+node with :func:`hit_to_node`; points of payload format 1 (flat posfair fields) read as they did.
 
 Example:
     >>> from qdrant_tools.search import Hit

@@ -1,18 +1,10 @@
 """Files -> :class:`~qdrant_tools.chunking.SourceDocument`, read by LlamaIndex's readers.
 
-``posfair ingest`` reads through here: LlamaIndex's ``SimpleDirectoryReader`` finds the
-files (recursively, hidden paths skipped) and reads each with the file readers
-LlamaIndex maintains (``llama-index-readers-file``, the ``readers`` extra): a PDF page
-by page with its page labels, a Word document (``.docx``) as its text, HTML as the text of its ``<body>`` (no tags, scripts or
-styles); Markdown, plain text, JSON and source code as UTF-8 text. One file is one document,
-with ``doc_id`` its path relative to the ingested folder (a single file: its name), so
-ids, versions and pruning work as for :func:`qdrant_tools.chunking.load_folder`. A PDF
-keeps its pages' character offsets, so each chunk's payload names the page it starts on
-(:func:`qdrant_tools.payload.page_fields`).
-
-The readers' file metadata is stored with every chunk (filterable), except the keys
-that change without the file changing (:data:`VOLATILE_METADATA`: access and status
-times, the absolute path), so a rerun is idempotent; user metadata is merged over it.
+``posfair ingest`` reads through here: LlamaIndex's ``SimpleDirectoryReader`` finds the files and the readers
+LlamaIndex maintains read them (``llama-index-readers-file``, the ``readers`` extra); one file is one document,
+``doc_id`` its path relative to the ingested folder, as for :func:`qdrant_tools.chunking.load_folder`. What each
+format is read as, the metadata stored (all but :data:`VOLATILE_METADATA`) and the page fields of a PDF:
+docs/cli.md, "Reading files".
 
 Example:
     >>> from llamaindex_posfair.integrations.readers import read_path

@@ -1,20 +1,12 @@
 """The recipe of a collection: how ``posfair ingest`` wrote it, recorded in the collection itself.
 
-A :class:`Recipe` holds every setting a reader needs to agree with the writer:
-the encoder of each named vector (an :class:`~llamaindex_posfair.encoders.spec.EncoderSpec`
-without its run-time fields, in the precision the vectors were computed in: an
-``"auto"`` dtype is resolved when the recipe is built, and later writes follow it),
-the layout (a :class:`qdrant_tools.layout.NodeLayout`: node size, sub-chunks, fused rows, int8 copies) and the
-default search (vector, node weight, prefetch). Ingestion writes it into the collection's metadata
-(:data:`qdrant_tools.metadata.RECIPE_KEY`); ``posfair query``, ``posfair serve
---collection``, :class:`~llamaindex_posfair.integrations.retriever.PosFairRetriever`
-and :meth:`PosFairRerank.from_collection` read it, so every default path
-agrees by construction. A setting given beside a recipe must agree with it,
-or :class:`~qdrant_tools.spec.CollectionMismatchError` names both values.
-
-:meth:`Recipe.default` is the default pipeline: 254-token nodes (the model
-window), sentence-aligned sub-chunks of at most 32 tokens, uncalibrated, with
-BM25: ``NodeLayout()`` and ``SearchSettings()``, whose defaults are the product's.
+A :class:`Recipe` holds every setting a reader needs to agree with the writer: the encoder of each named vector
+(an :class:`~llamaindex_posfair.encoders.spec.EncoderSpec` without its run-time fields, its dtype resolved), the
+layout (:class:`qdrant_tools.layout.NodeLayout`), the default search and BM25. Ingestion writes it into the
+collection's metadata (:data:`qdrant_tools.metadata.RECIPE_KEY`) and every reader (``posfair query``, ``posfair
+serve --collection``, the retriever, the store, :meth:`PosFairRerank.from_collection`) reads it; a setting given
+beside it must agree, or :class:`~qdrant_tools.spec.CollectionMismatchError` names both values.
+:meth:`Recipe.default` is the default pipeline.
 
 Example:
     >>> from llamaindex_posfair.integrations.recipe import Recipe

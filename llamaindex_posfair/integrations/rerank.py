@@ -65,28 +65,14 @@ def drop_duplicates(nodes: list[NodeWithScore]) -> list[NodeWithScore]:
 class PosFairRerank(BaseNodePostprocessor):
     """Re-score the nodes any retriever returned with a position-fair bi-encoder.
 
-    The query and every candidate's text are embedded with a calibrated (by
-    default: :func:`calibrated_spec`), plain or DUMP-prefixed :class:`~llamaindex_posfair.PosFairEncoder`; the new score
-    is their cosine similarity — of the whole candidate (``scoring="node"``), of
-    its best sentence-aligned sub-chunk (``"subchunks"``: a fact late in a long
-    node counts as much as one up front), or both weighted (``"weighted"``). This gives
-    position fairness to an existing index (dense, BM25, hybrid) without
-    re-indexing: retrieve a generous ``similarity_top_k`` and keep ``top_n``.
-    Exact duplicate candidates (same text and source) are dropped first.
-
-    With ``blend_weight`` ``w > 0`` the score blends both:
-    ``(1 - w) * minmax(cosine) + w * minmax(first-stage score)`` over the
-    candidates (min-max makes BM25 and cosine scales comparable); with
-    ``w = 0`` (default) it is the cosine itself.
-
-    With ``endpoint=URL`` the candidates are scored by a ``posfair serve`` server
-    (one ``POST /v1/rerank`` with the same scoring settings; same encoder: the
-    constructor checks the server's spec fingerprint); the blend with the first
-    stage, ``top_n`` and events stay here.
-
-    Emits LlamaIndex's ``ReRankStartEvent``/``ReRankEndEvent`` and a
-    ``RERANKING`` callback event, as ``SentenceTransformerRerank`` does.
-    For embedding at indexing time use :class:`~llamaindex_posfair.PosFairEmbedding`.
+    The query and every candidate's text are embedded with a calibrated (by default: :func:`calibrated_spec`), plain
+    or DUMP-prefixed :class:`~llamaindex_posfair.PosFairEncoder`; the new score is their cosine similarity, of the
+    whole candidate (``scoring="node"``), of its best sentence-aligned sub-chunk (``"subchunks"``) or both weighted
+    (``"weighted"``), optionally blended with the min-max-normalised first-stage score (``blend_weight``). This gives
+    position fairness to an existing index without re-indexing: retrieve a generous ``similarity_top_k`` and keep
+    ``top_n`` (docs/integration.md, "LlamaIndex"). With ``endpoint=URL`` a ``posfair serve`` server scores
+    (docs/serving.md). Emits LlamaIndex's rerank events, as ``SentenceTransformerRerank`` does. For embedding at
+    indexing time use :class:`~llamaindex_posfair.PosFairEmbedding`.
 
     Args:
         top_n: nodes returned, best first.
@@ -330,7 +316,3 @@ class PosFairRerank(BaseNodePostprocessor):
             out = self._ranked(nodes, await self._site.ascores(query, texts, self._scoring()))
             event.on_end(payload={EventPayload.NODES: out})
         return self._end(out)
-
-
-#: The name before the first release, not exported: kept only for the callers that still import it
-#: (``cli/query.py``, ``tests/serve``); delete it when they use ``PosFairRerank``.

@@ -1,16 +1,8 @@
 """``PosFairRetriever``: a LlamaIndex retriever over a collection written by ``posfair ingest``.
 
-It reads the collection's named vectors, encodes the query with the encoder that wrote
-the searched vector (the fingerprints stored with the points must match, so
-vectors of another model or calibration never meet silently), and answers in
-one ``query_points`` call through :func:`qdrant_tools.search.search`: nodes
-ranked by the collection's search (node vector and best sub-chunk, fused with
-BM25 where the collection stores it), each scored by its relevance in [0, 1], the
-cosine of its best sub-chunk (``metadata["fusion_score"]`` keeps the fusion value
-of a hybrid query). It
-returns the stored nodes (text and metadata), ready for a
-``RetrieverQueryEngine``; re-running ``posfair ingest`` never duplicates them,
-because their ids are deterministic.
+It encodes the query with the encoder that wrote the searched vector (checked against the fingerprint the points
+record) and answers in one ``query_points`` call through :func:`qdrant_tools.search.search`, with the stored nodes
+scored by their relevance in [0, 1]; the path of a query: docs/architecture.md (``posfair query``).
 
 Example:
     >>> from llama_index.core.query_engine import RetrieverQueryEngine
@@ -226,28 +218,16 @@ class PosFairRetriever(BaseRetriever):
             ValueError: an empty query.
         """
         q, sparse = self._query(query)
-        return search(
-            self._client,
-            self.collection,
-            q,
-            self.settings,
-            vectors=self.vectors,
-            sparse_query=sparse,
-            query_filter=self.filter,
-        )
+        return search(self._client, self.collection, q, self.settings, **self._options(sparse))
 
     async def asearch(self, query: str) -> list[Hit]:
         """:meth:`search` through the async client; the query is encoded in a worker thread."""
         q, sparse = await asyncio.to_thread(self._query, query)
-        return await asearch(
-            self._aclient,
-            self.collection,
-            q,
-            self.settings,
-            vectors=self.vectors,
-            sparse_query=sparse,
-            query_filter=self.filter,
-        )
+        return await asearch(self._aclient, self.collection, q, self.settings, **self._options(sparse))
+
+    def _options(self, sparse: Any) -> dict[str, Any]:
+        """The search keywords of every query: the collection's vectors, the BM25 query and the filter."""
+        return {"vectors": self.vectors, "sparse_query": sparse, "query_filter": self.filter}
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [hit_to_node(h) for h in self.search(query_bundle.query_str)]

@@ -1,39 +1,18 @@
 """``PosFairVectorStore``: a LlamaIndex vector store over a Qdrant collection in posfair's layout.
 
-Swap it in for LlamaIndex's ``QdrantVectorStore`` and an app gets position-fair
-retrieval: each node is stored as one Qdrant point with its node vector (the index's
-embed model), the vectors of its sentence-aligned sub-chunks, the sub-chunks fused with
-the node vector, and a BM25 sparse vector, all computed here; a query is the default
-hybrid search of ``posfair query`` (:func:`qdrant_tools.search.search`) in one
-``query_points`` call, with the evidence span of each hit. A hit's score (``similarities``) is its
-relevance in [0, 1], the cosine of its best sub-chunk, kept in ranking order (docs/vector-store.md,
-"Scores"). ``MetadataFilters`` apply to every arm of that query, BM25 included
-(:mod:`llamaindex_posfair.integrations.filters`).
+Swap it in for LlamaIndex's ``QdrantVectorStore`` and an app gets position-fair retrieval: each node is one point
+with its node vector, its sentence-aligned sub-chunks (alone and fused with the node vector) and BM25, computed
+here; a query is the default hybrid search of ``posfair query`` in one ``query_points`` call, each hit scored by its
+relevance in [0, 1] (docs/vector-store.md, "What it stores" and "Scores"). ``MetadataFilters`` apply to every arm
+of the query (:mod:`llamaindex_posfair.integrations.filters`).
 
-The collection records its layout (a :class:`~llamaindex_posfair.integrations.recipe.Recipe`)
-when it is created, with the precision its vectors are computed in; a store whose embed model
-contradicts it is refused, naming both. An embed model in another precision alone queries the
-collection (one notice: rankings agree) but does not add nodes to it.
+The collection records its layout (a :class:`~llamaindex_posfair.integrations.recipe.Recipe`) when it is created;
+a store whose embed model contradicts it is refused, naming both (one in another precision only queries it).
 
-Query modes: ``DEFAULT``, ``HYBRID`` and ``SEMANTIC_HYBRID`` run the default search
-(dense ranking fused with BM25 as the layout's search says); ``SPARSE`` and
-``TEXT_SEARCH`` rank by BM25 alone; ``MMR`` re-ranks the default search's best
-candidates by maximal marginal relevance over their node vectors (``mmr_threshold``);
-other modes raise. The query's other fields, as LlamaIndex's ``QdrantVectorStore`` reads them:
-
-=====================  ===================================================================
-``hybrid_top_k``       ``HYBRID`` mode: the fused hits returned (else ``similarity_top_k``)
-``sparse_top_k``       the BM25 ranking's candidates entering the fusion; ``SPARSE`` mode:
-                       the hits returned
-``alpha``              the dense ranking's weight against BM25's ``1 - alpha`` in weighted
-                       reciprocal rank fusion (1: dense only, 0: BM25 only; ``None``: the
-                       layout's weights); refused where the search fuses by DBSF
-``qdrant_filters=``    a native ``qdrant_client.models.Filter``, required beside the
-                       ``MetadataFilters`` (``query(q, qdrant_filters=...)``, ``get_nodes``)
-=====================  ===================================================================
-
-The result's ``ids`` are node ids. A store given only ``aclient=`` (an async app) reads the
-collection's layout on its first async call; its synchronous methods refuse.
+Query modes (``DEFAULT``, ``HYBRID``, ``SEMANTIC_HYBRID``, ``SPARSE``, ``TEXT_SEARCH``, ``MMR``) and the query
+fields it reads (``hybrid_top_k``, ``sparse_top_k``, ``alpha``, ``qdrant_filters=``): docs/vector-store.md,
+"Queries". The result's ``ids`` are node ids. A store given only ``aclient=`` reads the collection's layout on its
+first async call; its synchronous methods refuse.
 
 Example:
     >>> from llama_index.core import SimpleDirectoryReader, StorageContext, VectorStoreIndex

@@ -1,12 +1,8 @@
 """Read only the attention rows we need, inside transformers' attention dispatch.
 
-``output_attentions=True`` materialises every layer's ``L×L`` map per head
-and, under SDPA, silently returns nothing. Instead we register a custom
-attention function through ``transformers.AttentionInterface``: it runs the
-stock SDPA kernel for the layer output and, for the *answer position only*,
-recomputes the post-softmax row ``softmax(q_p Kᵀ·scale + mask_p)``
-(``O(L·d)`` per head), averaged over heads. Registration (with the SDPA mask
-function), the active-capture scope and the SDPA call are the shared
+``output_attentions=True`` materialises every layer's ``L×L`` map per head (and returns nothing under SDPA);
+instead the stock SDPA kernel runs for the layer output and only the answer row is recomputed, averaged over
+heads (docs/multimodal.md). Registration, the active-capture scope and the SDPA call are the shared
 :class:`~llamaindex_posfair.backends.hooks.AttentionHook`.
 
 Usage::

@@ -1,16 +1,9 @@
 """Attention-guided position-bias calibrator (method C) and its baselines.
 
-Fitting runs ``M`` labelled samples through all ``N`` cyclic shifts
-(``M·N`` forward passes, once) and keeps, per candidate count ``N``:
-
-* the conditional bias ``Bm`` (:mod:`.bias`),
-* the static attention prior ``ā_l(k)`` (mean attention mass per slot),
-* the PriDe log-prior (:mod:`.pride`), so the baseline shares the API.
-
-Inference needs one forward pass (:class:`~.types.ForwardResult`) and is
-pure tensor math. Methods: ``"vanilla"``, ``"pride"``, ``"attention"``
-(argmax of the attention posterior), ``"ours"``; self-consistency needs
-``N`` passes and lives in :func:`self_consistency_scores`.
+Fitting runs ``M`` labelled samples through all ``N`` cyclic shifts once and keeps, per candidate count ``N``,
+the conditional bias (:mod:`.bias`), the static attention prior and the PriDe log-prior (:mod:`.pride`); inference
+is one forward pass and pure tensor math (docs/multimodal.md, "Calibration and inference"). Methods: :data:`METHODS`;
+self-consistency needs ``N`` passes and lives in :func:`self_consistency_scores`.
 """
 
 from __future__ import annotations
@@ -120,6 +113,10 @@ class SlotTables:
         return int(self.bias.shape[0])
 
 
+#: The tensors of a :class:`SlotTables`, saved as ``n{N}.{name}``.
+_TABLE_TENSORS = ("bias", "attention_prior", "pride_log_prior")
+
+
 def check_fitted_size(n: int, fitted: Sequence[int]) -> None:
     """Raise :class:`CalibrationMismatchError` unless a state fitted for ``fitted`` sizes covers ``n`` candidates."""
     if n in fitted:
@@ -178,9 +175,7 @@ class CalibrationState:
         tensors: dict[str, torch.Tensor] = {}
         samples: dict[str, int] = {}
         for n, t in self.tables.items():
-            tensors[f"n{n}.bias"] = t.bias.contiguous()
-            tensors[f"n{n}.attention_prior"] = t.attention_prior.contiguous()
-            tensors[f"n{n}.pride_log_prior"] = t.pride_log_prior.contiguous()
+            tensors.update({f"n{n}.{name}": getattr(t, name).contiguous() for name in _TABLE_TENSORS})
             samples[str(n)] = t.num_samples
         meta = {
             "format": STATE_FORMAT,
@@ -234,12 +229,7 @@ class CalibrationState:
             cfg["layer_range"] = tuple(cfg["layer_range"])
         samples = json.loads(meta["num_samples"])
         tables = {
-            int(s): SlotTables(
-                bias=tensors[f"n{s}.bias"],
-                attention_prior=tensors[f"n{s}.attention_prior"],
-                pride_log_prior=tensors[f"n{s}.pride_log_prior"],
-                num_samples=int(samples[str(s)]),
-            )
+            int(s): SlotTables(**{k: tensors[f"n{s}.{k}"] for k in _TABLE_TENSORS}, num_samples=int(samples[str(s)]))
             for s in json.loads(meta["sizes"])
         }
         state = cls(

@@ -10,7 +10,7 @@ problem, reported in ``passes_per_query``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -37,9 +37,6 @@ class MethodReport:
     rstd_population: float
     consistency: float
     passes_per_query: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def evaluate_methods(

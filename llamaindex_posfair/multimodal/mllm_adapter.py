@@ -3,15 +3,10 @@
 A family adapter (Qwen2-VL / Qwen2.5-VL today; LLaVA-OneVision and InternVL
 fit the same shape) only implements :meth:`MLLMAdapter.build_inputs`: turn
 ``(query, images)`` into model inputs, the token span of every image and
-the answer position. This base class then
-
-* switches the *text* model to the row-capturing attention function
-  (:mod:`.attention_capture`), so only the answer row is ever formed;
-* scores the index labels ``"1" … "N"`` at the answer position, jointly
-  for two-token labels: the shared first token (``"1"`` for 10–19) is
-  appended to the prompt, so the same causal forward also yields
-  ``p(second | "1")`` — still one pass;
-* sums the head-mean attention row over each image's span, per layer.
+the answer position. This base class switches the text model to the row-capturing attention function
+(:mod:`.attention_capture`), scores the index labels ``"1" … "N"`` at the answer position (two-token labels
+jointly, in the same pass) and sums the head-mean attention row over each image's span, per layer: how, in
+docs/multimodal.md.
 """
 
 from __future__ import annotations

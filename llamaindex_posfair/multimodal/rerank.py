@@ -267,7 +267,3 @@ class PosFairImageRerank(BaseNodePostprocessor):
             event.on_end(payload={EventPayload.NODES: out})
         dispatcher.event(ReRankEndEvent(nodes=out))
         return out
-
-
-#: The name before the first release, not exported: kept only for the callers that still import it
-#: (``tests/serve``); delete it when they use ``PosFairImageRerank``.

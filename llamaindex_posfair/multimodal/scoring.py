@@ -37,8 +37,5 @@ def slot_probabilities(
     correct them with ``calibrator`` (required for them).
     """
     result = scorer.score(query, images)
-    if method == "vanilla":
-        raw = result.logits.double()
-    else:
-        raw = calibrator.scores(result, method)
+    raw = result.logits.double() if method == "vanilla" else calibrator.scores(result, method)
     return torch.softmax(raw, dim=0)

@@ -13,6 +13,7 @@ Lists are comma-separated; plots go to ``--plot-dir``, all metrics to ``--json-o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +43,7 @@ def _simulate(args: argparse.Namespace) -> int:
         rep = evaluate_methods(sim, cal, test)
         rep["unbiased simulator"] = evaluate_methods(sim.unbiased(), None, test, methods=("vanilla",))["vanilla"]
         rows += [(m if m != "ours" else "ours (attention-guided)", r) for m, r in rep.items()]
-        dump[n] = {m: r.as_dict() for m, r in rep.items()}
+        dump[n] = {m: dataclasses.asdict(r) for m, r in rep.items()}
         if args.plot_dir:
             plot_per_slot({m: rep[m] for m in ("vanilla", "pride", "ours")}, Path(args.plot_dir) / f"sim_n{n}.png")
     print(format_table(rows, args.rstd))

@@ -16,6 +16,7 @@ from llamaindex_posfair.calibration.config import CalibrationConfig
 from llamaindex_posfair.encoders import runtime
 from llamaindex_posfair.encoders.encoder import PosFairEncoder
 from llamaindex_posfair.encoders.spec import EncoderSet, EncoderSpec
+from llamaindex_posfair.encoders.weights import file_sha256
 
 PLAIN = {"calibration": None}
 needs_onnxruntime = pytest.mark.skipif(
@@ -168,7 +169,7 @@ def test_file_ort_cannot_load_is_rebuilt(tiny_bert_path, own_cache, caplog, monk
     folder = _onnx_folder(first)
     (folder / "model.onnx").write_bytes(b"garbage")
     record = json.loads((folder / "export.json").read_text())
-    record["sha256"] = runtime._file_sha256(folder / "model.onnx")
+    record["sha256"] = file_sha256(folder / "model.onnx")
     (folder / "export.json").write_text(json.dumps(record))
     with caplog.at_level(logging.WARNING, logger="llamaindex_posfair.encoders.runtime"):
         PosFairEncoder(tiny_bert_path, calibration=None, runtime="onnx")
