@@ -1,6 +1,6 @@
 """LlamaIndex integrations over posfair's encoders and Qdrant collections.
 
-What each module holds: docs/architecture.md, "integrations".
+What each module holds: docs/architecture.md, "The packages" (`integrations`).
 
 Qdrant ingestion and search live in the top-level ``qdrant_tools`` package. Names load
 lazily, so importing this package does not import LlamaIndex.

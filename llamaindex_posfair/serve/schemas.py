@@ -21,13 +21,13 @@ Example:
 from __future__ import annotations
 
 import base64
-import hashlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from llamaindex_posfair.encoders.weights import file_sha256
 from llamaindex_posfair.integrations.node_scoring import ScoringSettings
 from llamaindex_posfair.scoring import NODE_WEIGHT
 from qdrant_tools.subchunks import NodeSource, SubchunkConfig
@@ -84,7 +84,7 @@ def role_for(value: Any, name: str, default: InputType = "document") -> InputTyp
 def file_digest(path: str | Path) -> str:
     """16-hex-digit SHA-256 of a file's bytes: the fingerprint of an image calibration state on the wire
     (``ModelCard.fingerprint`` of the image model; the server computes it, the client checks it)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    return file_sha256(Path(path))[:16]
 
 
 class Wire(BaseModel):
