@@ -72,18 +72,20 @@ def _ephemeral_ports() -> range:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that is free on ``host`` now and outside the OS's ephemeral range (tests and benches).
+    """A port that is free on ``host`` now, outside the OS's ephemeral range where it can (tests and benches).
 
     A local Ray's own servers (its metrics exporter among them) bind port 0, so the OS gives them
-    ephemeral ports; a port outside that range cannot be taken by them between this call and the
-    HTTP proxy's start.
+    ephemeral ports, and its workers take ports from 10002 to 19999; a port outside both cannot be
+    taken by them between this call and the HTTP proxy's start.
     """
     ephemeral = _ephemeral_ports()
-    candidates = [p for p in range(10000, 32768) if p not in ephemeral]
-    for port in secrets.SystemRandom().sample(candidates, 200):
+    candidates = [p for p in range(20000, 65536) if p not in ephemeral]  # Ray's workers take 10002-19999
+    for port in secrets.SystemRandom().sample(candidates, min(200, len(candidates))):
         if port_is_free(host, port):
             return port
-    raise OSError(f"no free port found on {host} outside the ephemeral range {ephemeral.start}-{ephemeral.stop - 1}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # the OS's choice: every port is ephemeral here
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 def check_serving(host: str, port: int, attempts: int = 5, timeout_s: float = 10.0) -> None:

@@ -164,5 +164,13 @@ def test_free_ports_lie_outside_the_range_a_local_ray_binds_its_own_servers_in()
 
     ephemeral = runner._ephemeral_ports()
     ports = [runner.free_port() for _ in range(50)]
-    assert not any(p in ephemeral for p in ports)
+    assert not any(p in ephemeral or p < 20000 for p in ports)
     assert all(runner.port_is_free("127.0.0.1", p) for p in ports)
+
+
+def test_free_port_falls_back_to_the_os_choice_when_every_port_is_ephemeral(monkeypatch):
+    from llamaindex_posfair.serve import runner
+
+    monkeypatch.setattr(runner, "_ephemeral_ports", lambda: range(1024, 65536))
+    port = runner.free_port()
+    assert 1024 <= port < 65536 and runner.port_is_free("127.0.0.1", port)
