@@ -200,7 +200,6 @@ def remote(repeats: int, concurrency: int, n_passages: int) -> None:
     port = runner.free_port()
     try:
         runner.deploy(C.ServeConfig(encoder=EncoderSpec(model=BUNDLED_MINILM).pinned()), "127.0.0.1", port)
-        runner.check_serving("127.0.0.1", port)
         embed = PosFairEmbedding(endpoint=f"http://127.0.0.1:{port}")
         client = open_store(":memory:")
         store = PosFairVectorStore("bench", client=client, embed_model=embed)

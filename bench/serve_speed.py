@@ -87,7 +87,6 @@ def bench_setting(config, args, bodies: list[dict], port: int) -> dict[str, floa
 
     t0 = time.perf_counter()
     runner.deploy(config, "127.0.0.1", port)
-    runner.check_serving("127.0.0.1", port)
     start = time.perf_counter() - t0
     url = f"http://127.0.0.1:{port}"
     run_load(url, bodies[: args.warmup], args.concurrency)
@@ -118,7 +117,6 @@ def bench_stall(config, args, port: int) -> dict[str, float]:
     from llamaindex_posfair.serve import runner
 
     runner.deploy(config, "127.0.0.1", port)
-    runner.check_serving("127.0.0.1", port)
     url = f"http://127.0.0.1:{port}/v1/embeddings"
     word = {"input": ["hello"], "input_type": "query"}
     big = {"input": [("the river carried silt past old mills " * 200)[: args.big_chars] for _ in range(args.big_texts)]}

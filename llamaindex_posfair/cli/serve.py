@@ -243,7 +243,6 @@ def run_serve(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         try:
             runner.deploy(config, args.host, args.port)
-            runner.check_serving(args.host, args.port)
         except RuntimeError as exc:  # a replica could not start (its log is above), or a stop signal inside Ray
             if _STOP_REQUESTED:
                 raise _Stop(_STOP_REQUESTED[-1]) from None

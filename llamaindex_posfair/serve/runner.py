@@ -257,11 +257,12 @@ def _import_serve() -> tuple[Any, str | None]:
 def deploy(config: ServeConfig, host: str, port: int) -> Any:
     """Start Serve's HTTP proxy on ``host:port`` and deploy the application; returns its handle.
 
-    Blocks until every replica has loaded its model.
+    Blocks until every replica has loaded its model, then checks that the port answers as the
+    application (:func:`check_serving`).
 
     Raises:
-        ServeStartError: the start failed (a proxy or replica did not come up, Ray failed); the
-            message says why in one line. Exceptions of other origins (a caller's signal) pass through.
+        ServeStartError: the start failed (a proxy or replica did not come up, Ray failed, another
+            server answers on the port); the message says why in one line. Exceptions of other origins (a caller's signal) pass through.
     """
     serve, level = _import_serve()
     from llamaindex_posfair.serve.deployments import build_app
@@ -269,7 +270,9 @@ def deploy(config: ServeConfig, host: str, port: int) -> Any:
     logging_config = {"log_level": level} if level else None
     try:
         serve.start(http_options={"host": host, "port": port}, logging_config=logging_config)
-        return serve.run(build_app(config), name=config.app_name, route_prefix="/", logging_config=logging_config)
+        handle = serve.run(build_app(config), name=config.app_name, route_prefix="/", logging_config=logging_config)
+        check_serving(host, port)
+        return handle
     except Exception as exc:
         if not _raised_by_ray_or_python(exc) or isinstance(exc, ServeStartError):
             raise

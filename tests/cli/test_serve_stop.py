@@ -59,11 +59,10 @@ def test_a_replica_that_fails_to_start_is_still_an_error(fake_ray, monkeypatch):
 
 
 def test_a_port_answered_by_another_server_after_the_start_is_an_error(fake_ray, monkeypatch):
-    def other_server_answers(host, port, attempts=5, timeout_s=10.0):
+    def other_server_answers(config, host, port):  # what deploy's port check raises
         raise runner.ServeStartError(f"port {port} on {host} is answered by another server; pick another --port")
 
-    monkeypatch.setattr(runner, "deploy", lambda config, host, port: None)
-    monkeypatch.setattr(runner, "check_serving", other_server_answers)
+    monkeypatch.setattr(runner, "deploy", other_server_answers)
     with pytest.raises(serve_cli.CliError, match="did not start: port 8765 on 127.0.0.1 is answered by another server"):
         serve_cli.run_serve(_args())
     assert fake_ray == [(True, "posfair")]

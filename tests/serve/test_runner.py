@@ -174,3 +174,23 @@ def test_free_port_falls_back_to_the_os_choice_when_every_port_is_ephemeral(monk
     monkeypatch.setattr(runner, "_ephemeral_ports", lambda: range(1024, 65536))
     port = runner.free_port()
     assert 1024 <= port < 65536 and runner.port_is_free("127.0.0.1", port)
+
+
+def test_deploy_checks_its_port_after_the_application_started(monkeypatch):
+    pytest.importorskip("ray.serve")
+    from ray import serve
+
+    from llamaindex_posfair.serve import runner
+
+    monkeypatch.setattr(serve, "start", lambda **kwargs: None)
+    monkeypatch.setattr(serve, "run", lambda app, **kwargs: "handle")
+    ours = _http_server(b'{"status":"ok"}', "application/json")
+    metrics = _http_server(b"# HELP ray_up Ray is up\nray_up 1.0\n", "text/plain")
+    try:
+        assert runner.deploy(ServeConfig(), "127.0.0.1", ours.server_address[1]) == "handle"
+        port = metrics.server_address[1]
+        with pytest.raises(ServeStartError, match=f"port {port} on 127.0.0.1 is answered by another server"):
+            runner.deploy(ServeConfig(), "127.0.0.1", port)
+    finally:
+        ours.shutdown()
+        metrics.shutdown()
